@@ -1,0 +1,219 @@
+/*
+ * weft/channel.h: one connection, bound to one loop for its life, and the
+ * pipeline of handlers between its bytes and the application.
+ *
+ * Inbound events (active, read, read_complete, writability_changed,
+ * user_event, error, inactive) travel from the head of the pipeline (the
+ * transport) to its tail; outbound operations (write, flush, close) travel
+ * from the tail to the head. Every callback runs on the channel's loop
+ * thread, so handlers need no locks.
+ */
+#ifndef WEFT_CHANNEL_H
+#define WEFT_CHANNEL_H
+
+#include <weft/core.h>
+#include <weft/loop.h>
+
+struct bufferevent;
+struct evbuffer;
+
+typedef struct weft_channel weft_channel;
+/* A handler's place in one channel's pipeline. */
+typedef struct weft_ctx weft_ctx;
+
+/*
+ * The type of a message travelling the pipeline. Messages are either byte
+ * buffers (type == &weft_msg_evbuffer, msg is a struct evbuffer *) or typed
+ * objects of a type a codec defines, freed with type->free.
+ *
+ * Ownership: an inbound evbuffer is borrowed by the handler it is passed to,
+ * which moves out the bytes it wants (evbuffer_remove_buffer moves chains);
+ * bytes left in the channel's input stay there for the next read, bytes left
+ * in a decoder's buffer are dropped. An inbound typed object is owned by the
+ * handler that receives it, which forwards it or frees it. On write, both
+ * kinds are consumed, on success and on failure: the bytes are moved out of
+ * the evbuffer (the evbuffer itself stays the caller's) and typed objects
+ * become the pipeline's.
+ */
+typedef struct weft_msg_type {
+	const char *name;
+	void (*free)(void *msg);
+} weft_msg_type;
+
+WEFT_API extern const weft_msg_type weft_msg_evbuffer;
+
+/* Runs once on the channel's loop when the bytes of one write have left
+ * for the socket (0) or can no longer go (a negative WEFT_E code). */
+typedef void (*weft_write_cb)(weft_channel *ch, int status, void *arg);
+
+/*
+ * A handler: a table of callbacks, any of which may be NULL to pass the
+ * event on unchanged. state is the pointer given when the handler was added.
+ */
+typedef struct weft_handler {
+	/* Called when the handler joins and leaves a pipeline; removed is the
+	 * place to free state. */
+	void (*added)(weft_ctx *ctx);
+	void (*removed)(weft_ctx *ctx);
+	/* Inbound. */
+	void (*active)(weft_ctx *ctx);
+	void (*read)(weft_ctx *ctx, const weft_msg_type *type, void *msg);
+	void (*read_complete)(weft_ctx *ctx);
+	void (*writability_changed)(weft_ctx *ctx, bool writable);
+	void (*user_event)(weft_ctx *ctx, int event, void *data);
+	void (*error)(weft_ctx *ctx, int status);
+	void (*inactive)(weft_ctx *ctx);
+	/* Outbound. */
+	void (*write)(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+		      weft_write_cb cb, void *cb_arg);
+	void (*flush)(weft_ctx *ctx);
+	void (*close)(weft_ctx *ctx);
+} weft_handler;
+
+/* Channel options; zero fields take the defaults shown. */
+typedef struct weft_channel_opts {
+	size_t high_water_bytes; /* 1 MiB: unwritable above this */
+	size_t low_water_bytes;  /* 256 KiB: writable again at or below */
+	size_t max_read_bytes;   /* 256 KiB: most bytes taken per read call */
+	uint64_t linger_ms;      /* 5000: how long close waits for writes */
+} weft_channel_opts;
+
+/* Sets up a new channel's pipeline (Netty's ChannelInitializer). Returns 0
+ * or a WEFT_E code, which closes the channel. */
+typedef int (*weft_channel_init_cb)(weft_channel *ch, void *arg);
+
+/*
+ * weft_channel_new wraps a connected bufferevent of loop's event_base in a
+ * channel. The channel takes bev, also on failure (freed then; the fd is
+ * closed if bev has BEV_OPT_CLOSE_ON_FREE). The channel holds one
+ * reference for being open; *out is borrowed unless you take a reference.
+ * Call weft_channel_activate once the pipeline is built. Loop thread. For
+ * transports.
+ */
+WEFT_API int weft_channel_new(weft_loop *loop, struct bufferevent *bev,
+			      const weft_channel_opts *opts,
+			      weft_channel **out);
+
+/* weft_channel_activate starts reading and fires active. Loop thread. */
+WEFT_API void weft_channel_activate(weft_channel *ch);
+
+/* Reference counting, for pointers kept across threads or past inactive.
+ * Any thread. */
+WEFT_API void weft_channel_ref(weft_channel *ch);
+WEFT_API void weft_channel_unref(weft_channel *ch);
+
+WEFT_API weft_loop *weft_channel_loop(const weft_channel *ch);
+/* The bufferevent, for transports (TLS peer checks); NULL once closed. */
+WEFT_API struct bufferevent *weft_channel_bev(weft_channel *ch);
+/* A user pointer; the channel does not own it. */
+WEFT_API void weft_channel_set_data(weft_channel *ch, void *data);
+WEFT_API void *weft_channel_data(const weft_channel *ch);
+/* The peer's address as text ("127.0.0.1:5000", "[::1]:80", "unix:/p",
+ * "inproc"), set by the transport. */
+WEFT_API const char *weft_channel_peer(const weft_channel *ch);
+WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
+
+/* weft_channel_is_open is false once close started or the peer went away. */
+WEFT_API bool weft_channel_is_open(const weft_channel *ch);
+/* weft_channel_is_writable is false above the high-water mark. Loop
+ * thread. */
+WEFT_API bool weft_channel_is_writable(const weft_channel *ch);
+/* Bytes written but not yet handed to the socket. Loop thread. */
+WEFT_API size_t weft_channel_pending_write_bytes(const weft_channel *ch);
+
+/* weft_channel_set_auto_read pauses (false) or resumes reading, for
+ * inbound back-pressure. Loop thread. */
+WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
+
+/*
+ * weft_channel_write sends a message through the whole pipeline (from the
+ * tail) and flushes. It consumes msg as described at weft_msg_type, on
+ * success and on failure; if it returns non-zero, cb is never called,
+ * otherwise cb (if not NULL) runs exactly once, on the loop thread, never
+ * inside this call. Any thread: from another thread the message is moved
+ * to the loop first.
+ */
+WEFT_API int weft_channel_write_msg(weft_channel *ch,
+				    const weft_msg_type *type, void *msg,
+				    weft_write_cb cb, void *arg);
+
+/* weft_channel_write is weft_channel_write_msg for bytes: moves all of buf
+ * out (buf stays the caller's). Any thread. */
+WEFT_API int weft_channel_write(weft_channel *ch, struct evbuffer *buf,
+				weft_write_cb cb, void *arg);
+
+/*
+ * weft_channel_close starts an orderly close through the pipeline: reading
+ * stops, pending writes drain (up to linger_ms), then the socket closes and
+ * inactive fires. Idempotent. Any thread.
+ */
+WEFT_API void weft_channel_close(weft_channel *ch);
+
+/* weft_channel_fire_user_event sends a user event from the head of the
+ * pipeline. Loop thread. */
+WEFT_API void weft_channel_fire_user_event(weft_channel *ch, int event,
+					   void *data);
+
+/*
+ * Building the pipeline. Names are unique per channel (copied). Adding or
+ * removing is allowed at any time on the loop thread, also inside any
+ * handler callback of the same channel: a removed handler receives no
+ * further events, and its context stays valid until the current callback
+ * returns. Returns 0, WEFT_EEXIST (name taken), WEFT_ENOTFOUND or
+ * WEFT_ENOMEM.
+ */
+WEFT_API int weft_pipeline_add_last(weft_channel *ch, const char *name,
+				    const weft_handler *h, void *state);
+WEFT_API int weft_pipeline_add_first(weft_channel *ch, const char *name,
+				     const weft_handler *h, void *state);
+WEFT_API int weft_pipeline_add_before(weft_channel *ch, const char *base,
+				      const char *name, const weft_handler *h,
+				      void *state);
+WEFT_API int weft_pipeline_add_after(weft_channel *ch, const char *base,
+				     const char *name, const weft_handler *h,
+				     void *state);
+WEFT_API int weft_pipeline_remove(weft_channel *ch, const char *name);
+/* weft_pipeline_replace puts a new handler in old's place. */
+WEFT_API int weft_pipeline_replace(weft_channel *ch, const char *old_name,
+				   const char *name, const weft_handler *h,
+				   void *state);
+/* weft_pipeline_get finds a handler's context by name, or NULL. */
+WEFT_API weft_ctx *weft_pipeline_get(weft_channel *ch, const char *name);
+
+/* What a handler can do with its context. Loop thread. */
+WEFT_API weft_channel *weft_ctx_channel(const weft_ctx *ctx);
+WEFT_API void *weft_ctx_state(const weft_ctx *ctx);
+WEFT_API const char *weft_ctx_name(const weft_ctx *ctx);
+/* weft_ctx_remove takes this handler out of the pipeline. */
+WEFT_API void weft_ctx_remove(weft_ctx *ctx);
+
+/* Forward an inbound event to the next handler towards the tail. */
+WEFT_API void weft_ctx_fire_active(weft_ctx *ctx);
+WEFT_API void weft_ctx_fire_read(weft_ctx *ctx, const weft_msg_type *type,
+				 void *msg);
+WEFT_API void weft_ctx_fire_read_complete(weft_ctx *ctx);
+WEFT_API void weft_ctx_fire_writability_changed(weft_ctx *ctx, bool writable);
+WEFT_API void weft_ctx_fire_user_event(weft_ctx *ctx, int event, void *data);
+WEFT_API void weft_ctx_fire_error(weft_ctx *ctx, int status);
+WEFT_API void weft_ctx_fire_inactive(weft_ctx *ctx);
+
+/* Pass an outbound operation to the next handler towards the head. Write
+ * ownership as at weft_channel_write_msg; cb runs exactly once. */
+WEFT_API void weft_ctx_write(weft_ctx *ctx, const weft_msg_type *type,
+			     void *msg, weft_write_cb cb, void *cb_arg);
+WEFT_API void weft_ctx_flush(weft_ctx *ctx);
+WEFT_API void weft_ctx_close(weft_ctx *ctx);
+
+/*
+ * weft_ctx_fail_write is for a handler that cannot pass a write on: it frees
+ * msg (or drains it) and arranges for cb to run with status on the loop,
+ * after the current callback returns.
+ */
+WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
+				  void *msg, weft_write_cb cb, void *cb_arg,
+				  int status);
+
+/* weft_msg_free releases a message that will go no further. */
+WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
+
+#endif

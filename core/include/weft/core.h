@@ -1,0 +1,116 @@
+/* weft/core.h: library set-up, error codes and logging. */
+#ifndef WEFT_CORE_H
+#define WEFT_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define WEFT_API __attribute__((visibility("default")))
+#define WEFT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define WEFT_API
+#define WEFT_PRINTF(fmt, args)
+#endif
+
+/*
+ * Every error weft reports, as X(NAME, value, message). Functions return 0 or
+ * one of these negative codes; weft_strerror() names it.
+ */
+#define WEFT_ERRNO_MAP(X)                                                      \
+	X(ENOMEM, -1, "out of memory")                                         \
+	X(EINVAL, -2, "invalid argument")                                      \
+	X(ECLOSED, -3, "channel closed")                                       \
+	X(ETIMEDOUT, -4, "timed out")                                          \
+	X(ESHUTDOWN, -5, "shut down")                                          \
+	X(EOVERLOAD, -6, "overloaded")                                         \
+	X(EPROTO, -7, "protocol error")                                        \
+	X(ETOOBIG, -8, "message too large")                                    \
+	X(EIO, -9, "I/O error")                                                \
+	X(ECONNREFUSED, -10, "connection refused")                             \
+	X(EADDRINUSE, -11, "address in use")                                   \
+	X(EADDR, -12, "bad or unresolvable address")                           \
+	X(EPEERDOWN, -13, "peer down")                                         \
+	X(EEXPIRED, -14, "expired")                                            \
+	X(EUNKNOWNVERB, -15, "unknown verb")                                   \
+	X(ETLS, -16, "TLS error")                                              \
+	X(ECHECKSUM, -17, "checksum mismatch")                                 \
+	X(ECANCELED, -18, "canceled")                                          \
+	X(EAUTH, -19, "authentication failed")                                 \
+	X(ECONFIG, -20, "invalid configuration")                               \
+	X(ENOTSUP, -21, "not supported")                                       \
+	X(EEXIST, -22, "already exists")                                       \
+	X(ENOTFOUND, -23, "not found")                                         \
+	X(EBUSY, -24, "busy")                                                  \
+	X(EREMOTE, -25, "remote error")
+
+enum weft_errno {
+#define WEFT__ERRNO_ENUM(name, value, msg) WEFT_##name = (value),
+	WEFT_ERRNO_MAP(WEFT__ERRNO_ENUM)
+#undef WEFT__ERRNO_ENUM
+};
+
+/* weft_strerror names a WEFT_E code (or 0). Returns a constant string, never
+ * NULL. Any thread. */
+WEFT_API const char *weft_strerror(int err);
+
+/* weft_errname returns the code's symbolic name ("EPROTO"). Any thread. */
+WEFT_API const char *weft_errname(int err);
+
+/* weft_from_errno translates a positive errno value into a WEFT_E code. */
+WEFT_API int weft_from_errno(int errnum);
+
+/*
+ * weft_init sets up libevent for threads. It is idempotent and thread-safe;
+ * every constructor calls it, so calling it yourself is optional. Returns 0 or
+ * WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_init(void);
+
+enum weft_log_level {
+	WEFT_LOG_DEBUG = 0,
+	WEFT_LOG_INFO = 1,
+	WEFT_LOG_WARN = 2,
+	WEFT_LOG_ERROR = 3,
+	WEFT_LOG_OFF = 4,
+};
+
+/* A log sink: called with a formatted line (no trailing newline). */
+typedef void (*weft_log_cb)(enum weft_log_level level, const char *line,
+			    void *arg);
+
+/*
+ * weft_log_set_sink replaces the stderr sink (NULL restores it). Set it once,
+ * before any loop runs. The sink may be called from any loop thread at once.
+ */
+WEFT_API void weft_log_set_sink(weft_log_cb cb, void *arg);
+
+/* weft_log_set_level drops messages below level. Any thread. Default INFO,
+ * or the WEFT_LOG environment variable (debug, info, warn, error, off). */
+WEFT_API void weft_log_set_level(enum weft_log_level level);
+WEFT_API enum weft_log_level weft_log_get_level(void);
+
+/* weft_log formats and emits one line. Any thread. */
+WEFT_API void weft_log(enum weft_log_level level, const char *fmt, ...)
+	WEFT_PRINTF(2, 3);
+WEFT_API void weft_logv(enum weft_log_level level, const char *fmt,
+			va_list ap);
+
+#define WEFT_LOG_ENABLED(level) ((level) >= weft_log_get_level())
+#define weft_debug(...)                                                        \
+	do {                                                                   \
+		if (WEFT_LOG_ENABLED(WEFT_LOG_DEBUG))                          \
+			weft_log(WEFT_LOG_DEBUG, __VA_ARGS__);                 \
+	} while (0)
+#define weft_info(...) weft_log(WEFT_LOG_INFO, __VA_ARGS__)
+#define weft_warn(...) weft_log(WEFT_LOG_WARN, __VA_ARGS__)
+#define weft_error(...) weft_log(WEFT_LOG_ERROR, __VA_ARGS__)
+
+/* weft_now_ns is a monotonic clock in nanoseconds. Any thread. */
+WEFT_API uint64_t weft_now_ns(void);
+/* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. */
+WEFT_API uint64_t weft_wall_ms(void);
+
+#endif
