@@ -1,0 +1,1 @@
+/* Replaced by the codec sources. */ typedef int weft__codec_placeholder;
