@@ -1,0 +1,24 @@
+/* main.c: a program built against an installed weft, as a user would. */
+#include <stdio.h>
+
+#include <weft/core.h>
+#include <weft/loop.h>
+
+int
+main(void)
+{
+	weft_loop *loop;
+	int rv;
+
+	if ((rv = weft_init()) != 0) {
+		fprintf(stderr, "weft_init: %s\n", weft_strerror(rv));
+		return 1;
+	}
+	if ((rv = weft_loop_new(&loop)) != 0) {
+		fprintf(stderr, "weft_loop_new: %s\n", weft_strerror(rv));
+		return 1;
+	}
+	weft_loop_free(loop);
+	printf("%s\n", weft_strerror(WEFT_EPROTO));
+	return 0;
+}
