@@ -1,0 +1,143 @@
+/*
+ * transport_int.h: what the transport's files share, and the hooks that
+ * tls.c implements. Private to the transport module (and white-box tests).
+ */
+#ifndef WEFT_TRANSPORT_INT_H
+#define WEFT_TRANSPORT_INT_H
+
+#include <sys/socket.h>
+
+#include <event2/util.h>
+#include <weft/transport.h>
+
+struct bufferevent;
+struct event_base;
+
+/* ---- Addresses (address.c) ------------------------------------------- */
+
+/*
+ * A parsed address: a numeric socket address (family AF_INET, AF_INET6,
+ * AF_UNIX) or a name still to resolve (family AF_UNSPEC, host and port).
+ */
+typedef struct weft__addr {
+	int family;
+	socklen_t sa_len;
+	struct sockaddr_storage sa;
+	uint16_t port;
+	char host[256]; /* the host part as written, brackets removed */
+} weft__addr;
+
+/* weft__addr_parse reads address text (see weft/transport.h) without
+ * resolving names. Returns 0 or WEFT_EADDR. */
+int weft__addr_parse(const char *text, weft__addr *out);
+
+/*
+ * weft__addr_resolve turns a parsed address into numeric ones: *list gets
+ * a malloc'd array of *n addresses (one for a numeric address). passive
+ * asks for addresses to bind. Blocks in getaddrinfo for a name. Returns 0,
+ * WEFT_EADDR (unresolvable) or WEFT_ENOMEM.
+ */
+int weft__addr_resolve(const weft__addr *addr, bool passive,
+		       weft__addr **list, size_t *n);
+
+/* weft__addr_format writes sa as address text ("127.0.0.1:80",
+ * "[::1]:80", "unix:/p", "unix:@n", "unix:" when unnamed) into buf. */
+void weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
+		       size_t size);
+
+/* weft__addr_is_tcp is true for AF_INET and AF_INET6. */
+bool weft__addr_is_tcp(int family);
+
+/* ---- Sockets (address.c) --------------------------------------------- */
+
+/* weft__sock_error translates errnum (an errno value) into a WEFT_E code
+ * and logs at warn what failed: "<what> <address>: <strerror>". */
+int weft__sock_error(int errnum, const char *what, const char *address);
+
+/* weft__sock_nodelay sets TCP_NODELAY; failures are logged, not fatal. */
+void weft__sock_nodelay(evutil_socket_t fd);
+
+/* ---- Listening sockets (listen.c) -------------------------------------- */
+
+/*
+ * weft__listen_open binds and listens on addr (numeric, already resolved):
+ * non-blocking, close-on-exec, SO_REUSEADDR for TCP. A Unix socket file
+ * that nobody listens on is removed first; a live one is WEFT_EADDRINUSE.
+ * Returns 0 and the fd, or a WEFT_E code (logged).
+ */
+int weft__listen_open(const weft__addr *addr, int backlog,
+		      evutil_socket_t *fd);
+
+/* ---- Getting a bufferevent ready (handshake.c) ------------------------- */
+
+/* Runs once when bev can carry application data (status 0, bev now the
+ * caller's) or cannot (a WEFT_E code, bev freed, NULL). */
+typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
+			       void *arg);
+
+/*
+ * weft__bev_when_ready calls cb at once (inside this call) for a plain
+ * bufferevent or an OpenSSL one whose handshake is done; otherwise it
+ * takes over bev's callbacks until the handshake finishes, fails
+ * (WEFT_ETLS, detail logged) or timeout_ms passes (WEFT_ETIMEDOUT), and
+ * calls cb then. The result is a handle for weft__bev_ready_cancel, or
+ * NULL when cb has already run. Loop thread of bev.
+ */
+typedef struct weft__ready weft__ready;
+weft__ready *weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
+				  uint64_t timeout_ms, weft__ready_cb cb,
+				  void *arg);
+/* weft__bev_ready_cancel frees the bufferevent and the wait; cb never
+ * runs. */
+void weft__bev_ready_cancel(weft__ready *ready);
+
+/* weft__bev_error_status names why a bufferevent event failed: WEFT_ETLS
+ * for an OpenSSL error (logged with the OpenSSL detail), otherwise the
+ * errno translation. what and peer are for the log line. */
+int weft__bev_error_status(struct bufferevent *bev, short events,
+			   const char *what, const char *peer);
+
+/* ---- TLS hooks: implemented by tls.c (tls_stub.c without it) ----------- */
+
+/*
+ * Runs once on base's loop thread, never inside weft__tls_bev_accept: with
+ * status 0 and a bufferevent that is now the caller's, or with a negative
+ * WEFT_E code and bev NULL (the fd has been closed).
+ */
+typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
+				    void *arg);
+
+/*
+ * weft__tls_bev_accept makes the bufferevent for an accepted connection.
+ * It takes fd in every case (closed on failure). mode is an enum
+ * weft_tls_mode.
+ *
+ * It either finishes at once: returns 0 with *out set (cb never runs); or
+ * later, e.g. to sniff the first bytes in WEFT_TLS_MODE_OPTIONAL: returns
+ * 0 with *out NULL, and then calls cb exactly once (at the latest after
+ * timeout_ms, with WEFT_ETIMEDOUT). The bufferevent is a
+ * bufferevent_openssl (server side, its handshake started or finished) or,
+ * in optional mode for a plaintext client, a plain socket bufferevent that
+ * still holds the sniffed bytes in its input. Options: BEV_OPT_CLOSE_ON_FREE,
+ * never BEV_OPT_THREADSAFE. The transport waits for an unfinished handshake
+ * itself (weft__bev_when_ready), so either is fine. Returns a negative
+ * WEFT_E code on failure (cb never runs). Loop thread of base.
+ */
+int weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
+			 struct event_base *base, evutil_socket_t fd,
+			 uint64_t timeout_ms, weft__tls_accept_cb cb,
+			 void *arg, struct bufferevent **out);
+
+/*
+ * weft__tls_bev_connect makes a client bufferevent_openssl over fd, which
+ * is already connected; it takes fd (closed on failure). server_name (may
+ * be NULL for a numeric address) is for SNI and the certificate name check.
+ * The handshake may still be running: the transport waits for it
+ * (BEV_EVENT_CONNECTED) before the channel exists. Options as above.
+ * Returns 0 with *out set, or a negative WEFT_E code. Loop thread of base.
+ */
+int weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
+			  evutil_socket_t fd, const char *server_name,
+			  struct bufferevent **out);
+
+#endif
