@@ -1,0 +1,129 @@
+/* core_int.h: what the files of core/ share, and nothing else sees. */
+#ifndef WEFT_CORE_INT_H
+#define WEFT_CORE_INT_H
+
+#include <assert.h>
+#include <stdatomic.h>
+
+#include <weft/channel.h>
+#include <weft/loop.h>
+
+#ifdef NDEBUG
+#define WEFT_ASSERT_IN_LOOP(loop) ((void)(loop))
+#else
+#define WEFT_ASSERT_IN_LOOP(loop) assert(weft_loop_in_thread(loop))
+#endif
+
+struct event;
+
+/* One handler's place in a pipeline. A removed context is unlinked but keeps
+ * its own links, so a traversal standing on it can still move on; it is
+ * freed when the channel's outermost callback returns. */
+struct weft_ctx {
+	struct weft_ctx *next;
+	struct weft_ctx *prev;
+	weft_channel *ch;
+	const weft_handler *h;
+	void *state;
+	bool removed;
+	struct weft_ctx *next_dead;
+	char name[];
+};
+
+/* A write waiting for its bytes to leave: done when the channel's count of
+ * bytes handed to the socket reaches end_offset. */
+struct weft__write_wait {
+	uint64_t end_offset;
+	weft_write_cb cb;
+	void *arg;
+};
+
+struct weft_channel {
+	_Atomic int refs;
+	_Atomic bool open; /* false once close starts or the peer is gone */
+	weft_loop *loop;
+	struct bufferevent *bev;
+	struct evbuffer *unflushed; /* written, not yet flushed */
+	weft_channel_opts opts;
+
+	struct weft_ctx *head; /* sentinels; handlers sit between them */
+	struct weft_ctx *tail;
+	struct weft_ctx *dead; /* removed contexts awaiting free */
+	int depth;             /* nesting of callbacks into this channel */
+
+	/* Write completions, a ring of waits ordered by end_offset. */
+	struct weft__write_wait *waits;
+	size_t waits_cap, waits_head, waits_len;
+	uint64_t bytes_written;   /* appended to unflushed, ever */
+	uint64_t bytes_drained;   /* handed to the socket, ever */
+	uint64_t bytes_flushed;   /* moved to the socket's buffer, ever */
+	struct event *linger_ev;
+
+	bool activated;
+	bool closing;
+	bool teardown_queued;
+	bool torn_down;
+	bool writable;
+	bool auto_read;
+
+	weft_channel *loop_next; /* the loop's list of open channels */
+	weft_channel *loop_prev;
+	void *data;
+	char peer[96];
+};
+
+/* Pipeline internals shared with channel.c. */
+weft_ctx *weft__ctx_new(weft_channel *ch, const char *name,
+			const weft_handler *h, void *state);
+void weft__pipeline_free_dead(weft_channel *ch);
+
+/* The loop's bookkeeping of its channels, for shutdown and free. */
+void weft__loop_add_channel(weft_loop *loop, weft_channel *ch);
+void weft__loop_remove_channel(weft_loop *loop, weft_channel *ch);
+
+/* Channel operations the loop needs at shutdown and free. */
+void weft__channel_close_within(weft_channel *ch, uint64_t linger_ms);
+void weft__channel_abort(weft_channel *ch);
+weft_channel *weft__channel_next_on_loop(weft_channel *ch);
+
+/*
+ * An intrusive multi-producer, single-consumer queue of tasks: producers
+ * push onto a lock-free stack with one compare-and-swap; the consumer takes
+ * the whole stack with one exchange and reverses it into posting order.
+ */
+typedef struct weft__mpsc {
+	weft_task *_Atomic top;
+} weft__mpsc;
+
+/* weft__mpsc_push returns true when the queue was empty, i.e. when the
+ * consumer needs a wake-up. Any thread. */
+static inline bool
+weft__mpsc_push(weft__mpsc *q, weft_task *t)
+{
+	weft_task *old = atomic_load_explicit(&q->top, memory_order_relaxed);
+
+	do {
+		atomic_store_explicit(&t->next, old, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak_explicit(
+		&q->top, &old, t, memory_order_release, memory_order_relaxed));
+	return old == NULL;
+}
+
+/* weft__mpsc_take_all empties the queue and returns its tasks oldest
+ * first. Consumer thread only. */
+static inline weft_task *
+weft__mpsc_take_all(weft__mpsc *q)
+{
+	weft_task *t, *next, *fifo = NULL;
+
+	t = atomic_exchange_explicit(&q->top, NULL, memory_order_acquire);
+	while (t != NULL) {
+		next = atomic_load_explicit(&t->next, memory_order_relaxed);
+		atomic_store_explicit(&t->next, fifo, memory_order_relaxed);
+		fifo = t;
+		t = next;
+	}
+	return fifo;
+}
+
+#endif

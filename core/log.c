@@ -1,0 +1,127 @@
+/* log.c: leveled logging to stderr or a user sink. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/thread.h>
+
+#include <weft/core.h>
+
+/* GLOBAL: set once by weft_init() or before loops run, read-only after. */
+static weft_log_cb log_sink;
+static void *log_sink_arg;
+/* GLOBAL: the level is atomic so any thread may change it. */
+static _Atomic int log_level = -1;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+static int
+level_from_env(void)
+{
+	const char *env = getenv("WEFT_LOG");
+	int level;
+
+	if (env == NULL)
+		return WEFT_LOG_INFO;
+	for (level = WEFT_LOG_DEBUG; level <= WEFT_LOG_ERROR; level++)
+		if (strcmp(env, level_names[level]) == 0)
+			return level;
+	return strcmp(env, "off") == 0 ? WEFT_LOG_OFF : WEFT_LOG_INFO;
+}
+
+enum weft_log_level
+weft_log_get_level(void)
+{
+	int level = atomic_load_explicit(&log_level, memory_order_relaxed);
+
+	if (level < 0) {
+		level = level_from_env();
+		atomic_store_explicit(&log_level, level, memory_order_relaxed);
+	}
+	return (enum weft_log_level)level;
+}
+
+void
+weft_log_set_level(enum weft_log_level level)
+{
+	atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+}
+
+void
+weft_log_set_sink(weft_log_cb cb, void *arg)
+{
+	log_sink = cb;
+	log_sink_arg = arg;
+}
+
+void
+weft_logv(enum weft_log_level level, const char *fmt, va_list ap)
+{
+	char line[1024];
+	struct timespec ts;
+	struct tm tm;
+
+	if (level < weft_log_get_level() || level >= WEFT_LOG_OFF)
+		return;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	if (log_sink != NULL) {
+		log_sink(level, line, log_sink_arg);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	/* One fprintf per line: stdio locks the stream, so lines from
+	 * different threads do not interleave. */
+	fprintf(stderr, "%02d:%02d:%02d.%03ld weft %s: %s\n", tm.tm_hour,
+		tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
+		line);
+}
+
+void
+weft_log(enum weft_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	weft_logv(level, fmt, ap);
+	va_end(ap);
+}
+
+uint64_t
+weft_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
+weft_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_status;
+
+static void
+init_globals(void)
+{
+	if (evthread_use_pthreads() != 0)
+		init_status = WEFT_ENOMEM;
+	(void)weft_log_get_level();
+}
+
+int
+weft_init(void)
+{
+	pthread_once(&init_once, init_globals);
+	return init_status;
+}

@@ -1,0 +1,281 @@
+/* pipeline.c: the ordered handlers of a channel and event propagation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "core_int.h"
+
+static weft_ctx *
+find_linked(weft_channel *ch, const char *name)
+{
+	weft_ctx *c;
+
+	for (c = ch->head->next; c != ch->tail; c = c->next)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+weft_ctx *
+weft__ctx_new(weft_channel *ch, const char *name, const weft_handler *h,
+	      void *state)
+{
+	size_t len = strlen(name) + 1;
+	weft_ctx *c = calloc(1, sizeof(*c) + len);
+
+	if (c == NULL)
+		return NULL;
+	c->ch = ch;
+	c->h = h;
+	c->state = state;
+	memcpy(c->name, name, len);
+	return c;
+}
+
+static int
+insert(weft_channel *ch, weft_ctx *prev, const char *name,
+       const weft_handler *h, void *state)
+{
+	weft_ctx *c;
+
+	WEFT_ASSERT_IN_LOOP(ch->loop);
+	if (ch->torn_down)
+		return WEFT_ECLOSED;
+	if (find_linked(ch, name) != NULL)
+		return WEFT_EEXIST;
+	if ((c = weft__ctx_new(ch, name, h, state)) == NULL)
+		return WEFT_ENOMEM;
+	c->prev = prev;
+	c->next = prev->next;
+	prev->next->prev = c;
+	prev->next = c;
+	if (h->added != NULL)
+		h->added(c);
+	return 0;
+}
+
+int
+weft_pipeline_add_last(weft_channel *ch, const char *name,
+		       const weft_handler *h, void *state)
+{
+	return insert(ch, ch->tail->prev, name, h, state);
+}
+
+int
+weft_pipeline_add_first(weft_channel *ch, const char *name,
+			const weft_handler *h, void *state)
+{
+	return insert(ch, ch->head, name, h, state);
+}
+
+int
+weft_pipeline_add_before(weft_channel *ch, const char *base,
+			 const char *name, const weft_handler *h, void *state)
+{
+	weft_ctx *c = find_linked(ch, base);
+
+	return c == NULL ? WEFT_ENOTFOUND : insert(ch, c->prev, name, h, state);
+}
+
+int
+weft_pipeline_add_after(weft_channel *ch, const char *base, const char *name,
+			const weft_handler *h, void *state)
+{
+	weft_ctx *c = find_linked(ch, base);
+
+	return c == NULL ? WEFT_ENOTFOUND : insert(ch, c, name, h, state);
+}
+
+void
+weft__pipeline_free_dead(weft_channel *ch)
+{
+	weft_ctx *c;
+
+	while ((c = ch->dead) != NULL) {
+		ch->dead = c->next_dead;
+		free(c);
+	}
+}
+
+/* Retires an unlinked context: no more events reach it, and its memory
+ * goes once the channel's outermost callback returns. */
+static void
+retire(weft_ctx *c)
+{
+	weft_channel *ch = c->ch;
+
+	c->removed = true;
+	c->next_dead = ch->dead;
+	ch->dead = c;
+	if (c->h->removed != NULL)
+		c->h->removed(c);
+	if (ch->depth == 0)
+		weft__pipeline_free_dead(ch);
+}
+
+void
+weft_ctx_remove(weft_ctx *c)
+{
+	WEFT_ASSERT_IN_LOOP(c->ch->loop);
+	if (c->removed)
+		return;
+	/* Unlink, but keep c's own links for a traversal standing on it. */
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	retire(c);
+}
+
+int
+weft_pipeline_remove(weft_channel *ch, const char *name)
+{
+	weft_ctx *c = find_linked(ch, name);
+
+	if (c == NULL)
+		return WEFT_ENOTFOUND;
+	weft_ctx_remove(c);
+	return 0;
+}
+
+int
+weft_pipeline_replace(weft_channel *ch, const char *old_name,
+		      const char *name, const weft_handler *h, void *state)
+{
+	weft_ctx *old = find_linked(ch, old_name);
+	weft_ctx *c;
+
+	WEFT_ASSERT_IN_LOOP(ch->loop);
+	if (old == NULL)
+		return WEFT_ENOTFOUND;
+	c = find_linked(ch, name);
+	if (c != NULL && c != old)
+		return WEFT_EEXIST;
+	if ((c = weft__ctx_new(ch, name, h, state)) == NULL)
+		return WEFT_ENOMEM;
+	c->prev = old->prev;
+	c->next = old->next;
+	old->prev->next = c;
+	old->next->prev = c;
+	retire(old);
+	if (h->added != NULL)
+		h->added(c);
+	return 0;
+}
+
+weft_ctx *
+weft_pipeline_get(weft_channel *ch, const char *name)
+{
+	return find_linked(ch, name);
+}
+
+weft_channel *
+weft_ctx_channel(const weft_ctx *ctx)
+{
+	return ctx->ch;
+}
+
+void *
+weft_ctx_state(const weft_ctx *ctx)
+{
+	return ctx->state;
+}
+
+const char *
+weft_ctx_name(const weft_ctx *ctx)
+{
+	return ctx->name;
+}
+
+/*
+ * The next context towards the tail (inbound) or head (outbound) that
+ * handles member. The sentinels handle every event of their direction, so
+ * the search always ends.
+ */
+#define NEXT_IN(c, member)                                                     \
+	do {                                                                   \
+		(c) = (c)->next;                                               \
+	} while ((c)->removed || (c)->h->member == NULL)
+#define NEXT_OUT(c, member)                                                    \
+	do {                                                                   \
+		(c) = (c)->prev;                                               \
+	} while ((c)->removed || (c)->h->member == NULL)
+
+void
+weft_ctx_fire_active(weft_ctx *c)
+{
+	NEXT_IN(c, active);
+	c->h->active(c);
+}
+
+void
+weft_ctx_fire_read(weft_ctx *c, const weft_msg_type *type, void *msg)
+{
+	NEXT_IN(c, read);
+	c->h->read(c, type, msg);
+}
+
+void
+weft_ctx_fire_read_complete(weft_ctx *c)
+{
+	NEXT_IN(c, read_complete);
+	c->h->read_complete(c);
+}
+
+void
+weft_ctx_fire_writability_changed(weft_ctx *c, bool writable)
+{
+	NEXT_IN(c, writability_changed);
+	c->h->writability_changed(c, writable);
+}
+
+void
+weft_ctx_fire_user_event(weft_ctx *c, int event, void *data)
+{
+	NEXT_IN(c, user_event);
+	c->h->user_event(c, event, data);
+}
+
+void
+weft_ctx_fire_error(weft_ctx *c, int status)
+{
+	NEXT_IN(c, error);
+	c->h->error(c, status);
+}
+
+void
+weft_ctx_fire_inactive(weft_ctx *c)
+{
+	NEXT_IN(c, inactive);
+	c->h->inactive(c);
+}
+
+void
+weft_ctx_write(weft_ctx *c, const weft_msg_type *type, void *msg,
+	       weft_write_cb cb, void *cb_arg)
+{
+	NEXT_OUT(c, write);
+	c->h->write(c, type, msg, cb, cb_arg);
+}
+
+void
+weft_ctx_flush(weft_ctx *c)
+{
+	NEXT_OUT(c, flush);
+	c->h->flush(c);
+}
+
+void
+weft_ctx_close(weft_ctx *c)
+{
+	NEXT_OUT(c, close);
+	c->h->close(c);
+}
+
+void
+weft_msg_free(const weft_msg_type *type, void *msg)
+{
+	if (type == &weft_msg_evbuffer)
+		evbuffer_drain(msg, evbuffer_get_length(msg));
+	else if (type != NULL && type->free != NULL)
+		type->free(msg);
+}
