@@ -1,0 +1,476 @@
+/*
+ * weft/messaging.h: the cluster messaging service.
+ *
+ * A cluster is a set of member nodes (id, host, port) sharing a name, read
+ * from one INI file (or built in code). A service (weft_msvc) runs one node,
+ * or a non-member client, on a loop group. Each node dials its own outbound
+ * connections to each peer lazily, one or more per message class (urgent:
+ * heartbeats and control; small; large: payload above a threshold), and
+ * writes only on connections it dialed; a response travels on the
+ * responder's own outbound connection of the class that fits its size. A
+ * non-member client (a service started with an id the config does not
+ * list) gets its responses on the connection it opened. The wire format is
+ * docs/PROTOCOL.md.
+ *
+ * Threads: every function says which threads may call it. send, request
+ * and respond may be called from any thread; they enqueue the message on
+ * the peer's lock-free queue and wake the peer's loop once per batch.
+ * Callbacks (handlers, replies, peer events) run on one of the service's
+ * loops, or on a worker thread for handlers registered as blocking, with
+ * no weft lock held.
+ *
+ * Every request ends: once weft_msvc_request() returned 0 its callback runs
+ * exactly once, with the response or with an error, never inside the call.
+ */
+#ifndef WEFT_MESSAGING_H
+#define WEFT_MESSAGING_H
+
+#include <weft/core.h>
+#include <weft/loop.h>
+
+struct evbuffer;
+/* A TLS context, from <weft/tls.h>. */
+typedef struct weft_tls_ctx weft_tls_ctx;
+
+/* One node's (or client's) messaging service. */
+typedef struct weft_msvc weft_msvc;
+/* A cluster configuration: name, members, limits, TLS settings. */
+typedef struct weft_msvc_config weft_msvc_config;
+/* A member of the cluster as seen by one service; lives as long as it. */
+typedef struct weft_msvc_peer weft_msvc_peer;
+/* An inbound message handed to a verb handler. */
+typedef struct weft_msvc_msg weft_msvc_msg;
+
+/* Connection (message) classes. */
+enum weft_msvc_class {
+	WEFT_MSVC_URGENT = 0, /* heartbeats and control */
+	WEFT_MSVC_SMALL = 1,  /* payload up to large_message_bytes */
+	WEFT_MSVC_LARGE = 2,  /* payload above large_message_bytes */
+	WEFT_MSVC_CLASSES = 3,
+};
+
+/* The highest verb number plus one; 0..15 are reserved for the protocol
+ * (0 is the heartbeat), so user verbs are 16..WEFT_MSVC_MAX_VERBS-1. */
+#define WEFT_MSVC_MAX_VERBS 4096
+#define WEFT_MSVC_VERB_USER_MIN 16
+/* Longest node id, client id and cluster name, in bytes. */
+#define WEFT_MSVC_MAX_ID 63
+
+/*
+ * Limits and timeouts. Zero fields take the defaults shown when the
+ * service starts; weft_msvc_config_new() fills the defaults in.
+ */
+typedef struct weft_msvc_limits {
+	size_t max_frame_bytes;        /* 32 MiB: larger frames close the link */
+	size_t outbound_queue_bytes;   /* 64 MiB per peer, queued + unwritten */
+	size_t inbound_inflight_bytes; /* 64 MiB per node: then reading pauses */
+	uint32_t max_pending_requests; /* 65536 per node */
+	size_t large_message_bytes;    /* 64 KiB: above this, class LARGE */
+	uint64_t connect_timeout_ms;   /* 2000, TCP connect plus handshake */
+	uint64_t heartbeat_interval_ms; /* 1000 */
+	uint32_t heartbeat_misses;     /* 3 missed in a row: peer down */
+	uint64_t reconnect_min_ms;     /* 50: first back-off */
+	uint64_t reconnect_max_ms;     /* 5000: back-off cap */
+	uint64_t request_timeout_ms;   /* 5000: default request timeout */
+	uint32_t loops;                /* 0: one per CPU (for weftd) */
+	uint32_t worker_threads;       /* 2: runs handlers marked BLOCKING */
+	uint32_t connections[WEFT_MSVC_CLASSES]; /* 1, 1, 1 per peer */
+	bool allow_clients;            /* true: accept non-member clients */
+} weft_msvc_limits;
+
+enum weft_msvc_tls_mode {
+	WEFT_MSVC_TLS_NONE = 0,     /* plaintext everywhere */
+	WEFT_MSVC_TLS_ALL = 1,      /* dial and accept only TLS */
+	WEFT_MSVC_TLS_OPTIONAL = 2, /* dial TLS, accept both */
+};
+
+/* The [tls] section, stored for the TLS layer. Strings are owned by the
+ * config (NULL when not set). */
+typedef struct weft_msvc_tls_config {
+	enum weft_msvc_tls_mode mode;
+	const char *cert_file;
+	const char *key_file;
+	const char *ca_file;
+	const char *min_version; /* "1.2" or "1.3"; NULL: the TLS default */
+} weft_msvc_tls_config;
+
+/*
+ * weft_msvc_config_new makes an empty configuration for cluster (copied),
+ * with default limits and no nodes. *out is the caller's, to free with
+ * weft_msvc_config_free(). Returns 0, WEFT_EINVAL (bad name) or
+ * WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_config_new(const char *cluster,
+				  weft_msvc_config **out);
+
+/*
+ * weft_msvc_config_load reads an INI file (format in docs/PROTOCOL.md,
+ * "Cluster configuration"). On failure it returns WEFT_ECONFIG (or
+ * WEFT_ENOMEM, or WEFT_EIO when the file cannot be read) and writes a
+ * message naming the file and line into err (errlen bytes, always
+ * NUL-terminated when errlen > 0); *out is then untouched. Any thread.
+ */
+WEFT_API int weft_msvc_config_load(const char *path, weft_msvc_config **out,
+				   char *err, size_t errlen);
+
+/* weft_msvc_config_parse is weft_msvc_config_load for INI text in memory;
+ * name is used in error messages. */
+WEFT_API int weft_msvc_config_parse(const char *text, const char *name,
+				    weft_msvc_config **out, char *err,
+				    size_t errlen);
+
+/* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
+ * own copy, so a config may be freed once the services using it exist. */
+WEFT_API void weft_msvc_config_free(weft_msvc_config *cfg);
+
+/*
+ * weft_msvc_config_add_node adds a member (strings copied). Port 0 means
+ * "not known yet": a service for that node binds an ephemeral port (see
+ * weft_msvc_port), and others learn it with weft_msvc_set_peer_addr().
+ * Returns 0, WEFT_EEXIST, WEFT_EINVAL or WEFT_ENOMEM.
+ */
+WEFT_API int weft_msvc_config_add_node(weft_msvc_config *cfg, const char *id,
+				       const char *host, uint16_t port);
+
+/* weft_msvc_config_limits returns the limits, to read or change in place
+ * before the config is given to a service. Never NULL. */
+WEFT_API weft_msvc_limits *weft_msvc_config_limits(weft_msvc_config *cfg);
+WEFT_API const weft_msvc_limits *
+weft_msvc_config_limits_const(const weft_msvc_config *cfg);
+
+/* weft_msvc_config_set_tls stores TLS settings (strings copied). */
+WEFT_API int weft_msvc_config_set_tls(weft_msvc_config *cfg,
+				      const weft_msvc_tls_config *tls);
+/* weft_msvc_config_tls returns the stored settings; never NULL. */
+WEFT_API const weft_msvc_tls_config *
+weft_msvc_config_tls(const weft_msvc_config *cfg);
+
+WEFT_API const char *weft_msvc_config_cluster(const weft_msvc_config *cfg);
+WEFT_API size_t weft_msvc_config_node_count(const weft_msvc_config *cfg);
+/* weft_msvc_config_node reads member i (i < count); strings are borrowed
+ * from cfg. Returns 0 or WEFT_EINVAL. */
+WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
+				   const char **id, const char **host,
+				   uint16_t *port);
+
+/*
+ * weft_msvc_config_get returns the value of key in a section the messaging
+ * service does not know (say [kv] or [weftd]), kept verbatim for other
+ * components, or NULL. The string is borrowed from cfg.
+ */
+WEFT_API const char *weft_msvc_config_get(const weft_msvc_config *cfg,
+					  const char *section,
+					  const char *key);
+
+/* Service options; zero fields take the defaults shown. */
+typedef struct weft_msvc_opts {
+	/* TLS context for both directions, borrowed, must outlive the
+	 * service; NULL: plaintext. Used according to the config's [tls]
+	 * mode. */
+	weft_tls_ctx *tls;
+	/* Address to listen on; NULL: the node's configured host. */
+	const char *listen_host;
+} weft_msvc_opts;
+
+/*
+ * weft_msvc_new creates a service for node_id on group's loops, with its
+ * own copy of cfg. If node_id is a member of cfg, the service listens (at
+ * weft_msvc_start) and heartbeats its peers; otherwise it is a non-member
+ * client that only dials. group is borrowed and must outlive the service.
+ * Register verbs and event callbacks, then call weft_msvc_start().
+ * Returns 0, WEFT_EINVAL (bad id), WEFT_ECONFIG (invalid config) or
+ * WEFT_ENOMEM. Any thread that is not one of group's loops.
+ */
+WEFT_API int weft_msvc_new(weft_loop_group *group,
+			   const weft_msvc_config *cfg, const char *node_id,
+			   const weft_msvc_opts *opts, weft_msvc **out);
+
+/*
+ * weft_msvc_start binds the listener (members) and opens the service for
+ * traffic. Returns 0, WEFT_EADDRINUSE, WEFT_EADDR, WEFT_EBUSY (started
+ * twice) or another WEFT_E code. Not from one of the service's loops.
+ */
+WEFT_API int weft_msvc_start(weft_msvc *svc);
+
+/*
+ * weft_msvc_stop shuts the service down gracefully: new send and request
+ * calls fail with WEFT_ESHUTDOWN at once, inbound messages are refused
+ * with a "shutting down" error, queued messages are written and pending
+ * requests may complete until timeout_ms passes; then every request still
+ * pending ends with WEFT_ESHUTDOWN, unsent messages are dropped and
+ * counted, and all connections close. Returns when every callback has
+ * run. Idempotent. Not from one of the service's loops or workers.
+ */
+WEFT_API void weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms);
+
+/* weft_msvc_free stops the service (timeout 0) if needed and frees it.
+ * Peers, messages and configs obtained from it become invalid. Not from
+ * one of the service's loops or workers. */
+WEFT_API void weft_msvc_free(weft_msvc *svc);
+
+/* weft_msvc_node_id is this service's node or client id. Any thread. */
+WEFT_API const char *weft_msvc_node_id(const weft_msvc *svc);
+/* weft_msvc_is_member is true when the node id is listed in the config. */
+WEFT_API bool weft_msvc_is_member(const weft_msvc *svc);
+/* weft_msvc_port is the bound listening port once started, else 0. */
+WEFT_API uint16_t weft_msvc_port(const weft_msvc *svc);
+
+/* weft_msvc_peer_count is the number of members (this node included);
+ * weft_msvc_peer_at returns member i in config order. Any thread. */
+WEFT_API size_t weft_msvc_peer_count(const weft_msvc *svc);
+WEFT_API weft_msvc_peer *weft_msvc_peer_at(weft_msvc *svc, size_t i);
+/* weft_msvc_peer_find returns the member with that id, or NULL. */
+WEFT_API weft_msvc_peer *weft_msvc_peer_find(weft_msvc *svc, const char *id);
+WEFT_API const char *weft_msvc_peer_id(const weft_msvc_peer *peer);
+/* weft_msvc_peer_is_self is true for this node's own entry. Sending to
+ * oneself works (over loopback) but is rarely what a service wants. */
+WEFT_API bool weft_msvc_peer_is_self(const weft_msvc_peer *peer);
+/* weft_msvc_peer_is_up is the last state announced for peer (false until
+ * the first handshake). Any thread. */
+WEFT_API bool weft_msvc_peer_is_up(const weft_msvc_peer *peer);
+
+/*
+ * weft_msvc_set_peer_addr changes where peer id is dialed (strings
+ * copied); connections open already stay. For peers that bound port 0.
+ * Returns 0, WEFT_ENOTFOUND or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
+				     const char *host, uint16_t port);
+
+/*
+ * A verb handler. msg is borrowed until the handler returns. For a request
+ * the handler responds exactly once, with weft_msvc_respond*(), before it
+ * returns or, after weft_msvc_msg_detach(), later from any thread; a
+ * request left without either gets an error response ("no response") when
+ * the handler returns. Inline handlers run on the loop that read the
+ * message and must not block; blocking handlers run on a worker thread.
+ */
+typedef void (*weft_msvc_handler_cb)(weft_msvc *svc, weft_msvc_msg *msg,
+				     void *arg);
+
+enum weft_msvc_verb_flags {
+	WEFT_MSVC_INLINE = 0,   /* run on the loop thread (default) */
+	WEFT_MSVC_BLOCKING = 1, /* run on the worker pool */
+};
+
+/*
+ * weft_msvc_register binds verb (WEFT_MSVC_VERB_USER_MIN up to
+ * WEFT_MSVC_MAX_VERBS-1) and its name (copied, for metrics) to cb. Before
+ * weft_msvc_start only. Returns 0, WEFT_EINVAL, WEFT_EEXIST, WEFT_EBUSY
+ * (already started) or WEFT_ENOMEM.
+ */
+WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb,
+				const char *name, weft_msvc_handler_cb cb,
+				void *arg, unsigned flags);
+
+/* What a handler reads from its message. The payload is borrowed until
+ * the handler returns (or, when detached, until the message is
+ * responded to). */
+WEFT_API uint32_t weft_msvc_msg_verb(const weft_msvc_msg *msg);
+WEFT_API const void *weft_msvc_msg_data(const weft_msvc_msg *msg);
+WEFT_API size_t weft_msvc_msg_len(const weft_msvc_msg *msg);
+WEFT_API bool weft_msvc_msg_is_request(const weft_msvc_msg *msg);
+/* weft_msvc_msg_sender is the sender's node or client id. */
+WEFT_API const char *weft_msvc_msg_sender(const weft_msvc_msg *msg);
+/* weft_msvc_msg_peer is the sending member, or NULL for a client. */
+WEFT_API weft_msvc_peer *weft_msvc_msg_peer(const weft_msvc_msg *msg);
+/* The sender's wall clock at sending and the message's expiry, in ms
+ * since the Unix epoch; expiry 0 means none. Pass the deadline on in
+ * weft_msvc_call_opts.deadline_ms for requests made on its behalf. */
+WEFT_API uint64_t weft_msvc_msg_created_ms(const weft_msvc_msg *msg);
+WEFT_API uint64_t weft_msvc_msg_deadline_ms(const weft_msvc_msg *msg);
+
+/*
+ * weft_msvc_msg_detach keeps a request past its handler: call it inside
+ * the handler; the returned message (never NULL: the copy is made
+ * up front) is the caller's until passed to a respond function, from any
+ * thread. Its payload counts as in flight until then. Returns NULL for a
+ * one-way message.
+ */
+WEFT_API weft_msvc_msg *weft_msvc_msg_detach(weft_msvc_msg *msg);
+
+/*
+ * weft_msvc_respond answers a request with a copy of data. The response
+ * carries the request's expiry and travels on this node's own connection
+ * to the requester of the class its size calls for (or on the client's
+ * connection). Consumes a detached msg on success and failure. Returns 0,
+ * WEFT_EINVAL (not a request or already answered), WEFT_EOVERLOAD (the
+ * requester's queue is full: the response is dropped and counted),
+ * WEFT_ETOOBIG or WEFT_ESHUTDOWN. Any thread (for a detached message).
+ */
+WEFT_API int weft_msvc_respond(weft_msvc_msg *msg, const void *data,
+			       size_t len);
+/* weft_msvc_respond_buf is weft_msvc_respond moving payload's bytes out
+ * (payload stays the caller's), on success and failure. */
+WEFT_API int weft_msvc_respond_buf(weft_msvc_msg *msg,
+				   struct evbuffer *payload);
+/*
+ * weft_msvc_respond_error answers with an error: status is a negative
+ * WEFT_E code (WEFT_ENOTFOUND, WEFT_EINVAL, ...; codes without a wire
+ * equivalent become WEFT_EREMOTE) and text (copied, may be NULL) a short
+ * explanation. The requester's callback sees status and the text.
+ */
+WEFT_API int weft_msvc_respond_error(weft_msvc_msg *msg, int status,
+				     const char *text);
+
+/* Per-call options; NULL or zero fields take the defaults shown. */
+typedef struct weft_msvc_call_opts {
+	/* Request: the config's request_timeout_ms. One-way: no expiry. */
+	uint64_t timeout_ms;
+	/* Absolute wall-clock deadline (ms since the epoch), e.g. from
+	 * weft_msvc_msg_deadline_ms(); the earlier of it and timeout_ms
+	 * applies. 0: none. */
+	uint64_t deadline_ms;
+	/*
+	 * Ordering key: messages to one peer in one class with the same key
+	 * travel on the same connection, and those sent from one thread
+	 * arrive in the order sent. With several connections per class,
+	 * different keys spread the load. Default 0.
+	 */
+	uint64_t key;
+} weft_msvc_call_opts;
+
+/*
+ * A reply callback: status 0 and the response payload, or a negative
+ * WEFT_E code: WEFT_ETIMEDOUT (no response in time), WEFT_EPEERDOWN (the
+ * connection it went out on died, or the peer missed its heartbeats),
+ * WEFT_EEXPIRED (its deadline passed before it could be sent),
+ * WEFT_EOVERLOAD, WEFT_ESHUTDOWN (this service stopped), or an error the
+ * responder sent (WEFT_EUNKNOWNVERB, WEFT_EREMOTE, WEFT_ENOTFOUND, ...),
+ * when data and len hold its text. data is borrowed until the callback
+ * returns. Runs on one of the service's loops.
+ */
+typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status,
+				   const void *data, size_t len, void *arg);
+
+/*
+ * weft_msvc_send sends a one-way message with a copy of data. Returns 0
+ * once queued (delivery is not confirmed), WEFT_EOVERLOAD (the peer's
+ * outbound queue is full), WEFT_ETOOBIG (over max_frame_bytes),
+ * WEFT_EINVAL, WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer,
+			    uint32_t verb, const void *data, size_t len,
+			    const weft_msvc_call_opts *opts);
+/* weft_msvc_send_buf is weft_msvc_send moving payload's bytes out
+ * (payload stays the caller's), on success and failure. */
+WEFT_API int weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer,
+				uint32_t verb, struct evbuffer *payload,
+				const weft_msvc_call_opts *opts);
+
+/*
+ * weft_msvc_request sends a request with a copy of data. Returns 0, and
+ * cb then runs exactly once (never inside this call); or fails at once,
+ * cb never running, with WEFT_EOVERLOAD (peer queue full, or
+ * max_pending_requests reached), WEFT_ETOOBIG, WEFT_EINVAL,
+ * WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer,
+			       uint32_t verb, const void *data, size_t len,
+			       const weft_msvc_call_opts *opts,
+			       weft_msvc_reply_cb cb, void *arg);
+/* weft_msvc_request_buf is weft_msvc_request moving payload's bytes out
+ * (payload stays the caller's), on success and failure. */
+WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
+				   uint32_t verb, struct evbuffer *payload,
+				   const weft_msvc_call_opts *opts,
+				   weft_msvc_reply_cb cb, void *arg);
+
+/* A peer state change: up after a handshake or heartbeat answer, down
+ * when its urgent connection fails or it misses heartbeat_misses beats in
+ * a row. Runs on one of the service's loops. */
+typedef void (*weft_msvc_peer_cb)(weft_msvc *svc, weft_msvc_peer *peer,
+				  bool up, void *arg);
+
+/* weft_msvc_on_peer_event sets the peer callback. Before weft_msvc_start
+ * only. Returns 0 or WEFT_EBUSY. */
+WEFT_API int weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb,
+				     void *arg);
+
+/* Counters for one peer. Read at any time from any thread; each field is
+ * exact, the set is not a single snapshot. */
+typedef struct weft_msvc_peer_stats {
+	uint64_t sent;             /* messages written to this peer */
+	uint64_t received;         /* messages read from this peer */
+	uint64_t bytes_sent;       /* frame bytes written */
+	uint64_t bytes_received;   /* frame bytes read */
+	uint64_t dropped_expired;  /* expired in our queue or on arrival */
+	uint64_t dropped_overload; /* refused: queue full */
+	uint64_t timed_out;        /* requests that timed out */
+	uint64_t failed_peer_down; /* requests failed with peer down */
+	uint64_t pending;          /* requests awaiting a response */
+	uint64_t queued_bytes;     /* outbound bytes queued or unwritten */
+	uint64_t connects;         /* outbound handshakes completed */
+	uint64_t connect_failures; /* dials or handshakes that failed */
+	uint64_t downs;            /* times marked down */
+	/* Request round trips in ns, from a snapshot at most ~1 s old. */
+	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
+	uint64_t latency_max_ns;
+} weft_msvc_peer_stats;
+
+WEFT_API void weft_msvc_peer_get_stats(const weft_msvc_peer *peer,
+				       weft_msvc_peer_stats *out);
+
+/* Counters for one verb, handled and sent. */
+typedef struct weft_msvc_verb_stats {
+	uint64_t received;        /* messages of this verb that arrived */
+	uint64_t handled;         /* handler calls */
+	uint64_t responded;       /* responses sent (errors included) */
+	uint64_t sent;            /* sent or requested by this node */
+	uint64_t expired;         /* dropped before its handler ran */
+	uint64_t bytes_received;  /* payload bytes */
+	uint64_t bytes_sent;      /* payload bytes */
+} weft_msvc_verb_stats;
+
+/* weft_msvc_verb_get_stats reads verb's counters (zeros for an unknown
+ * verb). Any thread. */
+WEFT_API void weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
+				       weft_msvc_verb_stats *out);
+
+/* Node-wide counters: the reactor's own behaviour and every bad input. */
+typedef struct weft_msvc_stats {
+	/* Reactor: is batching working? */
+	uint64_t read_batches;     /* inbound read events handled */
+	uint64_t messages_in;      /* messages decoded */
+	uint64_t drain_batches;    /* outbound queue drains */
+	uint64_t messages_out;     /* messages encoded */
+	uint64_t handoffs;         /* messages passed between threads */
+	uint64_t write_calls;      /* socket writes (bytes left the buffer) */
+	uint64_t bytes_written;    /* bytes those writes took */
+	uint64_t loop_wakeups;     /* sum of the loops' wake-ups */
+	/* Expiry, by stage. */
+	uint64_t expired_in_queue;
+	uint64_t expired_on_arrival;
+	uint64_t expired_before_handler;
+	/* Limits. */
+	uint64_t overloaded;       /* sends refused: queue or pending full */
+	uint64_t read_pauses;      /* connections paused for inflight bytes */
+	uint64_t inflight_bytes;   /* inbound bytes received, not handled */
+	uint64_t pending_requests; /* requests awaiting a response */
+	/* Bad input, each closing one connection. */
+	uint64_t bad_frames;       /* checksum failures */
+	uint64_t oversized_frames; /* length above max_frame_bytes */
+	uint64_t bad_envelopes;    /* invalid msgpack or envelope */
+	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
+	uint64_t unknown_verbs;    /* answered with an error */
+	uint64_t late_responses;   /* responses to no pending request */
+	/* Connections. */
+	uint64_t connections_accepted;
+	uint64_t connections_open;
+	uint64_t heartbeats_missed;
+	uint64_t peer_downs;
+	uint64_t worker_jobs;      /* handlers run on the worker pool */
+} weft_msvc_stats;
+
+/* weft_msvc_get_stats reads the node counters. Any thread. */
+WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
+
+/*
+ * weft_msvc_metrics_dump appends every counter (node, per peer, per verb,
+ * latency quantiles) to out in the Prometheus text exposition format
+ * (metric names start with weft_msvc_). Returns 0 or WEFT_ENOMEM. Any
+ * thread.
+ */
+WEFT_API int weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out);
+
+#endif
