@@ -346,6 +346,8 @@ teardown(weft_channel *ch)
 		weft_ctx_fire_inactive(ch->head);
 	ch->torn_down = true;
 	complete_waits(ch, WEFT_ECLOSED);
+	/* A no-op on sockets; tells an in-process partner about the EOF. */
+	bufferevent_flush(ch->bev, EV_WRITE, BEV_FINISHED);
 	bufferevent_free(ch->bev);
 	ch->bev = NULL;
 	evbuffer_drain(ch->unflushed, evbuffer_get_length(ch->unflushed));

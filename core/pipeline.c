@@ -156,6 +156,10 @@ weft_pipeline_replace(weft_channel *ch, const char *old_name,
 	c->next = old->next;
 	old->prev->next = c;
 	old->next->prev = c;
+	/* Whatever the old handler still forwards goes through its
+	 * replacement, so a handshake handler can pass on what it read. */
+	old->prev = c;
+	old->next = c;
 	retire(old);
 	if (h->added != NULL)
 		h->added(c);

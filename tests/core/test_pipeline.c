@@ -1,0 +1,543 @@
+/* test_pipeline.c: channels and their pipelines over a bufferevent pair. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <weft/channel.h>
+
+struct fixture {
+	weft_loop *loop;
+	weft_channel *ch;        /* the channel under test */
+	struct bufferevent *peer; /* the other end, driven by hand */
+	char log[512];
+	int write_cbs;
+	int write_status;
+};
+
+static void
+note(struct fixture *f, const char *what)
+{
+	strncat(f->log, what, sizeof(f->log) - strlen(f->log) - 1);
+}
+
+static int
+setup(void **state)
+{
+	struct bufferevent *pair[2];
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_int_equal(weft_loop_new(&f->loop), 0);
+	assert_int_equal(bufferevent_pair_new(weft_loop_base(f->loop),
+					      BEV_OPT_CLOSE_ON_FREE, pair),
+			 0);
+	assert_int_equal(weft_channel_new(f->loop, pair[0], NULL, &f->ch), 0);
+	weft_channel_set_data(f->ch, f);
+	f->peer = pair[1];
+	bufferevent_enable(f->peer, EV_READ | EV_WRITE);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	if (f->peer != NULL)
+		bufferevent_free(f->peer);
+	weft_loop_free(f->loop);
+	free(f);
+	return 0;
+}
+
+static struct fixture *
+fx(weft_ctx *ctx)
+{
+	return weft_channel_data(weft_ctx_channel(ctx));
+}
+
+/* A recording handler: notes each event with its state string as a tag. */
+static void
+rec_active(weft_ctx *ctx)
+{
+	note(fx(ctx), weft_ctx_state(ctx));
+	note(fx(ctx), ".active ");
+	weft_ctx_fire_active(ctx);
+}
+
+static void
+rec_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	note(fx(ctx), weft_ctx_state(ctx));
+	note(fx(ctx), ".read ");
+	weft_ctx_fire_read(ctx, type, msg);
+}
+
+static void
+rec_inactive(weft_ctx *ctx)
+{
+	note(fx(ctx), weft_ctx_state(ctx));
+	note(fx(ctx), ".inactive ");
+	weft_ctx_fire_inactive(ctx);
+}
+
+static void
+rec_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+	  weft_write_cb cb, void *arg)
+{
+	note(fx(ctx), weft_ctx_state(ctx));
+	note(fx(ctx), ".write ");
+	weft_ctx_write(ctx, type, msg, cb, arg);
+}
+
+static void
+rec_removed(weft_ctx *ctx)
+{
+	note(fx(ctx), weft_ctx_state(ctx));
+	note(fx(ctx), ".removed ");
+}
+
+static const weft_handler recorder = {
+	.removed = rec_removed,
+	.active = rec_active,
+	.read = rec_read,
+	.inactive = rec_inactive,
+	.write = rec_write,
+};
+
+/* A sink at the end that keeps every byte it reads. */
+static void
+sink_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct evbuffer *kept = weft_ctx_state(ctx);
+
+	assert_ptr_equal(type, &weft_msg_evbuffer);
+	evbuffer_add_buffer(kept, msg);
+}
+
+static const weft_handler sink = {.read = sink_read};
+
+static bool
+log_has(void *arg)
+{
+	struct fixture *f = arg;
+
+	return strstr(f->log, "C.read") != NULL;
+}
+
+static void
+on_write_done(weft_channel *ch, int status, void *arg)
+{
+	struct fixture *f = arg;
+
+	(void)ch;
+	f->write_cbs++;
+	f->write_status = status;
+}
+
+static void
+test_events_travel_head_to_tail_and_writes_tail_to_head(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *kept = evbuffer_new();
+	struct evbuffer *out = evbuffer_new();
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "B", &recorder, "B"),
+			 0);
+	assert_int_equal(weft_pipeline_add_first(f->ch, "A", &recorder, "A"),
+			 0);
+	assert_int_equal(weft_pipeline_add_after(f->ch, "B", "C", &recorder,
+						 "C"),
+			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept),
+			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "A", &recorder, "X"),
+			 WEFT_EEXIST);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "ping", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, log_has, f, 5000), 0);
+	assert_string_equal(f->log,
+			    "A.active B.active C.active A.read B.read C.read ");
+	assert_int_equal(evbuffer_get_length(kept), 4);
+
+	f->log[0] = '\0';
+	evbuffer_add(out, "pong", 4);
+	assert_int_equal(weft_channel_write(f->ch, out, on_write_done, f), 0);
+	assert_int_equal(evbuffer_get_length(out), 0);
+	assert_int_equal(f->write_cbs, 0); /* never inside the call */
+	assert_string_equal(f->log, "C.write B.write A.write ");
+	evbuffer_free(out);
+	evbuffer_free(kept);
+}
+
+/* A handshake handler that, on its first message, replaces itself with
+ * the application handler and passes the message on. */
+static void
+handshake_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct evbuffer *kept = weft_ctx_state(ctx);
+	weft_channel *ch = weft_ctx_channel(ctx);
+
+	note(fx(ctx), "handshake ");
+	assert_int_equal(weft_pipeline_replace(ch, "handshake", "app", &sink,
+					       kept),
+			 0);
+	assert_null(weft_pipeline_get(ch, "handshake"));
+	/* ctx is retired but still valid until this callback returns. */
+	weft_ctx_fire_read(ctx, type, msg);
+}
+
+static const weft_handler handshake = {.read = handshake_read};
+
+static bool
+has_8_bytes(void *arg)
+{
+	return evbuffer_get_length(arg) >= 8;
+}
+
+static void
+test_handler_replaces_itself_inside_a_callback(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *kept = evbuffer_new();
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "handshake",
+						&handshake, kept),
+			 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "1234", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, log_has, f, 50),
+			 WEFT_ETIMEDOUT);
+	bufferevent_write(f->peer, "5678", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, has_8_bytes, kept, 5000),
+			 0);
+	assert_string_equal(f->log, "handshake ");
+	assert_non_null(weft_pipeline_get(f->ch, "app"));
+	evbuffer_free(kept);
+}
+
+static void
+removing_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	note(fx(ctx), "once ");
+	weft_ctx_remove(ctx);
+	weft_ctx_remove(ctx); /* idempotent */
+	weft_ctx_fire_read(ctx, type, msg);
+}
+
+static const weft_handler remove_once = {.read = removing_read};
+
+static void
+test_handler_removes_itself_and_still_forwards(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *kept = evbuffer_new();
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "once", &remove_once,
+						NULL),
+			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept),
+			 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "abcd", 4);
+	bufferevent_write(f->peer, "efgh", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, has_8_bytes, kept, 5000),
+			 0);
+	assert_string_equal(f->log, "once ");
+	assert_int_equal(weft_pipeline_remove(f->ch, "once"), WEFT_ENOTFOUND);
+	evbuffer_free(kept);
+}
+
+struct writability {
+	int changes;
+	bool writable;
+};
+
+static void
+on_writability(weft_ctx *ctx, bool writable)
+{
+	struct writability *w = weft_ctx_state(ctx);
+
+	w->changes++;
+	w->writable = writable;
+}
+
+static const weft_handler watcher = {.writability_changed = on_writability};
+
+static bool
+is_writable_again(void *arg)
+{
+	return ((struct writability *)arg)->writable;
+}
+
+static void
+test_water_marks_toggle_writability(void **state)
+{
+	struct fixture *f = *state;
+	weft_channel_opts opts = {.high_water_bytes = 4096,
+				  .low_water_bytes = 1024};
+	struct bufferevent *pair[2];
+	struct writability w = {0, true};
+	struct evbuffer *out = evbuffer_new();
+	char chunk[1000];
+	weft_channel *ch;
+	int i;
+
+	memset(chunk, 'x', sizeof(chunk));
+	assert_int_equal(bufferevent_pair_new(weft_loop_base(f->loop),
+					      BEV_OPT_CLOSE_ON_FREE, pair),
+			 0);
+	assert_int_equal(weft_channel_new(f->loop, pair[0], &opts, &ch), 0);
+	assert_int_equal(weft_pipeline_add_last(ch, "watch", &watcher, &w), 0);
+	weft_channel_activate(ch);
+	bufferevent_disable(pair[1], EV_READ); /* a peer that stops reading */
+	for (i = 0; i < 4; i++) {
+		evbuffer_add(out, chunk, sizeof(chunk));
+		weft_channel_write(ch, out, NULL, NULL);
+		assert_true(weft_channel_is_writable(ch));
+	}
+	evbuffer_add(out, chunk, sizeof(chunk));
+	weft_channel_write(ch, out, NULL, NULL);
+	assert_false(weft_channel_is_writable(ch));
+	assert_int_equal(w.changes, 1);
+	assert_int_equal(weft_channel_pending_write_bytes(ch), 5000);
+
+	bufferevent_enable(pair[1], EV_READ); /* the peer reads again */
+	assert_int_equal(weft_loop_run_until(f->loop, is_writable_again, &w,
+					     5000),
+			 0);
+	assert_int_equal(w.changes, 2);
+	assert_true(weft_channel_is_writable(ch));
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(pair[1])),
+			 5000);
+	weft_channel_close(ch);
+	bufferevent_free(pair[1]);
+	evbuffer_free(out);
+}
+
+static bool
+write_cb_ran(void *arg)
+{
+	return ((struct fixture *)arg)->write_cbs > 0;
+}
+
+static void
+test_write_callback_runs_once_after_bytes_leave(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *out = evbuffer_new();
+
+	weft_channel_activate(f->ch);
+	evbuffer_add(out, "hello", 5);
+	assert_int_equal(weft_channel_write(f->ch, out, on_write_done, f), 0);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+			 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, 0);
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(f->peer)),
+			 5);
+	evbuffer_free(out);
+}
+
+struct mybox {
+	int value;
+	int *freed;
+};
+
+static void
+mybox_free(void *msg)
+{
+	struct mybox *b = msg;
+
+	(*b->freed)++;
+	free(b);
+}
+
+static const weft_msg_type mybox_type = {"mybox", mybox_free};
+
+static void
+test_typed_message_at_the_head_fails_and_is_freed(void **state)
+{
+	struct fixture *f = *state;
+	struct mybox *b = malloc(sizeof(*b));
+	int freed = 0;
+
+	b->value = 1;
+	b->freed = &freed;
+	weft_channel_activate(f->ch);
+	assert_int_equal(weft_channel_write_msg(f->ch, &mybox_type, b,
+						on_write_done, f),
+			 0);
+	assert_int_equal(freed, 1);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+			 0);
+	assert_int_equal(f->write_status, WEFT_EINVAL);
+}
+
+static bool
+inactive_seen(void *arg)
+{
+	return strstr(((struct fixture *)arg)->log, "R.inactive") != NULL;
+}
+
+static void
+test_close_drains_pending_writes_then_fires_inactive(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *out = evbuffer_new();
+	char big[100000];
+
+	memset(big, 'y', sizeof(big));
+	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"),
+			 0);
+	weft_channel_activate(f->ch);
+	bufferevent_disable(f->peer, EV_READ);
+	evbuffer_add(out, big, sizeof(big));
+	weft_channel_write(f->ch, out, on_write_done, f);
+	weft_channel_close(f->ch);
+	weft_channel_close(f->ch); /* idempotent */
+	assert_false(weft_channel_is_open(f->ch));
+	assert_null(strstr(f->log, "inactive"));
+	bufferevent_enable(f->peer, EV_READ);
+	assert_int_equal(weft_loop_run_until(f->loop, inactive_seen, f, 5000),
+			 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, 0);
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(f->peer)),
+			 sizeof(big));
+	assert_non_null(strstr(f->log, "R.removed"));
+	evbuffer_free(out);
+}
+
+static void
+test_peer_close_fires_inactive_and_fails_waiting_writes(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *out = evbuffer_new();
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"),
+			 0);
+	weft_channel_activate(f->ch);
+	bufferevent_disable(f->peer, EV_READ);
+	evbuffer_add(out, "stuck", 5);
+	weft_channel_write(f->ch, out, on_write_done, f);
+	bufferevent_flush(f->peer, EV_WRITE, BEV_FINISHED); /* EOF */
+	bufferevent_free(f->peer);
+	f->peer = NULL;
+	assert_int_equal(weft_loop_run_until(f->loop, inactive_seen, f, 5000),
+			 0);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+			 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ECLOSED);
+	evbuffer_free(out);
+}
+
+#define CROSS_WRITES 2000
+
+struct cross {
+	weft_channel *ch;
+	_Atomic int done;
+};
+
+static void
+count_cross(weft_channel *ch, int status, void *arg)
+{
+	struct cross *c = arg;
+
+	(void)ch;
+	assert_int_equal(status, 0);
+	atomic_fetch_add(&c->done, 1);
+}
+
+static void *
+cross_writer(void *arg)
+{
+	struct cross *c = arg;
+	struct evbuffer *out = evbuffer_new();
+	uint32_t i;
+
+	for (i = 0; i < CROSS_WRITES; i++) {
+		evbuffer_add(out, &i, sizeof(i));
+		assert_int_equal(weft_channel_write(c->ch, out, count_cross, c),
+				 0);
+	}
+	evbuffer_free(out);
+	return NULL;
+}
+
+static bool
+cross_done(void *arg)
+{
+	return atomic_load(&((struct cross *)arg)->done) == CROSS_WRITES;
+}
+
+static void
+test_write_from_another_thread_arrives_in_order(void **state)
+{
+	struct fixture *f = *state;
+	struct cross c = {f->ch, 0};
+	struct evbuffer *in = bufferevent_get_input(f->peer);
+	pthread_t thread;
+	uint32_t i, v;
+
+	weft_channel_activate(f->ch);
+	weft_channel_ref(f->ch);
+	/* Make the loop owned by this thread while the writer runs. */
+	pthread_create(&thread, NULL, cross_writer, &c);
+	assert_int_equal(weft_loop_run_until(f->loop, cross_done, &c, 20000),
+			 0);
+	pthread_join(thread, NULL);
+	assert_int_equal(evbuffer_get_length(in), CROSS_WRITES * 4);
+	for (i = 0; i < CROSS_WRITES; i++) {
+		evbuffer_remove(in, &v, sizeof(v));
+		assert_int_equal(v, i);
+	}
+	weft_channel_unref(f->ch);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+			test_events_travel_head_to_tail_and_writes_tail_to_head,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_handler_replaces_itself_inside_a_callback, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_handler_removes_itself_and_still_forwards, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_water_marks_toggle_writability, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_callback_runs_once_after_bytes_leave, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_typed_message_at_the_head_fails_and_is_freed,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_close_drains_pending_writes_then_fires_inactive,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_peer_close_fires_inactive_and_fails_waiting_writes,
+			setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_from_another_thread_arrives_in_order, setup,
+			teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
