@@ -1,5 +1,6 @@
 /* test_pipeline.c: channels and their pipelines over a bufferevent pair. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -468,6 +469,10 @@ cross_writer(void *arg)
 	struct evbuffer *out = evbuffer_new();
 	uint32_t i;
 
+	/* Wait until the main thread drives the loop: an idle loop belongs
+	 * to whichever thread uses it. */
+	while (weft_loop_in_thread(weft_channel_loop(c->ch)))
+		sched_yield();
 	for (i = 0; i < CROSS_WRITES; i++) {
 		evbuffer_add(out, &i, sizeof(i));
 		assert_int_equal(weft_channel_write(c->ch, out, count_cross, c),
@@ -494,7 +499,6 @@ test_write_from_another_thread_arrives_in_order(void **state)
 
 	weft_channel_activate(f->ch);
 	weft_channel_ref(f->ch);
-	/* Make the loop owned by this thread while the writer runs. */
 	pthread_create(&thread, NULL, cross_writer, &c);
 	assert_int_equal(weft_loop_run_until(f->loop, cross_done, &c, 20000),
 			 0);
