@@ -1,0 +1,261 @@
+/* opts.c: weft-bench's command line. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wbench.h"
+
+void
+wbench_usage(FILE *out)
+{
+	fputs("usage: weft-bench throughput|latency [options]\n"
+	      "  --size S        payload bytes per message (64, 1K, 64K; "
+	      "default 64)\n"
+	      "  --count N       messages (round trips) measured (1000, 10k, "
+	      "2M;\n"
+	      "                  default: throughput min(10M, 4 GiB/S), "
+	      "latency 50k)\n"
+	      "  --warmup N      messages before measuring (default: count/10,"
+	      "\n                  at most 1M)\n"
+	      "  --impl I        weft (default), raw (blocking-socket "
+	      "reference) or both\n"
+	      "  --repeat R      runs per implementation; medians are "
+	      "reported (default 1)\n"
+	      "  --batch B       messages the weft sender writes per flush "
+	      "(default 64)\n"
+	      "  --seed X        payload pattern seed (default 1)\n"
+	      "  --verify        check every payload byte, not only the "
+	      "sequence numbers\n"
+	      "  --json FILE     write every figure to FILE\n"
+	      "  --quiet         no progress lines on stderr\n"
+	      "  --timeout SEC   fail a run that takes longer (default 600)\n"
+	      "  --listen ADDR   run only the measuring half (the receiver, or "
+	      "the pinger)\n"
+	      "  --connect ADDR  run only the load half (the sender, or the "
+	      "echoer)\n"
+	      "  --peer P        process (default) or thread: where the load "
+	      "half runs\n",
+	      out);
+}
+
+const char *
+wbench_workload_name(enum wbench_workload w)
+{
+	return w == WBENCH_THROUGHPUT ? "throughput" : "latency";
+}
+
+const char *
+wbench_impl_name(enum wbench_impl impl)
+{
+	switch (impl) {
+	case WBENCH_IMPL_WEFT:
+		return "weft";
+	case WBENCH_IMPL_RAW:
+		return "raw";
+	default:
+		return "both";
+	}
+}
+
+void
+wbench_opts_default(wbench_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->impl = WBENCH_IMPL_WEFT;
+	o->size = 64;
+	o->seed = 1;
+	o->repeat = 1;
+	o->batch = 64;
+	o->timeout_ms = 600000;
+	o->addr = "127.0.0.1:0";
+	o->warmup = UINT64_MAX; /* auto */
+}
+
+/* parse_num reads a count with an optional suffix: k/M/G (10^3) or
+ * K/Ki/KiB, M/Mi/MiB (2^10) when binary. */
+static int
+parse_num(const char *s, bool binary, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s || s[0] == '-')
+		return -1;
+	if (*end == 'k' || *end == 'K')
+		mul = binary ? 1024 : 1000;
+	else if (*end == 'M' || *end == 'm')
+		mul = binary ? 1024 * 1024 : 1000000;
+	else if (*end == 'G' || *end == 'g')
+		mul = binary ? 1024 * 1024 * 1024 : 1000000000;
+	if (mul > 1)
+		end++;
+	if (*end == 'i')
+		end++;
+	if (*end == 'B' && binary)
+		end++;
+	if (*end != '\0' || (v && mul > UINT64_MAX / v))
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int
+parse_impl(const char *s, enum wbench_impl *out)
+{
+	if (strcmp(s, "weft") == 0)
+		*out = WBENCH_IMPL_WEFT;
+	else if (strcmp(s, "raw") == 0)
+		*out = WBENCH_IMPL_RAW;
+	else if (strcmp(s, "both") == 0)
+		*out = WBENCH_IMPL_BOTH;
+	else
+		return -1;
+	return 0;
+}
+
+static const struct option long_opts[] = {
+    {"size", required_argument, NULL, 's'},
+    {"count", required_argument, NULL, 'n'},
+    {"warmup", required_argument, NULL, 'w'},
+    {"impl", required_argument, NULL, 'i'},
+    {"repeat", required_argument, NULL, 'r'},
+    {"batch", required_argument, NULL, 'b'},
+    {"seed", required_argument, NULL, 'S'},
+    {"verify", no_argument, NULL, 'V'},
+    {"json", required_argument, NULL, 'j'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"timeout", required_argument, NULL, 't'},
+    {"listen", required_argument, NULL, 'l'},
+    {"connect", required_argument, NULL, 'c'},
+    {"peer", required_argument, NULL, 'p'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* set_opt applies one option; returns 0, or -1 for a bad value. */
+static int
+set_opt(wbench_opts *o, int c, const char *arg)
+{
+	uint64_t v = 0;
+
+	switch (c) {
+	case 's':
+		if (parse_num(arg, true, &v) || v > WBENCH_MAX_SIZE)
+			return -1;
+		o->size = (size_t)v;
+		return 0;
+	case 'n':
+		return parse_num(arg, false, &o->count) || o->count == 0 ? -1
+		                                                         : 0;
+	case 'w':
+		return parse_num(arg, false, &o->warmup);
+	case 'i':
+		return parse_impl(arg, &o->impl);
+	case 'r':
+		if (parse_num(arg, false, &v) || v == 0 || v > 64)
+			return -1;
+		o->repeat = (unsigned)v;
+		return 0;
+	case 'b':
+		if (parse_num(arg, false, &v) || v == 0 || v > 1000000)
+			return -1;
+		o->batch = (size_t)v;
+		return 0;
+	case 'S':
+		return parse_num(arg, false, &o->seed);
+	case 't':
+		if (parse_num(arg, false, &v) || v == 0 || v > 86400)
+			return -1;
+		o->timeout_ms = v * 1000;
+		return 0;
+	case 'p':
+		if (strcmp(arg, "thread") == 0)
+			o->peer = WBENCH_PEER_THREAD;
+		else if (strcmp(arg, "process") == 0)
+			o->peer = WBENCH_PEER_PROCESS;
+		else
+			return -1;
+		return 0;
+	}
+	return -1;
+}
+
+static int
+apply_opt(wbench_opts *o, int c, const char *arg)
+{
+	switch (c) {
+	case 'V':
+		o->verify = true;
+		return 0;
+	case 'q':
+		o->quiet = true;
+		return 0;
+	case 'j':
+		o->json_path = arg;
+		return 0;
+	case 'l':
+	case 'c':
+		if (o->role != WBENCH_ROLE_BOTH)
+			return -1;
+		o->role = c == 'l' ? WBENCH_ROLE_LISTEN : WBENCH_ROLE_CONNECT;
+		o->addr = arg;
+		return 0;
+	}
+	return set_opt(o, c, arg);
+}
+
+/* fill_auto picks the counts left to their defaults. */
+static void
+fill_auto(wbench_opts *o)
+{
+	if (o->count == 0 && o->workload == WBENCH_LATENCY)
+		o->count = 50000;
+	if (o->count == 0) {
+		uint64_t by_bytes =
+		    (UINT64_C(4) << 30) / (o->size ? o->size : 1);
+
+		o->count = by_bytes < 10000000 ? by_bytes : 10000000;
+	}
+	if (o->warmup == UINT64_MAX)
+		o->warmup = o->count / 10 < 1000000 ? o->count / 10 : 1000000;
+}
+
+int
+wbench_opts_parse(wbench_opts *o, int argc, char **argv)
+{
+	int c;
+
+	if (argc < 1 || strcmp(argv[0], "throughput") == 0)
+		o->workload = WBENCH_THROUGHPUT;
+	else if (strcmp(argv[0], "latency") == 0)
+		o->workload = WBENCH_LATENCY;
+	else {
+		fprintf(stderr, "weft-bench: unknown workload '%s'\n", argv[0]);
+		return -1;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			wbench_usage(stdout);
+			exit(0);
+		}
+		if (c == '?' || apply_opt(o, c, optarg) != 0) {
+			if (c != '?')
+				fprintf(stderr, "weft-bench: bad value '%s'\n",
+				        optarg ? optarg : "");
+			wbench_usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "weft-bench: unexpected '%s'\n", argv[optind]);
+		return -1;
+	}
+	fill_auto(o);
+	return 0;
+}

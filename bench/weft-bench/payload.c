@@ -1,0 +1,185 @@
+/* payload.c: building and checking weft-bench messages. */
+#include <endian.h>
+#include <string.h>
+
+#include "wbench.h"
+
+void
+wbench_be32_put(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+uint32_t
+wbench_be32_get(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+void
+wbench_pattern_fill(uint8_t *buf, size_t size, uint64_t seed)
+{
+	/* xorshift64: any seed but 0 works, so 0 is mapped to another. */
+	uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
+
+	for (size_t i = 0; i < size; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+}
+
+static size_t
+seq_len(size_t size)
+{
+	return size < WBENCH_SEQ_BYTES ? size : WBENCH_SEQ_BYTES;
+}
+
+uint64_t
+wbench_seq_mask(size_t size)
+{
+	size_t n = seq_len(size);
+
+	return n >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * n)) - 1;
+}
+
+void
+wbench_seq_put(uint8_t *payload, size_t size, uint64_t seq)
+{
+	size_t n = seq_len(size);
+
+	if (n == WBENCH_SEQ_BYTES) {
+		seq = htobe64(seq);
+		memcpy(payload, &seq, sizeof(seq));
+		return;
+	}
+
+	for (size_t i = 0; i < n; i++)
+		payload[i] = (uint8_t)(seq >> (8 * (n - 1 - i)));
+}
+
+uint64_t
+wbench_seq_get(const uint8_t *payload, size_t size)
+{
+	size_t n = seq_len(size);
+	uint64_t seq = 0;
+
+	if (n == WBENCH_SEQ_BYTES) {
+		memcpy(&seq, payload, sizeof(seq));
+		return be64toh(seq);
+	}
+
+	for (size_t i = 0; i < n; i++)
+		seq = seq << 8 | payload[i];
+	return seq;
+}
+
+void
+wbench_scan_init(wbench_scan *s, size_t size, const uint8_t *pattern)
+{
+	memset(s, 0, sizeof(*s));
+	s->size = size;
+	s->pattern = pattern;
+}
+
+/* check_head checks a frame's length and sequence number. */
+static int
+check_head(wbench_scan *s, const uint8_t *head)
+{
+	if (wbench_be32_get(head) != s->size) {
+		s->errors++;
+		return -1;
+	}
+	if (wbench_seq_get(head + 4, s->size) !=
+	    (s->next_seq & wbench_seq_mask(s->size)))
+		s->errors++;
+	s->next_seq++;
+	return 0;
+}
+
+static void
+check_body(wbench_scan *s, const uint8_t *p, size_t n)
+{
+	if (s->pattern && memcmp(p, s->pattern + s->body_off, n) != 0)
+		s->errors++;
+	s->body_off += n;
+	s->body_left -= n;
+	if (s->body_left == 0)
+		s->frames++;
+}
+
+/* take_head gathers the length and sequence bytes of a frame. Returns the
+ * bytes used, or -1 on a wrong length. */
+static long
+take_head(wbench_scan *s, const uint8_t *p, size_t n)
+{
+	size_t need = 4 + seq_len(s->size) - s->head_have;
+	size_t k = n < need ? n : need;
+
+	memcpy(s->head + s->head_have, p, k);
+	s->head_have += k;
+	if (k < need)
+		return (long)k;
+	s->head_have = 0;
+	if (check_head(s, s->head) != 0)
+		return -1;
+	s->body_off = seq_len(s->size);
+	s->body_left = s->size - s->body_off;
+	if (s->body_left == 0)
+		s->frames++;
+	return (long)k;
+}
+
+/* scan_whole checks the whole frames at p, the common case; returns the
+ * bytes used, or -1 on a wrong length. */
+static long
+scan_whole(wbench_scan *s, const uint8_t *p, size_t n)
+{
+	size_t frame_len = 4 + s->size, seq_n = seq_len(s->size), used = 0;
+	uint64_t mask = wbench_seq_mask(s->size);
+
+	while (n - used >= frame_len) {
+		const uint8_t *f = p + used;
+
+		if (wbench_be32_get(f) != s->size)
+			return -1;
+		if (wbench_seq_get(f + 4, s->size) != (s->next_seq & mask))
+			s->errors++;
+		if (s->pattern && memcmp(f + 4 + seq_n, s->pattern + seq_n,
+		                         s->size - seq_n) != 0)
+			s->errors++;
+		s->next_seq++;
+		s->frames++;
+		used += frame_len;
+	}
+	return (long)used;
+}
+
+long
+wbench_scan_feed(wbench_scan *s, const uint8_t *p, size_t n)
+{
+	uint64_t before = s->frames;
+
+	while (n > 0) {
+		long k;
+
+		if (s->body_left > 0) {
+			k = (long)(s->body_left < n ? s->body_left : n);
+			check_body(s, p, (size_t)k);
+		} else if (s->head_have == 0 && n >= 4 + s->size) {
+			k = scan_whole(s, p, n);
+		} else {
+			k = take_head(s, p, n);
+		}
+		if (k < 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return (long)(s->frames - before);
+}

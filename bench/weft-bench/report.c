@@ -1,0 +1,309 @@
+/* report.c: progress lines, medians, the summary and the JSON output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft/histogram.h>
+
+#include "wbench.h"
+
+#define NS_PER_S 1000000000u
+
+void
+wbench_progress_init(wbench_progress *p, const wbench_opts *o, const char *impl)
+{
+	p->opts = o;
+	p->impl = impl;
+	p->start_ns = p->last_ns = wbench_now_ns();
+	p->last_count = 0;
+}
+
+void
+wbench_progress_tick(wbench_progress *p, uint64_t now_ns, uint64_t count,
+                     const struct weft_histogram *h)
+{
+	double dt = (double)(now_ns - p->last_ns) / 1e9;
+	double rate;
+
+	if (now_ns - p->last_ns < NS_PER_S)
+		return;
+	rate = (double)(count - p->last_count) / dt;
+	if (!p->opts->quiet && h != NULL)
+		fprintf(stderr,
+		        "%s latency %zu B: %llu round trips, %.0f/s, "
+		        "p50 %.1f us, p99 %.1f us so far\n",
+		        p->impl, p->opts->size, (unsigned long long)count, rate,
+		        weft_histogram_percentile(h, 50) / 1e3,
+		        weft_histogram_percentile(h, 99) / 1e3);
+	else if (!p->opts->quiet)
+		fprintf(stderr,
+		        "%s throughput %zu B: %llu msgs, %.3f M msgs/s, "
+		        "%.1f MB/s in the last second\n",
+		        p->impl, p->opts->size, (unsigned long long)count,
+		        rate / 1e6, rate * (double)p->opts->size / 1e6);
+	p->last_ns = now_ns;
+	p->last_count = count;
+}
+
+void
+wbench_result_rates(wbench_result *r, size_t size)
+{
+	if (r->seconds > 0) {
+		r->msgs_per_s = (double)r->measured / r->seconds;
+		r->mb_per_s = r->msgs_per_s * (double)size / 1e6;
+	} else {
+		r->msgs_per_s = r->mb_per_s = 0;
+	}
+}
+
+void
+wbench_result_latency(wbench_result *r, const struct weft_histogram *h)
+{
+	r->mean_ns = weft_histogram_mean(h);
+	r->min_ns = weft_histogram_min(h);
+	r->p50_ns = weft_histogram_percentile(h, 50);
+	r->p90_ns = weft_histogram_percentile(h, 90);
+	r->p99_ns = weft_histogram_percentile(h, 99);
+	r->p999_ns = weft_histogram_percentile(h, 99.9);
+	r->max_ns = weft_histogram_max(h);
+}
+
+bool
+wbench_result_ok(const wbench_opts *o, const wbench_result *r)
+{
+	return r->errors == 0 && r->received == o->warmup + o->count;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* median_of takes the median of the double at byte offset off of each run. */
+static double
+median_of(const wbench_result *runs, unsigned n, size_t off, double *tmp)
+{
+	for (unsigned i = 0; i < n; i++)
+		memcpy(&tmp[i], (const char *)&runs[i] + off, sizeof(double));
+	qsort(tmp, n, sizeof(*tmp), cmp_double);
+	return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+}
+
+static uint64_t
+median_u64(const wbench_result *runs, unsigned n, size_t off, double *tmp)
+{
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&runs[i] + off, sizeof(v));
+		tmp[i] = (double)v;
+	}
+	qsort(tmp, n, sizeof(*tmp), cmp_double);
+	return (uint64_t)(n % 2 ? tmp[n / 2]
+	                        : (tmp[n / 2 - 1] + tmp[n / 2]) / 2);
+}
+
+void
+wbench_result_median(const wbench_result *runs, unsigned n, wbench_result *out)
+{
+	double tmp[64];
+
+	memset(out, 0, sizeof(*out));
+	if (n == 0 || n > 64)
+		return;
+#define MED_D(f) out->f = median_of(runs, n, offsetof(wbench_result, f), tmp)
+#define MED_U(f) out->f = median_u64(runs, n, offsetof(wbench_result, f), tmp)
+	MED_U(received);
+	MED_U(measured);
+	MED_D(seconds);
+	MED_D(msgs_per_s);
+	MED_D(mb_per_s);
+	MED_D(mean_ns);
+	MED_U(min_ns);
+	MED_U(p50_ns);
+	MED_U(p90_ns);
+	MED_U(p99_ns);
+	MED_U(p999_ns);
+	MED_U(max_ns);
+#undef MED_D
+#undef MED_U
+	for (unsigned i = 0; i < n; i++)
+		out->errors += runs[i].errors;
+}
+
+static void
+print_throughput(const wbench_report *rep, FILE *out)
+{
+	const char *names[2] = {"weft", "raw"};
+
+	fprintf(out, "  %-9s %14s %12s %10s %12s\n", "impl", "msgs/s", "MB/s",
+	        "seconds", "messages");
+	for (int i = 0; i < 2; i++) {
+		const wbench_result *r = &rep->median[i];
+
+		if (rep->nruns[i] == 0)
+			continue;
+		fprintf(out, "  %-9s %12.3f M %12.1f %10.3f %12llu\n", names[i],
+		        r->msgs_per_s / 1e6, r->mb_per_s, r->seconds,
+		        (unsigned long long)r->measured);
+	}
+	if (rep->nruns[0] && rep->nruns[1] && rep->median[1].msgs_per_s > 0)
+		fprintf(out, "  %-9s %14.3f %12.3f\n", "weft/raw",
+		        rep->median[0].msgs_per_s / rep->median[1].msgs_per_s,
+		        rep->median[0].mb_per_s / rep->median[1].mb_per_s);
+}
+
+static double
+ratio(uint64_t a, uint64_t b)
+{
+	return b ? (double)a / (double)b : 0;
+}
+
+static void
+print_latency(const wbench_report *rep, FILE *out)
+{
+	const char *names[2] = {"weft", "raw"};
+	const wbench_result *w = &rep->median[0], *r = &rep->median[1];
+
+	fprintf(out, "  %-9s %9s %9s %9s %9s %9s %9s %10s\n", "impl", "p50 us",
+	        "p90 us", "p99 us", "p99.9 us", "max us", "mean us", "rt/s");
+	for (int i = 0; i < 2; i++) {
+		const wbench_result *m = &rep->median[i];
+
+		if (rep->nruns[i] == 0)
+			continue;
+		fprintf(out,
+		        "  %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f\n",
+		        names[i], m->p50_ns / 1e3, m->p90_ns / 1e3,
+		        m->p99_ns / 1e3, m->p999_ns / 1e3, m->max_ns / 1e3,
+		        m->mean_ns / 1e3, m->msgs_per_s);
+	}
+	if (rep->nruns[0] && rep->nruns[1])
+		fprintf(
+		    out, "  %-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f\n",
+		    "weft/raw", ratio(w->p50_ns, r->p50_ns),
+		    ratio(w->p90_ns, r->p90_ns), ratio(w->p99_ns, r->p99_ns),
+		    ratio(w->p999_ns, r->p999_ns), ratio(w->max_ns, r->max_ns),
+		    r->mean_ns > 0 ? w->mean_ns / r->mean_ns : 0,
+		    r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0);
+}
+
+void
+wbench_report_print(const wbench_report *rep, FILE *out)
+{
+	const wbench_opts *o = rep->opts;
+	unsigned runs = rep->nruns[0] ? rep->nruns[0] : rep->nruns[1];
+
+	fprintf(out,
+	        "weft-bench %s: %zu B x %llu %s (warm-up %llu), %s%u run%s\n",
+	        wbench_workload_name(o->workload), o->size,
+	        (unsigned long long)o->count,
+	        o->workload == WBENCH_THROUGHPUT ? "msgs" : "round trips",
+	        (unsigned long long)o->warmup, runs > 1 ? "median of " : "",
+	        runs, runs > 1 ? "s" : "");
+	if (o->workload == WBENCH_THROUGHPUT)
+		print_throughput(rep, out);
+	else
+		print_latency(rep, out);
+	for (int i = 0; i < 2; i++)
+		if (rep->nruns[i] && rep->median[i].errors)
+			fprintf(out,
+			        "  %s: %llu ERRORS (lost, reordered or "
+			        "corrupt messages)\n",
+			        i ? "raw" : "weft",
+			        (unsigned long long)rep->median[i].errors);
+}
+
+static void
+json_result(FILE *f, const wbench_result *r, const char *indent)
+{
+	fprintf(f,
+	        "{\n%s  \"received\": %llu,\n%s  \"errors\": %llu,\n"
+	        "%s  \"measured\": %llu,\n%s  \"seconds\": %.9f,\n"
+	        "%s  \"msgs_per_s\": %.3f,\n%s  \"mb_per_s\": %.3f",
+	        indent, (unsigned long long)r->received, indent,
+	        (unsigned long long)r->errors, indent,
+	        (unsigned long long)r->measured, indent, r->seconds, indent,
+	        r->msgs_per_s, indent, r->mb_per_s);
+	if (r->max_ns > 0)
+		fprintf(f,
+		        ",\n%s  \"mean_ns\": %.1f,\n%s  \"min_ns\": %llu,\n"
+		        "%s  \"p50_ns\": %llu,\n%s  \"p90_ns\": %llu,\n"
+		        "%s  \"p99_ns\": %llu,\n%s  \"p999_ns\": %llu,\n"
+		        "%s  \"max_ns\": %llu",
+		        indent, r->mean_ns, indent,
+		        (unsigned long long)r->min_ns, indent,
+		        (unsigned long long)r->p50_ns, indent,
+		        (unsigned long long)r->p90_ns, indent,
+		        (unsigned long long)r->p99_ns, indent,
+		        (unsigned long long)r->p999_ns, indent,
+		        (unsigned long long)r->max_ns);
+	fprintf(f, "\n%s}", indent);
+}
+
+static void
+json_impl(FILE *f, const wbench_report *rep, int i)
+{
+	fprintf(f, "    \"%s\": {\n      \"median\": ", i ? "raw" : "weft");
+	json_result(f, &rep->median[i], "      ");
+	fprintf(f, ",\n      \"runs\": [");
+	for (unsigned k = 0; k < rep->nruns[i]; k++) {
+		fprintf(f, "%s\n        ", k ? "," : "");
+		json_result(f, &rep->runs[i][k], "        ");
+	}
+	fprintf(f, "\n      ]\n    }");
+}
+
+static void
+json_ratio(FILE *f, const wbench_report *rep)
+{
+	const wbench_result *w = &rep->median[0], *r = &rep->median[1];
+
+	fprintf(f,
+	        ",\n  \"weft_over_raw\": {\"msgs_per_s\": %.4f, "
+	        "\"mb_per_s\": %.4f",
+	        r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0,
+	        r->mb_per_s > 0 ? w->mb_per_s / r->mb_per_s : 0);
+	if (rep->opts->workload == WBENCH_LATENCY)
+		fprintf(f, ", \"p50\": %.4f, \"p99\": %.4f, \"p999\": %.4f",
+		        ratio(w->p50_ns, r->p50_ns),
+		        ratio(w->p99_ns, r->p99_ns),
+		        ratio(w->p999_ns, r->p999_ns));
+	fprintf(f, "}");
+}
+
+int
+wbench_report_json(const wbench_report *rep, const char *path)
+{
+	const wbench_opts *o = rep->opts;
+	FILE *f = fopen(path, "w");
+	bool first = true;
+
+	if (f == NULL) {
+		perror(path);
+		return -1;
+	}
+	fprintf(f,
+	        "{\n  \"workload\": \"%s\",\n  \"size\": %zu,\n"
+	        "  \"count\": %llu,\n  \"warmup\": %llu,\n  \"seed\": %llu,\n"
+	        "  \"batch\": %zu,\n  \"verify\": %s,\n  \"impls\": {\n",
+	        wbench_workload_name(o->workload), o->size,
+	        (unsigned long long)o->count, (unsigned long long)o->warmup,
+	        (unsigned long long)o->seed, o->batch,
+	        o->verify ? "true" : "false");
+	for (int i = 0; i < 2; i++) {
+		if (rep->nruns[i] == 0)
+			continue;
+		fprintf(f, "%s", first ? "" : ",\n");
+		json_impl(f, rep, i);
+		first = false;
+	}
+	fprintf(f, "\n  }");
+	if (rep->nruns[0] && rep->nruns[1])
+		json_ratio(f, rep);
+	fprintf(f, "\n}\n");
+	return fclose(f) == 0 ? 0 : -1;
+}

@@ -1,0 +1,257 @@
+/* run.c: one invocation of weft-bench: its runs, their peers, the report. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "wbench.h"
+
+extern char **environ;
+
+/* The load half of one run, in a child process or a thread. */
+typedef struct peer {
+	wbench_opts opts;
+	char addr[160];
+	pid_t pid;
+	pthread_t thread;
+	bool started;
+	int rv;
+} peer;
+
+static int
+load_half(const wbench_opts *o)
+{
+	if (o->impl == WBENCH_IMPL_RAW)
+		return wbench_raw_load(o);
+	return wbench_weft_load(o);
+}
+
+static void *
+peer_thread(void *arg)
+{
+	peer *p = arg;
+
+	p->rv = load_half(&p->opts);
+	return NULL;
+}
+
+/* spawn_peer execs weft-bench --connect with the run's options. */
+static int
+spawn_peer(peer *p)
+{
+	const wbench_opts *o = &p->opts;
+	char size[32], count[32], warmup[32], seed[32], batch[32], tmo[32];
+	char *argv[24];
+	int i = 0, rv;
+
+	snprintf(size, sizeof(size), "%zu", o->size);
+	snprintf(count, sizeof(count), "%" PRIu64, o->count);
+	snprintf(warmup, sizeof(warmup), "%" PRIu64, o->warmup);
+	snprintf(seed, sizeof(seed), "%" PRIu64, o->seed);
+	snprintf(batch, sizeof(batch), "%zu", o->batch);
+	snprintf(tmo, sizeof(tmo), "%" PRIu64, (o->timeout_ms + 999) / 1000);
+	argv[i++] = (char *)o->self_exe;
+	argv[i++] = (char *)wbench_workload_name(o->workload);
+	argv[i++] = "--impl";
+	argv[i++] = (char *)wbench_impl_name(o->impl);
+	argv[i++] = "--connect";
+	argv[i++] = p->addr;
+	argv[i++] = "--size";
+	argv[i++] = size;
+	argv[i++] = "--count";
+	argv[i++] = count;
+	argv[i++] = "--warmup";
+	argv[i++] = warmup;
+	argv[i++] = "--seed";
+	argv[i++] = seed;
+	argv[i++] = "--batch";
+	argv[i++] = batch;
+	argv[i++] = "--timeout";
+	argv[i++] = tmo;
+	argv[i++] = "--quiet";
+	argv[i] = NULL;
+	rv = posix_spawn(&p->pid, o->self_exe, NULL, NULL, argv, environ);
+	if (rv != 0) {
+		fprintf(stderr, "weft-bench: cannot start %s: %s\n",
+		        o->self_exe, strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+/* start_peer is the measuring half's ready callback. */
+static int
+start_peer(const char *bound, void *arg)
+{
+	peer *p = arg;
+
+	snprintf(p->addr, sizeof(p->addr), "%s", bound);
+	p->opts.addr = p->addr;
+	p->opts.role = WBENCH_ROLE_CONNECT;
+	p->opts.quiet = true;
+	if (p->opts.peer == WBENCH_PEER_THREAD) {
+		if (pthread_create(&p->thread, NULL, peer_thread, p) != 0)
+			return -1;
+	} else if (spawn_peer(p) != 0) {
+		return -1;
+	}
+	p->started = true;
+	return 0;
+}
+
+/* wait_child reaps the peer process; one that outlives its run by ten
+ * seconds is killed. */
+static int
+wait_child(pid_t pid, bool failed)
+{
+	uint64_t deadline = wbench_now_ns() + 10000000000u;
+	int status = 0;
+	pid_t r;
+
+	if (failed)
+		kill(pid, SIGTERM);
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
+		if (wbench_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			deadline = UINT64_MAX;
+		}
+		poll(NULL, 0, 5);
+	}
+	if (r < 0)
+		return -1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static int
+wait_peer(peer *p, bool failed)
+{
+	if (!p->started)
+		return -1;
+	if (p->opts.peer == WBENCH_PEER_THREAD) {
+		pthread_join(p->thread, NULL);
+		return p->rv;
+	}
+	return wait_child(p->pid, failed);
+}
+
+int
+wbench_run_impl(const wbench_opts *o, enum wbench_impl impl, wbench_result *res)
+{
+	peer p = {.opts = *o, .pid = -1};
+	int rv, peer_rv;
+
+	p.opts.impl = impl;
+	if (p.opts.self_exe == NULL)
+		p.opts.self_exe = "/proc/self/exe";
+	if (impl == WBENCH_IMPL_RAW)
+		rv = wbench_raw_measure(&p.opts, start_peer, &p, res);
+	else
+		rv = wbench_weft_measure(&p.opts, start_peer, &p, res);
+	peer_rv = wait_peer(&p, rv != 0);
+	if (rv == 0 && peer_rv != 0)
+		fprintf(stderr, "weft-bench: the %s load half failed\n",
+		        wbench_impl_name(impl));
+	return rv == 0 && peer_rv == 0 && wbench_result_ok(o, res) ? 0 : -1;
+}
+
+static int
+announce(const char *bound, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "weft-bench: listening on %s\n", bound);
+	return 0;
+}
+
+/* run_split runs one half only, --repeat times (--listen, --connect). */
+static int
+run_split(const wbench_opts *o, wbench_report *rep)
+{
+	int idx = o->impl == WBENCH_IMPL_RAW;
+	int failed = 0;
+
+	for (unsigned r = 0; r < o->repeat; r++) {
+		wbench_result *res = &rep->runs[idx][r];
+
+		if (o->role == WBENCH_ROLE_CONNECT)
+			failed |= load_half(o) != 0;
+		else if (o->impl == WBENCH_IMPL_RAW)
+			failed |= wbench_raw_measure(o, announce, NULL, res);
+		else
+			failed |= wbench_weft_measure(o, announce, NULL, res);
+		rep->nruns[idx] += o->role == WBENCH_ROLE_LISTEN;
+	}
+	return failed ? -1 : 0;
+}
+
+/* run_both alternates the implementations, so that a drift of the machine
+ * during the runs weighs on both alike. */
+static int
+run_both(const wbench_opts *o, wbench_report *rep)
+{
+	int failed = 0;
+
+	for (unsigned r = 0; r < o->repeat; r++) {
+		for (int i = 0; i < 2; i++) {
+			enum wbench_impl impl =
+			    i ? WBENCH_IMPL_RAW : WBENCH_IMPL_WEFT;
+
+			if (!(o->impl & impl))
+				continue;
+			failed |=
+			    wbench_run_impl(o, impl, &rep->runs[i][r]) != 0;
+			rep->nruns[i]++;
+		}
+	}
+	return failed ? -1 : 0;
+}
+
+static int
+finish(const wbench_opts *o, wbench_report *rep)
+{
+	int rv = 0;
+
+	for (int i = 0; i < 2; i++)
+		wbench_result_median(rep->runs[i], rep->nruns[i],
+		                     &rep->median[i]);
+	if (rep->nruns[0] + rep->nruns[1] == 0)
+		return 0;
+	wbench_report_print(rep, stdout);
+	fflush(stdout);
+	if (o->json_path && wbench_report_json(rep, o->json_path) != 0)
+		rv = -1;
+	return rv;
+}
+
+int
+wbench_run(const wbench_opts *o)
+{
+	wbench_report rep = {.opts = o};
+	int rv = -1;
+
+	if (o->role != WBENCH_ROLE_BOTH && o->impl == WBENCH_IMPL_BOTH) {
+		fprintf(stderr, "weft-bench: --listen and --connect need "
+		                "--impl weft or raw\n");
+		return 2;
+	}
+	rep.runs[0] = calloc(o->repeat, sizeof(wbench_result));
+	rep.runs[1] = calloc(o->repeat, sizeof(wbench_result));
+	if (rep.runs[0] == NULL || rep.runs[1] == NULL)
+		goto out;
+	if (o->role == WBENCH_ROLE_BOTH)
+		rv = run_both(o, &rep);
+	else
+		rv = run_split(o, &rep);
+	if (finish(o, &rep) != 0)
+		rv = -1;
+out:
+	free(rep.runs[1]);
+	free(rep.runs[0]);
+	return rv == 0 ? 0 : 1;
+}
