@@ -16,6 +16,9 @@
 #define DEFAULT_MAX_READ (256u << 10)
 #define DEFAULT_LINGER_MS 5000
 #define MAX_SINGLE_WRITE (4u << 20)
+/* Writes up to this size are copied into the channel's buffer, so that one
+ * writev carries many small messages; larger ones move their chains. */
+#define SMALL_WRITE_BYTES 2048
 
 const weft_msg_type weft_msg_evbuffer = {"evbuffer", NULL};
 
@@ -194,6 +197,7 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	   weft_write_cb cb, void *cb_arg)
 {
 	weft_channel *ch = ctx->ch;
+	size_t n;
 
 	if (type != &weft_msg_evbuffer) {
 		weft_warn("%s: a %s message reached the socket; add an encoder",
@@ -205,8 +209,14 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ECLOSED);
 		return;
 	}
-	ch->bytes_written += evbuffer_get_length(msg);
-	evbuffer_add_buffer(ch->unflushed, msg);
+	n = evbuffer_get_length(msg);
+	ch->bytes_written += n;
+	if (n <= SMALL_WRITE_BYTES) {
+		evbuffer_add(ch->unflushed, evbuffer_pullup(msg, (ssize_t)n), n);
+		evbuffer_drain(msg, n);
+	} else {
+		evbuffer_add_buffer(ch->unflushed, msg);
+	}
 	if (cb != NULL) {
 		if (ch->bytes_written <= ch->bytes_drained)
 			owe_cb(ch, cb, cb_arg, 0);
@@ -326,6 +336,19 @@ static const weft_handler tail_handler = {
 	.inactive = tail_ignore,
 };
 
+/* Drops what is still unsent (its writers were just told) and tells an
+ * in-process partner about the EOF; the flush is a no-op on sockets. A
+ * bufferevent pair keeps the start of its output frozen, hence the thaw. */
+static void
+drop_unsent(weft_channel *ch)
+{
+	struct evbuffer *out = bufferevent_get_output(ch->bev);
+
+	evbuffer_unfreeze(out, 1);
+	evbuffer_drain(out, evbuffer_get_length(out));
+	bufferevent_flush(ch->bev, EV_WRITE, BEV_FINISHED);
+}
+
 /* Tears the channel down: inactive fires, waiting writes fail, the socket
  * closes, handlers leave, and the open reference goes. */
 static void
@@ -346,8 +369,7 @@ teardown(weft_channel *ch)
 		weft_ctx_fire_inactive(ch->head);
 	ch->torn_down = true;
 	complete_waits(ch, WEFT_ECLOSED);
-	/* A no-op on sockets; tells an in-process partner about the EOF. */
-	bufferevent_flush(ch->bev, EV_WRITE, BEV_FINISHED);
+	drop_unsent(ch);
 	bufferevent_free(ch->bev);
 	ch->bev = NULL;
 	evbuffer_drain(ch->unflushed, evbuffer_get_length(ch->unflushed));
