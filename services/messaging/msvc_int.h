@@ -1,0 +1,461 @@
+/* msvc_int.h: the messaging service's private types and functions. */
+#ifndef WEFT_MSVC_INT_H
+#define WEFT_MSVC_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <weft/channel.h>
+#include <weft/histogram.h>
+#include <weft/messaging.h>
+#include <weft/transport.h>
+
+/* ---- Configuration ----------------------------------------------------- */
+
+struct weft__msvc_node {
+	char id[WEFT_MSVC_MAX_ID + 1];
+	char *host;
+	uint16_t port;
+};
+
+struct weft__msvc_kv {
+	char *section, *key, *value;
+};
+
+struct weft_msvc_config {
+	char cluster[WEFT_MSVC_MAX_ID + 1];
+	struct weft__msvc_node *nodes;
+	size_t nodes_len, nodes_cap;
+	weft_msvc_limits limits;
+	weft_msvc_tls_config tls;
+	struct weft__msvc_kv *extra;
+	size_t extra_len, extra_cap;
+};
+
+bool weft__msvc_id_is_valid(const char *id);
+void weft__msvc_limits_defaults(weft_msvc_limits *l);
+ssize_t weft__msvc_config_find(const weft_msvc_config *cfg, const char *id);
+int weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
+				const char *key, const char *value);
+int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
+			       size_t errlen);
+int weft__msvc_config_copy(const weft_msvc_config *src,
+			   weft_msvc_config **out);
+
+/* ---- Wire format (wire.c, docs/PROTOCOL.md) ---------------------------- */
+
+#define WEFT__MSVC_VERSION_MIN 1
+#define WEFT__MSVC_VERSION_MAX 1
+#define WEFT__MSVC_HELLO_MAX 4096
+#define WEFT__MSVC_VERB_HEARTBEAT 0
+
+/* Envelope flags. */
+#define WEFT__MSVC_F_REQUEST 0x01u
+#define WEFT__MSVC_F_RESPONSE 0x02u
+#define WEFT__MSVC_F_ONEWAY 0x04u
+#define WEFT__MSVC_F_ERROR 0x08u
+
+/* The fixed envelope header our encoder writes before the payload. */
+#define WEFT__MSVC_ENV_HEADER 39
+/* Length prefix plus envelope header. */
+#define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
+
+/* Handshake refusal reasons. */
+enum weft__msvc_refusal {
+	WEFT__MSVC_OK = 0,
+	WEFT__MSVC_R_MALFORMED = 1,
+	WEFT__MSVC_R_VERSION = 2,
+	WEFT__MSVC_R_CLUSTER = 3,
+	WEFT__MSVC_R_UNKNOWN_NODE = 4,
+	WEFT__MSVC_R_NO_CLIENTS = 5,
+	WEFT__MSVC_R_AUTH = 6,
+	WEFT__MSVC_R_SHUTTING_DOWN = 7,
+	WEFT__MSVC_R_BAD_CLASS = 8,
+};
+
+/* A decoded envelope; payload points into the frame. */
+struct weft__msvc_env {
+	uint64_t id;
+	uint32_t verb;
+	uint32_t flags;
+	uint64_t created_ms;
+	uint64_t expires_ms;
+	const uint8_t *payload;
+	size_t len;
+};
+
+struct weft__msvc_hello {
+	uint64_t min_version, max_version;
+	char cluster[WEFT_MSVC_MAX_ID + 1];
+	char id[WEFT_MSVC_MAX_ID + 1];
+	uint64_t role, cls, index, flags;
+};
+
+struct weft__msvc_reply {
+	uint64_t status, version, flags, max_frame;
+	char id[WEFT_MSVC_MAX_ID + 1];
+	char reason[128];
+};
+
+uint32_t weft__msvc_crc32c(uint32_t crc, const void *data, size_t len);
+/* Encodes the fixed envelope header into out (WEFT__MSVC_ENV_HEADER). */
+void weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb,
+			   uint32_t flags, uint64_t created_ms,
+			   uint64_t expires_ms, uint32_t payload_len);
+/* Decodes a frame body; returns 0 or WEFT_EPROTO. */
+int weft__msvc_env_decode(const uint8_t *p, size_t n,
+			  struct weft__msvc_env *out);
+/* Builds a handshake frame body (magic + array) into buf. */
+int weft__msvc_hello_encode(struct evbuffer *buf,
+			    const struct weft__msvc_hello *h);
+int weft__msvc_hello_decode(const uint8_t *p, size_t n,
+			    struct weft__msvc_hello *out);
+int weft__msvc_reply_encode(struct evbuffer *buf,
+			    const struct weft__msvc_reply *r);
+int weft__msvc_reply_decode(const uint8_t *p, size_t n,
+			    struct weft__msvc_reply *out);
+/* Appends a whole frame (length, body, CRC if crc) to out. */
+int weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n,
+			 bool crc);
+/* Error payloads: [code, text]. */
+size_t weft__msvc_error_encode(uint8_t *out, size_t cap, int status,
+			       const char *text);
+int weft__msvc_error_decode(const uint8_t *p, size_t n, int *status,
+			    const uint8_t **text, size_t *text_len);
+
+/* ---- Runtime ----------------------------------------------------------- */
+
+struct weft__msvc_loop;
+struct weft__msvc_conn;
+
+/* A message waiting to be encoded: on a peer's queue or a backlog. */
+struct weft__msvc_out {
+	struct weft__msvc_out *_Atomic next; /* peer queue */
+	TAILQ_ENTRY(weft__msvc_out) link;   /* backlog */
+	uint64_t id;         /* response: the request's id */
+	uint64_t key;
+	uint64_t created_ms, expires_ms;
+	uint64_t timeout_ms; /* request */
+	weft_msvc_reply_cb cb;
+	void *arg;
+	uint32_t verb;
+	uint32_t flags;
+	uint32_t slot;       /* request: its pending slot, once drained */
+	uint8_t cls;
+	bool internal;       /* heartbeat: exempt from limits */
+	size_t len;          /* payload bytes */
+	size_t accounted;    /* bytes counted in the peer's queued_bytes */
+	struct evbuffer *buf; /* payload, when not inline */
+	uint8_t data[];      /* inline payload */
+};
+TAILQ_HEAD(weft__msvc_outq, weft__msvc_out);
+
+enum weft__msvc_conn_state {
+	WEFT__MSVC_IDLE,        /* outbound, never dialed or waiting for use */
+	WEFT__MSVC_CONNECTING,  /* outbound, TCP (and TLS) connect */
+	WEFT__MSVC_HANDSHAKE,   /* HELLO sent / awaited */
+	WEFT__MSVC_UP,
+	WEFT__MSVC_BACKOFF,     /* outbound, waiting to redial */
+	WEFT__MSVC_CLOSED,      /* inbound, closed */
+};
+
+/*
+ * A connection: outbound ones are fixed members of their peer (dialed and
+ * redialed on the peer's home loop); inbound ones are made per accepted
+ * channel on the loop the transport chose and freed when it goes away.
+ */
+struct weft__msvc_conn {
+	weft_msvc *svc;
+	struct weft__msvc_loop *ml; /* owning loop */
+	weft_msvc_peer *peer;       /* NULL for inbound before handshake */
+	weft_channel *ch;           /* NULL when not connected */
+	weft_connect_req *connecting;
+	enum weft__msvc_conn_state state;
+	bool outbound;
+	bool crc;
+	bool dirty;
+	bool paused;
+	uint8_t cls;
+	uint32_t index;
+	struct evbuffer *tx;        /* encoded, not yet handed to ch */
+	size_t tx_accounted;        /* queued_bytes those encodings hold */
+	struct weft__msvc_outq backlog;
+	uint32_t pending_head;      /* slots sent here, UINT32_MAX: none */
+	uint32_t attempts;          /* failed dials in a row */
+	weft_timer *timer;          /* back-off or handshake deadline */
+	struct weft__msvc_conn *dirty_next;
+	LIST_ENTRY(weft__msvc_conn) paused_link;
+	char peer_addr[64];
+};
+
+/* A pending request. */
+struct weft__msvc_slot {
+	uint32_t gen;
+	uint32_t next;        /* free list, wheel bucket or conn list */
+	uint32_t prev;
+	uint32_t c_next, c_prev; /* the conn's pending list */
+	uint32_t bucket;      /* wheel bucket, UINT32_MAX: none */
+	bool live;
+	bool sent;
+	bool internal;
+	struct weft__msvc_conn *conn; /* sent on, or NULL */
+	struct weft__msvc_out *out;   /* still in a backlog, or NULL */
+	weft_msvc_peer *peer;
+	weft_msvc_reply_cb cb;
+	void *arg;
+	uint32_t verb;
+	uint64_t start_ns;
+	uint64_t deadline_ns;
+};
+
+#define WEFT__MSVC_WHEEL_BITS 10
+#define WEFT__MSVC_WHEEL_SIZE (1u << WEFT__MSVC_WHEEL_BITS)
+#define WEFT__MSVC_TICK_MS 4
+
+/* Reactor counters, written by their loop only. */
+struct weft__msvc_rstats {
+	_Atomic uint64_t read_batches, messages_in, drain_batches;
+	_Atomic uint64_t messages_out, handoffs, write_calls, bytes_written;
+};
+
+/* The service's state on one loop; touched only on that loop. */
+struct weft__msvc_loop {
+	weft_msvc *svc;
+	weft_loop *loop;
+	uint32_t index;
+	struct weft__msvc_slot *slots;
+	uint32_t slots_len, slots_cap, free_head;
+	uint32_t wheel[WEFT__MSVC_WHEEL_SIZE];
+	uint64_t wheel_tick; /* last tick processed */
+	uint32_t wheel_count;
+	weft_timer *tick_timer;
+	weft_timer *stats_timer;
+	struct weft__msvc_conn *dirty;
+	bool flush_posted;
+	weft_task flush_task;
+	LIST_HEAD(, weft__msvc_conn) paused;
+	_Atomic bool resume_posted;
+	weft_task resume_task;
+	struct weft__msvc_rstats rs;
+	uint32_t connects_in_progress;
+};
+
+/* Per-peer counters. */
+struct weft__msvc_pstats {
+	_Atomic uint64_t sent, received, bytes_sent, bytes_received;
+	_Atomic uint64_t dropped_expired, dropped_overload, timed_out;
+	_Atomic uint64_t failed_peer_down, pending, connects;
+	_Atomic uint64_t connect_failures, downs;
+};
+
+struct weft_msvc_peer {
+	weft_msvc *svc;
+	uint32_t index;          /* member index, UINT32_MAX: a client */
+	char id[WEFT_MSVC_MAX_ID + 1];
+	bool is_self;
+	bool is_client;
+	struct weft__msvc_loop *home;
+	/* Any thread. */
+	struct weft__msvc_out *_Atomic queue; /* LIFO; drained as a batch */
+	weft_task drain_task;
+	_Atomic size_t queued_bytes;
+	_Atomic bool up;
+	_Atomic int refs;        /* clients: the conn and detached messages */
+	pthread_mutex_t addr_lock;
+	char *host;
+	uint16_t port;
+	/* Home loop only. */
+	struct weft__msvc_conn *conns[WEFT_MSVC_CLASSES]; /* arrays */
+	struct weft__msvc_conn *client_conn;
+	bool used;
+	bool hb_sent, hb_acked;
+	uint32_t hb_misses;
+	weft_timer *hb_timer;
+	weft_histogram *lat;
+	/* The latency snapshot the stats timer publishes. */
+	pthread_mutex_t snap_lock;
+	weft_histogram *lat_snap;
+	struct weft__msvc_pstats st;
+};
+
+struct weft__msvc_verb {
+	weft_msvc_handler_cb cb;
+	void *arg;
+	char *name;
+	unsigned flags;
+	_Atomic uint64_t received, handled, responded, sent, expired;
+	_Atomic uint64_t bytes_received, bytes_sent;
+};
+
+/* Node counters. */
+struct weft__msvc_nstats {
+	_Atomic uint64_t expired_in_queue, expired_on_arrival;
+	_Atomic uint64_t expired_before_handler, overloaded, read_pauses;
+	_Atomic uint64_t bad_frames, oversized_frames, bad_envelopes;
+	_Atomic uint64_t handshakes_refused, unknown_verbs, late_responses;
+	_Atomic uint64_t connections_accepted, connections_open;
+	_Atomic uint64_t heartbeats_missed, peer_downs, worker_jobs;
+	_Atomic uint64_t responses_dropped;
+};
+
+/* A worker pool for blocking handlers. */
+struct weft__msvc_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct weft_msvc_msg *head, *tail;
+	pthread_t *threads;
+	uint32_t n;
+	bool stopping;
+};
+
+/* An inbound message as a handler sees it. */
+struct weft_msvc_msg {
+	weft_msvc *svc;
+	weft_msvc_peer *peer;    /* member or client peer */
+	struct weft_msvc_msg *next; /* worker queue */
+	uint64_t id;
+	uint64_t created_ms, expires_ms;
+	uint32_t verb;
+	uint32_t flags;
+	uint32_t conn_index;     /* the request's connection index */
+	bool heap;               /* allocated: freed after responding */
+	bool detached;
+	bool responded;
+	bool counted;            /* len counts in svc->inflight */
+	const uint8_t *data;
+	size_t len;
+	uint8_t own[];           /* heap: the payload copy */
+};
+
+struct weft_msvc {
+	weft_msvc_config *cfg;
+	weft_loop_group *group;
+	weft_msvc_opts opts;
+	char id[WEFT_MSVC_MAX_ID + 1];
+	bool member;
+	_Atomic bool started;
+	_Atomic bool stopping;
+	_Atomic bool stopped;
+	_Atomic int callers;      /* API calls in progress, for stop */
+	uint32_t self_index;
+	weft_server *server;
+	_Atomic uint16_t port;
+	struct weft__msvc_loop *loops;
+	uint32_t nloops;
+	weft_msvc_peer **peers;
+	uint32_t npeers;
+	struct weft__msvc_verb *verbs; /* WEFT_MSVC_MAX_VERBS */
+	weft_msvc_peer_cb peer_cb;
+	void *peer_cb_arg;
+	_Atomic uint64_t inflight;
+	_Atomic uint64_t pending;
+	_Atomic uint32_t paused_conns;
+	_Atomic uint64_t key_rr;
+	struct weft__msvc_pool pool;
+	struct weft__msvc_nstats st;
+	/* Synchronous waits for stop and start. */
+	pthread_mutex_t wait_lock;
+	pthread_cond_t wait_cond;
+	uint32_t wait_count;
+};
+
+/* service.c */
+bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);
+void weft__msvc_wait_done(weft_msvc *svc);
+uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);
+void weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up);
+void weft__msvc_peer_unref(weft_msvc_peer *peer);
+int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
+			       const char *id, weft_msvc_peer **out);
+
+/* peer.c: queues, class choice, heartbeats. */
+int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
+int weft__msvc_submit_direct(weft_msvc_peer *peer, uint32_t verb,
+			     uint32_t flags, uint64_t id, const void *data,
+			     size_t len, const weft_msvc_call_opts *opts,
+			     weft_msvc_reply_cb cb, void *arg);
+struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
+void weft__msvc_out_free(struct weft__msvc_out *out);
+void weft__msvc_peer_drain(weft_loop *loop, int status, void *arg);
+void weft__msvc_peer_touch(weft_msvc_peer *peer);
+void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
+void weft__msvc_peer_conn_up(weft_msvc_peer *peer,
+			     struct weft__msvc_conn *c);
+void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
+void weft__msvc_hb_start(weft_msvc_peer *peer);
+
+/* conn.c: channels, frames, handshakes, dialing. */
+int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls,
+				  uint32_t index,
+				  struct weft__msvc_conn **out);
+void weft__msvc_conn_free(struct weft__msvc_conn *c);
+void weft__msvc_conn_dial(struct weft__msvc_conn *c);
+void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
+int weft__msvc_accept_init(weft_channel *ch, void *arg);
+void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
+void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
+void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
+void weft__msvc_conn_process(struct weft__msvc_conn *c);
+/* Encodes one message into c->tx; returns the frame bytes. */
+size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
+			      uint32_t verb, uint32_t flags,
+			      uint64_t created_ms, uint64_t expires_ms,
+			      const void *data, size_t len,
+			      struct evbuffer *buf);
+void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
+
+/* pending.c: pending requests and the timer wheel, per loop. */
+int weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out);
+struct weft__msvc_slot *weft__msvc_slot_at(struct weft__msvc_loop *ml,
+					   uint32_t i);
+uint64_t weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i);
+void weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
+			 uint64_t timeout_ms);
+void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
+			  struct weft__msvc_conn *c);
+void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
+			      int status, const void *data, size_t len);
+void weft__msvc_response(struct weft__msvc_loop *ml,
+			 const struct weft__msvc_env *env);
+void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
+void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
+int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);
+void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
+
+/* dispatch.c: handlers, responses, the worker pool. */
+void weft__msvc_dispatch(struct weft__msvc_conn *c,
+			 const struct weft__msvc_env *env);
+int weft__msvc_pool_start(weft_msvc *svc);
+void weft__msvc_pool_stop(weft_msvc *svc);
+void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
+int weft__msvc_error_status_to_wire(int status);
+int weft__msvc_wire_to_error_status(int code);
+
+/* metrics.c */
+void weft__msvc_stats_tick(weft_timer *t, void *arg);
+
+static inline uint64_t
+weft__msvc_relaxed(_Atomic uint64_t *a)
+{
+	return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+/* Counter bump for fields that several threads may write. */
+static inline void
+weft__msvc_count(_Atomic uint64_t *a, uint64_t n)
+{
+	atomic_fetch_add_explicit(a, n, memory_order_relaxed);
+}
+
+/* Counter bump for fields only one loop writes: no locked instruction. */
+static inline void
+weft__msvc_count1(_Atomic uint64_t *a, uint64_t n)
+{
+	atomic_store_explicit(
+		a, atomic_load_explicit(a, memory_order_relaxed) + n,
+		memory_order_relaxed);
+}
+
+#endif
