@@ -1,0 +1,1 @@
+/* Replaced by the transport sources. */ typedef int weft__transport_placeholder;
