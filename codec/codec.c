@@ -1,0 +1,292 @@
+/* codec.c: what the codecs share: counters, errors, delivery, writes. */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <event2/buffer.h>
+
+#include "codec_int.h"
+
+#define STATS_FIELDS(X)                                                        \
+	X(msgs_in)                                                             \
+	X(bytes_in)                                                            \
+	X(msgs_out)                                                            \
+	X(bytes_out)                                                           \
+	X(too_big)                                                             \
+	X(bad_crc)                                                             \
+	X(malformed)
+
+struct atomic_stats {
+#define DECLARE_FIELD(f) _Atomic uint64_t f;
+	STATS_FIELDS(DECLARE_FIELD)
+#undef DECLARE_FIELD
+};
+
+/* GLOBAL: process-wide codec totals, one set per kind; only ever added to,
+ * atomically, by the loops, and read by anyone. */
+static struct atomic_stats totals[WEFT_CODEC_KINDS];
+
+static const char *const kind_names[WEFT_CODEC_KINDS] = {
+	[WEFT_CODEC_FRAME] = "frame",
+	[WEFT_CODEC_LINE] = "line",
+	[WEFT_CODEC_MSGPACK] = "msgpack",
+};
+
+void
+weft_codec_get_totals(enum weft_codec_kind kind, weft_codec_stats *out)
+{
+	struct atomic_stats *t;
+
+	if ((unsigned)kind >= WEFT_CODEC_KINDS) {
+		*out = (weft_codec_stats){0};
+		return;
+	}
+	t = &totals[kind];
+#define LOAD_FIELD(f) out->f = atomic_load_explicit(&t->f, memory_order_relaxed);
+	STATS_FIELDS(LOAD_FIELD)
+#undef LOAD_FIELD
+}
+
+int
+weft_codec_get_stats(weft_channel *ch, const char *name,
+		     weft_codec_stats *out)
+{
+	weft_ctx *ctx = weft_pipeline_get(ch, name);
+	const weft__codec *c;
+
+	if (ctx == NULL)
+		return WEFT_ENOTFOUND;
+	/* TODO: compare the handler instead of a magic number, once core
+	 * can tell a context's handler. */
+	c = weft_ctx_state(ctx);
+	if (c == NULL || c->magic != WEFT__CODEC_MAGIC)
+		return WEFT_EINVAL;
+	*out = c->stats;
+	return 0;
+}
+
+void
+weft__codec_publish(weft__codec *c)
+{
+	struct atomic_stats *t = &totals[c->kind];
+	uint64_t delta;
+
+#define ADD_FIELD(f)                                                           \
+	delta = c->stats.f - c->published.f;                                   \
+	if (delta != 0)                                                        \
+		atomic_fetch_add_explicit(&t->f, delta, memory_order_relaxed);
+	STATS_FIELDS(ADD_FIELD)
+#undef ADD_FIELD
+	c->published = c->stats;
+}
+
+int
+weft__codec_init(weft__codec *c, enum weft_codec_kind kind)
+{
+	c->magic = WEFT__CODEC_MAGIC;
+	c->kind = kind;
+	if ((c->msg = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	if ((c->out = evbuffer_new()) == NULL) {
+		evbuffer_free(c->msg);
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+void
+weft__codec_destroy(weft__codec *c)
+{
+	evbuffer_free(c->msg);
+	evbuffer_free(c->out);
+	c->magic = 0;
+	free(c);
+}
+
+int
+weft__codec_add(weft_channel *ch, const char *base, const char *name,
+		const weft_handler *h, weft__codec *c)
+{
+	int rv;
+
+	if (name == NULL)
+		rv = WEFT_EINVAL;
+	else if (base == WEFT__CODEC_LAST)
+		rv = weft_pipeline_add_last(ch, name, h, c);
+	else if (base == NULL)
+		rv = weft_pipeline_add_first(ch, name, h, c);
+	else
+		rv = weft_pipeline_add_after(ch, base, name, h, c);
+	if (rv != 0)
+		weft__codec_destroy(c);
+	return rv;
+}
+
+bool
+weft__codec_leave(weft__codec *c)
+{
+	if (--c->busy > 0 || !c->removed)
+		return false;
+	weft__codec_destroy(c);
+	return true;
+}
+
+void
+weft__codec_removed(weft_ctx *ctx)
+{
+	weft__codec *c = weft_ctx_state(ctx);
+
+	weft__codec_publish(c);
+	if (c->busy > 0)
+		c->removed = true;
+	else
+		weft__codec_destroy(c);
+}
+
+void
+weft__codec_flush(weft_ctx *ctx)
+{
+	weft__codec_publish(weft_ctx_state(ctx));
+	weft_ctx_flush(ctx);
+}
+
+static void
+count_error(weft__codec *c, int err)
+{
+	if (err == WEFT_ETOOBIG)
+		c->stats.too_big++;
+	else if (err == WEFT_ECHECKSUM)
+		c->stats.bad_crc++;
+	else if (err != WEFT_ENOMEM)
+		c->stats.malformed++;
+}
+
+void
+weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
+		 ...)
+{
+	const char *peer = weft_channel_peer(weft_ctx_channel(ctx));
+	char reason[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	weft_log(err == WEFT_ENOMEM ? WEFT_LOG_ERROR : WEFT_LOG_WARN,
+		 "%s: %s codec '%s': %s (%s); closing", peer ? peer : "?",
+		 kind_names[c->kind], weft_ctx_name(ctx), reason,
+		 weft_errname(err));
+	c->failed = true;
+	count_error(c, err);
+	weft__codec_publish(c);
+	weft_ctx_fire_error(ctx, err);
+	weft_ctx_close(ctx);
+}
+
+void
+weft__codec_deliver(weft__codec *c, weft_ctx *ctx)
+{
+	size_t len = evbuffer_get_length(c->msg);
+
+	c->stats.msgs_in++;
+	c->stats.bytes_in += len;
+	weft_ctx_fire_read(ctx, &weft_msg_evbuffer, c->msg);
+	/* Whatever the receiver left is dropped (weft_msg_type's rule). */
+	if (evbuffer_get_length(c->msg) > 0)
+		evbuffer_drain(c->msg, evbuffer_get_length(c->msg));
+}
+
+void
+weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+		       void (*decode)(weft__codec *c, weft_ctx *ctx,
+				      struct evbuffer *in))
+{
+	weft__codec *c = weft_ctx_state(ctx);
+	struct evbuffer *in = msg;
+
+	if (type != &weft_msg_evbuffer) {
+		weft_ctx_fire_read(ctx, type, msg);
+		return;
+	}
+	/* A read that re-enters (a handler wrote to an in-process peer that
+	 * answered at once) leaves its bytes to the loop below. */
+	if (c->in_read)
+		return;
+	weft__codec_enter(c);
+	c->in_read = true;
+	if (!c->failed)
+		decode(c, ctx, in);
+	c->in_read = false;
+	if (c->failed)
+		evbuffer_drain(in, evbuffer_get_length(in));
+	c->partial_bytes = evbuffer_get_length(in);
+	weft__codec_publish(c);
+	/* Removed on the way: what we did not decode is the next one's. */
+	if (c->removed && evbuffer_get_length(in) > 0)
+		weft_ctx_fire_read(ctx, type, in);
+	weft__codec_leave(c);
+}
+
+void
+weft__codec_inactive(weft_ctx *ctx)
+{
+	weft__codec *c = weft_ctx_state(ctx);
+
+	weft__codec_enter(c);
+	if (!c->failed && !c->in_read && c->partial_bytes > 0)
+		weft__codec_fail(c, ctx, WEFT_EPROTO,
+				 "connection ended inside a %s (%zu byte(s) "
+				 "of it arrived)",
+				 kind_names[c->kind], c->partial_bytes);
+	/* Also when removed meanwhile: the context still leads on. */
+	weft_ctx_fire_inactive(ctx);
+	weft__codec_leave(c);
+}
+
+struct evbuffer *
+weft__codec_out_begin(weft__codec *c)
+{
+	if (!c->in_write) {
+		c->in_write = true;
+		return c->out;
+	}
+	return evbuffer_new();
+}
+
+static void
+out_release(weft__codec *c, struct evbuffer *out)
+{
+	if (out != c->out) {
+		evbuffer_free(out);
+		return;
+	}
+	/* The next handler moves every byte out; be sure of it. */
+	if (evbuffer_get_length(out) > 0)
+		evbuffer_drain(out, evbuffer_get_length(out));
+	c->in_write = false;
+}
+
+void
+weft__codec_out_send(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
+		     size_t payload_bytes, weft_write_cb cb, void *cb_arg)
+{
+	c->stats.msgs_out++;
+	c->stats.bytes_out += payload_bytes;
+	weft__codec_enter(c);
+	weft_ctx_write(ctx, &weft_msg_evbuffer, out, cb, cb_arg);
+	out_release(c, out);
+	weft__codec_leave(c);
+}
+
+void
+weft__codec_out_fail(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
+		     weft_write_cb cb, void *cb_arg, int err)
+{
+	if (out == NULL) {
+		weft_ctx_fail_write(ctx, NULL, NULL, cb, cb_arg, err);
+		return;
+	}
+	weft_ctx_fail_write(ctx, &weft_msg_evbuffer, out, cb, cb_arg, err);
+	out_release(c, out);
+}

@@ -1,0 +1,163 @@
+/* codec_int.h: what the files of codec/ share, and nothing else sees. */
+#ifndef WEFT_CODEC_INT_H
+#define WEFT_CODEC_INT_H
+
+#include <event2/buffer.h>
+
+#include <weft/channel.h>
+#include <weft/codec.h>
+
+/*
+ * Messages up to this size are copied into one contiguous chain, inbound
+ * and outbound; larger ones move chains. Copying a small message costs
+ * less than moving its chain, and keeps frames that travel together in few
+ * iovecs; moving a large one saves the copy.
+ */
+#define WEFT__CODEC_COPY_MAX 4096
+
+#define WEFT__CODEC_MAGIC 0x77636463u /* "wcdc" */
+
+/*
+ * The state every codec handler starts with (its first member), so that
+ * the shared callbacks below and weft_codec_get_stats can work on any of
+ * them. Loop thread only.
+ */
+typedef struct weft__codec {
+	uint32_t magic;
+	enum weft_codec_kind kind;
+	weft_codec_stats stats;     /* since the codec joined its pipeline */
+	weft_codec_stats published; /* the part of stats in the totals */
+	struct evbuffer *msg;       /* the inbound message being delivered */
+	struct evbuffer *out;       /* the outbound message being encoded */
+	size_t partial_bytes;       /* input left over after the last read */
+	int busy;                   /* our callbacks on the stack */
+	bool in_read;               /* a read is being decoded */
+	bool in_write;              /* out is in use */
+	bool failed;                /* closed on bad input: drop all input */
+	bool removed;               /* left the pipeline while busy */
+} weft__codec;
+
+/* weft__codec_init sets up c's common part (the rest of c is the caller's).
+ * Returns 0 or WEFT_ENOMEM, with nothing to undo. */
+int weft__codec_init(weft__codec *c, enum weft_codec_kind kind);
+
+/* weft__codec_destroy frees c's common part and c itself (malloc'd). */
+void weft__codec_destroy(weft__codec *c);
+
+/*
+ * weft__codec_add adds c to ch after base (NULL: first; "\1": last) and
+ * destroys it on failure. Returns the pipeline's result.
+ */
+#define WEFT__CODEC_LAST ((const char *)"\1")
+int weft__codec_add(weft_channel *ch, const char *base, const char *name,
+		    const weft_handler *h, weft__codec *c);
+
+/*
+ * Every callback that touches its state after calling into the pipeline
+ * brackets itself with enter/leave: a handler further on may remove the
+ * codec meanwhile, and the state is then freed by the outermost leave.
+ * weft__codec_leave returns true if it freed c.
+ */
+static inline void
+weft__codec_enter(weft__codec *c)
+{
+	c->busy++;
+}
+
+bool weft__codec_leave(weft__codec *c);
+
+/* weft__codec_publish adds what c counted since last time to the
+ * process-wide totals. */
+void weft__codec_publish(weft__codec *c);
+
+/*
+ * weft__codec_fail handles bad input (or no memory to decode it): logs the
+ * reason with the peer, counts err (WEFT_ETOOBIG, WEFT_ECHECKSUM, other bad
+ * input as malformed), fires error err and closes the channel. From then
+ * on the codec drops all input. The caller must be between enter/leave.
+ */
+void weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err,
+		      const char *fmt, ...) WEFT_PRINTF(4, 5);
+
+/* weft__codec_deliver fires read with c->msg, counts it, and empties
+ * c->msg afterwards. */
+void weft__codec_deliver(weft__codec *c, weft_ctx *ctx);
+
+/*
+ * weft__codec_out_begin returns the buffer to encode one outbound message
+ * into: c->out, or a new one when a write re-enters; NULL when memory ran
+ * out. weft__codec_out_send passes it on, counting payload_bytes, and
+ * releases it; weft__codec_out_fail fails the write with err instead.
+ */
+struct evbuffer *weft__codec_out_begin(weft__codec *c);
+void weft__codec_out_send(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
+			  size_t payload_bytes, weft_write_cb cb, void *cb_arg);
+void weft__codec_out_fail(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
+			  weft_write_cb cb, void *cb_arg, int err);
+
+/*
+ * weft__codec_read_bytes is the read callback shared by the byte decoders
+ * (frame, line): non-byte messages pass on; otherwise decode(c, ctx, in)
+ * takes every complete message out of in, and whatever happens to the
+ * codec on the way (removed: the rest of in goes on to the next handler;
+ * failed: in is emptied) is dealt with here.
+ */
+void weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type,
+			    void *msg,
+			    void (*decode)(weft__codec *c, weft_ctx *ctx,
+					   struct evbuffer *in));
+
+/* Shared handler callbacks: removed frees the state (later, if busy),
+ * flush publishes the counters, inactive reports a partial message left
+ * in the input. */
+void weft__codec_removed(weft_ctx *ctx);
+void weft__codec_flush(weft_ctx *ctx);
+void weft__codec_inactive(weft_ctx *ctx);
+
+/* weft__codec_done says whether a decode loop must stop: the codec failed
+ * or left its pipeline. */
+static inline bool
+weft__codec_done(const weft__codec *c)
+{
+	return c->failed || c->removed;
+}
+
+/* Big-endian 32-bit load and store. */
+static inline uint32_t
+weft__load_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline void
+weft__store_be32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+/* weft__crc32c_evbuffer extends crc with the first len bytes of buf
+ * (len <= its length), chain by chain, without copying. */
+uint32_t weft__crc32c_evbuffer(uint32_t crc, struct evbuffer *buf,
+			       size_t len);
+
+/* The two CRC32C implementations behind weft_crc32c, for tests. They take
+ * and return the inverted register (no pre- or post-inversion). */
+uint32_t weft__crc32c_table(uint32_t reg, const void *data, size_t len);
+bool weft__crc32c_hw_available(void);
+uint32_t weft__crc32c_hw(uint32_t reg, const void *data, size_t len);
+
+/* The census weft_msgpack_check takes on its way, to size the zone. */
+typedef struct weft__msgpack_census {
+	uint64_t array_elems; /* elements of all arrays */
+	uint64_t map_pairs;   /* pairs of all maps */
+	const char *why;      /* when the walk fails: a constant string */
+} weft__msgpack_census;
+
+int weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
+		       weft__msgpack_census *census);
+
+#endif

@@ -1,1 +1,0 @@
-/* Replaced by the codec sources. */ typedef int weft__codec_placeholder;
