@@ -87,6 +87,20 @@ wbench_scan_init(wbench_scan *s, size_t size, const uint8_t *pattern)
 	s->pattern = pattern;
 }
 
+/* check_seq counts a sequence number out of order and follows it, so that
+ * every loss or repeat counts once. */
+static inline void
+check_seq(wbench_scan *s, uint64_t seq)
+{
+	uint64_t mask = wbench_seq_mask(s->size);
+
+	if (seq != (s->next_seq & mask)) {
+		s->errors++;
+		s->next_seq = (s->next_seq & ~mask) | seq;
+	}
+	s->next_seq++;
+}
+
 /* check_head checks a frame's length and sequence number. */
 static int
 check_head(wbench_scan *s, const uint8_t *head)
@@ -95,10 +109,7 @@ check_head(wbench_scan *s, const uint8_t *head)
 		s->errors++;
 		return -1;
 	}
-	if (wbench_seq_get(head + 4, s->size) !=
-	    (s->next_seq & wbench_seq_mask(s->size)))
-		s->errors++;
-	s->next_seq++;
+	check_seq(s, wbench_seq_get(head + 4, s->size));
 	return 0;
 }
 
@@ -141,19 +152,18 @@ static long
 scan_whole(wbench_scan *s, const uint8_t *p, size_t n)
 {
 	size_t frame_len = 4 + s->size, seq_n = seq_len(s->size), used = 0;
-	uint64_t mask = wbench_seq_mask(s->size);
 
 	while (n - used >= frame_len) {
 		const uint8_t *f = p + used;
 
-		if (wbench_be32_get(f) != s->size)
-			return -1;
-		if (wbench_seq_get(f + 4, s->size) != (s->next_seq & mask))
+		if (wbench_be32_get(f) != s->size) {
 			s->errors++;
+			return -1;
+		}
+		check_seq(s, wbench_seq_get(f + 4, s->size));
 		if (s->pattern && memcmp(f + 4 + seq_n, s->pattern + seq_n,
 		                         s->size - seq_n) != 0)
 			s->errors++;
-		s->next_seq++;
 		s->frames++;
 		used += frame_len;
 	}

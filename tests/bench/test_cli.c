@@ -1,0 +1,111 @@
+/*
+ * Runs the weft-bench binary as a user would, with the load half in a
+ * child process, and checks its exit status and JSON figures.
+ */
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+extern char **environ;
+
+/* run_bench runs weft-bench with args and returns its exit status. */
+static int
+run_bench(char **args)
+{
+	char *argv[32] = {WBENCH_EXE};
+	pid_t pid;
+	int status, i;
+
+	for (i = 0; args[i] != NULL && i < 30; i++)
+		argv[i + 1] = args[i];
+	argv[i + 1] = NULL;
+	assert_int_equal(
+	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+read_json(const char *path, char *text, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(text, 1, len - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	unlink(path);
+}
+
+static void
+test_throughput_both_in_two_processes(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"throughput", "--size", "1K",   "--count",
+	                "5000",       "--impl", "both", "--verify",
+	                "--quiet",    "--json", path,   NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"received\": 5500"));
+	assert_non_null(strstr(text, "\"weft\": {"));
+	assert_non_null(strstr(text, "\"raw\": {"));
+	assert_null(strstr(text, "\"errors\": 1"));
+}
+
+static void
+test_latency_in_two_processes(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"latency", "--size",   "64", "--count",
+	                "200",     "--warmup", "10", "--quiet",
+	                "--json",  path,       NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"measured\": 200"));
+	assert_non_null(strstr(text, "\"p999_ns\""));
+}
+
+static void
+test_bad_options_exit_2(void **state)
+{
+	char *bad_size[] = {"throughput", "--size", "lots", NULL};
+	char *bad_workload[] = {"juggle", NULL};
+	char *both_split[] = {"latency",  "--impl",      "both",
+	                      "--listen", "127.0.0.1:0", NULL};
+
+	(void)state;
+	assert_int_equal(run_bench(bad_size), 2);
+	assert_int_equal(run_bench(bad_workload), 2);
+	assert_int_equal(run_bench(both_split), 2);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_throughput_both_in_two_processes),
+	    cmocka_unit_test(test_latency_in_two_processes),
+	    cmocka_unit_test(test_bad_options_exit_2),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

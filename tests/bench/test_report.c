@@ -1,0 +1,185 @@
+/* Tests of bench/weft-bench/report.c: figures, medians and the JSON. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <weft/histogram.h>
+
+#include "wbench.h"
+
+static void
+test_rates_follow_measured_and_seconds(void **state)
+{
+	wbench_result r = {.measured = 1000, .seconds = 0.5};
+
+	(void)state;
+	wbench_result_rates(&r, 1024);
+	assert_true(r.msgs_per_s == 2000);
+	assert_true(r.mb_per_s == 2000 * 1024 / 1e6);
+	r.seconds = 0;
+	wbench_result_rates(&r, 1024);
+	assert_true(r.msgs_per_s == 0 && r.mb_per_s == 0);
+}
+
+static void
+test_median_of_odd_and_even_runs(void **state)
+{
+	wbench_result runs[4] = {
+	    {.msgs_per_s = 3, .p50_ns = 30, .errors = 1},
+	    {.msgs_per_s = 1, .p50_ns = 10},
+	    {.msgs_per_s = 2, .p50_ns = 20},
+	    {.msgs_per_s = 10, .p50_ns = 100, .errors = 2},
+	};
+	wbench_result m;
+
+	(void)state;
+	wbench_result_median(runs, 3, &m);
+	assert_true(m.msgs_per_s == 2);
+	assert_int_equal(m.p50_ns, 20);
+	assert_int_equal(m.errors, 1); /* errors add up, never hide */
+	wbench_result_median(runs, 4, &m);
+	assert_true(m.msgs_per_s == 2.5);
+	assert_int_equal(m.p50_ns, 25);
+	assert_int_equal(m.errors, 3);
+}
+
+/* Medians of ordered percentiles stay ordered. */
+static void
+test_median_keeps_percentiles_ordered(void **state)
+{
+	wbench_result runs[5], m;
+	weft_histogram *h;
+
+	(void)state;
+	assert_int_equal(weft_histogram_new(&h), 0);
+	srand(42);
+	for (int i = 0; i < 5; i++) {
+		weft_histogram_reset(h);
+		for (int k = 0; k < 1000; k++)
+			weft_histogram_record(
+			    h, 1000 + (uint64_t)(rand() % 100000));
+		memset(&runs[i], 0, sizeof(runs[i]));
+		wbench_result_latency(&runs[i], h);
+	}
+	wbench_result_median(runs, 5, &m);
+	assert_true(m.min_ns <= m.p50_ns);
+	assert_true(m.p50_ns <= m.p90_ns);
+	assert_true(m.p90_ns <= m.p99_ns);
+	assert_true(m.p99_ns <= m.p999_ns);
+	assert_true(m.p999_ns <= m.max_ns);
+	weft_histogram_free(h);
+}
+
+static void
+test_ok_needs_every_message_and_no_error(void **state)
+{
+	wbench_opts o;
+	wbench_result r = {.received = 110};
+
+	(void)state;
+	wbench_opts_default(&o);
+	o.count = 100;
+	o.warmup = 10;
+	assert_true(wbench_result_ok(&o, &r));
+	r.errors = 1;
+	assert_false(wbench_result_ok(&o, &r));
+	r.errors = 0;
+	r.received = 109;
+	assert_false(wbench_result_ok(&o, &r));
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 65536);
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	assert_true(fread(buf, 1, 65535, f) > 0);
+	fclose(f);
+	return buf;
+}
+
+static void
+test_json_holds_every_figure(void **state)
+{
+	char path[] = "/tmp/wbench-json-XXXXXX";
+	wbench_result weft[1] = {{.received = 5,
+	                          .measured = 4,
+	                          .seconds = 1,
+	                          .msgs_per_s = 4,
+	                          .p50_ns = 7,
+	                          .max_ns = 9}};
+	wbench_result raw[1] = {{.received = 5,
+	                         .measured = 4,
+	                         .seconds = 0.5,
+	                         .msgs_per_s = 8,
+	                         .p50_ns = 5,
+	                         .max_ns = 6}};
+	wbench_opts o;
+	wbench_report rep = {.opts = &o, .nruns = {1, 1}, .runs = {weft, raw}};
+	char *text;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	wbench_opts_default(&o);
+	o.workload = WBENCH_LATENCY;
+	wbench_result_median(weft, 1, &rep.median[0]);
+	wbench_result_median(raw, 1, &rep.median[1]);
+	assert_int_equal(wbench_report_json(&rep, path), 0);
+	text = slurp(path);
+	assert_non_null(strstr(text, "\"workload\": \"latency\""));
+	assert_non_null(strstr(text, "\"weft\": {"));
+	assert_non_null(strstr(text, "\"raw\": {"));
+	assert_non_null(strstr(text, "\"p50_ns\": 7"));
+	assert_non_null(strstr(text, "\"weft_over_raw\""));
+	assert_non_null(strstr(text, "\"msgs_per_s\": 0.5000"));
+	assert_non_null(strstr(text, "\"p50\": 1.4000"));
+	free(text);
+	unlink(path);
+}
+
+static void
+test_options_parse_sizes_and_counts(void **state)
+{
+	char *argv[] = {"latency", "--size", "64K",      "--count", "2k",
+	                "--impl",  "both",   "--repeat", "3",       NULL};
+	char *bad[] = {"throughput", "--size", "17M", NULL};
+	wbench_opts o;
+
+	(void)state;
+	wbench_opts_default(&o);
+	assert_int_equal(wbench_opts_parse(&o, 9, argv), 0);
+	assert_int_equal(o.workload, WBENCH_LATENCY);
+	assert_int_equal(o.size, 65536);
+	assert_int_equal(o.count, 2000);
+	assert_int_equal(o.warmup, 200);
+	assert_int_equal(o.impl, WBENCH_IMPL_BOTH);
+	assert_int_equal(o.repeat, 3);
+	wbench_opts_default(&o);
+	assert_int_equal(wbench_opts_parse(&o, 3, bad), -1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rates_follow_measured_and_seconds),
+	    cmocka_unit_test(test_median_of_odd_and_even_runs),
+	    cmocka_unit_test(test_median_keeps_percentiles_ordered),
+	    cmocka_unit_test(test_ok_needs_every_message_and_no_error),
+	    cmocka_unit_test(test_json_holds_every_figure),
+	    cmocka_unit_test(test_options_parse_sizes_and_counts),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
