@@ -1,0 +1,91 @@
+/* test_log.c: error codes and the log sink. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <errno.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <weft/core.h>
+
+static void
+test_every_code_has_a_distinct_name_and_message(void **state)
+{
+	static const int codes[] = {
+#define CODE(name, value, msg) WEFT_##name,
+		WEFT_ERRNO_MAP(CODE)
+#undef CODE
+	};
+	size_t i, j, n = sizeof(codes) / sizeof(codes[0]);
+
+	(void)state;
+	for (i = 0; i < n; i++) {
+		assert_true(codes[i] < 0);
+		assert_string_not_equal(weft_strerror(codes[i]),
+					"unknown error");
+		for (j = i + 1; j < n; j++) {
+			assert_int_not_equal(codes[i], codes[j]);
+			assert_string_not_equal(weft_errname(codes[i]),
+						weft_errname(codes[j]));
+		}
+	}
+	assert_string_equal(weft_strerror(0), "success");
+	assert_string_equal(weft_strerror(12345), "unknown error");
+	assert_string_equal(weft_errname(WEFT_EPROTO), "EPROTO");
+	assert_int_equal(weft_from_errno(ECONNREFUSED), WEFT_ECONNREFUSED);
+	assert_int_equal(weft_from_errno(ENOMEM), WEFT_ENOMEM);
+	assert_int_equal(weft_from_errno(EPIPE), WEFT_ECLOSED);
+	assert_int_equal(weft_from_errno(0), 0);
+}
+
+struct captured {
+	int calls;
+	enum weft_log_level level;
+	char line[256];
+};
+
+static void
+capture(enum weft_log_level level, const char *line, void *arg)
+{
+	struct captured *c = arg;
+
+	c->calls++;
+	c->level = level;
+	strncpy(c->line, line, sizeof(c->line) - 1);
+}
+
+static void
+test_sink_receives_lines_at_or_above_the_level(void **state)
+{
+	struct captured c;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	weft_log_set_sink(capture, &c);
+	weft_log_set_level(WEFT_LOG_WARN);
+	weft_info("dropped %d", 1);
+	weft_debug("dropped %d", 2);
+	assert_int_equal(c.calls, 0);
+	weft_warn("kept %d", 3);
+	assert_int_equal(c.calls, 1);
+	assert_int_equal(c.level, WEFT_LOG_WARN);
+	assert_string_equal(c.line, "kept 3");
+	weft_log_set_level(WEFT_LOG_OFF);
+	weft_error("dropped");
+	assert_int_equal(c.calls, 1);
+	weft_log_set_level(WEFT_LOG_INFO);
+	weft_log_set_sink(NULL, NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+			test_every_code_has_a_distinct_name_and_message),
+		cmocka_unit_test(test_sink_receives_lines_at_or_above_the_level),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
