@@ -111,7 +111,7 @@ owe_cb(weft_channel *ch, weft_write_cb cb, void *arg, int status)
 
 void
 weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-		    weft_write_cb cb, void *cb_arg, int status)
+                    weft_write_cb cb, void *cb_arg, int status)
 {
 	weft_msg_free(type, msg);
 	owe_cb(ctx->ch, cb, cb_arg, status);
@@ -194,14 +194,14 @@ complete_waits(weft_channel *ch, int status)
 /* The head of the pipeline: outbound operations end here. */
 static void
 head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-	   weft_write_cb cb, void *cb_arg)
+           weft_write_cb cb, void *cb_arg)
 {
 	weft_channel *ch = ctx->ch;
 	size_t n;
 
 	if (type != &weft_msg_evbuffer) {
 		weft_warn("%s: a %s message reached the socket; add an encoder",
-			  ch->peer, type->name);
+		          ch->peer, type->name);
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_EINVAL);
 		return;
 	}
@@ -212,7 +212,8 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	n = evbuffer_get_length(msg);
 	ch->bytes_written += n;
 	if (n <= SMALL_WRITE_BYTES) {
-		evbuffer_add(ch->unflushed, evbuffer_pullup(msg, (ssize_t)n), n);
+		evbuffer_add(ch->unflushed, evbuffer_pullup(msg, (ssize_t)n),
+		             n);
 		evbuffer_drain(msg, n);
 	} else {
 		evbuffer_add_buffer(ch->unflushed, msg);
@@ -246,8 +247,8 @@ on_linger(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	weft_warn("%s: closing with %zu byte(s) unsent after linger",
-		  ch->peer, pending_bytes(ch));
+	weft_warn("%s: closing with %zu byte(s) unsent after linger", ch->peer,
+	          pending_bytes(ch));
 	request_teardown(ch);
 }
 
@@ -283,9 +284,9 @@ head_close(weft_ctx *ctx)
 }
 
 static const weft_handler head_handler = {
-	.write = head_write,
-	.flush = head_flush,
-	.close = head_close,
+    .write = head_write,
+    .flush = head_flush,
+    .close = head_close,
 };
 
 /* The tail: inbound events nobody handled end here. */
@@ -294,7 +295,7 @@ tail_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	if (type != &weft_msg_evbuffer)
 		weft_debug("%s: dropping unhandled %s message", ctx->ch->peer,
-			   type->name);
+		           type->name);
 	weft_msg_free(type, msg);
 }
 
@@ -302,7 +303,7 @@ static void
 tail_error(weft_ctx *ctx, int status)
 {
 	weft_debug("%s: unhandled error: %s", ctx->ch->peer,
-		   weft_strerror(status));
+	           weft_strerror(status));
 }
 
 static void
@@ -327,13 +328,13 @@ tail_user_event(weft_ctx *ctx, int event, void *data)
 }
 
 static const weft_handler tail_handler = {
-	.active = tail_ignore,
-	.read = tail_read,
-	.read_complete = tail_ignore,
-	.writability_changed = tail_writability,
-	.user_event = tail_user_event,
-	.error = tail_error,
-	.inactive = tail_ignore,
+    .active = tail_ignore,
+    .read = tail_read,
+    .read_complete = tail_ignore,
+    .writability_changed = tail_writability,
+    .user_event = tail_user_event,
+    .error = tail_error,
+    .inactive = tail_ignore,
 };
 
 /* Drops what is still unsent (its writers were just told) and tells an
@@ -420,7 +421,7 @@ on_read(struct bufferevent *bev, void *arg)
 		return;
 	enter(ch);
 	weft_ctx_fire_read(ch->head, &weft_msg_evbuffer,
-			   bufferevent_get_input(bev));
+	                   bufferevent_get_input(bev));
 	if (!ch->torn_down)
 		weft_ctx_fire_read_complete(ch->head);
 	leave(ch);
@@ -459,8 +460,9 @@ on_event(struct bufferevent *bev, short what, void *arg)
 		err = weft_from_errno(EVUTIL_SOCKET_ERROR());
 		if (err == 0)
 			err = WEFT_EIO;
-		weft_debug("%s: connection error: %s", ch->peer,
-			   evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		weft_debug(
+		    "%s: connection error: %s", ch->peer,
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 		if (ch->activated)
 			weft_ctx_fire_error(ch->head, err);
 	}
@@ -487,7 +489,7 @@ set_defaults(weft_channel_opts *o, const weft_channel_opts *given)
 
 int
 weft_channel_new(weft_loop *loop, struct bufferevent *bev,
-		 const weft_channel_opts *opts, weft_channel **out)
+                 const weft_channel_opts *opts, weft_channel **out)
 {
 	weft_channel *ch;
 
@@ -612,7 +614,7 @@ weft_channel_fire_user_event(weft_channel *ch, int event, void *data)
 
 static void
 write_in_loop(weft_channel *ch, const weft_msg_type *type, void *msg,
-	      weft_write_cb cb, void *arg)
+              weft_write_cb cb, void *arg)
 {
 	enter(ch);
 	weft_ctx_write(ch->tail, type, msg, cb, arg);
@@ -651,7 +653,7 @@ run_cross_write(weft_loop *loop, int status, void *arg)
 
 int
 weft_channel_write_msg(weft_channel *ch, const weft_msg_type *type, void *msg,
-		       weft_write_cb cb, void *arg)
+                       weft_write_cb cb, void *arg)
 {
 	struct cross_write *w;
 	int rv;
@@ -697,7 +699,7 @@ err_free_msg:
 
 int
 weft_channel_write(weft_channel *ch, struct evbuffer *buf, weft_write_cb cb,
-		   void *arg)
+                   void *arg)
 {
 	return weft_channel_write_msg(ch, &weft_msg_evbuffer, buf, cb, arg);
 }

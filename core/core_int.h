@@ -54,9 +54,9 @@ struct weft_channel {
 	/* Write completions, a ring of waits ordered by end_offset. */
 	struct weft__write_wait *waits;
 	size_t waits_cap, waits_head, waits_len;
-	uint64_t bytes_written;   /* appended to unflushed, ever */
-	uint64_t bytes_drained;   /* handed to the socket, ever */
-	uint64_t bytes_flushed;   /* moved to the socket's buffer, ever */
+	uint64_t bytes_written; /* appended to unflushed, ever */
+	uint64_t bytes_drained; /* handed to the socket, ever */
+	uint64_t bytes_flushed; /* moved to the socket's buffer, ever */
 	struct event *linger_ev;
 
 	bool activated;
@@ -74,7 +74,7 @@ struct weft_channel {
 
 /* Pipeline internals shared with channel.c. */
 weft_ctx *weft__ctx_new(weft_channel *ch, const char *name,
-			const weft_handler *h, void *state);
+                        const weft_handler *h, void *state);
 void weft__pipeline_free_dead(weft_channel *ch);
 
 /* The loop's bookkeeping of its channels, for shutdown and free. */
@@ -105,7 +105,7 @@ weft__mpsc_push(weft__mpsc *q, weft_task *t)
 	do {
 		atomic_store_explicit(&t->next, old, memory_order_relaxed);
 	} while (!atomic_compare_exchange_weak_explicit(
-		&q->top, &old, t, memory_order_release, memory_order_relaxed));
+	    &q->top, &old, t, memory_order_release, memory_order_relaxed));
 	return old == NULL;
 }
 

@@ -55,8 +55,8 @@ weft_loop_group_at(weft_loop_group *group, size_t i)
 weft_loop *
 weft_loop_group_next(weft_loop_group *group)
 {
-	size_t i = atomic_fetch_add_explicit(&group->next, 1,
-					     memory_order_relaxed);
+	size_t i =
+	    atomic_fetch_add_explicit(&group->next, 1, memory_order_relaxed);
 
 	return group->loops[i % group->len];
 }

@@ -76,8 +76,8 @@ weft_logv(enum weft_log_level level, const char *fmt, va_list ap)
 	/* One fprintf per line: stdio locks the stream, so lines from
 	 * different threads do not interleave. */
 	fprintf(stderr, "%02d:%02d:%02d.%03ld weft %s: %s\n", tm.tm_hour,
-		tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
-		line);
+	        tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
+	        line);
 }
 
 void

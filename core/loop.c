@@ -61,9 +61,8 @@ stat_add(_Atomic uint64_t *counter, uint64_t n)
 {
 	/* Only the loop thread writes, so a load and store suffice. */
 	atomic_store_explicit(
-		counter,
-		atomic_load_explicit(counter, memory_order_relaxed) + n,
-		memory_order_relaxed);
+	    counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+	    memory_order_relaxed);
 }
 
 static size_t
@@ -96,7 +95,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 	stat_add(&loop->tasks_run, n);
 	if (n > atomic_load_explicit(&loop->max_batch, memory_order_relaxed))
 		atomic_store_explicit(&loop->max_batch, n,
-				      memory_order_relaxed);
+		                      memory_order_relaxed);
 	if (atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
 		event_base_loopbreak(loop->base);
 }
@@ -140,8 +139,8 @@ weft_loop_base(weft_loop *loop)
 bool
 weft_loop_in_thread(const weft_loop *loop)
 {
-	uintptr_t owner = atomic_load_explicit(&loop->owner,
-					       memory_order_relaxed);
+	uintptr_t owner =
+	    atomic_load_explicit(&loop->owner, memory_order_relaxed);
 
 	return owner == 0 || owner == this_thread();
 }
@@ -155,7 +154,7 @@ claim(weft_loop *loop)
 	if (atomic_load(&loop->owner) == this_thread())
 		return true;
 	return atomic_compare_exchange_strong(&loop->owner, &expected,
-					      this_thread());
+	                                      this_thread());
 }
 
 static void
@@ -170,8 +169,8 @@ weft_loop_run(weft_loop *loop)
 {
 	if (!claim(loop))
 		return WEFT_EBUSY;
-	while (!atomic_load_explicit(&loop->stop_requested,
-				     memory_order_acquire))
+	while (
+	    !atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
 		event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
 	/* Run what was queued before the stop, then hand the loop back. */
 	stat_add(&loop->tasks_run, run_tasks(loop, 0));
@@ -190,7 +189,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
 
 int
 weft_loop_run_until(weft_loop *loop, bool (*done)(void *arg), void *arg,
-		    uint64_t timeout_ms)
+                    uint64_t timeout_ms)
 {
 	struct timeval tv;
 	struct event *deadline;
@@ -211,7 +210,7 @@ weft_loop_run_until(weft_loop *loop, bool (*done)(void *arg), void *arg,
 			break;
 		}
 		event_base_loop(loop->base,
-				EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY);
+		                EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY);
 	}
 	event_free(deadline);
 	release(loop);
@@ -249,7 +248,7 @@ void
 weft_loop_stop(weft_loop *loop)
 {
 	atomic_store_explicit(&loop->stop_requested, true,
-			      memory_order_release);
+	                      memory_order_release);
 	event_active(loop->wake_ev, EV_READ, 1);
 }
 
@@ -339,8 +338,8 @@ weft_loop_remove_shutdown(weft_loop *loop, weft_shutdown_cb cb, void *arg)
 	for (i = 0; i < loop->hooks_len; i++) {
 		if (loop->hooks[i].cb == cb && loop->hooks[i].arg == arg) {
 			memmove(&loop->hooks[i], &loop->hooks[i + 1],
-				(loop->hooks_len - i - 1) *
-					sizeof(loop->hooks[0]));
+			        (loop->hooks_len - i - 1) *
+			            sizeof(loop->hooks[0]));
 			loop->hooks_len--;
 			return;
 		}
@@ -393,8 +392,8 @@ on_shutdown_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (loop->channels_len > 0)
 		weft_warn("loop shutdown: closing %zu channel(s) whose writes "
-			  "did not drain in time",
-			  loop->channels_len);
+		          "did not drain in time",
+		          loop->channels_len);
 	abort_all_channels(loop);
 	weft_loop_stop(loop);
 }
@@ -447,18 +446,17 @@ weft_loop_shutdown(weft_loop *loop, uint64_t timeout_ms)
 void
 weft_loop_get_stats(const weft_loop *loop, weft_loop_stats *out)
 {
-	out->wakeups = atomic_load_explicit(&loop->wakeups,
-					    memory_order_relaxed);
-	out->tasks_run = atomic_load_explicit(&loop->tasks_run,
-					      memory_order_relaxed);
-	out->max_batch = atomic_load_explicit(&loop->max_batch,
-					      memory_order_relaxed);
+	out->wakeups =
+	    atomic_load_explicit(&loop->wakeups, memory_order_relaxed);
+	out->tasks_run =
+	    atomic_load_explicit(&loop->tasks_run, memory_order_relaxed);
+	out->max_batch =
+	    atomic_load_explicit(&loop->max_batch, memory_order_relaxed);
 	out->channels_open = loop->channels_len;
 }
 
 const struct timeval *
-weft_loop_timeval(weft_loop *loop, uint64_t timeout_ms,
-		  struct timeval *scratch)
+weft_loop_timeval(weft_loop *loop, uint64_t timeout_ms, struct timeval *scratch)
 {
 	const struct timeval *tv;
 	size_t i;
@@ -508,7 +506,7 @@ weft_loop_free(weft_loop *loop)
 	}
 	if (loop->channels_len > 0)
 		weft_error("loop freed with %zu channel(s) still referenced",
-			   loop->channels_len);
+		           loop->channels_len);
 	run_tasks(loop, WEFT_ESHUTDOWN);
 	if (loop->shutdown_ev != NULL)
 		event_free(loop->shutdown_ev);

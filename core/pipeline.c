@@ -19,7 +19,7 @@ find_linked(weft_channel *ch, const char *name)
 
 weft_ctx *
 weft__ctx_new(weft_channel *ch, const char *name, const weft_handler *h,
-	      void *state)
+              void *state)
 {
 	size_t len = strlen(name) + 1;
 	weft_ctx *c = calloc(1, sizeof(*c) + len);
@@ -57,21 +57,21 @@ insert(weft_channel *ch, weft_ctx *prev, const char *name,
 
 int
 weft_pipeline_add_last(weft_channel *ch, const char *name,
-		       const weft_handler *h, void *state)
+                       const weft_handler *h, void *state)
 {
 	return insert(ch, ch->tail->prev, name, h, state);
 }
 
 int
 weft_pipeline_add_first(weft_channel *ch, const char *name,
-			const weft_handler *h, void *state)
+                        const weft_handler *h, void *state)
 {
 	return insert(ch, ch->head, name, h, state);
 }
 
 int
-weft_pipeline_add_before(weft_channel *ch, const char *base,
-			 const char *name, const weft_handler *h, void *state)
+weft_pipeline_add_before(weft_channel *ch, const char *base, const char *name,
+                         const weft_handler *h, void *state)
 {
 	weft_ctx *c = find_linked(ch, base);
 
@@ -80,7 +80,7 @@ weft_pipeline_add_before(weft_channel *ch, const char *base,
 
 int
 weft_pipeline_add_after(weft_channel *ch, const char *base, const char *name,
-			const weft_handler *h, void *state)
+                        const weft_handler *h, void *state)
 {
 	weft_ctx *c = find_linked(ch, base);
 
@@ -138,8 +138,8 @@ weft_pipeline_remove(weft_channel *ch, const char *name)
 }
 
 int
-weft_pipeline_replace(weft_channel *ch, const char *old_name,
-		      const char *name, const weft_handler *h, void *state)
+weft_pipeline_replace(weft_channel *ch, const char *old_name, const char *name,
+                      const weft_handler *h, void *state)
 {
 	weft_ctx *old = find_linked(ch, old_name);
 	weft_ctx *c;
@@ -255,7 +255,7 @@ weft_ctx_fire_inactive(weft_ctx *c)
 
 void
 weft_ctx_write(weft_ctx *c, const weft_msg_type *type, void *msg,
-	       weft_write_cb cb, void *cb_arg)
+               weft_write_cb cb, void *cb_arg)
 {
 	NEXT_OUT(c, write);
 	c->h->write(c, type, msg, cb, cb_arg);

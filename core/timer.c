@@ -24,15 +24,14 @@ on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	/* Re-arm before the callback, which may stop or free the timer. */
 	if (timer->repeat_ms != 0)
-		event_add(timer->ev, weft_loop_timeval(timer->loop,
-						       timer->repeat_ms,
-						       &scratch));
+		event_add(
+		    timer->ev,
+		    weft_loop_timeval(timer->loop, timer->repeat_ms, &scratch));
 	timer->cb(timer, timer->arg);
 }
 
 int
-weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
-	       weft_timer **out)
+weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg, weft_timer **out)
 {
 	weft_timer *timer;
 
@@ -59,7 +58,7 @@ weft_timer_start(weft_timer *timer, uint64_t timeout_ms, uint64_t repeat_ms)
 	WEFT_ASSERT_IN_LOOP(timer->loop);
 	timer->repeat_ms = repeat_ms;
 	if (event_add(timer->ev, weft_loop_timeval(timer->loop, timeout_ms,
-						   &scratch)) != 0)
+	                                           &scratch)) != 0)
 		return WEFT_EINVAL;
 	return 0;
 }

@@ -20,8 +20,8 @@
 #include "core_int.h"
 
 struct node {
-	weft_task task;              /* for weft's queue */
-	struct cds_wfcq_node wfcq;   /* for liburcu's */
+	weft_task task;            /* for weft's queue */
+	struct cds_wfcq_node wfcq; /* for liburcu's */
 	uint64_t value;
 };
 
@@ -72,8 +72,8 @@ consume_weft(struct run *r)
 	weft_task *t = weft__mpsc_take_all(&r->mpsc);
 	long n = 0;
 
-	for (; t != NULL; t = atomic_load_explicit(&t->next,
-						   memory_order_relaxed)) {
+	for (; t != NULL;
+	     t = atomic_load_explicit(&t->next, memory_order_relaxed)) {
 		r->sum += ((struct node *)t)->value;
 		n++;
 	}
@@ -90,10 +90,9 @@ consume_urcu(struct run *r)
 
 	__cds_wfcq_init(&batch_head, &batch_tail);
 	if (__cds_wfcq_splice_blocking(&batch_head, &batch_tail, &r->head,
-				       &r->tail) == CDS_WFCQ_RET_SRC_EMPTY)
+	                               &r->tail) == CDS_WFCQ_RET_SRC_EMPTY)
 		return 0;
-	__cds_wfcq_for_each_blocking_safe(&batch_head, &batch_tail, node,
-					  next)
+	__cds_wfcq_for_each_blocking_safe(&batch_head, &batch_tail, node, next)
 	{
 		r->sum += caa_container_of(node, struct node, wfcq)->value;
 		n++;
@@ -161,9 +160,10 @@ main(int argc, char **argv)
 	}
 	if (r.producers < 1 || r.producers > 64 || rounds < 1 || rounds > 16 ||
 	    r.count < 1) {
-		fprintf(stderr, "usage: %s [--producers 1..64] [--count N] "
-				"[--rounds 1..16]\n",
-			argv[0]);
+		fprintf(stderr,
+		        "usage: %s [--producers 1..64] [--count N] "
+		        "[--rounds 1..16]\n",
+		        argv[0]);
 		return 2;
 	}
 	r.nodes = calloc((size_t)(r.producers * r.count), sizeof(*r.nodes));

@@ -1,8 +1,8 @@
 /* test_log.c: error codes and the log sink. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <errno.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -14,7 +14,7 @@ test_every_code_has_a_distinct_name_and_message(void **state)
 {
 	static const int codes[] = {
 #define CODE(name, value, msg) WEFT_##name,
-		WEFT_ERRNO_MAP(CODE)
+	    WEFT_ERRNO_MAP(CODE)
 #undef CODE
 	};
 	size_t i, j, n = sizeof(codes) / sizeof(codes[0]);
@@ -23,11 +23,11 @@ test_every_code_has_a_distinct_name_and_message(void **state)
 	for (i = 0; i < n; i++) {
 		assert_true(codes[i] < 0);
 		assert_string_not_equal(weft_strerror(codes[i]),
-					"unknown error");
+		                        "unknown error");
 		for (j = i + 1; j < n; j++) {
 			assert_int_not_equal(codes[i], codes[j]);
 			assert_string_not_equal(weft_errname(codes[i]),
-						weft_errname(codes[j]));
+			                        weft_errname(codes[j]));
 		}
 	}
 	assert_string_equal(weft_strerror(0), "success");
@@ -82,9 +82,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(
-			test_every_code_has_a_distinct_name_and_message),
-		cmocka_unit_test(test_sink_receives_lines_at_or_above_the_level),
+	    cmocka_unit_test(test_every_code_has_a_distinct_name_and_message),
+	    cmocka_unit_test(test_sink_receives_lines_at_or_above_the_level),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,11 @@
 /* test_loop.c: loops, loop groups, cross-thread tasks and timers. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <stdint.h>
-#include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +18,7 @@
 
 struct counts {
 	_Atomic int total;
-	int seen[PRODUCERS];  /* next expected sequence number per producer */
+	int seen[PRODUCERS]; /* next expected sequence number per producer */
 	bool out_of_order;
 	_Atomic int shutdown_runs;
 };
@@ -93,9 +93,8 @@ test_tasks_from_8_threads_arrive_once_in_order(void **state)
 		producers[i] = (struct producer){loop, &counts, i};
 		pthread_create(&threads[i], NULL, produce, &producers[i]);
 	}
-	assert_int_equal(weft_loop_run_until(loop, all_counted, &counts,
-					     20000),
-			 0);
+	assert_int_equal(weft_loop_run_until(loop, all_counted, &counts, 20000),
+	                 0);
 	for (i = 0; i < PRODUCERS; i++)
 		pthread_join(threads[i], NULL);
 	assert_false(counts.out_of_order);
@@ -126,8 +125,8 @@ test_own_thread_runs_tasks_and_free_runs_leftovers(void **state)
 	weft_loop_free(loop);
 	/* Every task ran exactly once: normally, or at free. */
 	assert_int_equal(atomic_load(&counts.total) +
-				 atomic_load(&counts.shutdown_runs),
-			 TASKS_PER_PRODUCER);
+	                     atomic_load(&counts.shutdown_runs),
+	                 TASKS_PER_PRODUCER);
 }
 
 static void
@@ -138,8 +137,7 @@ mark(weft_loop *loop, int status, void *arg)
 }
 
 static void
-test_post_after_free_starts_is_refused_and_leftovers_get_eshutdown(
-	void **state)
+test_post_after_free_starts_is_refused_and_leftovers_get_eshutdown(void **state)
 {
 	weft_loop *loop;
 	int ran = 0;
@@ -211,12 +209,10 @@ test_timers_fire_in_order_and_cancel_cleanly(void **state)
 	assert_int_equal(weft_loop_new(&loop), 0);
 	for (i = 0; i < 5; i++) {
 		args[i] = (struct fire_arg){&o, i};
-		assert_int_equal(weft_timer_new(loop, record_fire, &args[i],
-						&timers[i]),
-				 0);
-		assert_int_equal(weft_timer_start(timers[i],
-						  (uint64_t)delays[i], 0),
-				 0);
+		assert_int_equal(
+		    weft_timer_new(loop, record_fire, &args[i], &timers[i]), 0);
+		assert_int_equal(
+		    weft_timer_start(timers[i], (uint64_t)delays[i], 0), 0);
 	}
 	weft_timer_stop(timers[4]); /* the earliest never fires */
 	assert_false(weft_timer_is_pending(timers[4]));
@@ -230,11 +226,9 @@ test_timers_fire_in_order_and_cancel_cleanly(void **state)
 	for (i = 0; i < 5; i++)
 		weft_timer_free(timers[i]);
 
-	assert_int_equal(weft_timer_new(loop, on_periodic, &o, &o.periodic),
-			 0);
+	assert_int_equal(weft_timer_new(loop, on_periodic, &o, &o.periodic), 0);
 	assert_int_equal(weft_timer_start(o.periodic, 1, 2), 0);
-	assert_int_equal(weft_loop_run_until(loop, periodic_done, &o, 5000),
-			 0);
+	assert_int_equal(weft_loop_run_until(loop, periodic_done, &o, 5000), 0);
 	assert_int_equal(o.repeats, 3);
 	weft_timer_free(o.periodic);
 	weft_loop_free(loop);
@@ -278,7 +272,7 @@ test_run_until_times_out(void **state)
 	(void)state;
 	assert_int_equal(weft_loop_new(&loop), 0);
 	assert_int_equal(weft_loop_run_until(loop, is_set, &never, 20),
-			 WEFT_ETIMEDOUT);
+	                 WEFT_ETIMEDOUT);
 	weft_loop_free(loop);
 }
 
@@ -314,11 +308,11 @@ test_group_picks_round_robin_and_by_key(void **state)
 	b = weft_loop_group_next(group);
 	assert_ptr_not_equal(a, b);
 	assert_ptr_equal(weft_loop_group_by_key(group, 42),
-			 weft_loop_group_by_key(group, 42));
+	                 weft_loop_group_by_key(group, 42));
 	for (i = 0; i < 30; i++)
-		assert_int_equal(weft_loop_post(weft_loop_group_next(group),
-						note_loop, &g),
-				 0);
+		assert_int_equal(
+		    weft_loop_post(weft_loop_group_next(group), note_loop, &g),
+		    0);
 	weft_loop_group_shutdown(group, 1000);
 	assert_int_equal(atomic_load(&g.hits), 30);
 	weft_loop_group_free(group);
@@ -328,16 +322,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(
-			test_tasks_from_8_threads_arrive_once_in_order),
-		cmocka_unit_test(
-			test_own_thread_runs_tasks_and_free_runs_leftovers),
-		cmocka_unit_test(
-			test_post_after_free_starts_is_refused_and_leftovers_get_eshutdown),
-		cmocka_unit_test(test_timers_fire_in_order_and_cancel_cleanly),
-		cmocka_unit_test(test_timer_can_free_itself_in_its_callback),
-		cmocka_unit_test(test_run_until_times_out),
-		cmocka_unit_test(test_group_picks_round_robin_and_by_key),
+	    cmocka_unit_test(test_tasks_from_8_threads_arrive_once_in_order),
+	    cmocka_unit_test(
+	        test_own_thread_runs_tasks_and_free_runs_leftovers),
+	    cmocka_unit_test(
+	        test_post_after_free_starts_is_refused_and_leftovers_get_eshutdown),
+	    cmocka_unit_test(test_timers_fire_in_order_and_cancel_cleanly),
+	    cmocka_unit_test(test_timer_can_free_itself_in_its_callback),
+	    cmocka_unit_test(test_run_until_times_out),
+	    cmocka_unit_test(test_group_picks_round_robin_and_by_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

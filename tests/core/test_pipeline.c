@@ -19,7 +19,7 @@
 
 struct fixture {
 	weft_loop *loop;
-	weft_channel *ch;        /* the channel under test */
+	weft_channel *ch;         /* the channel under test */
 	struct bufferevent *peer; /* the other end, driven by hand */
 	char log[512];
 	int write_cbs;
@@ -40,8 +40,8 @@ setup(void **state)
 
 	assert_int_equal(weft_loop_new(&f->loop), 0);
 	assert_int_equal(bufferevent_pair_new(weft_loop_base(f->loop),
-					      BEV_OPT_CLOSE_ON_FREE, pair),
-			 0);
+	                                      BEV_OPT_CLOSE_ON_FREE, pair),
+	                 0);
 	assert_int_equal(weft_channel_new(f->loop, pair[0], NULL, &f->ch), 0);
 	weft_channel_set_data(f->ch, f);
 	f->peer = pair[1];
@@ -94,8 +94,8 @@ rec_inactive(weft_ctx *ctx)
 }
 
 static void
-rec_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-	  weft_write_cb cb, void *arg)
+rec_write(weft_ctx *ctx, const weft_msg_type *type, void *msg, weft_write_cb cb,
+          void *arg)
 {
 	note(fx(ctx), weft_ctx_state(ctx));
 	note(fx(ctx), ".write ");
@@ -110,11 +110,11 @@ rec_removed(weft_ctx *ctx)
 }
 
 static const weft_handler recorder = {
-	.removed = rec_removed,
-	.active = rec_active,
-	.read = rec_read,
-	.inactive = rec_inactive,
-	.write = rec_write,
+    .removed = rec_removed,
+    .active = rec_active,
+    .read = rec_read,
+    .inactive = rec_inactive,
+    .write = rec_write,
 };
 
 /* A sink at the end that keeps every byte it reads. */
@@ -154,22 +154,19 @@ test_events_travel_head_to_tail_and_writes_tail_to_head(void **state)
 	struct evbuffer *kept = evbuffer_new();
 	struct evbuffer *out = evbuffer_new();
 
-	assert_int_equal(weft_pipeline_add_last(f->ch, "B", &recorder, "B"),
-			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "B", &recorder, "B"), 0);
 	assert_int_equal(weft_pipeline_add_first(f->ch, "A", &recorder, "A"),
-			 0);
-	assert_int_equal(weft_pipeline_add_after(f->ch, "B", "C", &recorder,
-						 "C"),
-			 0);
-	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept),
-			 0);
+	                 0);
+	assert_int_equal(
+	    weft_pipeline_add_after(f->ch, "B", "C", &recorder, "C"), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept), 0);
 	assert_int_equal(weft_pipeline_add_last(f->ch, "A", &recorder, "X"),
-			 WEFT_EEXIST);
+	                 WEFT_EEXIST);
 	weft_channel_activate(f->ch);
 	bufferevent_write(f->peer, "ping", 4);
 	assert_int_equal(weft_loop_run_until(f->loop, log_has, f, 5000), 0);
 	assert_string_equal(f->log,
-			    "A.active B.active C.active A.read B.read C.read ");
+	                    "A.active B.active C.active A.read B.read C.read ");
 	assert_int_equal(evbuffer_get_length(kept), 4);
 
 	f->log[0] = '\0';
@@ -191,9 +188,8 @@ handshake_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	weft_channel *ch = weft_ctx_channel(ctx);
 
 	note(fx(ctx), "handshake ");
-	assert_int_equal(weft_pipeline_replace(ch, "handshake", "app", &sink,
-					       kept),
-			 0);
+	assert_int_equal(
+	    weft_pipeline_replace(ch, "handshake", "app", &sink, kept), 0);
 	assert_null(weft_pipeline_get(ch, "handshake"));
 	/* ctx is retired but still valid until this callback returns. */
 	weft_ctx_fire_read(ctx, type, msg);
@@ -213,16 +209,15 @@ test_handler_replaces_itself_inside_a_callback(void **state)
 	struct fixture *f = *state;
 	struct evbuffer *kept = evbuffer_new();
 
-	assert_int_equal(weft_pipeline_add_last(f->ch, "handshake",
-						&handshake, kept),
-			 0);
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "handshake", &handshake, kept), 0);
 	weft_channel_activate(f->ch);
 	bufferevent_write(f->peer, "1234", 4);
 	assert_int_equal(weft_loop_run_until(f->loop, log_has, f, 50),
-			 WEFT_ETIMEDOUT);
+	                 WEFT_ETIMEDOUT);
 	bufferevent_write(f->peer, "5678", 4);
 	assert_int_equal(weft_loop_run_until(f->loop, has_8_bytes, kept, 5000),
-			 0);
+	                 0);
 	assert_string_equal(f->log, "handshake ");
 	assert_non_null(weft_pipeline_get(f->ch, "app"));
 	evbuffer_free(kept);
@@ -245,16 +240,14 @@ test_handler_removes_itself_and_still_forwards(void **state)
 	struct fixture *f = *state;
 	struct evbuffer *kept = evbuffer_new();
 
-	assert_int_equal(weft_pipeline_add_last(f->ch, "once", &remove_once,
-						NULL),
-			 0);
-	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept),
-			 0);
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "once", &remove_once, NULL), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept), 0);
 	weft_channel_activate(f->ch);
 	bufferevent_write(f->peer, "abcd", 4);
 	bufferevent_write(f->peer, "efgh", 4);
 	assert_int_equal(weft_loop_run_until(f->loop, has_8_bytes, kept, 5000),
-			 0);
+	                 0);
 	assert_string_equal(f->log, "once ");
 	assert_int_equal(weft_pipeline_remove(f->ch, "once"), WEFT_ENOTFOUND);
 	evbuffer_free(kept);
@@ -287,7 +280,7 @@ test_water_marks_toggle_writability(void **state)
 {
 	struct fixture *f = *state;
 	weft_channel_opts opts = {.high_water_bytes = 4096,
-				  .low_water_bytes = 1024};
+	                          .low_water_bytes = 1024};
 	struct bufferevent *pair[2];
 	struct writability w = {0, true};
 	struct evbuffer *out = evbuffer_new();
@@ -297,8 +290,8 @@ test_water_marks_toggle_writability(void **state)
 
 	memset(chunk, 'x', sizeof(chunk));
 	assert_int_equal(bufferevent_pair_new(weft_loop_base(f->loop),
-					      BEV_OPT_CLOSE_ON_FREE, pair),
-			 0);
+	                                      BEV_OPT_CLOSE_ON_FREE, pair),
+	                 0);
 	assert_int_equal(weft_channel_new(f->loop, pair[0], &opts, &ch), 0);
 	assert_int_equal(weft_pipeline_add_last(ch, "watch", &watcher, &w), 0);
 	weft_channel_activate(ch);
@@ -315,13 +308,12 @@ test_water_marks_toggle_writability(void **state)
 	assert_int_equal(weft_channel_pending_write_bytes(ch), 5000);
 
 	bufferevent_enable(pair[1], EV_READ); /* the peer reads again */
-	assert_int_equal(weft_loop_run_until(f->loop, is_writable_again, &w,
-					     5000),
-			 0);
+	assert_int_equal(
+	    weft_loop_run_until(f->loop, is_writable_again, &w, 5000), 0);
 	assert_int_equal(w.changes, 2);
 	assert_true(weft_channel_is_writable(ch));
 	assert_int_equal(evbuffer_get_length(bufferevent_get_input(pair[1])),
-			 5000);
+	                 5000);
 	weft_channel_close(ch);
 	bufferevent_free(pair[1]);
 	evbuffer_free(out);
@@ -343,11 +335,11 @@ test_write_callback_runs_once_after_bytes_leave(void **state)
 	evbuffer_add(out, "hello", 5);
 	assert_int_equal(weft_channel_write(f->ch, out, on_write_done, f), 0);
 	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
-			 0);
+	                 0);
 	assert_int_equal(f->write_cbs, 1);
 	assert_int_equal(f->write_status, 0);
 	assert_int_equal(evbuffer_get_length(bufferevent_get_input(f->peer)),
-			 5);
+	                 5);
 	evbuffer_free(out);
 }
 
@@ -377,12 +369,11 @@ test_typed_message_at_the_head_fails_and_is_freed(void **state)
 	b->value = 1;
 	b->freed = &freed;
 	weft_channel_activate(f->ch);
-	assert_int_equal(weft_channel_write_msg(f->ch, &mybox_type, b,
-						on_write_done, f),
-			 0);
+	assert_int_equal(
+	    weft_channel_write_msg(f->ch, &mybox_type, b, on_write_done, f), 0);
 	assert_int_equal(freed, 1);
 	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
-			 0);
+	                 0);
 	assert_int_equal(f->write_status, WEFT_EINVAL);
 }
 
@@ -400,8 +391,7 @@ test_close_drains_pending_writes_then_fires_inactive(void **state)
 	char big[100000];
 
 	memset(big, 'y', sizeof(big));
-	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"),
-			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"), 0);
 	weft_channel_activate(f->ch);
 	bufferevent_disable(f->peer, EV_READ);
 	evbuffer_add(out, big, sizeof(big));
@@ -412,11 +402,11 @@ test_close_drains_pending_writes_then_fires_inactive(void **state)
 	assert_null(strstr(f->log, "inactive"));
 	bufferevent_enable(f->peer, EV_READ);
 	assert_int_equal(weft_loop_run_until(f->loop, inactive_seen, f, 5000),
-			 0);
+	                 0);
 	assert_int_equal(f->write_cbs, 1);
 	assert_int_equal(f->write_status, 0);
 	assert_int_equal(evbuffer_get_length(bufferevent_get_input(f->peer)),
-			 sizeof(big));
+	                 sizeof(big));
 	assert_non_null(strstr(f->log, "R.removed"));
 	evbuffer_free(out);
 }
@@ -427,8 +417,7 @@ test_peer_close_fires_inactive_and_fails_waiting_writes(void **state)
 	struct fixture *f = *state;
 	struct evbuffer *out = evbuffer_new();
 
-	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"),
-			 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"), 0);
 	weft_channel_activate(f->ch);
 	bufferevent_disable(f->peer, EV_READ);
 	evbuffer_add(out, "stuck", 5);
@@ -437,9 +426,9 @@ test_peer_close_fires_inactive_and_fails_waiting_writes(void **state)
 	bufferevent_free(f->peer);
 	f->peer = NULL;
 	assert_int_equal(weft_loop_run_until(f->loop, inactive_seen, f, 5000),
-			 0);
+	                 0);
 	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
-			 0);
+	                 0);
 	assert_int_equal(f->write_cbs, 1);
 	assert_int_equal(f->write_status, WEFT_ECLOSED);
 	evbuffer_free(out);
@@ -476,7 +465,7 @@ cross_writer(void *arg)
 	for (i = 0; i < CROSS_WRITES; i++) {
 		evbuffer_add(out, &i, sizeof(i));
 		assert_int_equal(weft_channel_write(c->ch, out, count_cross, c),
-				 0);
+		                 0);
 	}
 	evbuffer_free(out);
 	return NULL;
@@ -501,7 +490,7 @@ test_write_from_another_thread_arrives_in_order(void **state)
 	weft_channel_ref(f->ch);
 	pthread_create(&thread, NULL, cross_writer, &c);
 	assert_int_equal(weft_loop_run_until(f->loop, cross_done, &c, 20000),
-			 0);
+	                 0);
 	pthread_join(thread, NULL);
 	assert_int_equal(evbuffer_get_length(in), CROSS_WRITES * 4);
 	for (i = 0; i < CROSS_WRITES; i++) {
@@ -515,32 +504,32 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(
-			test_events_travel_head_to_tail_and_writes_tail_to_head,
-			setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_handler_replaces_itself_inside_a_callback, setup,
-			teardown),
-		cmocka_unit_test_setup_teardown(
-			test_handler_removes_itself_and_still_forwards, setup,
-			teardown),
-		cmocka_unit_test_setup_teardown(
-			test_water_marks_toggle_writability, setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_write_callback_runs_once_after_bytes_leave, setup,
-			teardown),
-		cmocka_unit_test_setup_teardown(
-			test_typed_message_at_the_head_fails_and_is_freed,
-			setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_close_drains_pending_writes_then_fires_inactive,
-			setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_peer_close_fires_inactive_and_fails_waiting_writes,
-			setup, teardown),
-		cmocka_unit_test_setup_teardown(
-			test_write_from_another_thread_arrives_in_order, setup,
-			teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_events_travel_head_to_tail_and_writes_tail_to_head, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_handler_replaces_itself_inside_a_callback, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_handler_removes_itself_and_still_forwards, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(test_water_marks_toggle_writability,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_write_callback_runs_once_after_bytes_leave, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_typed_message_at_the_head_fails_and_is_freed, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_close_drains_pending_writes_then_fires_inactive, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_peer_close_fires_inactive_and_fails_waiting_writes, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_write_from_another_thread_arrives_in_order, setup,
+	        teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

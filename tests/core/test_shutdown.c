@@ -78,8 +78,8 @@ set_up_scene(weft_loop *loop, int status, void *arg)
 
 	assert_int_equal(status, 0);
 	assert_int_equal(bufferevent_pair_new(weft_loop_base(loop),
-					      BEV_OPT_CLOSE_ON_FREE, pair),
-			 0);
+	                                      BEV_OPT_CLOSE_ON_FREE, pair),
+	                 0);
 	s->peer = pair[1];
 	bufferevent_setcb(s->peer, peer_read, NULL, NULL, s);
 	if (s->peer_reads)
@@ -143,10 +143,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(
-			test_shutdown_delivers_pending_writes_before_closing),
-		cmocka_unit_test(
-			test_shutdown_deadline_fails_writes_a_stalled_peer_never_took),
+	    cmocka_unit_test(
+	        test_shutdown_delivers_pending_writes_before_closing),
+	    cmocka_unit_test(
+	        test_shutdown_deadline_fails_writes_a_stalled_peer_never_took),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,7 +65,7 @@ typedef struct weft_handler {
 	void (*inactive)(weft_ctx *ctx);
 	/* Outbound. */
 	void (*write)(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-		      weft_write_cb cb, void *cb_arg);
+	              weft_write_cb cb, void *cb_arg);
 	void (*flush)(weft_ctx *ctx);
 	void (*close)(weft_ctx *ctx);
 } weft_handler;
@@ -91,8 +91,8 @@ typedef int (*weft_channel_init_cb)(weft_channel *ch, void *arg);
  * transports.
  */
 WEFT_API int weft_channel_new(weft_loop *loop, struct bufferevent *bev,
-			      const weft_channel_opts *opts,
-			      weft_channel **out);
+                              const weft_channel_opts *opts,
+                              weft_channel **out);
 
 /* weft_channel_activate starts reading and fires active. Loop thread. */
 WEFT_API void weft_channel_activate(weft_channel *ch);
@@ -133,14 +133,13 @@ WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
  * inside this call. Any thread: from another thread the message is moved
  * to the loop first.
  */
-WEFT_API int weft_channel_write_msg(weft_channel *ch,
-				    const weft_msg_type *type, void *msg,
-				    weft_write_cb cb, void *arg);
+WEFT_API int weft_channel_write_msg(weft_channel *ch, const weft_msg_type *type,
+                                    void *msg, weft_write_cb cb, void *arg);
 
 /* weft_channel_write is weft_channel_write_msg for bytes: moves all of buf
  * out (buf stays the caller's). Any thread. */
 WEFT_API int weft_channel_write(weft_channel *ch, struct evbuffer *buf,
-				weft_write_cb cb, void *arg);
+                                weft_write_cb cb, void *arg);
 
 /*
  * weft_channel_close starts an orderly close through the pipeline: reading
@@ -152,7 +151,7 @@ WEFT_API void weft_channel_close(weft_channel *ch);
 /* weft_channel_fire_user_event sends a user event from the head of the
  * pipeline. Loop thread. */
 WEFT_API void weft_channel_fire_user_event(weft_channel *ch, int event,
-					   void *data);
+                                           void *data);
 
 /*
  * Building the pipeline. Names are unique per channel (copied). Adding or
@@ -163,20 +162,20 @@ WEFT_API void weft_channel_fire_user_event(weft_channel *ch, int event,
  * WEFT_ENOMEM.
  */
 WEFT_API int weft_pipeline_add_last(weft_channel *ch, const char *name,
-				    const weft_handler *h, void *state);
+                                    const weft_handler *h, void *state);
 WEFT_API int weft_pipeline_add_first(weft_channel *ch, const char *name,
-				     const weft_handler *h, void *state);
+                                     const weft_handler *h, void *state);
 WEFT_API int weft_pipeline_add_before(weft_channel *ch, const char *base,
-				      const char *name, const weft_handler *h,
-				      void *state);
+                                      const char *name, const weft_handler *h,
+                                      void *state);
 WEFT_API int weft_pipeline_add_after(weft_channel *ch, const char *base,
-				     const char *name, const weft_handler *h,
-				     void *state);
+                                     const char *name, const weft_handler *h,
+                                     void *state);
 WEFT_API int weft_pipeline_remove(weft_channel *ch, const char *name);
 /* weft_pipeline_replace puts a new handler in old's place. */
 WEFT_API int weft_pipeline_replace(weft_channel *ch, const char *old_name,
-				   const char *name, const weft_handler *h,
-				   void *state);
+                                   const char *name, const weft_handler *h,
+                                   void *state);
 /* weft_pipeline_get finds a handler's context by name, or NULL. */
 WEFT_API weft_ctx *weft_pipeline_get(weft_channel *ch, const char *name);
 
@@ -190,7 +189,7 @@ WEFT_API void weft_ctx_remove(weft_ctx *ctx);
 /* Forward an inbound event to the next handler towards the tail. */
 WEFT_API void weft_ctx_fire_active(weft_ctx *ctx);
 WEFT_API void weft_ctx_fire_read(weft_ctx *ctx, const weft_msg_type *type,
-				 void *msg);
+                                 void *msg);
 WEFT_API void weft_ctx_fire_read_complete(weft_ctx *ctx);
 WEFT_API void weft_ctx_fire_writability_changed(weft_ctx *ctx, bool writable);
 WEFT_API void weft_ctx_fire_user_event(weft_ctx *ctx, int event, void *data);
@@ -200,7 +199,7 @@ WEFT_API void weft_ctx_fire_inactive(weft_ctx *ctx);
 /* Pass an outbound operation to the next handler towards the head. Write
  * ownership as at weft_channel_write_msg; cb runs exactly once. */
 WEFT_API void weft_ctx_write(weft_ctx *ctx, const weft_msg_type *type,
-			     void *msg, weft_write_cb cb, void *cb_arg);
+                             void *msg, weft_write_cb cb, void *cb_arg);
 WEFT_API void weft_ctx_flush(weft_ctx *ctx);
 WEFT_API void weft_ctx_close(weft_ctx *ctx);
 
@@ -210,8 +209,8 @@ WEFT_API void weft_ctx_close(weft_ctx *ctx);
  * after the current callback returns.
  */
 WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
-				  void *msg, weft_write_cb cb, void *cb_arg,
-				  int status);
+                                  void *msg, weft_write_cb cb, void *cb_arg,
+                                  int status);
 
 /* weft_msg_free releases a message that will go no further. */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);

@@ -79,7 +79,7 @@ enum weft_log_level {
 
 /* A log sink: called with a formatted line (no trailing newline). */
 typedef void (*weft_log_cb)(enum weft_log_level level, const char *line,
-			    void *arg);
+                            void *arg);
 
 /*
  * weft_log_set_sink replaces the stderr sink (NULL restores it). Set it once,
@@ -94,9 +94,8 @@ WEFT_API enum weft_log_level weft_log_get_level(void);
 
 /* weft_log formats and emits one line. Any thread. */
 WEFT_API void weft_log(enum weft_log_level level, const char *fmt, ...)
-	WEFT_PRINTF(2, 3);
-WEFT_API void weft_logv(enum weft_log_level level, const char *fmt,
-			va_list ap);
+    WEFT_PRINTF(2, 3);
+WEFT_API void weft_logv(enum weft_log_level level, const char *fmt, va_list ap);
 
 #define WEFT_LOG_ENABLED(level) ((level) >= weft_log_get_level())
 #define weft_debug(...)                                                        \

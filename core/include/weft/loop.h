@@ -34,7 +34,7 @@ typedef struct weft_task {
  * weft_loop_group_shutdown): a server stops accepting, a service stops
  * sending. deadline_ns is weft_now_ns() based. */
 typedef void (*weft_shutdown_cb)(weft_loop *loop, uint64_t deadline_ns,
-				 void *arg);
+                                 void *arg);
 
 /* weft_loop_new creates a loop that is not running yet. */
 WEFT_API int weft_loop_new(weft_loop **out);
@@ -54,7 +54,7 @@ WEFT_API int weft_loop_run(weft_loop *loop);
  * 0, or WEFT_ETIMEDOUT. For tests and simple programs. Loop thread.
  */
 WEFT_API int weft_loop_run_until(weft_loop *loop, bool (*done)(void *arg),
-				 void *arg, uint64_t timeout_ms);
+                                 void *arg, uint64_t timeout_ms);
 
 /* weft_loop_stop asks the loop to return from run after draining the tasks
  * queued so far. Any thread. */
@@ -95,9 +95,9 @@ WEFT_API int weft_loop_post_task(weft_loop *loop, weft_task *task);
 /* weft_loop_on_shutdown registers a hook (see weft_shutdown_cb); returns an
  * id for weft_loop_remove_shutdown. Loop thread. */
 WEFT_API int weft_loop_on_shutdown(weft_loop *loop, weft_shutdown_cb cb,
-				   void *arg);
+                                   void *arg);
 WEFT_API void weft_loop_remove_shutdown(weft_loop *loop, weft_shutdown_cb cb,
-					void *arg);
+                                        void *arg);
 
 /*
  * weft_loop_shutdown begins a graceful shutdown: shutdown hooks run, every
@@ -115,8 +115,7 @@ typedef struct weft_loop_stats {
 	uint64_t channels_open; /* channels currently bound to the loop */
 } weft_loop_stats;
 
-WEFT_API void weft_loop_get_stats(const weft_loop *loop,
-				  weft_loop_stats *out);
+WEFT_API void weft_loop_get_stats(const weft_loop *loop, weft_loop_stats *out);
 
 /*
  * weft_loop_group_new creates and starts n loops (0: one per online CPU),
@@ -131,11 +130,11 @@ WEFT_API weft_loop *weft_loop_group_next(weft_loop_group *group);
 /* weft_loop_group_by_key always picks the same loop for the same key. Any
  * thread. */
 WEFT_API weft_loop *weft_loop_group_by_key(weft_loop_group *group,
-					   uint64_t key);
+                                           uint64_t key);
 /* weft_loop_group_shutdown shuts down every loop (see weft_loop_shutdown)
  * and waits for their threads. Not from one of its loops. */
 WEFT_API void weft_loop_group_shutdown(weft_loop_group *group,
-				       uint64_t timeout_ms);
+                                       uint64_t timeout_ms);
 /* weft_loop_group_free shuts the group down at once if needed and frees
  * every loop. Not from one of its loops. */
 WEFT_API void weft_loop_group_free(weft_loop_group *group);
@@ -146,7 +145,7 @@ typedef void (*weft_timer_cb)(weft_timer *timer, void *arg);
 /* weft_timer_new creates a stopped timer on loop. Loop thread (or before
  * the loop runs). */
 WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
-			    weft_timer **out);
+                            weft_timer **out);
 /*
  * weft_timer_start fires cb after timeout_ms, then every repeat_ms if that
  * is not 0. Restarting a running timer reschedules it. Timers that share a
@@ -154,7 +153,7 @@ WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
  * equal request timeouts are cheap. Loop thread.
  */
 WEFT_API int weft_timer_start(weft_timer *timer, uint64_t timeout_ms,
-			      uint64_t repeat_ms);
+                              uint64_t repeat_ms);
 /* weft_timer_stop cancels a pending firing; safe inside its callback. */
 WEFT_API void weft_timer_stop(weft_timer *timer);
 WEFT_API bool weft_timer_is_pending(const weft_timer *timer);
@@ -168,7 +167,7 @@ WEFT_API void weft_timer_free(weft_timer *timer);
  */
 struct timeval;
 WEFT_API const struct timeval *weft_loop_timeval(weft_loop *loop,
-						 uint64_t timeout_ms,
-						 struct timeval *scratch);
+                                                 uint64_t timeout_ms,
+                                                 struct timeval *scratch);
 
 #endif
