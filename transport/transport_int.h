@@ -57,6 +57,18 @@ int weft__sock_error(int errnum, const char *what, const char *address);
 /* weft__sock_nodelay sets TCP_NODELAY; failures are logged, not fatal. */
 void weft__sock_nodelay(evutil_socket_t fd);
 
+/* The default of weft_channel_opts.max_read_bytes (see weft/channel.h). */
+#define WEFT__DEFAULT_MAX_READ (256u << 10)
+
+/*
+ * weft__sock_read_install puts the "weft.read" handler first in a channel
+ * over a plain socket bufferevent (nothing for TLS or pairs): each read
+ * event then takes up to max_read_bytes (0: the default) from the socket,
+ * where libevent 2.1 alone takes 4096 bytes. Returns 0 or WEFT_ENOMEM.
+ * Loop thread (sockread.c).
+ */
+int weft__sock_read_install(weft_channel *ch, size_t max_read_bytes);
+
 /* ---- Listening sockets (listen.c) -------------------------------------- */
 
 /*
@@ -80,16 +92,22 @@ typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
  * bufferevent or an OpenSSL one whose handshake is done; otherwise it
  * takes over bev's callbacks until the handshake finishes, fails
  * (WEFT_ETLS, detail logged) or timeout_ms passes (WEFT_ETIMEDOUT), and
- * calls cb then. The result is a handle for weft__bev_ready_cancel, or
- * NULL when cb has already run. Loop thread of bev.
+ * calls cb then. peer names the other end in log lines. The result is a
+ * handle for weft__bev_ready_cancel, or NULL when cb has already run. Loop
+ * thread of bev.
  */
 typedef struct weft__ready weft__ready;
 weft__ready *weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
-				  uint64_t timeout_ms, weft__ready_cb cb,
-				  void *arg);
+				  const char *peer, uint64_t timeout_ms,
+				  weft__ready_cb cb, void *arg);
 /* weft__bev_ready_cancel frees the bufferevent and the wait; cb never
  * runs. */
 void weft__bev_ready_cancel(weft__ready *ready);
+
+/* weft__channel_start activates a new channel and, if its bufferevent
+ * already holds input (read during a handshake or while sniffing), makes
+ * the channel read it soon: libevent would wait for more bytes first. */
+void weft__channel_start(weft_channel *ch);
 
 /* weft__bev_error_status names why a bufferevent event failed: WEFT_ETLS
  * for an OpenSSL error (logged with the OpenSSL detail), otherwise the
@@ -117,8 +135,9 @@ typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
  * 0 with *out NULL, and then calls cb exactly once (at the latest after
  * timeout_ms, with WEFT_ETIMEDOUT). The bufferevent is a
  * bufferevent_openssl (server side, its handshake started or finished) or,
- * in optional mode for a plaintext client, a plain socket bufferevent that
- * still holds the sniffed bytes in its input. Options: BEV_OPT_CLOSE_ON_FREE,
+ * in optional mode for a plaintext client, a plain socket bufferevent
+ * (sniffed bytes may be left in the socket with MSG_PEEK, or in the
+ * bufferevent's input: both are read). Options: BEV_OPT_CLOSE_ON_FREE,
  * never BEV_OPT_THREADSAFE. The transport waits for an unfinished handshake
  * itself (weft__bev_when_ready), so either is fine. Returns a negative
  * WEFT_E code on failure (cb never runs). Loop thread of base.

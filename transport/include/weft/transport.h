@@ -110,9 +110,9 @@ typedef void (*weft_server_close_cb)(weft_server *srv, void *arg);
  * loop, after which srv is freed. Channels already accepted are not
  * touched; close them yourself, or shut the loops down. Idempotent: a
  * second call before cb has run is ignored (its cb never runs). If the
- * accepting loop no longer runs (its group was shut down), the server is
- * closed and cb runs inside this call. Call it before freeing the loops.
- * Any thread.
+ * accepting loop has stopped (its group was shut down), cb runs when the
+ * loop is freed, with the loop's other queued tasks. Call it before
+ * freeing the loops. Any thread.
  */
 WEFT_API void weft_server_close(weft_server *srv, weft_server_close_cb cb,
 				void *arg);

@@ -1,0 +1,269 @@
+/* echo.c: handlers the transport tests share (see echo.h). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "echo.h"
+
+/* ---- Echo server -------------------------------------------------------- */
+
+static void
+server_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	echo_server *s = weft_ctx_state(ctx);
+
+	atomic_fetch_add(&s->bytes, (long long)evbuffer_get_length(msg));
+	/* Writing the input buffer moves its bytes out. */
+	weft_ctx_write(ctx, type, msg, NULL, NULL);
+}
+
+static void
+server_read_complete(weft_ctx *ctx)
+{
+	weft_ctx_flush(ctx);
+}
+
+static void
+server_inactive(weft_ctx *ctx)
+{
+	echo_server *s = weft_ctx_state(ctx);
+
+	atomic_fetch_add(&s->inactive, 1);
+	weft_ctx_fire_inactive(ctx);
+}
+
+static const weft_handler echo_server_handler = {
+	.read = server_read,
+	.read_complete = server_read_complete,
+	.inactive = server_inactive,
+};
+
+int
+echo_server_init(weft_channel *ch, void *arg)
+{
+	echo_server *s = arg;
+	size_t i;
+
+	atomic_fetch_add(&s->channels, 1);
+	if (s->group != NULL) {
+		for (i = 0; i < weft_loop_group_size(s->group) && i < 4; i++) {
+			if (weft_loop_group_at(s->group, i) ==
+			    weft_channel_loop(ch))
+				atomic_fetch_add(&s->per_loop[i], 1);
+		}
+	}
+	return weft_pipeline_add_last(ch, "echo", &echo_server_handler, s);
+}
+
+/* ---- Checking client ---------------------------------------------------- */
+
+static size_t
+msg_size(uint64_t k)
+{
+	return 1 + (size_t)((k * 7919) % 64);
+}
+
+static void
+client_pump(weft_ctx *ctx, echo_client *c)
+{
+	struct evbuffer *buf = evbuffer_new();
+	uint8_t bytes[64];
+	size_t n, i;
+
+	while (c->msgs_sent < c->msgs_total &&
+	       c->bytes_sent - c->bytes_recv < c->window) {
+		n = msg_size(c->msgs_sent);
+		for (i = 0; i < n; i++)
+			bytes[i] = echo_pattern(c->bytes_sent + i);
+		evbuffer_add(buf, bytes, n);
+		weft_ctx_write(ctx, &weft_msg_evbuffer, buf, NULL, NULL);
+		c->msgs_sent++;
+		c->bytes_sent += n;
+	}
+	evbuffer_free(buf);
+	weft_ctx_flush(ctx);
+}
+
+static void
+client_active(weft_ctx *ctx)
+{
+	echo_client *c = weft_ctx_state(ctx);
+
+	c->active = true;
+	c->ch = weft_ctx_channel(ctx);
+	client_pump(ctx, c);
+	weft_ctx_fire_active(ctx);
+}
+
+static void
+client_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	echo_client *c = weft_ctx_state(ctx);
+	uint8_t chunk[4096];
+	int n, i;
+
+	(void)type;
+	c->reads++;
+	while ((n = evbuffer_remove(msg, chunk, sizeof(chunk))) > 0) {
+		for (i = 0; i < n; i++) {
+			if (chunk[i] != echo_pattern(c->bytes_recv + (size_t)i))
+				c->mismatches++;
+		}
+		c->bytes_recv += (uint64_t)n;
+	}
+	client_pump(ctx, c);
+}
+
+static void
+client_inactive(weft_ctx *ctx)
+{
+	echo_client *c = weft_ctx_state(ctx);
+
+	c->inactive = true;
+	weft_ctx_fire_inactive(ctx);
+}
+
+/* Any user event makes the client send what msgs_total now allows. */
+static void
+client_user_event(weft_ctx *ctx, int event, void *data)
+{
+	client_pump(ctx, weft_ctx_state(ctx));
+	weft_ctx_fire_user_event(ctx, event, data);
+}
+
+static const weft_handler echo_client_handler = {
+	.active = client_active,
+	.read = client_read,
+	.user_event = client_user_event,
+	.inactive = client_inactive,
+};
+
+int
+echo_client_init(weft_channel *ch, void *arg)
+{
+	echo_client *c = arg;
+
+	if (c->window == 0)
+		c->window = 64 * 1024;
+	return weft_pipeline_add_last(ch, "check", &echo_client_handler, c);
+}
+
+bool
+echo_client_done(const echo_client *c)
+{
+	if (c->inactive || (c->connected && c->connect_status != 0))
+		return true;
+	return c->msgs_sent == c->msgs_total && c->bytes_recv == c->bytes_sent;
+}
+
+void
+echo_client_connected(weft_channel *ch, int status, void *arg)
+{
+	echo_client *c = arg;
+
+	c->connected = true;
+	c->connect_status = status;
+	if (status == 0)
+		c->ch = ch;
+}
+
+/* ---- Sink --------------------------------------------------------------- */
+
+static void
+sink_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	echo_sink *s = weft_ctx_state(ctx);
+	uint8_t chunk[4096];
+	int n, i;
+
+	(void)type;
+	s->reads++;
+	while ((n = evbuffer_remove(msg, chunk, sizeof(chunk))) > 0) {
+		for (i = 0; i < n; i++) {
+			if (chunk[i] != echo_pattern(s->bytes + (size_t)i))
+				s->mismatches++;
+		}
+		s->bytes += (uint64_t)n;
+	}
+}
+
+static void
+sink_inactive(weft_ctx *ctx)
+{
+	echo_sink *s = weft_ctx_state(ctx);
+
+	s->inactive = true;
+	weft_ctx_fire_inactive(ctx);
+}
+
+static const weft_handler echo_sink_handler = {
+	.read = sink_read,
+	.inactive = sink_inactive,
+};
+
+int
+echo_sink_init(weft_channel *ch, void *arg)
+{
+	echo_sink *s = arg;
+
+	s->ch = ch;
+	if (s->start_paused)
+		weft_channel_set_auto_read(ch, false);
+	return weft_pipeline_add_last(ch, "sink", &echo_sink_handler, s);
+}
+
+bool
+echo_flag_set(void *flag)
+{
+	return *(bool *)flag;
+}
+
+bool
+echo_atomic_set(void *flag)
+{
+	return atomic_load((atomic_int *)flag) != 0;
+}
+
+static void
+tick(weft_timer *timer, void *arg)
+{
+	(void)timer;
+	(void)arg;
+}
+
+int
+echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
+	       uint64_t timeout_ms)
+{
+	weft_timer *ticker;
+	int rv;
+
+	if (weft_timer_new(loop, tick, NULL, &ticker) != 0)
+		abort();
+	weft_timer_start(ticker, 1, 1);
+	rv = weft_loop_run_until(loop, done, arg, timeout_ms);
+	weft_timer_free(ticker);
+	return rv;
+}
+
+uint16_t
+echo_free_port(void)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) != 0)
+		abort();
+	close(fd);
+	return ntohs(sin.sin_port);
+}

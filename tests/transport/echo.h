@@ -1,0 +1,88 @@
+/*
+ * echo.h: handlers the transport tests share. An echo server that sends
+ * back every byte, a checking client that streams numbered bytes through
+ * it and checks each one, and a sink that counts what it reads.
+ */
+#ifndef WEFT_TESTS_TRANSPORT_ECHO_H
+#define WEFT_TESTS_TRANSPORT_ECHO_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <weft/channel.h>
+#include <weft/transport.h>
+
+/* The byte at offset i of every test stream. */
+static inline uint8_t
+echo_pattern(uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+/* Server side: counts channels across loop threads. */
+typedef struct echo_server {
+	atomic_int channels;  /* init calls */
+	atomic_int inactive;  /* inactive events */
+	atomic_llong bytes;   /* bytes echoed */
+	weft_loop_group *group;
+	atomic_int per_loop[4]; /* channels per group loop (by index) */
+} echo_server;
+
+/* echo_server_init is a weft_channel_init_cb; arg is an echo_server. */
+int echo_server_init(weft_channel *ch, void *arg);
+
+/* Client side: streams msgs_total messages, at most window bytes ahead
+ * of what came back, and checks every byte. Raise msgs_total and fire a
+ * user event on the channel to send more. Loop thread of the client. */
+typedef struct echo_client {
+	uint64_t msgs_total;
+	uint64_t window;
+	uint64_t msgs_sent;
+	uint64_t bytes_sent;
+	uint64_t bytes_recv;
+	uint64_t mismatches;
+	uint64_t reads;
+	weft_channel *ch;
+	int connect_status;
+	bool connected;
+	bool active;
+	bool inactive;
+} echo_client;
+
+/* echo_client_init is a weft_channel_init_cb; arg is an echo_client. */
+int echo_client_init(weft_channel *ch, void *arg);
+/* echo_client_done: everything sent came back (or the channel died). */
+bool echo_client_done(const echo_client *c);
+/* echo_client_connected is a weft_connect_cb; arg is an echo_client. */
+void echo_client_connected(weft_channel *ch, int status, void *arg);
+
+/* A sink: counts and checks the bytes it reads; can pause reading. */
+typedef struct echo_sink {
+	uint64_t bytes;
+	uint64_t mismatches;
+	uint64_t reads;
+	weft_channel *ch;
+	bool start_paused;
+	bool inactive;
+} echo_sink;
+
+int echo_sink_init(weft_channel *ch, void *arg);
+
+/*
+ * echo_run_until is weft_loop_run_until with a 1 ms ticker on loop, for
+ * conditions that other threads make true (the loop would otherwise sleep
+ * until its own next event). Returns 0 or WEFT_ETIMEDOUT.
+ */
+int echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
+		   uint64_t timeout_ms);
+
+/* echo_free_port returns a TCP port on 127.0.0.1 that nobody listens on
+ * (bound once, then released). */
+uint16_t echo_free_port(void);
+
+/* Generic done-predicates for weft_loop_run_until. */
+bool echo_flag_set(void *flag);     /* *(bool *)flag */
+bool echo_atomic_set(void *flag);   /* atomic_load((atomic_int *)flag) */
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * handshake.c: waiting until a bufferevent can carry application data (a
+ * TLS handshake), and naming why a bufferevent failed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "transport_int.h"
+
+struct weft__ready {
+	struct bufferevent *bev;
+	struct event *timer;
+	weft__ready_cb cb;
+	void *arg;
+	char peer[WEFT_ADDRESS_MAX];
+};
+
+static bool
+handshake_done(struct bufferevent *bev)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+	return ssl == NULL || SSL_is_init_finished(ssl);
+}
+
+static int
+log_openssl_errors(struct bufferevent *bev, const char *what,
+		   const char *peer)
+{
+	char detail[256];
+	unsigned long e;
+	int n = 0;
+
+	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		ERR_error_string_n(e, detail, sizeof(detail));
+		weft_warn("%s %s: %s", what, peer ? peer : "", detail);
+		n++;
+	}
+	return n;
+}
+
+int
+weft__bev_error_status(struct bufferevent *bev, short events,
+		       const char *what, const char *peer)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+
+	if (log_openssl_errors(bev, what, peer) > 0)
+		return WEFT_ETLS;
+	if (events & BEV_EVENT_TIMEOUT)
+		return WEFT_ETIMEDOUT;
+	if (!handshake_done(bev)) {
+		weft_warn("%s %s: connection closed during the TLS handshake",
+			  what, peer ? peer : "");
+		return WEFT_ETLS;
+	}
+	if (events & BEV_EVENT_EOF)
+		return WEFT_ECLOSED;
+	return err != 0 ? weft__sock_error(err, what, peer) : WEFT_EIO;
+}
+
+/* finish frees the wait and hands bev (or NULL and status) to its owner. */
+static void
+finish(weft__ready *ready, int status)
+{
+	struct bufferevent *bev = ready->bev;
+	weft__ready_cb cb = ready->cb;
+	void *arg = ready->arg;
+
+	event_free(ready->timer);
+	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
+	if (status != 0) {
+		bufferevent_free(bev);
+		bev = NULL;
+	}
+	free(ready);
+	cb(bev, status, arg);
+}
+
+static void
+on_handshake_event(struct bufferevent *bev, short events, void *arg)
+{
+	weft__ready *ready = arg;
+
+	if (events & BEV_EVENT_CONNECTED) {
+		finish(ready, 0);
+		return;
+	}
+	if (events & (BEV_EVENT_ERROR | BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
+		finish(ready, weft__bev_error_status(bev, events,
+						     "TLS handshake",
+						     ready->peer));
+}
+
+static void
+on_handshake_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	weft__ready *ready = arg;
+
+	(void)fd;
+	(void)what;
+	weft_warn("TLS handshake %s: timed out", ready->peer);
+	finish(ready, WEFT_ETIMEDOUT);
+}
+
+weft__ready *
+weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
+		     const char *peer, uint64_t timeout_ms, weft__ready_cb cb,
+		     void *arg)
+{
+	struct timeval scratch;
+	weft__ready *ready;
+
+	if (handshake_done(bev)) {
+		cb(bev, 0, arg);
+		return NULL;
+	}
+	if ((ready = calloc(1, sizeof(*ready))) == NULL)
+		goto err_free_bev;
+	ready->timer = event_new(weft_loop_base(loop), -1, 0,
+				 on_handshake_timeout, ready);
+	if (ready->timer == NULL)
+		goto err_free_ready;
+	ready->bev = bev;
+	ready->cb = cb;
+	ready->arg = arg;
+	snprintf(ready->peer, sizeof(ready->peer), "%s", peer ? peer : "");
+	event_add(ready->timer, weft_loop_timeval(loop, timeout_ms, &scratch));
+	bufferevent_setcb(bev, NULL, NULL, on_handshake_event, ready);
+	return ready;
+
+err_free_ready:
+	free(ready);
+err_free_bev:
+	bufferevent_free(bev);
+	cb(NULL, WEFT_ENOMEM, arg);
+	return NULL;
+}
+
+void
+weft__bev_ready_cancel(weft__ready *ready)
+{
+	event_free(ready->timer);
+	bufferevent_free(ready->bev);
+	free(ready);
+}
+
+void
+weft__channel_start(weft_channel *ch)
+{
+	struct bufferevent *bev;
+
+	weft_channel_activate(ch);
+	/* The channel may have closed inside its active event. */
+	bev = weft_channel_bev(ch);
+	if (bev != NULL && weft_channel_is_open(ch) &&
+	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)
+		bufferevent_trigger(bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+}

@@ -1,0 +1,575 @@
+/*
+ * server.c: listening servers. The accepting loop owns the listener; each
+ * accepted fd is handed to a loop of the group (round-robin), which builds
+ * the bufferevent and the channel on its own thread.
+ *
+ * Lifetime: the server is reference-counted. The listener holds one
+ * reference until weft_server_close; each connection holds one from accept
+ * until its channel leaves the loop (the "weft.server" handler's removed
+ * callback), so hand-overs in flight never see freed memory.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "transport_int.h"
+
+#define ACCEPT_RETRY_MS 100
+#define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
+
+struct weft_server {
+	atomic_int refs;
+	weft_loop *accept_loop;
+	weft_loop_group *group; /* NULL: accept_loop owns every channel */
+	weft_server_opts opts;  /* a copy; opts.address is not kept */
+	char address[WEFT_ADDRESS_MAX];
+	uint16_t port;
+
+	/* Accepting loop only, once started. */
+	evutil_socket_t fd; /* until the listener takes it */
+	struct evconnlistener *listener;
+	struct event *retry; /* re-enables accepting after EMFILE & co */
+	size_t next_loop;
+	bool hook_added;
+	bool stopped;
+	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t unix_dev;
+	ino_t unix_ino;
+
+	atomic_bool close_requested;
+	weft_server_close_cb close_cb;
+	void *close_arg;
+	weft_task start_task;
+	weft_task close_task;
+
+	atomic_uint_fast64_t accepted;
+	atomic_uint_fast64_t accept_errors;
+	atomic_uint_fast64_t rejected;
+	atomic_uint_fast64_t setup_failures;
+	atomic_uint_fast64_t channels_open;
+};
+
+/* One accepted connection on its way to its loop. */
+typedef struct handoff {
+	weft_task task;
+	weft_server *srv; /* holds a reference */
+	weft_loop *loop;
+	evutil_socket_t fd;
+	char peer[WEFT_ADDRESS_MAX];
+} handoff;
+
+static void
+server_ref(weft_server *srv)
+{
+	atomic_fetch_add_explicit(&srv->refs, 1, memory_order_relaxed);
+}
+
+static void
+server_unref(weft_server *srv)
+{
+	if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) ==
+	    1)
+		free(srv);
+}
+
+/* ---- Channel set-up, on the channel's loop ------------------------------ */
+
+static void
+server_handler_removed(weft_ctx *ctx)
+{
+	weft_server *srv = weft_ctx_state(ctx);
+
+	atomic_fetch_sub_explicit(&srv->channels_open, 1,
+				  memory_order_relaxed);
+	server_unref(srv);
+}
+
+/* Sits first in every accepted pipeline, to count the channel's life. */
+static const weft_handler server_handler = {
+	.removed = server_handler_removed,
+};
+
+/* handoff_fail drops a connection that never became a channel. */
+static void
+handoff_fail(handoff *h, int status)
+{
+	weft_server *srv = h->srv;
+
+	weft_warn("server %s: dropping connection from %s: %s", srv->address,
+		  h->peer, weft_strerror(status));
+	atomic_fetch_add_explicit(&srv->setup_failures, 1,
+				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->channels_open, 1,
+				  memory_order_relaxed);
+	free(h);
+	server_unref(srv);
+}
+
+static void
+make_channel(handoff *h, struct bufferevent *bev)
+{
+	weft_server *srv = h->srv;
+	weft_channel *ch;
+	int rv;
+
+	if ((rv = weft_channel_new(h->loop, bev, &srv->opts.channel, &ch)))
+		goto err_fail;
+	weft_channel_set_peer(ch, h->peer);
+	rv = weft_pipeline_add_first(ch, "weft.server", &server_handler, srv);
+	if (rv != 0)
+		goto err_close;
+	/* The handler holds the hand-over's reference from here on. */
+	free(h);
+	if ((rv = srv->opts.init(ch, srv->opts.init_arg)) != 0 ||
+	    (rv = weft__sock_read_install(
+		     ch, srv->opts.channel.max_read_bytes)) != 0) {
+		weft_warn("server %s: setting up %s failed: %s", srv->address,
+			  weft_channel_peer(ch), weft_strerror(rv));
+		atomic_fetch_add_explicit(&srv->setup_failures, 1,
+					  memory_order_relaxed);
+		weft_channel_close(ch);
+		return;
+	}
+	weft__channel_start(ch);
+	return;
+
+err_close:
+	weft_channel_close(ch);
+err_fail:
+	handoff_fail(h, rv);
+}
+
+static void
+on_bev_ready(struct bufferevent *bev, int status, void *arg)
+{
+	handoff *h = arg;
+
+	if (status != 0)
+		handoff_fail(h, status);
+	else
+		make_channel(h, bev);
+}
+
+static void
+on_tls_accepted(struct bufferevent *bev, int status, void *arg)
+{
+	handoff *h = arg;
+
+	if (status != 0) {
+		handoff_fail(h, status);
+		return;
+	}
+	weft__bev_when_ready(h->loop, bev, h->peer,
+			     h->srv->opts.handshake_timeout_ms, on_bev_ready,
+			     h);
+}
+
+static void
+handoff_run(weft_loop *loop, int status, void *arg)
+{
+	handoff *h = arg;
+	weft_server *srv = h->srv;
+	struct bufferevent *bev = NULL;
+	int rv;
+
+	if (status != 0) {
+		close(h->fd);
+		handoff_fail(h, status);
+		return;
+	}
+	if (srv->opts.tls != NULL) {
+		rv = weft__tls_bev_accept(srv->opts.tls, srv->opts.tls_mode,
+					  weft_loop_base(loop), h->fd,
+					  srv->opts.handshake_timeout_ms,
+					  on_tls_accepted, h, &bev);
+		if (rv != 0 || bev == NULL) {
+			if (rv != 0)
+				handoff_fail(h, rv);
+			return;
+		}
+		on_tls_accepted(bev, 0, h);
+		return;
+	}
+	bev = bufferevent_socket_new(weft_loop_base(loop), h->fd,
+				     BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		close(h->fd);
+		handoff_fail(h, WEFT_ENOMEM);
+		return;
+	}
+	make_channel(h, bev);
+}
+
+/* ---- Accepting, on the accepting loop --------------------------------- */
+
+static weft_loop *
+pick_loop(weft_server *srv)
+{
+	size_t n;
+
+	if (srv->group == NULL)
+		return srv->accept_loop;
+	n = weft_loop_group_size(srv->group);
+	return weft_loop_group_at(srv->group, srv->next_loop++ % n);
+}
+
+static bool
+over_limit(weft_server *srv)
+{
+	uint64_t open;
+
+	open = atomic_fetch_add_explicit(&srv->channels_open, 1,
+					 memory_order_relaxed);
+	if (srv->opts.max_channels == 0 || open < srv->opts.max_channels)
+		return false;
+	atomic_fetch_sub_explicit(&srv->channels_open, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->rejected, 1, memory_order_relaxed);
+	return true;
+}
+
+static void
+on_accept(struct evconnlistener *lev, evutil_socket_t fd,
+	  struct sockaddr *sa, int socklen, void *arg)
+{
+	weft_server *srv = arg;
+	handoff *h;
+
+	(void)lev;
+	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
+	if (over_limit(srv)) {
+		weft_warn("server %s: %zu channels open, refusing one more",
+			  srv->address, srv->opts.max_channels);
+		close(fd);
+		return;
+	}
+	if ((h = calloc(1, sizeof(*h))) == NULL) {
+		close(fd);
+		atomic_fetch_sub_explicit(&srv->channels_open, 1,
+					  memory_order_relaxed);
+		weft_warn("server %s: out of memory accepting", srv->address);
+		return;
+	}
+	if (weft__addr_is_tcp(sa->sa_family))
+		weft__sock_nodelay(fd);
+	weft__addr_format(sa, (socklen_t)socklen, h->peer, sizeof(h->peer));
+	h->srv = srv;
+	h->fd = fd;
+	h->loop = pick_loop(srv);
+	h->task.cb = handoff_run;
+	h->task.arg = h;
+	server_ref(srv);
+	if (h->loop == srv->accept_loop)
+		handoff_run(h->loop, 0, h);
+	else if (weft_loop_post_task(h->loop, &h->task) != 0)
+		handoff_run(h->loop, WEFT_ESHUTDOWN, h);
+}
+
+static void
+on_accept_error(struct evconnlistener *lev, void *arg)
+{
+	weft_server *srv = arg;
+	int err = EVUTIL_SOCKET_ERROR();
+	struct timeval scratch;
+
+	atomic_fetch_add_explicit(&srv->accept_errors, 1,
+				  memory_order_relaxed);
+	/* EMFILE and friends leave the connection queued, so the listener
+	 * would fire again at once: pause instead of spinning. */
+	weft_warn("server %s: accept: %s; pausing accepts for %d ms",
+		  srv->address, strerror(err), ACCEPT_RETRY_MS);
+	evconnlistener_disable(lev);
+	event_add(srv->retry, weft_loop_timeval(srv->accept_loop,
+						ACCEPT_RETRY_MS, &scratch));
+}
+
+static void
+on_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	weft_server *srv = arg;
+
+	(void)fd;
+	(void)what;
+	if (srv->listener != NULL)
+		evconnlistener_enable(srv->listener);
+}
+
+/* ---- Starting and stopping, on the accepting loop ---------------------- */
+
+static void
+remove_unix_file(weft_server *srv)
+{
+	struct stat st;
+
+	/* Only our own file: another server may have replaced it. */
+	if (srv->unix_path[0] == '\0' || lstat(srv->unix_path, &st) != 0 ||
+	    st.st_dev != srv->unix_dev || st.st_ino != srv->unix_ino)
+		return;
+	if (unlink(srv->unix_path) != 0)
+		weft_warn("server %s: unlink: %s", srv->address,
+			  strerror(errno));
+}
+
+static void
+stop_listening(weft_server *srv)
+{
+	if (srv->stopped)
+		return;
+	srv->stopped = true;
+	if (srv->listener != NULL)
+		evconnlistener_free(srv->listener); /* closes the fd */
+	else if (srv->fd >= 0)
+		close(srv->fd);
+	srv->listener = NULL;
+	srv->fd = -1;
+	if (srv->retry != NULL)
+		event_free(srv->retry);
+	srv->retry = NULL;
+	remove_unix_file(srv);
+	weft_debug("server %s: stopped listening", srv->address);
+}
+
+static void
+on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
+{
+	(void)loop;
+	(void)deadline_ns;
+	stop_listening(arg);
+}
+
+static int
+start_listening(weft_server *srv, weft_loop *loop)
+{
+	struct event_base *base = weft_loop_base(loop);
+
+	srv->retry = event_new(base, -1, 0, on_accept_retry, srv);
+	if (srv->retry == NULL)
+		return WEFT_ENOMEM;
+	/* backlog 0: the socket already listens. */
+	srv->listener = evconnlistener_new(
+		base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+		0, srv->fd);
+	if (srv->listener == NULL)
+		return WEFT_ENOMEM;
+	srv->fd = -1;
+	evconnlistener_set_error_cb(srv->listener, on_accept_error);
+	if (weft_loop_on_shutdown(loop, on_loop_shutdown, srv) < 0)
+		weft_warn("server %s: no shutdown hook", srv->address);
+	else
+		srv->hook_added = true;
+	return 0;
+}
+
+static void
+start_task_run(weft_loop *loop, int status, void *arg)
+{
+	weft_server *srv = arg;
+	int rv;
+
+	if (srv->stopped)
+		return;
+	if (status != 0) {
+		stop_listening(srv);
+		return;
+	}
+	if ((rv = start_listening(srv, loop)) != 0) {
+		weft_error("server %s: cannot listen: %s", srv->address,
+			   weft_strerror(rv));
+		stop_listening(srv);
+	}
+}
+
+static void
+close_task_run(weft_loop *loop, int status, void *arg)
+{
+	weft_server *srv = arg;
+	weft_server_close_cb cb = srv->close_cb;
+
+	(void)status; /* also when the loop is being freed: same work */
+	stop_listening(srv);
+	if (srv->hook_added)
+		weft_loop_remove_shutdown(loop, on_loop_shutdown, srv);
+	srv->hook_added = false;
+	srv->close_cb = NULL;
+	if (cb != NULL)
+		cb(srv, srv->close_arg);
+	server_unref(srv);
+}
+
+/* ---- Public ------------------------------------------------------------ */
+
+static int
+check_opts(const weft_server_opts *opts)
+{
+	if (opts == NULL || opts->address == NULL || opts->init == NULL ||
+	    opts->backlog < 0)
+		return WEFT_EINVAL;
+	if (opts->tls_mode != WEFT_TLS_MODE_REQUIRED &&
+	    opts->tls_mode != WEFT_TLS_MODE_OPTIONAL)
+		return WEFT_EINVAL;
+	return 0;
+}
+
+/* bind_first binds the first of addr's resolutions that works. */
+static int
+bind_first(weft_server *srv, const char *text, int backlog)
+{
+	weft__addr addr, *list;
+	size_t n, i;
+	int rv;
+
+	if ((rv = weft__addr_parse(text, &addr)) != 0) {
+		weft_warn("server: bad address '%s'", text);
+		return rv;
+	}
+	if ((rv = weft__addr_resolve(&addr, true, &list, &n)) != 0)
+		return rv;
+	for (i = 0; i < n; i++) {
+		if ((rv = weft__listen_open(&list[i], backlog, &srv->fd)) == 0)
+			break;
+	}
+	free(list);
+	return rv;
+}
+
+static void
+record_bound_address(weft_server *srv)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct stat st;
+
+	memset(&ss, 0, sizeof(ss));
+	if (getsockname(srv->fd, (struct sockaddr *)&ss, &len) != 0)
+		weft_warn("getsockname: %s", strerror(errno));
+	weft__addr_format((struct sockaddr *)&ss, len, srv->address,
+			  sizeof(srv->address));
+	if (ss.ss_family == AF_INET)
+		srv->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		srv->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	if (ss.ss_family == AF_UNIX) {
+		const struct sockaddr_un *sun = (const void *)&ss;
+
+		/* Abstract names have no file to remove. */
+		if (sun->sun_path[0] != '\0' &&
+		    lstat(sun->sun_path, &st) == 0) {
+			memcpy(srv->unix_path, sun->sun_path,
+			       sizeof(srv->unix_path));
+			srv->unix_path[sizeof(srv->unix_path) - 1] = '\0';
+			srv->unix_dev = st.st_dev;
+			srv->unix_ino = st.st_ino;
+		}
+	}
+}
+
+static int
+server_new(weft_loop *accept_loop, weft_loop_group *group,
+	   const weft_server_opts *opts, weft_server **out)
+{
+	weft_server *srv;
+	int rv;
+
+	if (accept_loop == NULL || out == NULL || (rv = check_opts(opts)))
+		return WEFT_EINVAL;
+	if ((rv = weft_init()) != 0)
+		return rv;
+	if ((srv = calloc(1, sizeof(*srv))) == NULL)
+		return WEFT_ENOMEM;
+	atomic_init(&srv->refs, 1);
+	srv->accept_loop = accept_loop;
+	srv->group = group;
+	srv->opts = *opts;
+	srv->opts.address = NULL;
+	if (srv->opts.handshake_timeout_ms == 0)
+		srv->opts.handshake_timeout_ms = DEFAULT_HANDSHAKE_TIMEOUT_MS;
+	srv->fd = -1;
+	rv = bind_first(srv, opts->address,
+			opts->backlog ? opts->backlog : SOMAXCONN);
+	if (rv != 0)
+		goto err_free;
+	record_bound_address(srv);
+	srv->start_task.cb = start_task_run;
+	srv->start_task.arg = srv;
+	if ((rv = weft_loop_post_task(accept_loop, &srv->start_task)) != 0)
+		goto err_stop;
+	weft_debug("server %s: listening", srv->address);
+	*out = srv;
+	return 0;
+
+err_stop:
+	stop_listening(srv);
+err_free:
+	free(srv);
+	return rv;
+}
+
+int
+weft_server_new(weft_loop_group *group, const weft_server_opts *opts,
+		weft_server **out)
+{
+	if (group == NULL || weft_loop_group_size(group) == 0)
+		return WEFT_EINVAL;
+	return server_new(weft_loop_group_at(group, 0), group, opts, out);
+}
+
+int
+weft_server_new_on_loop(weft_loop *loop, const weft_server_opts *opts,
+			weft_server **out)
+{
+	return server_new(loop, NULL, opts, out);
+}
+
+uint16_t
+weft_server_port(const weft_server *srv)
+{
+	return srv->port;
+}
+
+const char *
+weft_server_address(const weft_server *srv)
+{
+	return srv->address;
+}
+
+void
+weft_server_get_stats(const weft_server *srv, weft_server_stats *out)
+{
+	/* The counters are atomics; a cast drops const for the loads. */
+	weft_server *s = (weft_server *)srv;
+
+	out->accepted = atomic_load_explicit(&s->accepted,
+					     memory_order_relaxed);
+	out->accept_errors = atomic_load_explicit(&s->accept_errors,
+						  memory_order_relaxed);
+	out->rejected = atomic_load_explicit(&s->rejected,
+					     memory_order_relaxed);
+	out->setup_failures = atomic_load_explicit(&s->setup_failures,
+						   memory_order_relaxed);
+	out->channels_open = atomic_load_explicit(&s->channels_open,
+						  memory_order_relaxed);
+}
+
+void
+weft_server_close(weft_server *srv, weft_server_close_cb cb, void *arg)
+{
+	if (srv == NULL || atomic_exchange(&srv->close_requested, true))
+		return;
+	srv->close_cb = cb;
+	srv->close_arg = arg;
+	srv->close_task.cb = close_task_run;
+	srv->close_task.arg = srv;
+	/* Refused only by a loop being freed, whose thread is gone. */
+	if (weft_loop_post_task(srv->accept_loop, &srv->close_task) != 0)
+		close_task_run(srv->accept_loop, WEFT_ESHUTDOWN, srv);
+}

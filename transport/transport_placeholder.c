@@ -1,1 +1,0 @@
-/* Replaced by the transport sources. */ typedef int weft__transport_placeholder;
