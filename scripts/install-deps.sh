@@ -15,6 +15,7 @@ packages=(
 	openssl         # the CLI makes test certificates
 	libcmocka-dev
 	libinih-dev
+	liburcu-dev     # wfcqueue, for the hand-off queue benchmark
 	gnuplot-nox     # benchmark plots
 	iproute2        # ss/ip for network tests and benchmarks
 	clang           # libFuzzer targets
