@@ -28,7 +28,7 @@ tiny_opts(wbench_opts *o, enum wbench_workload w, size_t size, uint64_t count)
 	o->verify = true;
 	o->quiet = true;
 	o->peer = WBENCH_PEER_THREAD;
-	o->timeout_ms = 20000;
+	o->timeout_ms = 10000;
 	o->batch = 7; /* not a divisor of the counts: partial batches too */
 }
 
