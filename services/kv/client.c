@@ -1,0 +1,92 @@
+/* client.c: requests to the key-value service, from any weft_msvc. */
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "kv_int.h"
+
+/* The encoded request around the key. */
+#define HEAD_MAX (3 * WEFT__KV_HDR_MAX + WEFT_KV_MAX_KEY)
+
+static bool
+key_is_valid(const void *key, size_t key_len)
+{
+	return key != NULL && key_len > 0 && key_len <= WEFT_KV_MAX_KEY;
+}
+
+/* Encodes [key] or [key, value-header] into out; returns its size. */
+static size_t
+encode_key(uint8_t *out, uint32_t fields, const void *key, size_t key_len)
+{
+	size_t n;
+
+	n = weft__kv_enc_array(out, fields);
+	n += weft__kv_enc_bin(out + n, (uint32_t)key_len);
+	memcpy(out + n, key, key_len);
+	return n + key_len;
+}
+
+static int
+key_request(weft_msvc *svc, weft_msvc_peer *node, uint32_t verb,
+            const void *key, size_t key_len, const weft_msvc_call_opts *opts,
+            weft_msvc_reply_cb cb, void *arg)
+{
+	uint8_t buf[HEAD_MAX];
+	size_t n;
+
+	if (!key_is_valid(key, key_len))
+		return WEFT_EINVAL;
+	n = encode_key(buf, 1, key, key_len);
+	return weft_msvc_request(svc, node, verb, buf, n, opts, cb, arg);
+}
+
+int
+weft_kv_client_get(weft_msvc *svc, weft_msvc_peer *node, const void *key,
+                   size_t key_len, const weft_msvc_call_opts *opts,
+                   weft_msvc_reply_cb cb, void *arg)
+{
+	return key_request(svc, node, WEFT_KV_VERB_GET, key, key_len, opts, cb,
+	                   arg);
+}
+
+int
+weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node, const void *key,
+                      size_t key_len, const weft_msvc_call_opts *opts,
+                      weft_msvc_reply_cb cb, void *arg)
+{
+	return key_request(svc, node, WEFT_KV_VERB_DELETE, key, key_len, opts,
+	                   cb, arg);
+}
+
+int
+weft_kv_client_put(weft_msvc *svc, weft_msvc_peer *node, const void *key,
+                   size_t key_len, const void *value, size_t value_len,
+                   const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
+                   void *arg)
+{
+	uint8_t head[HEAD_MAX];
+	struct evbuffer *buf;
+	size_t n;
+	int rv;
+
+	if (!key_is_valid(key, key_len) || value_len > UINT32_MAX ||
+	    (value == NULL && value_len > 0))
+		return WEFT_EINVAL;
+	n = encode_key(head, 2, key, key_len);
+	n += weft__kv_enc_bin(head + n, (uint32_t)value_len);
+	if (value_len <= sizeof(head) - n) {
+		if (value_len > 0)
+			memcpy(head + n, value, value_len);
+		return weft_msvc_request(svc, node, WEFT_KV_VERB_PUT, head,
+		                         n + value_len, opts, cb, arg);
+	}
+	if ((buf = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	rv = WEFT_ENOMEM;
+	if (evbuffer_add(buf, head, n) == 0 &&
+	    evbuffer_add(buf, value, value_len) == 0)
+		rv = weft_msvc_request_buf(svc, node, WEFT_KV_VERB_PUT, buf,
+		                           opts, cb, arg);
+	evbuffer_free(buf);
+	return rv;
+}

@@ -1,0 +1,146 @@
+/*
+ * weft/kv.h: an in-memory replicated key-value store on the messaging
+ * service, written only against <weft/messaging.h>, as the model of how
+ * users write services.
+ *
+ * Every member of the cluster holds a full replica. A get is answered by
+ * the node that receives it, from its own replica, without waiting for any
+ * write in progress. A put or delete is coordinated by the node that
+ * receives it: it stamps the write with a version, applies it locally and
+ * sends it to every other member; the client's answer comes once
+ * write_quorum replicas (the coordinator included) have applied it, or an
+ * error once that can no longer happen. Versions are (hybrid-clock
+ * timestamp, origin node id) pairs compared last-writer-wins, so replicas
+ * that see the same writes in any order end with the same value. Deletes
+ * leave a versioned tombstone for the same reason.
+ *
+ * Not provided: anti-entropy or read repair (a node that missed writes,
+ * for instance while it was down, learns only the writes made after it
+ * came back), and tombstone collection (a deleted key keeps a small entry).
+ * A write that failed its quorum may still have been applied by some
+ * replicas.
+ *
+ * Payloads (all integers and strings in any msgpack encoding):
+ *   get       request [key: bin]            response: the value bytes
+ *   put       request [key: bin, value: bin] response: empty
+ *   delete    request [key: bin]            response: empty
+ *   replicate request [op: uint (1 put, 2 delete), key: bin, value: bin,
+ *                      version: uint, origin: str]  response: empty
+ * Errors travel as messaging error responses: NOT_FOUND (no such key),
+ * INVALID (malformed request, key or value too long), TIMEOUT or
+ * PEER_DOWN (write quorum not reached), SHUTTING_DOWN.
+ */
+#ifndef WEFT_KV_H
+#define WEFT_KV_H
+
+#include <weft/messaging.h>
+
+struct evbuffer;
+
+/* The verbs the service registers. */
+#define WEFT_KV_VERB_GET 64u
+#define WEFT_KV_VERB_PUT 65u
+#define WEFT_KV_VERB_DELETE 66u
+#define WEFT_KV_VERB_REPLICATE 67u
+
+/* Longest key, in bytes; keys are 1 to WEFT_KV_MAX_KEY bytes. */
+#define WEFT_KV_MAX_KEY 1024u
+
+typedef struct weft_kv weft_kv;
+
+/*
+ * Service options; zero fields are read from the [kv] section of config
+ * (weft_msvc_config_get) and otherwise take the defaults shown.
+ */
+typedef struct weft_kv_opts {
+	/* Borrowed during weft_kv_new only; NULL: no [kv] section. */
+	const weft_msvc_config *config;
+	/* write_quorum: replicas that must apply a write, 1..members;
+	 * config: a number, "majority", "all" or "one". Default majority. */
+	uint32_t write_quorum;
+	/* replicate_timeout: how long a replica has to acknowledge a write
+	 * (the client's deadline still applies). Default 2000 ms. */
+	uint64_t replicate_timeout_ms;
+	/* max_value: longest value accepted. Default 16 MiB, which must
+	 * fit the messaging service's max_frame with room to spare. */
+	size_t max_value_bytes;
+} weft_kv_opts;
+
+/*
+ * weft_kv_new registers the key-value verbs on svc, which must be a member
+ * not yet started, and returns the store in *out (the caller's, to free
+ * with weft_kv_free). svc is borrowed and must outlive the store's use.
+ * Returns 0, WEFT_EINVAL (svc is not a member), WEFT_ECONFIG (a bad [kv]
+ * value, logged; or a write_quorum above the member count), WEFT_EEXIST
+ * (a verb is taken), WEFT_EBUSY (svc already started) or WEFT_ENOMEM.
+ * Not from one of svc's loops.
+ */
+WEFT_API int weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts,
+                         weft_kv **out);
+
+/*
+ * weft_kv_free frees the store. Call it after weft_msvc_stop(svc) has
+ * returned (every write in progress has then ended); it does not touch
+ * svc. NULL is ignored.
+ */
+WEFT_API void weft_kv_free(weft_kv *kv);
+
+/* weft_kv_write_quorum is the quorum in force. Any thread. */
+WEFT_API uint32_t weft_kv_write_quorum(const weft_kv *kv);
+
+/*
+ * weft_kv_get_local reads key from this node's replica, appending the
+ * value to value_out (may be NULL). Returns 0, WEFT_ENOTFOUND (no such key,
+ * or deleted) or WEFT_ENOMEM. For tests and embedding. Any thread.
+ */
+WEFT_API int weft_kv_get_local(weft_kv *kv, const void *key, size_t key_len,
+                               struct evbuffer *value_out);
+
+/* Counters. Any thread; each field is exact, the set is not a snapshot. */
+typedef struct weft_kv_stats {
+	uint64_t gets;             /* get requests answered */
+	uint64_t get_misses;       /* of which not found */
+	uint64_t puts;             /* puts coordinated here */
+	uint64_t deletes;          /* deletes coordinated here */
+	uint64_t writes_acked;     /* writes answered with success */
+	uint64_t quorum_failures;  /* writes answered with an error */
+	uint64_t replicas_applied; /* replicated writes that won */
+	uint64_t replicas_stale;   /* replicated writes already superseded */
+	uint64_t replica_failures; /* replica acks that failed */
+	uint64_t bad_requests;     /* malformed payloads */
+	uint64_t keys;             /* keys held, tombstones included */
+	uint64_t value_bytes;      /* bytes of live values held */
+} weft_kv_stats;
+
+WEFT_API void weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out);
+
+/*
+ * weft_kv_metrics_dump appends the counters to out in the Prometheus text
+ * format (names start with weft_kv_). Returns 0 or WEFT_ENOMEM. Any
+ * thread.
+ */
+WEFT_API int weft_kv_metrics_dump(const weft_kv *kv, struct evbuffer *out);
+
+/*
+ * Client calls, for any weft_msvc (a non-member client or a member): each
+ * sends one request to node and runs cb exactly once, as
+ * weft_msvc_request() does. get: status 0 and the value, or
+ * WEFT_ENOTFOUND; put and delete: status 0 once the write quorum applied
+ * it. Returns 0 or the codes of weft_msvc_request(), and WEFT_EINVAL for
+ * an empty or too long key. Any thread.
+ */
+WEFT_API int weft_kv_client_get(weft_msvc *svc, weft_msvc_peer *node,
+                                const void *key, size_t key_len,
+                                const weft_msvc_call_opts *opts,
+                                weft_msvc_reply_cb cb, void *arg);
+WEFT_API int weft_kv_client_put(weft_msvc *svc, weft_msvc_peer *node,
+                                const void *key, size_t key_len,
+                                const void *value, size_t value_len,
+                                const weft_msvc_call_opts *opts,
+                                weft_msvc_reply_cb cb, void *arg);
+WEFT_API int weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node,
+                                   const void *key, size_t key_len,
+                                   const weft_msvc_call_opts *opts,
+                                   weft_msvc_reply_cb cb, void *arg);
+
+#endif

@@ -1,0 +1,322 @@
+/* kv.c: the key-value service: set-up, reads, the clock and counters. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "kv_int.h"
+
+#define DEFAULT_REPLICATE_TIMEOUT_MS 2000
+#define DEFAULT_MAX_VALUE (16u << 20)
+/* Values up to this size are copied into a get's response; larger ones
+ * are lent to it by reference. */
+#define COPY_MAX 4096
+
+uint64_t
+weft__kv_clock_next(weft_kv *kv)
+{
+	uint64_t wall = weft_wall_ms() << 16;
+	uint64_t old = atomic_load(&kv->clock), next;
+
+	do {
+		next = wall > old ? wall : old + 1;
+	} while (!atomic_compare_exchange_weak(&kv->clock, &old, next));
+	return next;
+}
+
+void
+weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
+{
+	uint64_t old = atomic_load(&kv->clock);
+
+	while (old < ts && !atomic_compare_exchange_weak(&kv->clock, &old, ts))
+		;
+}
+
+static void
+unref_blob_cb(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	weft__kv_blob_unref(arg);
+}
+
+/* Answers a get with the value; consumes the caller's reference on b. */
+static void
+respond_value(weft_msvc_msg *msg, struct weft__kv_blob *b)
+{
+	struct evbuffer *buf;
+
+	if (b->len <= COPY_MAX || (buf = evbuffer_new()) == NULL) {
+		weft_msvc_respond(msg, b->data, b->len);
+		weft__kv_blob_unref(b);
+		return;
+	}
+	if (evbuffer_add_reference(buf, b->data, b->len, unref_blob_cb, b) !=
+	    0) {
+		weft_msvc_respond(msg, b->data, b->len);
+		weft__kv_blob_unref(b);
+	} else {
+		weft_msvc_respond_buf(msg, buf);
+	}
+	evbuffer_free(buf);
+}
+
+static void
+on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	weft_kv *kv = arg;
+	struct weft__kv_req req;
+	struct weft__kv_blob *b;
+
+	(void)svc;
+	if (weft__kv_decode_key(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
+	                        &req) != 0) {
+		weft__kv_count(&kv->st.bad_requests);
+		weft_msvc_respond_error(msg, WEFT_EINVAL, "malformed get");
+		return;
+	}
+	weft__kv_count(&kv->st.gets);
+	b = weft__kv_store_get(&kv->store, req.key, req.key_len, NULL);
+	if (b == NULL) {
+		weft__kv_count(&kv->st.get_misses);
+		weft_msvc_respond_error(msg, WEFT_ENOTFOUND, "no such key");
+		return;
+	}
+	respond_value(msg, b);
+}
+
+/* Fills the options from opts, the [kv] section and the defaults. */
+static int
+configure(weft_kv *kv, const weft_kv_opts *opts)
+{
+	const weft_msvc_config *cfg = opts ? opts->config : NULL;
+	const char *v;
+
+	kv->quorum = kv->members / 2 + 1;
+	kv->replicate_timeout_ms = DEFAULT_REPLICATE_TIMEOUT_MS;
+	kv->max_value = DEFAULT_MAX_VALUE;
+	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "write_quorum")) &&
+	    weft__kv_parse_quorum(v, kv->members, &kv->quorum) != 0) {
+		weft_error("kv: [kv] write_quorum = %s: want 1 to %u, "
+		           "majority, all or one",
+		           v, kv->members);
+		return WEFT_ECONFIG;
+	}
+	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "replicate_timeout")) &&
+	    (weft__kv_parse_duration_ms(v, &kv->replicate_timeout_ms) != 0 ||
+	     kv->replicate_timeout_ms == 0)) {
+		weft_error("kv: [kv] replicate_timeout = %s: want a duration "
+		           "such as 500ms or 2s",
+		           v);
+		return WEFT_ECONFIG;
+	}
+	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "max_value")) &&
+	    (weft__kv_parse_size(v, &kv->max_value) != 0 ||
+	     kv->max_value == 0 || kv->max_value > UINT32_MAX / 2)) {
+		weft_error("kv: [kv] max_value = %s: want a size such as 1MiB",
+		           v);
+		return WEFT_ECONFIG;
+	}
+	return 0;
+}
+
+/* Applies the explicit options over the configured ones. */
+static int
+override(weft_kv *kv, const weft_kv_opts *opts)
+{
+	if (opts == NULL)
+		return 0;
+	if (opts->write_quorum > kv->members) {
+		weft_error("kv: write quorum %u above the %u members",
+		           opts->write_quorum, kv->members);
+		return WEFT_ECONFIG;
+	}
+	if (opts->write_quorum)
+		kv->quorum = opts->write_quorum;
+	if (opts->replicate_timeout_ms)
+		kv->replicate_timeout_ms = opts->replicate_timeout_ms;
+	if (opts->max_value_bytes)
+		kv->max_value = opts->max_value_bytes;
+	return 0;
+}
+
+static weft_msvc_peer *
+find_self(weft_msvc *svc)
+{
+	size_t i, n = weft_msvc_peer_count(svc);
+
+	for (i = 0; i < n; i++) {
+		if (weft_msvc_peer_is_self(weft_msvc_peer_at(svc, i)))
+			return weft_msvc_peer_at(svc, i);
+	}
+	return NULL;
+}
+
+static int
+register_verbs(weft_kv *kv)
+{
+	static const struct {
+		uint32_t verb;
+		const char *name;
+		weft_msvc_handler_cb cb;
+	} verbs[] = {
+	    {WEFT_KV_VERB_GET, "kv_get", on_get},
+	    {WEFT_KV_VERB_PUT, "kv_put", weft__kv_on_put},
+	    {WEFT_KV_VERB_DELETE, "kv_delete", weft__kv_on_delete},
+	    {WEFT_KV_VERB_REPLICATE, "kv_replicate", weft__kv_on_replicate},
+	};
+	size_t i;
+	int rv;
+
+	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		rv = weft_msvc_register(kv->svc, verbs[i].verb, verbs[i].name,
+		                        verbs[i].cb, kv, WEFT_MSVC_INLINE);
+		if (rv != 0)
+			return rv;
+	}
+	return 0;
+}
+
+int
+weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
+{
+	weft_kv *kv;
+	int rv;
+
+	if (svc == NULL || out == NULL || !weft_msvc_is_member(svc))
+		return WEFT_EINVAL;
+	if ((kv = calloc(1, sizeof(*kv))) == NULL)
+		return WEFT_ENOMEM;
+	kv->svc = svc;
+	kv->members = (uint32_t)weft_msvc_peer_count(svc);
+	if ((kv->self = find_self(svc)) == NULL) {
+		rv = WEFT_EINVAL;
+		goto err_free;
+	}
+	if ((rv = configure(kv, opts)) != 0 || (rv = override(kv, opts)) != 0)
+		goto err_free;
+	if ((rv = weft__kv_store_init(&kv->store)) != 0)
+		goto err_free;
+	if ((rv = register_verbs(kv)) != 0)
+		goto err_store;
+	weft_info("kv: %s serving %u replicas, write quorum %u",
+	          weft_msvc_node_id(svc), kv->members, kv->quorum);
+	*out = kv;
+	return 0;
+
+err_store:
+	weft__kv_store_fini(&kv->store);
+err_free:
+	free(kv);
+	return rv;
+}
+
+void
+weft_kv_free(weft_kv *kv)
+{
+	if (kv == NULL)
+		return;
+	weft__kv_store_fini(&kv->store);
+	free(kv);
+}
+
+uint32_t
+weft_kv_write_quorum(const weft_kv *kv)
+{
+	return kv->quorum;
+}
+
+int
+weft_kv_get_local(weft_kv *kv, const void *key, size_t key_len,
+                  struct evbuffer *value_out)
+{
+	struct weft__kv_blob *b;
+	int rv = 0;
+
+	if (key_len == 0 || key_len > WEFT_KV_MAX_KEY)
+		return WEFT_EINVAL;
+	if ((b = weft__kv_store_get(&kv->store, key, key_len, NULL)) == NULL)
+		return WEFT_ENOTFOUND;
+	if (value_out != NULL && evbuffer_add(value_out, b->data, b->len) != 0)
+		rv = WEFT_ENOMEM;
+	weft__kv_blob_unref(b);
+	return rv;
+}
+
+static uint64_t
+load(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void
+weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
+{
+	const struct weft__kv_counters *c = &kv->st;
+
+	out->gets = load(&c->gets);
+	out->get_misses = load(&c->get_misses);
+	out->puts = load(&c->puts);
+	out->deletes = load(&c->deletes);
+	out->writes_acked = load(&c->writes_acked);
+	out->quorum_failures = load(&c->quorum_failures);
+	out->replicas_applied = load(&c->replicas_applied);
+	out->replicas_stale = load(&c->replicas_stale);
+	out->replica_failures = load(&c->replica_failures);
+	out->bad_requests = load(&c->bad_requests);
+	out->keys = load(&kv->store.keys);
+	out->value_bytes = load(&kv->store.value_bytes);
+}
+
+static int
+dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
+{
+	const struct {
+		const char *name, *type, *help;
+		uint64_t value;
+	} rows[] = {
+	    {"gets_total", "counter", "get requests answered", s->gets},
+	    {"get_misses_total", "counter", "gets of absent keys",
+	     s->get_misses},
+	    {"puts_total", "counter", "puts coordinated", s->puts},
+	    {"deletes_total", "counter", "deletes coordinated", s->deletes},
+	    {"writes_acked_total", "counter", "writes that met quorum",
+	     s->writes_acked},
+	    {"quorum_failures_total", "counter", "writes that missed quorum",
+	     s->quorum_failures},
+	    {"replicas_applied_total", "counter", "replicated writes applied",
+	     s->replicas_applied},
+	    {"replicas_stale_total", "counter",
+	     "replicated writes already superseded", s->replicas_stale},
+	    {"replica_failures_total", "counter", "replica acks that failed",
+	     s->replica_failures},
+	    {"bad_requests_total", "counter", "malformed requests",
+	     s->bad_requests},
+	    {"keys", "gauge", "keys held, tombstones included", s->keys},
+	    {"value_bytes", "gauge", "bytes of live values", s->value_bytes},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		if (evbuffer_add_printf(out,
+		                        "# HELP weft_kv_%s %s\n"
+		                        "# TYPE weft_kv_%s %s\n"
+		                        "weft_kv_%s{node=\"%s\"} %llu\n",
+		                        rows[i].name, rows[i].help,
+		                        rows[i].name, rows[i].type,
+		                        rows[i].name, node,
+		                        (unsigned long long)rows[i].value) < 0)
+			return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+int
+weft_kv_metrics_dump(const weft_kv *kv, struct evbuffer *out)
+{
+	weft_kv_stats s;
+
+	weft_kv_get_stats(kv, &s);
+	return dump_stats(&s, weft_msvc_node_id(kv->svc), out);
+}

@@ -1,0 +1,188 @@
+/* kv_int.h: the key-value service's private types and functions. */
+#ifndef WEFT_KV_INT_H
+#define WEFT_KV_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <weft/kv.h>
+
+/* ---- Values (store.c) -------------------------------------------------- */
+
+/* An immutable value shared by the store, replies and replication. */
+struct weft__kv_blob {
+	_Atomic uint32_t refs;
+	size_t len;
+	uint8_t data[];
+};
+
+/* weft__kv_blob_new copies len bytes into a blob with one reference. */
+struct weft__kv_blob *weft__kv_blob_new(const void *data, size_t len);
+void weft__kv_blob_ref(struct weft__kv_blob *b);
+void weft__kv_blob_unref(struct weft__kv_blob *b);
+
+/* ---- The replica (store.c) --------------------------------------------- */
+
+/*
+ * A write's version: a hybrid-clock timestamp (wall milliseconds << 16 plus
+ * a counter) and the id of the node that coordinated it, compared in that
+ * order. origin is borrowed and must outlive the store (a peer id).
+ */
+struct weft__kv_version {
+	uint64_t ts;
+	const char *origin;
+};
+
+/* weft__kv_version_cmp orders versions: <0, 0 or >0. */
+int weft__kv_version_cmp(const struct weft__kv_version *a,
+                         const struct weft__kv_version *b);
+
+/* One key: its latest version and value (NULL: deleted). */
+struct weft__kv_entry {
+	uint64_t hash;
+	struct weft__kv_blob *value;
+	struct weft__kv_version ver;
+	uint32_t key_len;
+	uint8_t key[];
+};
+
+/*
+ * A shard: an open-addressing table (linear probing, power-of-two size,
+ * at most 3/4 full) under its own mutex, held only for a lookup or an
+ * update, never while waiting for anything. Entries are never removed:
+ * a delete is a versioned tombstone.
+ */
+struct weft__kv_shard {
+	pthread_mutex_t lock;
+	struct weft__kv_entry **slots;
+	size_t cap;
+	size_t len;
+} __attribute__((aligned(64)));
+
+#define WEFT__KV_SHARDS 64
+
+struct weft__kv_store {
+	struct weft__kv_shard shards[WEFT__KV_SHARDS];
+	uint64_t seed[2]; /* SipHash key: keys from the network */
+	_Atomic uint64_t keys;
+	_Atomic uint64_t value_bytes;
+};
+
+int weft__kv_store_init(struct weft__kv_store *s);
+void weft__kv_store_fini(struct weft__kv_store *s);
+
+/*
+ * weft__kv_store_apply makes (value, ver) the key's state if ver is newer
+ * than what the store holds; value NULL deletes. The store takes its own
+ * reference on value. Returns 1 (applied), 0 (stale: superseded or a
+ * duplicate) or WEFT_ENOMEM. Any thread.
+ */
+int weft__kv_store_apply(struct weft__kv_store *s, const void *key,
+                         size_t key_len, struct weft__kv_blob *value,
+                         const struct weft__kv_version *ver);
+
+/*
+ * weft__kv_store_get returns the key's value with a reference for the
+ * caller, or NULL when the key is absent or deleted. If ver is not NULL it
+ * receives the version (ts 0 when absent). Any thread.
+ */
+struct weft__kv_blob *weft__kv_store_get(struct weft__kv_store *s,
+                                         const void *key, size_t key_len,
+                                         struct weft__kv_version *ver);
+
+/* SipHash-2-4 of data under a 128-bit key. */
+uint64_t weft__kv_siphash(const uint64_t key[2], const void *data, size_t len);
+
+/* ---- Payloads (wire.c) ------------------------------------------------- */
+
+enum weft__kv_op {
+	WEFT__KV_OP_PUT = 1,
+	WEFT__KV_OP_DELETE = 2,
+};
+
+/* The most bytes one encoded header field takes. */
+#define WEFT__KV_HDR_MAX 9
+
+/* Encoders: each writes one msgpack header or value at out and returns
+ * the bytes written (at most WEFT__KV_HDR_MAX). */
+size_t weft__kv_enc_array(uint8_t *out, uint32_t n);
+size_t weft__kv_enc_uint(uint8_t *out, uint64_t v);
+size_t weft__kv_enc_bin(uint8_t *out, uint32_t len);
+size_t weft__kv_enc_str(uint8_t *out, uint32_t len);
+
+/* A bounded reader over one payload; every read returns 0 or
+ * WEFT_EINVAL (wrong type, truncated). */
+struct weft__kv_reader {
+	const uint8_t *p;
+	const uint8_t *end;
+};
+
+int weft__kv_read_array(struct weft__kv_reader *r, uint32_t *n);
+int weft__kv_read_uint(struct weft__kv_reader *r, uint64_t *v);
+int weft__kv_read_bin(struct weft__kv_reader *r, const uint8_t **data,
+                      size_t *len);
+int weft__kv_read_str(struct weft__kv_reader *r, const char **data,
+                      size_t *len);
+
+/* A decoded request. */
+struct weft__kv_req {
+	uint32_t op; /* replicate only */
+	const uint8_t *key;
+	size_t key_len;
+	const uint8_t *value;
+	size_t value_len;
+	uint64_t ts;        /* replicate only */
+	const char *origin; /* replicate only, not NUL-terminated */
+	size_t origin_len;
+};
+
+/* Decoders for each verb's request; 0 or WEFT_EINVAL (bad shape, empty
+ * or too long key). */
+int weft__kv_decode_key(const void *p, size_t n, struct weft__kv_req *out);
+int weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out);
+int weft__kv_decode_replicate(const void *p, size_t n,
+                              struct weft__kv_req *out);
+
+/* ---- Configuration (config.c) ------------------------------------------ */
+
+int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
+int weft__kv_parse_duration_ms(const char *text, uint64_t *out);
+int weft__kv_parse_size(const char *text, size_t *out);
+
+/* ---- The service (kv.c) ------------------------------------------------ */
+
+struct weft__kv_counters {
+	_Atomic uint64_t gets, get_misses, puts, deletes, writes_acked;
+	_Atomic uint64_t quorum_failures, replicas_applied, replicas_stale;
+	_Atomic uint64_t replica_failures, bad_requests;
+};
+
+struct weft_kv {
+	weft_msvc *svc;
+	weft_msvc_peer *self;
+	uint32_t members;
+	uint32_t quorum;
+	uint64_t replicate_timeout_ms;
+	size_t max_value;
+	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
+	struct weft__kv_counters st;
+	struct weft__kv_store store;
+};
+
+/* weft__kv_clock_next returns a timestamp above every one seen. */
+uint64_t weft__kv_clock_next(weft_kv *kv);
+/* weft__kv_clock_observe moves the clock past ts. */
+void weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
+
+/* write.c: puts and deletes, coordinated by the node that receives them. */
+void weft__kv_on_put(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+void weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+void weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+
+static inline void
+weft__kv_count(_Atomic uint64_t *c)
+{
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+#endif

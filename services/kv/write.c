@@ -1,0 +1,342 @@
+/*
+ * write.c: puts and deletes. The node that receives one coordinates it:
+ * it stamps a version, applies the write to its own replica, sends it to
+ * every other member and answers the client from the replicas' reply
+ * callbacks once the quorum is met or can no longer be. Nothing waits:
+ * the handler returns at once and no lock is held across a send.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "kv_int.h"
+
+/* Values up to this size are copied into each replication request; larger
+ * ones are lent to them by reference. */
+#define COPY_MAX 4096
+/* The encoded replicate request around the key and value. */
+#define REPLICATE_OVERHEAD (6 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID)
+
+struct kv_write;
+
+/* One replica's acknowledgement, the argument of its reply callback. */
+struct kv_ack {
+	struct kv_write *w;
+	weft_msvc_peer *peer;
+};
+
+/*
+ * A write in progress. acks counts replicas that applied it (this node
+ * first), fails those that could not; exactly one reply callback sees acks
+ * reach the quorum or fails reach the point where the quorum is out of
+ * reach, and answers. The last reference frees it.
+ */
+struct kv_write {
+	weft_kv *kv;
+	weft_msvc_msg *msg; /* detached; NULL when answered already */
+	uint32_t quorum;
+	uint32_t replicas;
+	_Atomic uint32_t acks;
+	_Atomic uint32_t fails;
+	_Atomic uint32_t refs;
+	struct kv_ack peers[];
+};
+
+static void
+write_unref(struct kv_write *w)
+{
+	if (atomic_fetch_sub(&w->refs, 1) == 1)
+		free(w);
+}
+
+static void
+answer_ok(weft_kv *kv, weft_msvc_msg *msg)
+{
+	weft__kv_count(&kv->st.writes_acked);
+	weft_msvc_respond(msg, "", 0);
+}
+
+static void
+answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
+{
+	char text[160];
+
+	weft__kv_count(&w->kv->st.quorum_failures);
+	snprintf(text, sizeof(text),
+	         "write quorum not reached: %u of %u replicas needed, %s: %s",
+	         w->quorum, w->replicas, weft_msvc_peer_id(peer),
+	         weft_strerror(status));
+	weft_debug("kv: %s", text);
+	/* A stopping replica is a replica down, as far as the client goes. */
+	if (status == WEFT_ESHUTDOWN)
+		status = WEFT_EPEERDOWN;
+	weft_msvc_respond_error(w->msg, status, text);
+}
+
+static void
+on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
+                 void *arg)
+{
+	struct kv_ack *a = arg;
+	struct kv_write *w = a->w;
+	uint32_t n;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status == 0) {
+		n = atomic_fetch_add(&w->acks, 1) + 1;
+		if (n == w->quorum && w->msg != NULL)
+			answer_ok(w->kv, w->msg);
+	} else {
+		weft__kv_count(&w->kv->st.replica_failures);
+		n = atomic_fetch_add(&w->fails, 1) + 1;
+		if (n == w->replicas - w->quorum + 1 && w->msg != NULL)
+			answer_error(w, status, a->peer);
+	}
+	write_unref(w);
+}
+
+/* Encodes the replicate request up to the value bytes; returns its size.
+ * out holds at least REPLICATE_OVERHEAD + key_len bytes. */
+static size_t
+encode_head(uint8_t *out, uint32_t op, const void *key, size_t key_len,
+            size_t value_len)
+{
+	size_t n = 0;
+
+	n += weft__kv_enc_array(out + n, 5);
+	n += weft__kv_enc_uint(out + n, op);
+	n += weft__kv_enc_bin(out + n, (uint32_t)key_len);
+	memcpy(out + n, key, key_len);
+	n += key_len;
+	n += weft__kv_enc_bin(out + n, (uint32_t)value_len);
+	return n;
+}
+
+static size_t
+encode_tail(uint8_t *out, const struct weft__kv_version *ver)
+{
+	size_t n, olen = strlen(ver->origin);
+
+	n = weft__kv_enc_uint(out, ver->ts);
+	n += weft__kv_enc_str(out + n, (uint32_t)olen);
+	memcpy(out + n, ver->origin, olen);
+	return n + olen;
+}
+
+static void
+unref_blob_cb(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	weft__kv_blob_unref(arg);
+}
+
+/* Sends one replicate request whose value travels by reference. */
+static int
+send_large(struct kv_write *w, struct kv_ack *a, const uint8_t *head,
+           size_t head_len, const uint8_t *tail, size_t tail_len,
+           struct weft__kv_blob *b, const weft_msvc_call_opts *opts)
+{
+	struct evbuffer *buf;
+	int rv = WEFT_ENOMEM;
+
+	if ((buf = evbuffer_new()) == NULL)
+		return rv;
+	if (evbuffer_add(buf, head, head_len) != 0)
+		goto out;
+	weft__kv_blob_ref(b);
+	if (evbuffer_add_reference(buf, b->data, b->len, unref_blob_cb, b)) {
+		weft__kv_blob_unref(b);
+		goto out;
+	}
+	if (evbuffer_add(buf, tail, tail_len) != 0)
+		goto out;
+	rv = weft_msvc_request_buf(w->kv->svc, a->peer, WEFT_KV_VERB_REPLICATE,
+	                           buf, opts, on_replica_reply, a);
+out:
+	evbuffer_free(buf);
+	return rv;
+}
+
+/* Sends the write to every other member. */
+static void
+replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
+          struct weft__kv_blob *b, const struct weft__kv_version *ver,
+          const weft_msvc_call_opts *opts)
+{
+	uint8_t head[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + COPY_MAX];
+	size_t value_len = b ? b->len : 0, head_len, tail_len;
+	uint8_t tail[2 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID];
+	bool copy = value_len <= COPY_MAX;
+	uint32_t i;
+	int rv;
+
+	head_len = encode_head(head, op, req->key, req->key_len, value_len);
+	tail_len = encode_tail(tail, ver);
+	if (copy) {
+		if (value_len > 0)
+			memcpy(head + head_len, b->data, value_len);
+		memcpy(head + head_len + value_len, tail, tail_len);
+	}
+	for (i = 0; i < w->replicas - 1; i++) {
+		struct kv_ack *a = &w->peers[i];
+
+		if (copy)
+			rv = weft_msvc_request(w->kv->svc, a->peer,
+			                       WEFT_KV_VERB_REPLICATE, head,
+			                       head_len + value_len + tail_len,
+			                       opts, on_replica_reply, a);
+		else
+			rv = send_large(w, a, head, head_len, tail, tail_len, b,
+			                opts);
+		if (rv != 0)
+			on_replica_reply(w->kv->svc, rv, NULL, 0, a);
+	}
+}
+
+static struct kv_write *
+write_new(weft_kv *kv)
+{
+	struct kv_write *w;
+	size_t i, j = 0, n = weft_msvc_peer_count(kv->svc);
+	weft_msvc_peer *p;
+
+	if ((w = calloc(1, sizeof(*w) + n * sizeof(w->peers[0]))) == NULL)
+		return NULL;
+	w->kv = kv;
+	w->quorum = kv->quorum;
+	w->replicas = kv->members;
+	atomic_init(&w->acks, 1);           /* this node's own replica */
+	atomic_init(&w->refs, kv->members); /* the others, and the handler */
+	for (i = 0; i < n; i++) {
+		p = weft_msvc_peer_at(kv->svc, i);
+		if (!weft_msvc_peer_is_self(p))
+			w->peers[j++] = (struct kv_ack){w, p};
+	}
+	return w;
+}
+
+/* Coordinates one write: value NULL deletes. */
+static void
+coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
+           struct weft__kv_blob *b)
+{
+	struct weft__kv_version ver;
+	weft_msvc_call_opts opts;
+	struct kv_write *w;
+
+	ver.ts = weft__kv_clock_next(kv);
+	ver.origin = weft_msvc_peer_id(kv->self);
+	if (weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver) <
+	    0) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	if ((w = write_new(kv)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	if (w->quorum <= 1)
+		answer_ok(kv, msg);
+	else
+		w->msg = weft_msvc_msg_detach(msg);
+	memset(&opts, 0, sizeof(opts));
+	opts.timeout_ms = kv->replicate_timeout_ms;
+	opts.deadline_ms = weft_msvc_msg_deadline_ms(msg);
+	/* Writes to one key from here keep their order on the wire. */
+	opts.key = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
+	replicate(w, b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE, req, b, &ver,
+	          &opts);
+	write_unref(w);
+}
+
+void
+weft__kv_on_put(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	weft_kv *kv = arg;
+	struct weft__kv_req req;
+	struct weft__kv_blob *b;
+
+	(void)svc;
+	if (weft__kv_decode_put(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
+	                        &req) != 0) {
+		weft__kv_count(&kv->st.bad_requests);
+		weft_msvc_respond_error(msg, WEFT_EINVAL, "malformed put");
+		return;
+	}
+	if (req.value_len > kv->max_value) {
+		weft__kv_count(&kv->st.bad_requests);
+		weft_msvc_respond_error(msg, WEFT_ETOOBIG, "value too large");
+		return;
+	}
+	weft__kv_count(&kv->st.puts);
+	if ((b = weft__kv_blob_new(req.value, req.value_len)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	coordinate(kv, msg, &req, b);
+	weft__kv_blob_unref(b);
+}
+
+void
+weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	weft_kv *kv = arg;
+	struct weft__kv_req req;
+
+	(void)svc;
+	if (weft__kv_decode_key(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
+	                        &req) != 0) {
+		weft__kv_count(&kv->st.bad_requests);
+		weft_msvc_respond_error(msg, WEFT_EINVAL, "malformed delete");
+		return;
+	}
+	weft__kv_count(&kv->st.deletes);
+	coordinate(kv, msg, &req, NULL);
+}
+
+void
+weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	weft_kv *kv = arg;
+	char origin[WEFT_MSVC_MAX_ID + 1];
+	struct weft__kv_blob *b = NULL;
+	struct weft__kv_version ver;
+	struct weft__kv_req req;
+	weft_msvc_peer *p = NULL;
+	int rv;
+
+	if (weft__kv_decode_replicate(weft_msvc_msg_data(msg),
+	                              weft_msvc_msg_len(msg), &req) == 0) {
+		memcpy(origin, req.origin, req.origin_len);
+		origin[req.origin_len] = '\0';
+		p = weft_msvc_peer_find(svc, origin);
+	}
+	if (p == NULL || req.value_len > kv->max_value ||
+	    (req.op == WEFT__KV_OP_DELETE && req.value_len != 0)) {
+		weft__kv_count(&kv->st.bad_requests);
+		weft_msvc_respond_error(msg, WEFT_EINVAL,
+		                        "malformed replicate");
+		return;
+	}
+	if (req.op == WEFT__KV_OP_PUT &&
+	    (b = weft__kv_blob_new(req.value, req.value_len)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	ver.ts = req.ts;
+	ver.origin = weft_msvc_peer_id(p);
+	weft__kv_clock_observe(kv, req.ts);
+	rv = weft__kv_store_apply(&kv->store, req.key, req.key_len, b, &ver);
+	weft__kv_blob_unref(b);
+	if (rv < 0) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	weft__kv_count(rv ? &kv->st.replicas_applied : &kv->st.replicas_stale);
+	weft_msvc_respond(msg, "", 0);
+}

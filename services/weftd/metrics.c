@@ -1,0 +1,131 @@
+/* metrics.c: the node's counters in Prometheus text, on request. */
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "weftd_int.h"
+
+static int
+dump_daemon(struct weftd *d, struct evbuffer *out)
+{
+	double up = (double)(weft_now_ns() - d->started_ns) / 1e9;
+
+	if (evbuffer_add_printf(
+	        out,
+	        "# HELP weftd_info The node this daemon runs.\n"
+	        "# TYPE weftd_info gauge\n"
+	        "weftd_info{node=\"%s\",cluster=\"%s\"} 1\n"
+	        "# HELP weftd_uptime_seconds Time since start.\n"
+	        "# TYPE weftd_uptime_seconds gauge\n"
+	        "weftd_uptime_seconds{node=\"%s\"} %.3f\n",
+	        d->id, weft_msvc_config_cluster(d->cfg), d->id, up) < 0)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
+int
+weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
+{
+	int rv;
+
+	if ((rv = dump_daemon(d, out)) != 0)
+		return rv;
+	if ((rv = weft_msvc_metrics_dump(d->svc, out)) != 0)
+		return rv;
+	return weft_kv_metrics_dump(d->kv, out);
+}
+
+static void
+send_text(struct evhttp_request *req, int code, const char *reason,
+          struct evbuffer *body)
+{
+	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type",
+	                  "text/plain; version=0.0.4; charset=utf-8");
+	evhttp_send_reply(req, code, reason, body);
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+	const char *path =
+	    evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	struct weftd *d = arg;
+	struct evbuffer *body;
+
+	if ((body = evbuffer_new()) == NULL) {
+		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		return;
+	}
+	if (path == NULL || strcmp(path, "/metrics") != 0) {
+		evbuffer_add_printf(body, "not found: try /metrics\n");
+		send_text(req, HTTP_NOTFOUND, "Not Found", body);
+	} else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
+	           evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+		evbuffer_add_printf(body, "method not allowed\n");
+		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body);
+	} else if (weftd_metrics_dump(d, body) != 0) {
+		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+	} else {
+		send_text(req, HTTP_OK, "OK", body);
+	}
+	evbuffer_free(body);
+}
+
+/* The port the endpoint got, which differs from the configured one when
+ * that is 0. */
+static uint16_t
+bound_port(struct evhttp_bound_socket *bs)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	evutil_socket_t fd = evhttp_bound_socket_get_fd(bs);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+int
+weftd_http_start(struct weftd *d)
+{
+	struct evhttp_bound_socket *bs;
+
+	if (!d->metrics_on)
+		return 0;
+	if ((d->http = evhttp_new(weft_loop_base(d->main_loop))) == NULL)
+		return WEFT_ENOMEM;
+	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(d->http, 16384);
+	evhttp_set_max_body_size(d->http, 4096);
+	evhttp_set_timeout(d->http, 10);
+	evhttp_set_gencb(d->http, on_request, d);
+	bs = evhttp_bind_socket_with_handle(d->http, d->metrics_host,
+	                                    d->metrics_port);
+	if (bs == NULL) {
+		weft_error("weftd: metrics_listen %s:%u: cannot bind",
+		           d->metrics_host, d->metrics_port);
+		evhttp_free(d->http);
+		d->http = NULL;
+		return WEFT_EADDRINUSE;
+	}
+	d->metrics_bound_port = bound_port(bs);
+	return 0;
+}
+
+void
+weftd_http_stop(struct weftd *d)
+{
+	if (d->http != NULL)
+		evhttp_free(d->http);
+	d->http = NULL;
+}

@@ -1,0 +1,308 @@
+/*
+ * weftd.c: the node daemon. `weftd --config cluster.ini --id n1` runs one
+ * member of the cluster: the messaging service on a loop group, the
+ * built-in ping and echo verbs and the key-value service. The main thread
+ * runs a loop of its own for signals (as libevent signal events, so no
+ * work happens in a signal handler) and the optional /metrics endpoint.
+ * docs/WEFTD.md is the operator's guide.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "weftd_int.h"
+
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: weftd --config FILE --id NODE\n"
+	           "Runs one node of a weft cluster (see docs/WEFTD.md).\n"
+	           "  -c, --config FILE  the cluster configuration (INI)\n"
+	           "  -i, --id NODE      this node's id, a [node ID] of FILE\n"
+	           "  -h, --help         this text\n");
+}
+
+/* Parses the command line; 0, or an exit code. */
+static int
+parse_args(struct weftd *d, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"config", required_argument, NULL, 'c'},
+	    {"id", required_argument, NULL, 'i'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "c:i:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			d->config_path = optarg;
+			break;
+		case 'i':
+			d->id = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return WEFTD_EXIT_USAGE;
+		}
+	}
+	if (optind != argc || d->config_path == NULL || d->id == NULL) {
+		usage(stderr);
+		return WEFTD_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static bool
+is_member(const weft_msvc_config *cfg, const char *id)
+{
+	size_t i, n = weft_msvc_config_node_count(cfg);
+	const char *nid, *host;
+	uint16_t port;
+
+	for (i = 0; i < n; i++) {
+		if (weft_msvc_config_node(cfg, i, &nid, &host, &port) == 0 &&
+		    strcmp(nid, id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Reads and checks the configuration; 0, or an exit code. */
+static int
+load_config(struct weftd *d)
+{
+	char err[512];
+	int rv;
+
+	rv = weft_msvc_config_load(d->config_path, &d->cfg, err, sizeof(err));
+	if (rv != 0) {
+		fprintf(stderr, "weftd: %s\n", err);
+		return WEFTD_EXIT_USAGE;
+	}
+	if (!is_member(d->cfg, d->id)) {
+		fprintf(stderr,
+		        "weftd: %s: unknown node id '%s' (no [node %s] "
+		        "section)\n",
+		        d->config_path, d->id, d->id);
+		return WEFTD_EXIT_USAGE;
+	}
+	if (weftd_settings_load(d, err, sizeof(err)) != 0) {
+		fprintf(stderr, "weftd: %s\n", err);
+		return WEFTD_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static void
+on_ping(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	if (weft_msvc_msg_is_request(msg))
+		weft_msvc_respond(msg, "", 0);
+}
+
+static void
+on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	if (weft_msvc_msg_is_request(msg))
+		weft_msvc_respond(msg, weft_msvc_msg_data(msg),
+		                  weft_msvc_msg_len(msg));
+}
+
+static void
+on_peer(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	weft_info("weftd: peer %s is %s", weft_msvc_peer_id(peer),
+	          up ? "up" : "down");
+}
+
+/* Builds the service with its verbs; 0 or a WEFT_E code (logged). */
+static int
+start_service(struct weftd *d)
+{
+	const weft_msvc_limits *l = weft_msvc_config_limits_const(d->cfg);
+	weft_msvc_opts opts = {.tls = d->tls};
+	weft_kv_opts kv_opts = {.config = d->cfg};
+	int rv;
+
+	if ((rv = weft_loop_group_new(l->loops, &d->group)) != 0 ||
+	    (rv = weft_msvc_new(d->group, d->cfg, d->id, &opts, &d->svc)) !=
+	        0 ||
+	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_PING, "ping", on_ping,
+	                             d, WEFT_MSVC_INLINE)) != 0 ||
+	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_ECHO, "echo", on_echo,
+	                             d, WEFT_MSVC_INLINE)) != 0 ||
+	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
+	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0) {
+		weft_error("weftd: %s: cannot set up the service: %s", d->id,
+		           weft_strerror(rv));
+		return rv;
+	}
+	if ((rv = weft_msvc_start(d->svc)) != 0)
+		weft_error("weftd: %s: cannot start: %s", d->id,
+		           weft_strerror(rv));
+	return rv;
+}
+
+static void
+dump_metrics_to_stderr(struct weftd *d)
+{
+	struct evbuffer *buf = evbuffer_new();
+
+	if (buf == NULL || weftd_metrics_dump(d, buf) != 0) {
+		weft_warn("weftd: SIGUSR1: out of memory for the metrics");
+	} else {
+		/* One write, so the dump is not interleaved with log lines
+		 * from the loops (stderr is unbuffered). */
+		fflush(stderr);
+		evbuffer_write(buf, STDERR_FILENO);
+		while (evbuffer_get_length(buf) > 0 &&
+		       evbuffer_write(buf, STDERR_FILENO) > 0)
+			;
+	}
+	if (buf != NULL)
+		evbuffer_free(buf);
+}
+
+/* Runs on the main loop, never in a signal handler. */
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct weftd *d = arg;
+
+	(void)what;
+	switch (sig) {
+	case SIGUSR1:
+		dump_metrics_to_stderr(d);
+		break;
+	case SIGHUP:
+		weftd_tls_reload(d);
+		break;
+	default:
+		d->stop_signal = (int)sig;
+		weft_loop_stop(d->main_loop);
+		break;
+	}
+}
+
+static int
+add_signals(struct weftd *d)
+{
+	static const int sigs[WEFTD_SIGNALS] = {SIGTERM, SIGINT, SIGUSR1,
+	                                        SIGHUP};
+	struct event_base *base = weft_loop_base(d->main_loop);
+	size_t i;
+
+	/* A write to a closed pipe (a client gone) must not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	for (i = 0; i < WEFTD_SIGNALS; i++) {
+		d->signals[i] = evsignal_new(base, sigs[i], on_signal, d);
+		if (d->signals[i] == NULL || evsignal_add(d->signals[i], NULL))
+			return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+/* Freeing the events restores the default actions: a second SIGTERM
+ * while draining ends the process at once. */
+static void
+remove_signals(struct weftd *d)
+{
+	size_t i;
+
+	for (i = 0; i < WEFTD_SIGNALS; i++) {
+		if (d->signals[i] != NULL)
+			event_free(d->signals[i]);
+		d->signals[i] = NULL;
+	}
+}
+
+static void
+print_ready(struct weftd *d)
+{
+	char metrics[96] = "off";
+
+	if (d->http != NULL)
+		snprintf(metrics, sizeof(metrics), "%s:%u", d->metrics_host,
+		         d->metrics_bound_port);
+	weft_info("weftd: node %s of cluster %s ready on port %u, metrics %s",
+	          d->id, weft_msvc_config_cluster(d->cfg),
+	          weft_msvc_port(d->svc), metrics);
+	printf("weftd ready node=%s port=%u metrics=%s\n", d->id,
+	       weft_msvc_port(d->svc), metrics);
+	fflush(stdout);
+}
+
+/* Drains the service and frees everything, in reverse order of making. */
+static void
+teardown(struct weftd *d)
+{
+	remove_signals(d);
+	weftd_http_stop(d);
+	if (d->svc != NULL) {
+		weft_info("weftd: %s: draining (up to %llu ms)", d->id,
+		          (unsigned long long)d->shutdown_timeout_ms);
+		weft_msvc_stop(d->svc, d->shutdown_timeout_ms);
+	}
+	weft_kv_free(d->kv);
+	weft_msvc_free(d->svc);
+	if (d->group != NULL)
+		weft_loop_group_free(d->group);
+	weftd_tls_close(d);
+	if (d->main_loop != NULL)
+		weft_loop_free(d->main_loop);
+	weft_msvc_config_free(d->cfg);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct weftd d;
+	int rv, err;
+
+	memset(&d, 0, sizeof(d));
+	d.started_ns = weft_now_ns();
+	if ((rv = parse_args(&d, argc, argv)) != 0 ||
+	    (rv = load_config(&d)) != 0)
+		goto out;
+	if (weftd_tls_open(&d) != 0) {
+		rv = WEFTD_EXIT_USAGE;
+		goto out;
+	}
+	rv = WEFTD_EXIT_FAIL;
+	if (weft_loop_new(&d.main_loop) != 0 || add_signals(&d) != 0)
+		goto out;
+	if ((err = start_service(&d)) != 0) {
+		/* A [kv] value the service refused is a configuration error. */
+		if (err == WEFT_ECONFIG)
+			rv = WEFTD_EXIT_USAGE;
+		goto out;
+	}
+	if (weftd_http_start(&d) != 0)
+		goto out;
+	print_ready(&d);
+	weft_loop_run(d.main_loop);
+	weft_info("weftd: %s: signal %d, stopping", d.id, d.stop_signal);
+	rv = 0;
+out:
+	teardown(&d);
+	if (rv == 0)
+		weft_info("weftd: %s: stopped", d.id);
+	return rv;
+}

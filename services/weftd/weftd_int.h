@@ -1,0 +1,68 @@
+/* weftd_int.h: the node daemon's parts. */
+#ifndef WEFTD_INT_H
+#define WEFTD_INT_H
+
+#include <weft/kv.h>
+#include <weft/loop.h>
+#include <weft/messaging.h>
+
+struct event;
+struct evhttp;
+
+/* The built-in verbs (docs/WEFTD.md). */
+#define WEFTD_VERB_PING 16u
+#define WEFTD_VERB_ECHO 17u
+
+/* Exit codes: 0 clean exit, 1 runtime failure, 2 bad usage or config. */
+#define WEFTD_EXIT_FAIL 1
+#define WEFTD_EXIT_USAGE 2
+
+enum {
+	WEFTD_SIG_TERM,
+	WEFTD_SIG_INT,
+	WEFTD_SIG_USR1,
+	WEFTD_SIG_HUP,
+	WEFTD_SIGNALS
+};
+
+/* One node: everything main() builds, freed in reverse. */
+struct weftd {
+	const char *config_path;
+	const char *id;
+	weft_msvc_config *cfg;
+	/* [weftd] settings. */
+	char metrics_host[64];
+	uint16_t metrics_port;
+	bool metrics_on;
+	uint64_t shutdown_timeout_ms;
+	/* Runtime. */
+	weft_loop *main_loop; /* the main thread's: signals and HTTP */
+	weft_loop_group *group;
+	weft_msvc *svc;
+	weft_kv *kv;
+	weft_tls_ctx *tls;
+	struct event *signals[WEFTD_SIGNALS];
+	struct evhttp *http;
+	uint16_t metrics_bound_port;
+	uint64_t started_ns;
+	int stop_signal;
+};
+
+/* metrics.c: the Prometheus text of the whole node. */
+int weftd_metrics_dump(struct weftd *d, struct evbuffer *out);
+/* Starts the /metrics endpoint on the main loop; 0 or a WEFT_E code. */
+int weftd_http_start(struct weftd *d);
+void weftd_http_stop(struct weftd *d);
+
+/* tls.c: the TLS context from the [tls] section, and its reload. */
+int weftd_tls_open(struct weftd *d);
+void weftd_tls_reload(struct weftd *d);
+void weftd_tls_close(struct weftd *d);
+
+/* settings.c: the [weftd] section; 0 or WEFT_ECONFIG (message in err). */
+int weftd_settings_load(struct weftd *d, char *err, size_t errlen);
+int weftd_parse_duration_ms(const char *text, uint64_t *out);
+int weftd_parse_hostport(const char *text, char *host, size_t host_len,
+                         uint16_t *port);
+
+#endif
