@@ -28,9 +28,9 @@ struct atomic_stats {
 static struct atomic_stats totals[WEFT_CODEC_KINDS];
 
 static const char *const kind_names[WEFT_CODEC_KINDS] = {
-	[WEFT_CODEC_FRAME] = "frame",
-	[WEFT_CODEC_LINE] = "line",
-	[WEFT_CODEC_MSGPACK] = "msgpack",
+    [WEFT_CODEC_FRAME] = "frame",
+    [WEFT_CODEC_LINE] = "line",
+    [WEFT_CODEC_MSGPACK] = "msgpack",
 };
 
 void
@@ -43,14 +43,14 @@ weft_codec_get_totals(enum weft_codec_kind kind, weft_codec_stats *out)
 		return;
 	}
 	t = &totals[kind];
-#define LOAD_FIELD(f) out->f = atomic_load_explicit(&t->f, memory_order_relaxed);
+#define LOAD_FIELD(f)                                                          \
+	out->f = atomic_load_explicit(&t->f, memory_order_relaxed);
 	STATS_FIELDS(LOAD_FIELD)
 #undef LOAD_FIELD
 }
 
 int
-weft_codec_get_stats(weft_channel *ch, const char *name,
-		     weft_codec_stats *out)
+weft_codec_get_stats(weft_channel *ch, const char *name, weft_codec_stats *out)
 {
 	weft_ctx *ctx = weft_pipeline_get(ch, name);
 	const weft__codec *c;
@@ -104,9 +104,12 @@ weft__codec_destroy(weft__codec *c)
 	free(c);
 }
 
+/* Its address, not its text, means "add last". */
+const char weft__codec_last[] = "";
+
 int
 weft__codec_add(weft_channel *ch, const char *base, const char *name,
-		const weft_handler *h, weft__codec *c)
+                const weft_handler *h, weft__codec *c)
 {
 	int rv;
 
@@ -163,8 +166,7 @@ count_error(weft__codec *c, int err)
 }
 
 void
-weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
-		 ...)
+weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt, ...)
 {
 	const char *peer = weft_channel_peer(weft_ctx_channel(ctx));
 	char reason[160];
@@ -174,9 +176,9 @@ weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	weft_log(err == WEFT_ENOMEM ? WEFT_LOG_ERROR : WEFT_LOG_WARN,
-		 "%s: %s codec '%s': %s (%s); closing", peer ? peer : "?",
-		 kind_names[c->kind], weft_ctx_name(ctx), reason,
-		 weft_errname(err));
+	         "%s: %s codec '%s': %s (%s); closing", peer ? peer : "?",
+	         kind_names[c->kind], weft_ctx_name(ctx), reason,
+	         weft_errname(err));
 	c->failed = true;
 	count_error(c, err);
 	weft__codec_publish(c);
@@ -199,8 +201,8 @@ weft__codec_deliver(weft__codec *c, weft_ctx *ctx)
 
 void
 weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-		       void (*decode)(weft__codec *c, weft_ctx *ctx,
-				      struct evbuffer *in))
+                       void (*decode)(weft__codec *c, weft_ctx *ctx,
+                                      struct evbuffer *in))
 {
 	weft__codec *c = weft_ctx_state(ctx);
 	struct evbuffer *in = msg;
@@ -236,9 +238,9 @@ weft__codec_inactive(weft_ctx *ctx)
 	weft__codec_enter(c);
 	if (!c->failed && !c->in_read && c->partial_bytes > 0)
 		weft__codec_fail(c, ctx, WEFT_EPROTO,
-				 "connection ended inside a %s (%zu byte(s) "
-				 "of it arrived)",
-				 kind_names[c->kind], c->partial_bytes);
+		                 "connection ended inside a %s (%zu byte(s) "
+		                 "of it arrived)",
+		                 kind_names[c->kind], c->partial_bytes);
 	/* Also when removed meanwhile: the context still leads on. */
 	weft_ctx_fire_inactive(ctx);
 	weft__codec_leave(c);
@@ -269,7 +271,7 @@ out_release(weft__codec *c, struct evbuffer *out)
 
 void
 weft__codec_out_send(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
-		     size_t payload_bytes, weft_write_cb cb, void *cb_arg)
+                     size_t payload_bytes, weft_write_cb cb, void *cb_arg)
 {
 	c->stats.msgs_out++;
 	c->stats.bytes_out += payload_bytes;
@@ -281,7 +283,7 @@ weft__codec_out_send(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
 
 void
 weft__codec_out_fail(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
-		     weft_write_cb cb, void *cb_arg, int err)
+                     weft_write_cb cb, void *cb_arg, int err)
 {
 	if (out == NULL) {
 		weft_ctx_fail_write(ctx, NULL, NULL, cb, cb_arg, err);

@@ -45,12 +45,13 @@ int weft__codec_init(weft__codec *c, enum weft_codec_kind kind);
 void weft__codec_destroy(weft__codec *c);
 
 /*
- * weft__codec_add adds c to ch after base (NULL: first; "\1": last) and
- * destroys it on failure. Returns the pipeline's result.
+ * weft__codec_add adds c to ch after base (NULL: first; WEFT__CODEC_LAST:
+ * last) and destroys it on failure. Returns the pipeline's result.
  */
-#define WEFT__CODEC_LAST ((const char *)"\1")
+extern const char weft__codec_last[];
+#define WEFT__CODEC_LAST weft__codec_last
 int weft__codec_add(weft_channel *ch, const char *base, const char *name,
-		    const weft_handler *h, weft__codec *c);
+                    const weft_handler *h, weft__codec *c);
 
 /*
  * Every callback that touches its state after calling into the pipeline
@@ -76,8 +77,8 @@ void weft__codec_publish(weft__codec *c);
  * input as malformed), fires error err and closes the channel. From then
  * on the codec drops all input. The caller must be between enter/leave.
  */
-void weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err,
-		      const char *fmt, ...) WEFT_PRINTF(4, 5);
+void weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
+                      ...) WEFT_PRINTF(4, 5);
 
 /* weft__codec_deliver fires read with c->msg, counts it, and empties
  * c->msg afterwards. */
@@ -91,9 +92,9 @@ void weft__codec_deliver(weft__codec *c, weft_ctx *ctx);
  */
 struct evbuffer *weft__codec_out_begin(weft__codec *c);
 void weft__codec_out_send(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
-			  size_t payload_bytes, weft_write_cb cb, void *cb_arg);
+                          size_t payload_bytes, weft_write_cb cb, void *cb_arg);
 void weft__codec_out_fail(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
-			  weft_write_cb cb, void *cb_arg, int err);
+                          weft_write_cb cb, void *cb_arg, int err);
 
 /*
  * weft__codec_read_bytes is the read callback shared by the byte decoders
@@ -102,10 +103,9 @@ void weft__codec_out_fail(weft__codec *c, weft_ctx *ctx, struct evbuffer *out,
  * codec on the way (removed: the rest of in goes on to the next handler;
  * failed: in is emptied) is dealt with here.
  */
-void weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type,
-			    void *msg,
-			    void (*decode)(weft__codec *c, weft_ctx *ctx,
-					   struct evbuffer *in));
+void weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+                            void (*decode)(weft__codec *c, weft_ctx *ctx,
+                                           struct evbuffer *in));
 
 /* Shared handler callbacks: removed frees the state (later, if busy),
  * flush publishes the counters, inactive reports a partial message left
@@ -141,8 +141,7 @@ weft__store_be32(unsigned char *p, uint32_t v)
 
 /* weft__crc32c_evbuffer extends crc with the first len bytes of buf
  * (len <= its length), chain by chain, without copying. */
-uint32_t weft__crc32c_evbuffer(uint32_t crc, struct evbuffer *buf,
-			       size_t len);
+uint32_t weft__crc32c_evbuffer(uint32_t crc, struct evbuffer *buf, size_t len);
 
 /* The two CRC32C implementations behind weft_crc32c, for tests. They take
  * and return the inverted register (no pre- or post-inversion). */
@@ -158,6 +157,6 @@ typedef struct weft__msgpack_census {
 } weft__msgpack_census;
 
 int weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
-		       weft__msgpack_census *census);
+                       weft__msgpack_census *census);
 
 #endif

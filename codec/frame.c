@@ -43,17 +43,16 @@ static void
 fail_too_big(frame_codec *f, weft_ctx *ctx, size_t len)
 {
 	weft__codec_fail(&f->base, ctx, WEFT_ETOOBIG,
-			 "frame of %zu bytes is above the %zu-byte limit", len,
-			 f->max_frame_bytes);
+	                 "frame of %zu bytes is above the %zu-byte limit", len,
+	                 f->max_frame_bytes);
 }
 
 static void
-fail_crc(frame_codec *f, weft_ctx *ctx, size_t len, uint32_t want,
-	 uint32_t got)
+fail_crc(frame_codec *f, weft_ctx *ctx, size_t len, uint32_t want, uint32_t got)
 {
 	weft__codec_fail(&f->base, ctx, WEFT_ECHECKSUM,
-			 "frame of %zu bytes has CRC32C %08x, expected %08x",
-			 len, got, want);
+	                 "frame of %zu bytes has CRC32C %08x, expected %08x",
+	                 len, got, want);
 }
 
 /*
@@ -96,7 +95,7 @@ decode_first_chain(frame_codec *f, weft_ctx *ctx, struct evbuffer *in)
 		}
 		if (evbuffer_add(f->base.msg, p + off + HDR, len) != 0) {
 			weft__codec_fail(&f->base, ctx, WEFT_ENOMEM,
-					 "no memory for a frame");
+			                 "no memory for a frame");
 			break;
 		}
 		off += need;
@@ -173,7 +172,7 @@ frame_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
  * payload (copied), CRC. */
 static int
 encode_copy(struct evbuffer *out, struct evbuffer *payload, size_t len,
-	    bool crc32c)
+            bool crc32c)
 {
 	size_t total = HDR + len + (crc32c ? CRC : 0);
 	struct evbuffer_iovec v;
@@ -198,7 +197,7 @@ encode_copy(struct evbuffer *out, struct evbuffer *payload, size_t len,
  * between header and CRC. */
 static int
 encode_move(struct evbuffer *out, struct evbuffer *payload, size_t len,
-	    bool crc32c)
+            bool crc32c)
 {
 	unsigned char hdr[HDR], trailer[CRC];
 	uint32_t crc = 0;
@@ -206,7 +205,7 @@ encode_move(struct evbuffer *out, struct evbuffer *payload, size_t len,
 	weft__store_be32(hdr, (uint32_t)len);
 	if (crc32c)
 		crc = weft__crc32c_evbuffer(weft_crc32c(0, hdr, HDR), payload,
-					    len);
+		                            len);
 	if (evbuffer_add(out, hdr, HDR) != 0)
 		return WEFT_ENOMEM;
 	if (evbuffer_add_buffer(out, payload) != 0)
@@ -218,8 +217,7 @@ encode_move(struct evbuffer *out, struct evbuffer *payload, size_t len,
 }
 
 static int
-encode(struct evbuffer *out, struct evbuffer *payload, size_t max,
-       bool crc32c)
+encode(struct evbuffer *out, struct evbuffer *payload, size_t max, bool crc32c)
 {
 	size_t len = evbuffer_get_length(payload);
 
@@ -232,7 +230,7 @@ encode(struct evbuffer *out, struct evbuffer *payload, size_t max,
 
 int
 weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
-		  const weft_frame_codec_opts *opts)
+                  const weft_frame_codec_opts *opts)
 {
 	size_t max;
 	bool crc;
@@ -245,7 +243,7 @@ weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
 
 static void
 frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-	    weft_write_cb cb, void *cb_arg)
+            weft_write_cb cb, void *cb_arg)
 {
 	frame_codec *f = weft_ctx_state(ctx);
 	size_t len;
@@ -264,10 +262,11 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	rv = encode(out, msg, f->max_frame_bytes, f->crc32c);
 	if (rv != 0) {
 		if (rv == WEFT_ETOOBIG)
-			weft_warn("%s: frame codec '%s': not sending a frame of "
-				  "%zu bytes, above the %zu-byte limit",
-				  weft_channel_peer(weft_ctx_channel(ctx)),
-				  weft_ctx_name(ctx), len, f->max_frame_bytes);
+			weft_warn(
+			    "%s: frame codec '%s': not sending a frame of "
+			    "%zu bytes, above the %zu-byte limit",
+			    weft_channel_peer(weft_ctx_channel(ctx)),
+			    weft_ctx_name(ctx), len, f->max_frame_bytes);
 		weft_msg_free(type, msg);
 		weft__codec_out_fail(&f->base, ctx, out, cb, cb_arg, rv);
 		return;
@@ -276,16 +275,16 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 }
 
 static const weft_handler frame_handler = {
-	.removed = weft__codec_removed,
-	.read = frame_read,
-	.inactive = weft__codec_inactive,
-	.write = frame_write,
-	.flush = weft__codec_flush,
+    .removed = weft__codec_removed,
+    .read = frame_read,
+    .inactive = weft__codec_inactive,
+    .write = frame_write,
+    .flush = weft__codec_flush,
 };
 
 static int
 frame_codec_add(weft_channel *ch, const char *base, const char *name,
-		const weft_frame_codec_opts *opts)
+                const weft_frame_codec_opts *opts)
 {
 	frame_codec *f;
 	int rv;
@@ -302,14 +301,14 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 
 int
 weft_frame_codec_add(weft_channel *ch, const char *name,
-		     const weft_frame_codec_opts *opts)
+                     const weft_frame_codec_opts *opts)
 {
 	return frame_codec_add(ch, WEFT__CODEC_LAST, name, opts);
 }
 
 int
-weft_frame_codec_add_after(weft_channel *ch, const char *base,
-			   const char *name, const weft_frame_codec_opts *opts)
+weft_frame_codec_add_after(weft_channel *ch, const char *base, const char *name,
+                           const weft_frame_codec_opts *opts)
 {
 	return frame_codec_add(ch, base, name, opts);
 }

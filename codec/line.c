@@ -50,9 +50,9 @@ static void
 fail_too_long(line_codec *l, weft_ctx *ctx, size_t seen)
 {
 	weft__codec_fail(&l->base, ctx, WEFT_ETOOBIG,
-			 "%zu bytes without a delimiter, above the %zu-byte "
-			 "line limit",
-			 seen, l->max_line_bytes);
+	                 "%zu bytes without a delimiter, above the %zu-byte "
+	                 "line limit",
+	                 seen, l->max_line_bytes);
 }
 
 /*
@@ -73,7 +73,7 @@ find_delimiter(line_codec *l, struct evbuffer *in)
 	    evbuffer_ptr_set(in, &from, l->scanned, EVBUFFER_PTR_SET) == 0 &&
 	    evbuffer_ptr_set(in, &end, stop, EVBUFFER_PTR_SET) == 0) {
 		found = evbuffer_search_range(in, l->delim, l->delim_len, &from,
-					      &end);
+		                              &end);
 		if (found.pos >= 0)
 			return found.pos;
 	}
@@ -138,7 +138,7 @@ decode_one(line_codec *l, weft_ctx *ctx, struct evbuffer *in)
 	}
 	if (take_line(in, l->base.msg, len) != 0) {
 		weft__codec_fail(&l->base, ctx, WEFT_ENOMEM,
-				 "no memory for a line");
+		                 "no memory for a line");
 		return 0;
 	}
 	evbuffer_drain(in, (size_t)pos - len + l->delim_len);
@@ -174,11 +174,11 @@ encode(const line_codec *l, struct evbuffer *out, struct evbuffer *payload,
 		if (evbuffer_add_buffer(out, payload) != 0)
 			return WEFT_ENOMEM;
 		return evbuffer_add(out, l->delim, l->delim_len) == 0
-			       ? 0
-			       : WEFT_ENOMEM;
+		           ? 0
+		           : WEFT_ENOMEM;
 	}
 	if (evbuffer_reserve_space(out, (ev_ssize_t)(len + l->delim_len), &v,
-				   1) < 1)
+	                           1) < 1)
 		return WEFT_ENOMEM;
 	if (len > 0)
 		evbuffer_copyout(payload, v.iov_base, len);
@@ -192,7 +192,7 @@ encode(const line_codec *l, struct evbuffer *out, struct evbuffer *payload,
 
 static void
 line_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-	   weft_write_cb cb, void *cb_arg)
+           weft_write_cb cb, void *cb_arg)
 {
 	line_codec *l = weft_ctx_state(ctx);
 	struct evbuffer *out;
@@ -213,9 +213,9 @@ line_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	if (rv != 0) {
 		if (rv == WEFT_ETOOBIG)
 			weft_warn("%s: line codec '%s': not sending a line of "
-				  "%zu bytes, above the %zu-byte limit",
-				  weft_channel_peer(weft_ctx_channel(ctx)),
-				  weft_ctx_name(ctx), len, l->max_line_bytes);
+			          "%zu bytes, above the %zu-byte limit",
+			          weft_channel_peer(weft_ctx_channel(ctx)),
+			          weft_ctx_name(ctx), len, l->max_line_bytes);
 		weft_msg_free(type, msg);
 		weft__codec_out_fail(&l->base, ctx, out, cb, cb_arg, rv);
 		return;
@@ -224,16 +224,16 @@ line_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 }
 
 static const weft_handler line_handler = {
-	.removed = weft__codec_removed,
-	.read = line_read,
-	.inactive = weft__codec_inactive,
-	.write = line_write,
-	.flush = weft__codec_flush,
+    .removed = weft__codec_removed,
+    .read = line_read,
+    .inactive = weft__codec_inactive,
+    .write = line_write,
+    .flush = weft__codec_flush,
 };
 
 static int
 line_codec_add(weft_channel *ch, const char *base, const char *name,
-	       const weft_line_codec_opts *opts)
+               const weft_line_codec_opts *opts)
 {
 	line_codec *l;
 	int rv;
@@ -250,14 +250,14 @@ line_codec_add(weft_channel *ch, const char *base, const char *name,
 
 int
 weft_line_codec_add(weft_channel *ch, const char *name,
-		    const weft_line_codec_opts *opts)
+                    const weft_line_codec_opts *opts)
 {
 	return line_codec_add(ch, WEFT__CODEC_LAST, name, opts);
 }
 
 int
-weft_line_codec_add_after(weft_channel *ch, const char *base,
-			  const char *name, const weft_line_codec_opts *opts)
+weft_line_codec_add_after(weft_channel *ch, const char *base, const char *name,
+                          const weft_line_codec_opts *opts)
 {
 	return line_codec_add(ch, base, name, opts);
 }

@@ -43,7 +43,7 @@ sized(struct item *it, const unsigned char *p, size_t avail, size_t n,
 
 static int
 container(struct item *it, const unsigned char *p, size_t avail, size_t n,
-	  bool map)
+          bool map)
 {
 	if (n > 0 && sized(it, p, avail, n, 0) != 0)
 		return WEFT_EPROTO;
@@ -76,27 +76,46 @@ read_header(struct item *it, const unsigned char *p, size_t avail)
 		return 0;
 	}
 	switch (b) {
-	case 0xc4: case 0xc5: case 0xc6: /* bin 8, 16, 32 */
+	case 0xc4:
+	case 0xc5:
+	case 0xc6: /* bin 8, 16, 32 */
 		return sized(it, p, avail, (size_t)1 << (b - 0xc4), 0);
-	case 0xc7: case 0xc8: case 0xc9: /* ext 8, 16, 32: length, type */
+	case 0xc7:
+	case 0xc8:
+	case 0xc9: /* ext 8, 16, 32: length, type */
 		return sized(it, p, avail, (size_t)1 << (b - 0xc7), 1);
-	case 0xca: case 0xcb: /* float 32, 64 */
+	case 0xca:
+	case 0xcb: /* float 32, 64 */
 		it->payload = b == 0xca ? 4 : 8;
 		return 0;
-	case 0xcc: case 0xcd: case 0xce: case 0xcf: /* uint 8 to 64 */
+	case 0xcc:
+	case 0xcd:
+	case 0xce:
+	case 0xcf: /* uint 8 to 64 */
 		it->payload = (uint64_t)1 << (b - 0xcc);
 		return 0;
-	case 0xd0: case 0xd1: case 0xd2: case 0xd3: /* int 8 to 64 */
+	case 0xd0:
+	case 0xd1:
+	case 0xd2:
+	case 0xd3: /* int 8 to 64 */
 		it->payload = (uint64_t)1 << (b - 0xd0);
 		return 0;
-	case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: /* fixext */
+	case 0xd4:
+	case 0xd5:
+	case 0xd6:
+	case 0xd7:
+	case 0xd8: /* fixext */
 		it->payload = 1 + ((uint64_t)1 << (b - 0xd4));
 		return 0;
-	case 0xd9: case 0xda: case 0xdb: /* str 8, 16, 32 */
+	case 0xd9:
+	case 0xda:
+	case 0xdb: /* str 8, 16, 32 */
 		return sized(it, p, avail, (size_t)1 << (b - 0xd9), 0);
-	case 0xdc: case 0xdd: /* array 16, 32 */
+	case 0xdc:
+	case 0xdd: /* array 16, 32 */
 		return container(it, p, avail, (size_t)2 << (b - 0xdc), false);
-	case 0xde: case 0xdf: /* map 16, 32 */
+	case 0xde:
+	case 0xdf: /* map 16, 32 */
 		return container(it, p, avail, (size_t)2 << (b - 0xde), true);
 	default: /* 0xc1, never used */
 		return WEFT_EPROTO;
@@ -119,7 +138,7 @@ reject(weft__msgpack_census *census, const char *why)
  */
 int
 weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
-		   weft__msgpack_census *census)
+                   weft__msgpack_census *census)
 {
 	const unsigned char *p = data;
 	uint64_t open[WEFT_MSGPACK_MAX_DEPTH];
@@ -142,7 +161,7 @@ weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
 		if (it.header > room || it.payload > room - it.header ||
 		    it.count > room - it.header)
 			return reject(census, "a length or count above the "
-					      "bytes it holds");
+			                      "bytes it holds");
 		p += it.header + it.payload;
 		len -= it.header + it.payload;
 		outstanding = outstanding - 1 + it.count;
@@ -153,7 +172,7 @@ weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
 			 * count, so an empty container counts too. */
 			if (depth >= max_depth)
 				return reject(census, "containers nested too "
-						      "deep");
+				                      "deep");
 			if (it.map)
 				census->map_pairs += it.count / 2;
 			else

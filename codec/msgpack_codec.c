@@ -59,7 +59,7 @@ weft_msgpack_msg_zone(weft_msgpack_msg *m)
 
 int
 weft_msgpack_msg_new(const msgpack_object *obj, msgpack_zone *zone,
-		     weft_msgpack_msg **out)
+                     weft_msgpack_msg **out)
 {
 	weft_msgpack_msg *m;
 
@@ -84,7 +84,7 @@ weft_msgpack_msg_free(weft_msgpack_msg *m)
 
 int
 weft_msgpack_fn_new(weft_msgpack_pack_cb pack, void *arg,
-		    void (*free_arg)(void *arg), weft_msgpack_fn **out)
+                    void (*free_arg)(void *arg), weft_msgpack_fn **out)
 {
 	weft_msgpack_fn *fn;
 
@@ -106,12 +106,12 @@ weft_msgpack_fn_new(weft_msgpack_pack_cb pack, void *arg,
  * into it) and every array and map.
  */
 static int
-unpack_checked(const void *data, size_t len,
-	       const weft__msgpack_census *census, weft_msgpack_msg **out)
+unpack_checked(const void *data, size_t len, const weft__msgpack_census *census,
+               weft_msgpack_msg **out)
 {
 	uint64_t need = ALIGN8(sizeof(weft_msgpack_msg)) + ALIGN8(len) +
-			census->array_elems * sizeof(msgpack_object) +
-			census->map_pairs * sizeof(msgpack_object_kv);
+	                census->array_elems * sizeof(msgpack_object) +
+	                census->map_pairs * sizeof(msgpack_object_kv);
 	msgpack_zone *zone;
 	weft_msgpack_msg *m;
 	size_t off = 0;
@@ -138,8 +138,8 @@ err_free_zone:
 }
 
 static int
-decode(const void *data, size_t len, unsigned max_depth,
-       weft_msgpack_msg **out, const char **why)
+decode(const void *data, size_t len, unsigned max_depth, weft_msgpack_msg **out,
+       const char **why)
 {
 	weft__msgpack_census census;
 
@@ -153,7 +153,7 @@ decode(const void *data, size_t len, unsigned max_depth,
 
 int
 weft_msgpack_decode(const void *data, size_t len, unsigned max_depth,
-		    weft_msgpack_msg **out)
+                    weft_msgpack_msg **out)
 {
 	const char *why;
 
@@ -179,7 +179,7 @@ weft_msgpack_packer_init(msgpack_packer *pk, struct evbuffer *out)
  * unless it spans chains (large frames). */
 static int
 decode_frame(msgpack_codec *m, struct evbuffer *frame, size_t len,
-	     weft_msgpack_msg **out, const char **why)
+             weft_msgpack_msg **out, const char **why)
 {
 	struct evbuffer_iovec v;
 	const void *data = NULL;
@@ -217,9 +217,9 @@ msgpack_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	evbuffer_drain(frame, len);
 	if (rv != 0) {
 		weft__codec_fail(&m->base, ctx, rv,
-				 "frame of %zu bytes is not one msgpack "
-				 "object: %s",
-				 len, why);
+		                 "frame of %zu bytes is not one msgpack "
+		                 "object: %s",
+		                 len, why);
 	} else {
 		m->base.stats.msgs_in++;
 		m->base.stats.bytes_in += len;
@@ -236,9 +236,9 @@ pack(const weft_msg_type *type, void *msg, msgpack_packer *pk)
 
 	if (type == &weft_msg_msgpack)
 		return msgpack_pack_object(pk,
-					   ((weft_msgpack_msg *)msg)->obj) == 0
-			       ? 0
-			       : WEFT_ENOMEM;
+		                           ((weft_msgpack_msg *)msg)->obj) == 0
+		           ? 0
+		           : WEFT_ENOMEM;
 	fn = msg;
 	rv = fn->pack(pk, fn->arg);
 	return rv > 0 ? WEFT_EINVAL : rv;
@@ -246,7 +246,7 @@ pack(const weft_msg_type *type, void *msg, msgpack_packer *pk)
 
 static void
 msgpack_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-	      weft_write_cb cb, void *cb_arg)
+              weft_write_cb cb, void *cb_arg)
 {
 	msgpack_codec *m = weft_ctx_state(ctx);
 	struct evbuffer *out;
@@ -266,25 +266,25 @@ msgpack_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	weft_msg_free(type, msg);
 	if (rv != 0) {
 		weft_debug("%s: msgpack codec '%s': packing failed: %s",
-			   weft_channel_peer(weft_ctx_channel(ctx)),
-			   weft_ctx_name(ctx), weft_strerror(rv));
+		           weft_channel_peer(weft_ctx_channel(ctx)),
+		           weft_ctx_name(ctx), weft_strerror(rv));
 		weft__codec_out_fail(&m->base, ctx, out, cb, cb_arg, rv);
 		return;
 	}
 	weft__codec_out_send(&m->base, ctx, out, evbuffer_get_length(out), cb,
-			     cb_arg);
+	                     cb_arg);
 }
 
 static const weft_handler msgpack_handler = {
-	.removed = weft__codec_removed,
-	.read = msgpack_read,
-	.write = msgpack_write,
-	.flush = weft__codec_flush,
+    .removed = weft__codec_removed,
+    .read = msgpack_read,
+    .write = msgpack_write,
+    .flush = weft__codec_flush,
 };
 
 static int
 msgpack_codec_add(weft_channel *ch, const char *base, const char *name,
-		  const weft_msgpack_codec_opts *opts)
+                  const weft_msgpack_codec_opts *opts)
 {
 	msgpack_codec *m;
 	int rv;
@@ -303,15 +303,15 @@ msgpack_codec_add(weft_channel *ch, const char *base, const char *name,
 
 int
 weft_msgpack_codec_add(weft_channel *ch, const char *name,
-		       const weft_msgpack_codec_opts *opts)
+                       const weft_msgpack_codec_opts *opts)
 {
 	return msgpack_codec_add(ch, WEFT__CODEC_LAST, name, opts);
 }
 
 int
 weft_msgpack_codec_add_after(weft_channel *ch, const char *base,
-			     const char *name,
-			     const weft_msgpack_codec_opts *opts)
+                             const char *name,
+                             const weft_msgpack_codec_opts *opts)
 {
 	return msgpack_codec_add(ch, base, name, opts);
 }

@@ -17,13 +17,13 @@
 
 /* The counters of one codec, or of every codec of one kind. */
 typedef struct weft_codec_stats {
-	uint64_t msgs_in;     /* frames, lines or objects decoded */
-	uint64_t bytes_in;    /* their payload bytes (no header, delimiter) */
-	uint64_t msgs_out;    /* messages encoded */
-	uint64_t bytes_out;   /* their payload bytes */
-	uint64_t too_big;     /* WEFT_ETOOBIG: a length above the limit */
-	uint64_t bad_crc;     /* WEFT_ECHECKSUM: a CRC32C mismatch */
-	uint64_t malformed;   /* WEFT_EPROTO: invalid or truncated input */
+	uint64_t msgs_in;   /* frames, lines or objects decoded */
+	uint64_t bytes_in;  /* their payload bytes (no header, delimiter) */
+	uint64_t msgs_out;  /* messages encoded */
+	uint64_t bytes_out; /* their payload bytes */
+	uint64_t too_big;   /* WEFT_ETOOBIG: a length above the limit */
+	uint64_t bad_crc;   /* WEFT_ECHECKSUM: a CRC32C mismatch */
+	uint64_t malformed; /* WEFT_EPROTO: invalid or truncated input */
 } weft_codec_stats;
 
 enum weft_codec_kind {
@@ -39,11 +39,11 @@ enum weft_codec_kind {
  * or WEFT_EINVAL (that handler is not a weft codec). Loop thread.
  */
 WEFT_API int weft_codec_get_stats(weft_channel *ch, const char *name,
-				  weft_codec_stats *out);
+                                  weft_codec_stats *out);
 
 /* weft_codec_get_totals copies the process-wide totals of one kind of
  * codec. Any thread. */
 WEFT_API void weft_codec_get_totals(enum weft_codec_kind kind,
-				    weft_codec_stats *out);
+                                    weft_codec_stats *out);
 
 #endif

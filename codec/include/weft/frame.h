@@ -36,7 +36,7 @@ struct evbuffer;
 /* Frame codec options; zero fields take the defaults shown. */
 typedef struct weft_frame_codec_opts {
 	size_t max_frame_bytes; /* 16 MiB: largest payload, either way;
-				   at most WEFT_FRAME_LIMIT */
+	                           at most WEFT_FRAME_LIMIT */
 	bool crc32c;            /* false: no CRC32C trailer */
 } weft_frame_codec_opts;
 
@@ -47,14 +47,14 @@ typedef struct weft_frame_codec_opts {
  * Loop thread.
  */
 WEFT_API int weft_frame_codec_add(weft_channel *ch, const char *name,
-				  const weft_frame_codec_opts *opts);
+                                  const weft_frame_codec_opts *opts);
 
 /* weft_frame_codec_add_after is weft_frame_codec_add, but places the codec
  * right after the handler called base (first in the pipeline when base is
  * NULL). Also returns WEFT_ENOTFOUND. Loop thread. */
 WEFT_API int weft_frame_codec_add_after(weft_channel *ch, const char *base,
-					const char *name,
-					const weft_frame_codec_opts *opts);
+                                        const char *name,
+                                        const weft_frame_codec_opts *opts);
 
 /*
  * weft_frame_encode appends one frame holding all of payload's bytes to out,
@@ -64,6 +64,6 @@ WEFT_API int weft_frame_codec_add_after(weft_channel *ch, const char *base,
  * thread, for buffers that thread owns.
  */
 WEFT_API int weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
-			       const weft_frame_codec_opts *opts);
+                               const weft_frame_codec_opts *opts);
 
 #endif

@@ -27,9 +27,9 @@
 typedef struct weft_line_codec_opts {
 	const char *delimiter; /* "\n": 1 to 16 bytes, NUL-terminated; copied */
 	bool strip_cr;         /* false: drop one '\r' right before the
-				  delimiter ("\r\n" lines with "\n") */
+	                          delimiter ("\r\n" lines with "\n") */
 	size_t max_line_bytes; /* 64 KiB: longest line, without delimiter
-				  (and without the stripped '\r') */
+	                          (and without the stripped '\r') */
 } weft_line_codec_opts;
 
 /*
@@ -39,13 +39,13 @@ typedef struct weft_line_codec_opts {
  * (a bad delimiter). Loop thread.
  */
 WEFT_API int weft_line_codec_add(weft_channel *ch, const char *name,
-				 const weft_line_codec_opts *opts);
+                                 const weft_line_codec_opts *opts);
 
 /* weft_line_codec_add_after is weft_line_codec_add, but places the codec
  * right after the handler called base (first when base is NULL). Also
  * returns WEFT_ENOTFOUND. Loop thread. */
 WEFT_API int weft_line_codec_add_after(weft_channel *ch, const char *base,
-				       const char *name,
-				       const weft_line_codec_opts *opts);
+                                       const char *name,
+                                       const weft_line_codec_opts *opts);
 
 #endif

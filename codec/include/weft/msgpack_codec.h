@@ -63,8 +63,8 @@ WEFT_API msgpack_zone *weft_msgpack_msg_zone(weft_msgpack_msg *m);
  * when obj points to nothing or to memory that outlives the message.
  * Returns 0 or WEFT_ENOMEM. Any thread.
  */
-WEFT_API int weft_msgpack_msg_new(const msgpack_object *obj,
-				  msgpack_zone *zone, weft_msgpack_msg **out);
+WEFT_API int weft_msgpack_msg_new(const msgpack_object *obj, msgpack_zone *zone,
+                                  weft_msgpack_msg **out);
 
 /* weft_msgpack_msg_free frees the message, its zone and everything in it.
  * NULL is ignored. Any thread. */
@@ -77,7 +77,7 @@ WEFT_API void weft_msgpack_msg_free(weft_msgpack_msg *m);
  * WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_msgpack_decode(const void *data, size_t len,
-				 unsigned max_depth, weft_msgpack_msg **out);
+                                 unsigned max_depth, weft_msgpack_msg **out);
 
 /*
  * weft_msgpack_check returns 0 if data holds exactly one msgpack object,
@@ -88,7 +88,7 @@ WEFT_API int weft_msgpack_decode(const void *data, size_t len,
  * Any thread.
  */
 WEFT_API int weft_msgpack_check(const void *data, size_t len,
-				unsigned max_depth);
+                                unsigned max_depth);
 
 /*
  * A pack function for weft_msgpack_fn messages: packs one object with pk
@@ -108,8 +108,8 @@ WEFT_API extern const weft_msg_type weft_msg_msgpack_fn;
 /* weft_msgpack_fn_new makes one. On failure free_arg(arg) has run. Returns
  * 0 or WEFT_ENOMEM. Any thread. */
 WEFT_API int weft_msgpack_fn_new(weft_msgpack_pack_cb pack, void *arg,
-				 void (*free_arg)(void *arg),
-				 weft_msgpack_fn **out);
+                                 void (*free_arg)(void *arg),
+                                 weft_msgpack_fn **out);
 
 /*
  * weft_msgpack_packer_init makes pk append what it packs straight to out
@@ -126,13 +126,13 @@ WEFT_API int weft_msgpack_packer_init(msgpack_packer *pk, struct evbuffer *out);
  * WEFT_ENOMEM. Loop thread.
  */
 WEFT_API int weft_msgpack_codec_add(weft_channel *ch, const char *name,
-				    const weft_msgpack_codec_opts *opts);
+                                    const weft_msgpack_codec_opts *opts);
 
 /* weft_msgpack_codec_add_after is weft_msgpack_codec_add, but places the
  * codec right after the handler called base (first when base is NULL).
  * Also returns WEFT_ENOTFOUND. Loop thread. */
 WEFT_API int weft_msgpack_codec_add_after(weft_channel *ch, const char *base,
-					  const char *name,
-					  const weft_msgpack_codec_opts *opts);
+                                          const char *name,
+                                          const weft_msgpack_codec_opts *opts);
 
 #endif
