@@ -134,6 +134,8 @@ struct weft__msvc_conn;
 struct weft__msvc_out {
 	struct weft__msvc_out *_Atomic next; /* peer queue */
 	TAILQ_ENTRY(weft__msvc_out) link;   /* backlog */
+	struct weft__msvc_conn *conn;       /* whose backlog */
+	const uint8_t *ptr;  /* payload: data below or the caller's */
 	uint64_t id;         /* response: the request's id */
 	uint64_t key;
 	uint64_t created_ms, expires_ms;
@@ -177,6 +179,7 @@ struct weft__msvc_conn {
 	bool crc;
 	bool dirty;
 	bool paused;
+	bool timer_is_backoff;      /* else the handshake deadline */
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx;        /* encoded, not yet handed to ch */
@@ -184,10 +187,12 @@ struct weft__msvc_conn {
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head;      /* slots sent here, UINT32_MAX: none */
 	uint32_t attempts;          /* failed dials in a row */
+	unsigned jitter_seed;
 	weft_timer *timer;          /* back-off or handshake deadline */
 	struct weft__msvc_conn *dirty_next;
 	LIST_ENTRY(weft__msvc_conn) paused_link;
-	char peer_addr[64];
+	LIST_ENTRY(weft__msvc_conn) inbound_link;
+	char peer_addr[WEFT_ADDRESS_MAX];
 };
 
 /* A pending request. */
@@ -236,10 +241,12 @@ struct weft__msvc_loop {
 	bool flush_posted;
 	weft_task flush_task;
 	LIST_HEAD(, weft__msvc_conn) paused;
+	LIST_HEAD(, weft__msvc_conn) inbound;
 	_Atomic bool resume_posted;
 	weft_task resume_task;
 	struct weft__msvc_rstats rs;
 	uint32_t connects_in_progress;
+	bool init_failed;
 };
 
 /* Per-peer counters. */
@@ -359,6 +366,7 @@ struct weft_msvc {
 	pthread_mutex_t wait_lock;
 	pthread_cond_t wait_cond;
 	uint32_t wait_count;
+	uint32_t busy;            /* stop: loops still closing things */
 };
 
 /* service.c */
@@ -372,10 +380,8 @@ int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
 
 /* peer.c: queues, class choice, heartbeats. */
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
-int weft__msvc_submit_direct(weft_msvc_peer *peer, uint32_t verb,
-			     uint32_t flags, uint64_t id, const void *data,
-			     size_t len, const weft_msvc_call_opts *opts,
-			     weft_msvc_reply_cb cb, void *arg);
+int weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out);
+void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
 struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
 void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_peer_drain(weft_loop *loop, int status, void *arg);
@@ -388,8 +394,8 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 
 /* conn.c: channels, frames, handshakes, dialing. */
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls,
-				  uint32_t index,
-				  struct weft__msvc_conn **out);
+				  uint32_t index, struct weft__msvc_conn *c);
+void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);
 void weft__msvc_conn_dial(struct weft__msvc_conn *c);
 void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
@@ -415,6 +421,7 @@ void weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
 			 uint64_t timeout_ms);
 void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
 			  struct weft__msvc_conn *c);
+void weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i);
 void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
 			      int status, const void *data, size_t len);
 void weft__msvc_response(struct weft__msvc_loop *ml,

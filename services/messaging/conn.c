@@ -1,0 +1,922 @@
+/*
+ * conn.c: one connection of the messaging service: the pipeline handler
+ * that reads frames straight from the channel's input buffer, the
+ * handshake on both sides, dialing with back-off, and batched writes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "msvc_int.h"
+
+#define NONE UINT32_MAX
+/* A message frame this short cannot hold an envelope. */
+#define MIN_ENVELOPE 8
+
+static void on_handshake_timeout(weft_timer *t, void *arg);
+static void on_backoff(weft_timer *t, void *arg);
+
+static inline uint32_t
+be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+/* ---- Writing ----------------------------------------------------------- */
+
+size_t
+weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
+		       uint32_t flags, uint64_t created_ms,
+		       uint64_t expires_ms, const void *data, size_t len,
+		       struct evbuffer *buf)
+{
+	uint8_t small[WEFT__MSVC_FRAME_HEADER + 256 + 4];
+	uint8_t *h = small, tail[4];
+	size_t body = WEFT__MSVC_ENV_HEADER + len, n;
+	uint32_t crc = 0;
+
+	h[0] = (uint8_t)(body >> 24);
+	h[1] = (uint8_t)(body >> 16);
+	h[2] = (uint8_t)(body >> 8);
+	h[3] = (uint8_t)body;
+	weft__msvc_env_header(h + 4, id, verb, flags, created_ms, expires_ms,
+			      (uint32_t)len);
+	if (c->crc)
+		crc = weft__msvc_crc32c(0, h, WEFT__MSVC_FRAME_HEADER);
+	if (buf == NULL && len <= 256) {
+		/* Small: one contiguous copy, one evbuffer call. */
+		memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
+		n = WEFT__MSVC_FRAME_HEADER + len;
+		if (c->crc) {
+			crc = weft__msvc_crc32c(crc, data, len);
+			h[n] = (uint8_t)(crc >> 24);
+			h[n + 1] = (uint8_t)(crc >> 16);
+			h[n + 2] = (uint8_t)(crc >> 8);
+			h[n + 3] = (uint8_t)crc;
+			n += 4;
+		}
+		evbuffer_add(c->tx, h, n);
+		goto out;
+	}
+	evbuffer_add(c->tx, h, WEFT__MSVC_FRAME_HEADER);
+	if (buf != NULL) {
+		if (c->crc) {
+			struct evbuffer_ptr pos;
+			struct evbuffer_iovec v[16];
+			int i, got;
+
+			evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET);
+			while ((got = evbuffer_peek(buf, -1, &pos, v, 16)) > 0) {
+				size_t adv = 0;
+
+				for (i = 0; i < got && i < 16; i++) {
+					crc = weft__msvc_crc32c(
+						crc, v[i].iov_base,
+						v[i].iov_len);
+					adv += v[i].iov_len;
+				}
+				if (got <= 16)
+					break;
+				evbuffer_ptr_set(buf, &pos, adv,
+						 EVBUFFER_PTR_ADD);
+			}
+		}
+		evbuffer_add_buffer(c->tx, buf);
+	} else {
+		if (c->crc)
+			crc = weft__msvc_crc32c(crc, data, len);
+		evbuffer_add(c->tx, data, len);
+	}
+	n = WEFT__MSVC_FRAME_HEADER + len;
+	if (c->crc) {
+		tail[0] = (uint8_t)(crc >> 24);
+		tail[1] = (uint8_t)(crc >> 16);
+		tail[2] = (uint8_t)(crc >> 8);
+		tail[3] = (uint8_t)crc;
+		evbuffer_add(c->tx, tail, 4);
+		n += 4;
+	}
+out:
+	weft__msvc_count1(&c->ml->rs.messages_out, 1);
+	if (c->peer != NULL) {
+		weft__msvc_count(&c->peer->st.sent, 1);
+		weft__msvc_count(&c->peer->st.bytes_sent, n);
+	}
+	if (verb < WEFT_MSVC_MAX_VERBS && !(flags & WEFT__MSVC_F_RESPONSE)) {
+		weft__msvc_count(&c->svc->verbs[verb].sent, 1);
+		weft__msvc_count(&c->svc->verbs[verb].bytes_sent, len);
+	}
+	return n;
+}
+
+/* A batch's bytes left (or can no longer leave): release them. */
+static void
+on_written(weft_channel *ch, int status, void *arg)
+{
+	struct weft__msvc_conn *c = weft_channel_data(ch);
+
+	(void)status;
+	if (c != NULL && c->peer != NULL)
+		weft__msvc_release_queued(c->peer, (size_t)(uintptr_t)arg);
+}
+
+static void
+flush_conn(struct weft__msvc_conn *c)
+{
+	size_t n = c->tx_accounted;
+
+	if (evbuffer_get_length(c->tx) == 0)
+		return;
+	c->tx_accounted = 0;
+	if (c->ch == NULL ||
+	    weft_channel_write(c->ch, c->tx, on_written,
+			       (void *)(uintptr_t)n) != 0) {
+		evbuffer_drain(c->tx, evbuffer_get_length(c->tx));
+		if (c->peer != NULL)
+			weft__msvc_release_queued(c->peer, n);
+	}
+}
+
+void
+weft__msvc_loop_flush(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	struct weft__msvc_conn *c;
+
+	(void)loop;
+	(void)status;
+	ml->flush_posted = false;
+	while ((c = ml->dirty) != NULL) {
+		ml->dirty = c->dirty_next;
+		c->dirty = false;
+		flush_conn(c);
+	}
+}
+
+/* Queues c for the end-of-batch flush. */
+void
+weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_loop *ml = c->ml;
+
+	if (c->dirty)
+		return;
+	c->dirty = true;
+	c->dirty_next = ml->dirty;
+	ml->dirty = c;
+	if (!ml->flush_posted) {
+		ml->flush_posted = true;
+		if (weft_loop_post_task(ml->loop, &ml->flush_task) != 0) {
+			ml->flush_posted = false;
+			weft__msvc_loop_flush(ml->loop, 0, ml);
+		}
+	}
+}
+
+/* Takes c off its loop's dirty list (rare: only when it closes). */
+static void
+unlink_dirty(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_conn **pp = &c->ml->dirty;
+
+	while (*pp != NULL && *pp != c)
+		pp = &(*pp)->dirty_next;
+	if (*pp == c)
+		*pp = c->dirty_next;
+	c->dirty = false;
+}
+
+/* Counts every write the socket takes, for bytes per write. */
+static void
+on_output_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+		  void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)buf;
+	if (info->n_deleted == 0)
+		return;
+	weft__msvc_count1(&c->ml->rs.write_calls, 1);
+	weft__msvc_count1(&c->ml->rs.bytes_written, info->n_deleted);
+}
+
+/* ---- Closing ----------------------------------------------------------- */
+
+void
+weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why)
+{
+	if (c->connecting != NULL) {
+		weft_connect_cancel(c->connecting);
+		c->connecting = NULL;
+		return;
+	}
+	if (c->ch != NULL && weft_channel_is_open(c->ch)) {
+		weft_debug("msvc %s: closing %s: %s", c->svc->id, c->peer_addr,
+			   why);
+		weft_channel_close(c->ch);
+	}
+}
+
+/* Closes c for bad input: logged with the reason, counted by the caller. */
+static void
+conn_reject(struct weft__msvc_conn *c, const char *why)
+{
+	weft_warn("msvc %s: closing connection from %s (%s): %s", c->svc->id,
+		  c->peer_addr, c->peer != NULL ? c->peer->id : "?", why);
+	if (c->ch != NULL)
+		weft_channel_close(c->ch);
+	c->state = WEFT__MSVC_CLOSED;
+}
+
+static uint64_t
+backoff_ms(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint64_t d = l->reconnect_min_ms;
+	uint32_t i;
+
+	for (i = 1; i < c->attempts && d < l->reconnect_max_ms; i++)
+		d *= 2;
+	if (d > l->reconnect_max_ms)
+		d = l->reconnect_max_ms;
+	/* Jitter: somewhere between half and all of d. */
+	return d / 2 + (uint64_t)rand_r(&c->jitter_seed) % (d / 2 + 1);
+}
+
+/* An outbound connection ended (or never started): back off. */
+static void
+outbound_lost(struct weft__msvc_conn *c, int status)
+{
+	weft_msvc_peer *peer = c->peer;
+
+	c->ch = NULL;
+	c->state = WEFT__MSVC_BACKOFF;
+	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
+	if (atomic_load(&c->svc->stopping)) {
+		c->state = WEFT__MSVC_IDLE;
+		return;
+	}
+	if (c->cls == WEFT_MSVC_URGENT && atomic_load(&peer->up))
+		weft__msvc_peer_down(peer, weft_strerror(status));
+	c->attempts++;
+	if (c->timer == NULL &&
+	    weft_timer_new(c->ml->loop, on_backoff, c, &c->timer) != 0) {
+		c->state = WEFT__MSVC_IDLE;
+		return;
+	}
+	weft_timer_stop(c->timer);
+	c->timer_is_backoff = true;
+	weft_timer_start(c->timer, backoff_ms(c), 0);
+}
+
+static void
+on_backoff(weft_timer *t, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)t;
+	if (c->timer_is_backoff == false) {
+		on_handshake_timeout(t, arg);
+		return;
+	}
+	c->state = WEFT__MSVC_IDLE;
+	weft__msvc_conn_purge_backlog(c, false);
+	if (!TAILQ_EMPTY(&c->backlog))
+		weft__msvc_conn_dial(c);
+}
+
+/* ---- The pipeline handler --------------------------------------------- */
+
+static void process_frames(struct weft__msvc_conn *c, struct evbuffer *in);
+
+static void
+h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+
+	if (type != &weft_msg_evbuffer) {
+		weft_msg_free(type, msg);
+		return;
+	}
+	weft__msvc_count1(&c->ml->rs.read_batches, 1);
+	process_frames(c, msg);
+}
+
+static void
+h_inactive(weft_ctx *ctx)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	weft_msvc *svc = c->svc;
+
+	atomic_fetch_sub(&svc->st.connections_open, 1);
+	if (c->paused) {
+		LIST_REMOVE(c, paused_link);
+		c->paused = false;
+		atomic_fetch_sub(&svc->paused_conns, 1);
+	}
+	if (c->timer != NULL)
+		weft_timer_stop(c->timer);
+	if (c->dirty)
+		unlink_dirty(c);
+	evbuffer_drain(c->tx, evbuffer_get_length(c->tx));
+	if (c->peer != NULL)
+		weft__msvc_release_queued(c->peer, c->tx_accounted);
+	c->tx_accounted = 0;
+	if (c->outbound) {
+		c->crc = true;
+		outbound_lost(c, WEFT_ECLOSED);
+		return;
+	}
+	c->state = WEFT__MSVC_CLOSED;
+	c->ch = NULL;
+	if (c->peer != NULL && c->peer->is_client) {
+		c->peer->client_conn = NULL;
+		weft__msvc_conn_purge_backlog(c, true);
+	}
+}
+
+static void
+h_removed(weft_ctx *ctx)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+
+	if (!c->outbound)
+		weft__msvc_conn_free(c);
+}
+
+static const weft_handler msvc_handler = {
+	.read = h_read,
+	.inactive = h_inactive,
+	.removed = h_removed,
+};
+
+static int
+attach(struct weft__msvc_conn *c, weft_channel *ch)
+{
+	int rv;
+
+	if ((rv = weft_pipeline_add_last(ch, "msvc", &msvc_handler, c)) != 0)
+		return rv;
+	weft_channel_set_data(ch, c);
+	c->ch = ch;
+	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s",
+		 weft_channel_peer(ch));
+	if (weft_channel_bev(ch) != NULL)
+		evbuffer_add_cb(bufferevent_get_output(weft_channel_bev(ch)),
+				on_output_drained, c);
+	atomic_fetch_add(&c->svc->st.connections_open, 1);
+	return 0;
+}
+
+static void
+start_handshake_timer(struct weft__msvc_conn *c)
+{
+	if (c->timer == NULL &&
+	    weft_timer_new(c->ml->loop, on_backoff, c, &c->timer) != 0)
+		return;
+	c->timer_is_backoff = false;
+	weft_timer_start(c->timer, c->svc->cfg->limits.connect_timeout_ms, 0);
+}
+
+static void
+on_handshake_timeout(weft_timer *t, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)t;
+	if (c->state != WEFT__MSVC_HANDSHAKE)
+		return;
+	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+	conn_reject(c, "no handshake in time");
+}
+
+/* ---- Accepting --------------------------------------------------------- */
+
+static struct weft__msvc_loop *
+loop_of(weft_msvc *svc, weft_loop *loop)
+{
+	uint32_t i;
+
+	for (i = 0; i < svc->nloops; i++)
+		if (svc->loops[i].loop == loop)
+			return &svc->loops[i];
+	return NULL;
+}
+
+int
+weft__msvc_accept_init(weft_channel *ch, void *arg)
+{
+	weft_msvc *svc = arg;
+	struct weft__msvc_conn *c;
+	int rv;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return WEFT_ENOMEM;
+	c->svc = svc;
+	c->ml = loop_of(svc, weft_channel_loop(ch));
+	c->state = WEFT__MSVC_HANDSHAKE;
+	c->crc = true;
+	c->pending_head = NONE;
+	TAILQ_INIT(&c->backlog);
+	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL) {
+		rv = c->ml == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
+		free(c);
+		return rv;
+	}
+	if ((rv = attach(c, ch)) != 0) {
+		evbuffer_free(c->tx);
+		free(c);
+		return rv;
+	}
+	atomic_fetch_add(&svc->st.connections_accepted, 1);
+	LIST_INSERT_HEAD(&c->ml->inbound, c, inbound_link);
+	start_handshake_timer(c);
+	return 0;
+}
+
+static void
+refuse(struct weft__msvc_conn *c, int status, const char *reason)
+{
+	struct weft__msvc_reply r = {.status = (uint64_t)status};
+	struct evbuffer *buf = evbuffer_new();
+
+	snprintf(r.id, sizeof(r.id), "%s", c->svc->id);
+	snprintf(r.reason, sizeof(r.reason), "%s", reason);
+	if (status == WEFT__MSVC_R_VERSION)
+		snprintf(r.reason, sizeof(r.reason),
+			 "no common version: this node speaks %d..%d",
+			 WEFT__MSVC_VERSION_MIN, WEFT__MSVC_VERSION_MAX);
+	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+	if (buf != NULL && weft__msvc_reply_encode(buf, &r) == 0)
+		weft_channel_write(c->ch, buf, NULL, NULL);
+	if (buf != NULL)
+		evbuffer_free(buf);
+	conn_reject(c, r.reason);
+}
+
+/* Posted to a member's home loop when it dialed us: watch it too. */
+static void
+touch_task(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	if (status == 0)
+		weft__msvc_peer_touch(arg);
+}
+
+static int
+check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
+	    ssize_t *member, const char **why)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t v = h->max_version < WEFT__MSVC_VERSION_MAX
+			     ? h->max_version
+			     : WEFT__MSVC_VERSION_MAX;
+
+	*member = weft__msvc_config_find(svc->cfg, h->id);
+	if (v < h->min_version || v < WEFT__MSVC_VERSION_MIN)
+		return *why = "unsupported version", WEFT__MSVC_R_VERSION;
+	if (strcmp(h->cluster, svc->cfg->cluster) != 0)
+		return *why = "wrong cluster", WEFT__MSVC_R_CLUSTER;
+	if (h->cls >= WEFT_MSVC_CLASSES)
+		return *why = "bad connection class", WEFT__MSVC_R_BAD_CLASS;
+	if (h->role == 0 && *member < 0)
+		return *why = "unknown node id", WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 1 && *member >= 0)
+		return *why = "client claims a member id",
+		       WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 1 && !svc->cfg->limits.allow_clients)
+		return *why = "clients not accepted", WEFT__MSVC_R_NO_CLIENTS;
+	if (h->role > 1 || !weft__msvc_id_is_valid(h->id))
+		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
+	if (atomic_load(&svc->stopping))
+		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
+	/*
+	 * TODO(tls): with a TLS channel, ask the transport for the
+	 * certificate identity of the peer and refuse with
+	 * WEFT__MSVC_R_AUTH unless it matches h->id.
+	 */
+	return WEFT__MSVC_OK;
+}
+
+static void
+on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+{
+	weft_msvc *svc = c->svc;
+	struct weft__msvc_hello h;
+	struct weft__msvc_reply r = {0};
+	struct evbuffer *buf;
+	const char *why = "malformed hello";
+	ssize_t member = -1;
+	int status = WEFT__MSVC_R_MALFORMED;
+
+	if (weft__msvc_hello_decode(body, n, &h) == 0)
+		status = check_hello(c, &h, &member, &why);
+	if (status != WEFT__MSVC_OK) {
+		refuse(c, status, why);
+		return;
+	}
+	if (member >= 0) {
+		c->peer = svc->peers[member];
+	} else if (weft__msvc_peer_client_new(svc, c, h.id, &c->peer) != 0) {
+		refuse(c, WEFT__MSVC_R_SHUTTING_DOWN, "out of memory");
+		return;
+	}
+	c->cls = (uint8_t)h.cls;
+	c->index = (uint32_t)h.index;
+	r.version = WEFT__MSVC_VERSION_MAX < h.max_version
+			    ? WEFT__MSVC_VERSION_MAX
+			    : h.max_version;
+	snprintf(r.id, sizeof(r.id), "%s", svc->id);
+	/* CRCs go only where TLS protects every byte already. */
+	c->crc = !(svc->opts.tls != NULL &&
+		   svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && (h.flags & 1));
+	r.flags = c->crc ? 1 : 0;
+	r.max_frame = svc->cfg->limits.max_frame_bytes;
+	if ((buf = evbuffer_new()) == NULL ||
+	    weft__msvc_reply_encode(buf, &r) != 0 ||
+	    weft_channel_write(c->ch, buf, NULL, NULL) != 0) {
+		if (buf != NULL)
+			evbuffer_free(buf);
+		conn_reject(c, "cannot answer the handshake");
+		return;
+	}
+	evbuffer_free(buf);
+	weft_timer_stop(c->timer);
+	c->state = WEFT__MSVC_UP;
+	if (member >= 0 && svc->member && !c->peer->is_self) {
+		if (c->peer->home == c->ml)
+			weft__msvc_peer_touch(c->peer);
+		else if (weft_loop_post(c->peer->home->loop, touch_task,
+					c->peer) == 0)
+			weft__msvc_count1(&c->ml->rs.handoffs, 1);
+	}
+}
+
+/* ---- Dialing ----------------------------------------------------------- */
+
+static int
+outbound_init(weft_channel *ch, void *arg)
+{
+	return attach(arg, ch);
+}
+
+static void
+send_hello(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	struct weft__msvc_hello h = {
+		.min_version = WEFT__MSVC_VERSION_MIN,
+		.max_version = WEFT__MSVC_VERSION_MAX,
+		.role = svc->member ? 0 : 1,
+		.cls = c->cls,
+		.index = c->index,
+		.flags = svc->opts.tls != NULL &&
+				 svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE
+			 ? 1
+			 : 0,
+	};
+	struct evbuffer *buf = evbuffer_new();
+
+	snprintf(h.cluster, sizeof(h.cluster), "%s", svc->cfg->cluster);
+	snprintf(h.id, sizeof(h.id), "%s", svc->id);
+	if (buf == NULL || weft__msvc_hello_encode(buf, &h) != 0 ||
+	    weft_channel_write(c->ch, buf, NULL, NULL) != 0)
+		weft_channel_close(c->ch);
+	if (buf != NULL)
+		evbuffer_free(buf);
+}
+
+static void
+on_connected(weft_channel *ch, int status, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	c->connecting = NULL;
+	c->ml->connects_in_progress--;
+	if (status != 0) {
+		weft__msvc_count(&c->peer->st.connect_failures, 1);
+		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
+			   c->peer->id, c->peer_addr, weft_strerror(status));
+		outbound_lost(c, status);
+		return;
+	}
+	(void)ch; /* attached by outbound_init */
+	c->state = WEFT__MSVC_HANDSHAKE;
+	c->crc = true;
+	send_hello(c);
+	start_handshake_timer(c);
+}
+
+void
+weft__msvc_conn_dial(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	weft_msvc_peer *peer = c->peer;
+	weft_connect_opts o = {0};
+	char addr[WEFT_ADDRESS_MAX];
+	int rv;
+
+	if (c->state != WEFT__MSVC_IDLE || atomic_load(&svc->stopped))
+		return;
+	pthread_mutex_lock(&peer->addr_lock);
+	if (strchr(peer->host, ':') != NULL)
+		snprintf(addr, sizeof(addr), "[%s]:%u", peer->host,
+			 (unsigned)peer->port);
+	else
+		snprintf(addr, sizeof(addr), "%s:%u", peer->host,
+			 (unsigned)peer->port);
+	pthread_mutex_unlock(&peer->addr_lock);
+	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s", addr);
+	o.timeout_ms = svc->cfg->limits.connect_timeout_ms;
+	o.init = outbound_init;
+	o.init_arg = c;
+	if (svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE)
+		o.tls = svc->opts.tls;
+	c->state = WEFT__MSVC_CONNECTING;
+	rv = weft_connect_start(c->ml->loop, addr, &o, on_connected, c,
+				&c->connecting);
+	if (rv != 0) {
+		c->connecting = NULL;
+		weft__msvc_count(&peer->st.connect_failures, 1);
+		weft_warn("msvc %s: cannot dial %s at %s: %s", svc->id,
+			  peer->id, addr, weft_strerror(rv));
+		outbound_lost(c, rv);
+		return;
+	}
+	c->ml->connects_in_progress++;
+}
+
+static void
+on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+{
+	struct weft__msvc_reply r;
+
+	if (weft__msvc_reply_decode(body, n, &r) != 0) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		conn_reject(c, "malformed handshake reply");
+		return;
+	}
+	if (r.status != 0) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft_warn("msvc %s: %s refused our connection: %s (%u)",
+			  c->svc->id, c->peer->id, r.reason,
+			  (unsigned)r.status);
+		weft_channel_close(c->ch);
+		return;
+	}
+	weft_timer_stop(c->timer);
+	c->crc = r.flags & 1;
+	c->state = WEFT__MSVC_UP;
+	c->attempts = 0;
+	weft__msvc_peer_conn_up(c->peer, c);
+	weft__msvc_conn_flush_backlog(c);
+}
+
+/* ---- Reading ----------------------------------------------------------- */
+
+/* Hands a response to the loop that holds its pending request. */
+struct handoff {
+	struct weft__msvc_loop *ml;
+	struct weft__msvc_env env;
+	uint8_t payload[];
+};
+
+static void
+handoff_task(weft_loop *loop, int status, void *arg)
+{
+	struct handoff *h = arg;
+
+	(void)loop;
+	if (status == 0)
+		weft__msvc_response(h->ml, &h->env);
+	free(h);
+}
+
+static void
+route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
+{
+	weft_msvc *svc = c->svc;
+	uint32_t li = (uint32_t)(env->id >> 24) & 0xff;
+	struct handoff *h;
+
+	if (li == c->ml->index) {
+		weft__msvc_response(c->ml, env);
+		return;
+	}
+	if (li >= svc->nloops ||
+	    (h = malloc(sizeof(*h) + env->len)) == NULL) {
+		weft__msvc_count(&svc->st.late_responses, 1);
+		return;
+	}
+	h->ml = &svc->loops[li];
+	h->env = *env;
+	memcpy(h->payload, env->payload, env->len);
+	h->env.payload = h->payload;
+	if (weft_loop_post(h->ml->loop, handoff_task, h) != 0) {
+		free(h);
+		return;
+	}
+	weft__msvc_count1(&c->ml->rs.handoffs, 1);
+}
+
+static void
+on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
+	   size_t frame_bytes)
+{
+	struct weft__msvc_env env;
+
+	if (weft__msvc_env_decode(body, n, &env) != 0) {
+		weft__msvc_count(&c->svc->st.bad_envelopes, 1);
+		conn_reject(c, "invalid envelope");
+		return;
+	}
+	weft__msvc_count1(&c->ml->rs.messages_in, 1);
+	weft__msvc_count(&c->peer->st.received, 1);
+	weft__msvc_count(&c->peer->st.bytes_received, frame_bytes);
+	if (env.flags & WEFT__MSVC_F_RESPONSE)
+		route_response(c, &env);
+	else
+		weft__msvc_dispatch(c, &env);
+}
+
+/* Stops reading while too many inbound bytes are in flight. */
+static bool
+should_pause(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) <
+	    limit)
+		return false;
+	c->paused = true;
+	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
+	atomic_fetch_add(&svc->paused_conns, 1);
+	weft__msvc_count(&svc->st.read_pauses, 1);
+	weft_channel_set_auto_read(c->ch, false);
+	/* A release may have raced the pause: look again. */
+	if (atomic_load(&svc->inflight) < limit)
+		weft__msvc_inflight_release(svc, 0);
+	return true;
+}
+
+/* Handles one whole frame at the start of in; returns false to stop. */
+static bool
+handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
+	     size_t total)
+{
+	uint32_t crc;
+
+	if (c->crc) {
+		crc = weft__msvc_crc32c(0, p, 4 + (size_t)len);
+		if (crc != be32(p + 4 + len)) {
+			weft__msvc_count(&c->svc->st.bad_frames, 1);
+			conn_reject(c, "frame checksum mismatch");
+			return false;
+		}
+	}
+	if (c->state == WEFT__MSVC_UP)
+		on_message(c, p + 4, len, total);
+	else if (c->outbound)
+		on_reply(c, p + 4, len);
+	else
+		on_hello(c, p + 4, len);
+	return c->state != WEFT__MSVC_CLOSED && c->ch != NULL &&
+	       weft_channel_is_open(c->ch);
+}
+
+static void
+process_frames(struct weft__msvc_conn *c, struct evbuffer *in)
+{
+	uint8_t hdr[4];
+	uint32_t len, max;
+	size_t avail, total;
+	const uint8_t *p;
+
+	while (!c->paused && c->state != WEFT__MSVC_CLOSED &&
+	       (avail = evbuffer_get_length(in)) >= 4) {
+		evbuffer_copyout(in, hdr, 4);
+		len = be32(hdr);
+		max = c->state == WEFT__MSVC_UP
+			      ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
+			      : WEFT__MSVC_HELLO_MAX;
+		if (len > max || len == 0 ||
+		    (c->state == WEFT__MSVC_UP && len < MIN_ENVELOPE)) {
+			if (c->state == WEFT__MSVC_UP)
+				weft__msvc_count(&c->svc->st.oversized_frames,
+						 1);
+			else
+				weft__msvc_count(
+					&c->svc->st.handshakes_refused, 1);
+			conn_reject(c, len > max ? "frame too large"
+						 : "frame too short");
+			return;
+		}
+		total = 4 + (size_t)len + (c->crc ? 4 : 0);
+		if (avail < total)
+			return;
+		if (c->state == WEFT__MSVC_UP && c->ml != NULL &&
+		    should_pause(c))
+			return;
+		if ((p = evbuffer_pullup(in, (ssize_t)total)) == NULL) {
+			conn_reject(c, "out of memory");
+			return;
+		}
+		if (!handle_frame(c, p, len, total))
+			return;
+		evbuffer_drain(in, total);
+	}
+}
+
+/* Drives a connection that was paused and is reading again. */
+void
+weft__msvc_conn_process(struct weft__msvc_conn *c)
+{
+	struct bufferevent *bev;
+
+	if (c->ch == NULL || (bev = weft_channel_bev(c->ch)) == NULL)
+		return;
+	process_frames(c, bufferevent_get_input(bev));
+}
+
+void
+weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+	struct weft__msvc_conn *c;
+
+	(void)loop;
+	atomic_store(&ml->resume_posted, false);
+	if (status != 0)
+		return;
+	while ((c = LIST_FIRST(&ml->paused)) != NULL &&
+	       atomic_load(&svc->inflight) <
+		       svc->cfg->limits.inbound_inflight_bytes) {
+		LIST_REMOVE(c, paused_link);
+		c->paused = false;
+		atomic_fetch_sub(&svc->paused_conns, 1);
+		if (c->ch != NULL) {
+			weft_channel_set_auto_read(c->ch, true);
+			weft__msvc_conn_process(c);
+		}
+	}
+}
+
+/* ---- Outbound connection objects --------------------------------------- */
+
+int
+weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
+			      struct weft__msvc_conn *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->svc = peer->svc;
+	c->ml = peer->home;
+	c->peer = peer;
+	c->outbound = true;
+	c->crc = true;
+	c->cls = (uint8_t)cls;
+	c->index = index;
+	c->state = WEFT__MSVC_IDLE;
+	c->pending_head = NONE;
+	c->jitter_seed = (unsigned)(uintptr_t)c ^ (unsigned)weft_now_ns();
+	TAILQ_INIT(&c->backlog);
+	if ((c->tx = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
+/* Frees what a connection holds (not the outbound struct itself, which
+ * lives in its peer's array). Its loop, or a stopped one. */
+void
+weft__msvc_conn_fini(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_out *out;
+
+	while ((out = TAILQ_FIRST(&c->backlog)) != NULL) {
+		TAILQ_REMOVE(&c->backlog, out, link);
+		weft__msvc_out_free(out);
+	}
+	if (c->timer != NULL)
+		weft_timer_free(c->timer);
+	c->timer = NULL;
+	if (c->tx != NULL)
+		evbuffer_free(c->tx);
+	c->tx = NULL;
+}
+
+void
+weft__msvc_conn_free(struct weft__msvc_conn *c)
+{
+	weft_msvc_peer *peer = c->peer;
+
+	LIST_REMOVE(c, inbound_link);
+	weft__msvc_conn_fini(c);
+	free(c);
+	if (peer != NULL && peer->is_client)
+		weft__msvc_peer_unref(peer);
+}

@@ -1,0 +1,402 @@
+/*
+ * dispatch.c: inbound requests and one-way messages meet their handlers,
+ * inline on the loop that read them or on the worker pool; responses go
+ * back through the requester's peer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "msvc_int.h"
+
+#define ERROR_PAYLOAD_MAX 320
+
+void
+weft__msvc_inflight_release(weft_msvc *svc, size_t n)
+{
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t left;
+	uint32_t i;
+
+	left = atomic_fetch_sub(&svc->inflight, n) - n;
+	if (left >= limit || atomic_load(&svc->paused_conns) == 0)
+		return;
+	for (i = 0; i < svc->nloops; i++) {
+		struct weft__msvc_loop *ml = &svc->loops[i];
+
+		if (atomic_exchange(&ml->resume_posted, true))
+			continue;
+		if (weft_loop_post_task(ml->loop, &ml->resume_task) != 0)
+			atomic_store(&ml->resume_posted, false);
+	}
+}
+
+static void
+msg_release(weft_msvc_msg *msg)
+{
+	weft_msvc_peer *peer = msg->peer;
+
+	if (msg->counted)
+		weft__msvc_inflight_release(msg->svc, msg->len);
+	free(msg);
+	if (peer != NULL && peer->is_client)
+		weft__msvc_peer_unref(peer);
+}
+
+/* Copies msg to the heap (payload too): for the worker pool and for
+ * responding later. Counts its bytes as in flight. */
+static weft_msvc_msg *
+msg_copy(const weft_msvc_msg *src)
+{
+	weft_msvc_msg *m;
+
+	if ((m = malloc(sizeof(*m) + src->len)) == NULL)
+		return NULL;
+	*m = *src;
+	memcpy(m->own, src->data, src->len);
+	m->data = m->own;
+	m->heap = true;
+	m->detached = false;
+	m->next = NULL;
+	m->counted = true;
+	atomic_fetch_add(&m->svc->inflight, m->len);
+	if (m->peer->is_client)
+		atomic_fetch_add(&m->peer->refs, 1);
+	return m;
+}
+
+/*
+ * Sends a response for msg. payload is data/len or buf (moved). Returns 0
+ * or an error; the response is then dropped.
+ */
+static int
+respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
+	struct evbuffer *buf)
+{
+	weft_msvc *svc = msg->svc;
+	weft_msvc_peer *peer = msg->peer;
+	struct weft__msvc_out out = {0};
+	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
+	int rv;
+
+	if (atomic_load(&svc->stopped))
+		return WEFT_ESHUTDOWN;
+	if (len > svc->cfg->limits.max_frame_bytes - WEFT__MSVC_ENV_HEADER)
+		return WEFT_ETOOBIG;
+	out.id = msg->id;
+	out.verb = msg->verb;
+	out.flags = WEFT__MSVC_F_RESPONSE | flags;
+	out.key = msg->conn_index;
+	out.created_ms = weft_wall_ms();
+	out.expires_ms = msg->expires_ms;
+	out.cls = msg->verb == WEFT__MSVC_VERB_HEARTBEAT
+			  ? WEFT_MSVC_URGENT
+			  : (uint8_t)weft__msvc_class_for(svc, len);
+	out.internal = msg->verb == WEFT__MSVC_VERB_HEARTBEAT;
+	out.ptr = data;
+	out.len = len;
+	out.buf = buf;
+	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
+		    svc->cfg->limits.outbound_queue_bytes &&
+	    !out.internal) {
+		weft__msvc_release_queued(peer, frame);
+		weft__msvc_count(&peer->st.dropped_overload, 1);
+		weft__msvc_count(&svc->st.overloaded, 1);
+		return WEFT_EOVERLOAD;
+	}
+	out.accounted = frame;
+	if ((rv = weft__msvc_submit_stack(peer, &out)) != 0) {
+		weft__msvc_release_queued(peer, frame);
+		return rv;
+	}
+	if (msg->verb < WEFT_MSVC_MAX_VERBS)
+		weft__msvc_count(&svc->verbs[msg->verb].responded, 1);
+	return 0;
+}
+
+/* Checks a respond call; returns 0 if msg may be answered. */
+static int
+respond_begin(weft_msvc_msg *msg)
+{
+	if (msg == NULL || !(msg->flags & WEFT__MSVC_F_REQUEST) ||
+	    msg->responded)
+		return WEFT_EINVAL;
+	msg->responded = true;
+	return 0;
+}
+
+/* Frees a detached message once it is answered. */
+static int
+respond_end(weft_msvc_msg *msg, int rv)
+{
+	if (msg->detached)
+		msg_release(msg);
+	return rv;
+}
+
+int
+weft_msvc_respond(weft_msvc_msg *msg, const void *data, size_t len)
+{
+	int rv;
+
+	if ((rv = respond_begin(msg)) != 0)
+		return rv;
+	if (data == NULL && len > 0)
+		return respond_end(msg, WEFT_EINVAL);
+	return respond_end(msg, respond(msg, 0, data, len, NULL));
+}
+
+int
+weft_msvc_respond_buf(weft_msvc_msg *msg, struct evbuffer *payload)
+{
+	struct evbuffer *buf;
+	int rv;
+
+	if ((rv = respond_begin(msg)) != 0) {
+		evbuffer_drain(payload, evbuffer_get_length(payload));
+		return rv;
+	}
+	if ((buf = evbuffer_new()) == NULL) {
+		evbuffer_drain(payload, evbuffer_get_length(payload));
+		return respond_end(msg, WEFT_ENOMEM);
+	}
+	evbuffer_add_buffer(buf, payload);
+	rv = respond(msg, 0, NULL, evbuffer_get_length(buf), buf);
+	/* Unless a queued copy took it, buf is ours (and empty). */
+	if (rv != 0 || evbuffer_get_length(buf) == 0)
+		evbuffer_free(buf);
+	return respond_end(msg, rv);
+}
+
+static int
+respond_error(weft_msvc_msg *msg, int status, const char *text)
+{
+	uint8_t p[ERROR_PAYLOAD_MAX];
+	size_t n = weft__msvc_error_encode(p, sizeof(p), status, text);
+
+	return respond(msg, WEFT__MSVC_F_ERROR, p, n, NULL);
+}
+
+int
+weft_msvc_respond_error(weft_msvc_msg *msg, int status, const char *text)
+{
+	char cut[256];
+	int rv;
+
+	if ((rv = respond_begin(msg)) != 0)
+		return rv;
+	snprintf(cut, sizeof(cut), "%s", text != NULL ? text : "");
+	return respond_end(msg, respond_error(msg, status, cut));
+}
+
+weft_msvc_msg *
+weft_msvc_msg_detach(weft_msvc_msg *msg)
+{
+	weft_msvc_msg *copy;
+
+	if (!(msg->flags & WEFT__MSVC_F_REQUEST) || msg->responded ||
+	    msg->detached)
+		return NULL;
+	if ((copy = msg_copy(msg)) == NULL)
+		return NULL;
+	copy->detached = true;
+	/* The original is answered by the copy. */
+	msg->detached = true;
+	return copy;
+}
+
+/* After a handler: a request nobody answered gets an error. */
+static void
+after_handler(weft_msvc_msg *msg)
+{
+	if ((msg->flags & WEFT__MSVC_F_REQUEST) && !msg->responded &&
+	    !msg->detached) {
+		msg->responded = true;
+		respond_error(msg, WEFT_EREMOTE, "handler did not respond");
+	}
+}
+
+static bool
+is_expired(const weft_msvc_msg *msg)
+{
+	return msg->expires_ms != 0 && msg->expires_ms <= weft_wall_ms();
+}
+
+/* ---- The worker pool --------------------------------------------------- */
+
+static void
+run_job(weft_msvc_msg *msg)
+{
+	weft_msvc *svc = msg->svc;
+	struct weft__msvc_verb *v = &svc->verbs[msg->verb];
+
+	if (is_expired(msg)) {
+		weft__msvc_count(&svc->st.expired_before_handler, 1);
+		weft__msvc_count(&v->expired, 1);
+	} else if (atomic_load(&svc->stopped)) {
+		/* Dropped: the requester hears "shut down" or times out. */
+	} else {
+		v->cb(svc, msg, v->arg);
+		weft__msvc_count(&v->handled, 1);
+		after_handler(msg);
+	}
+	msg_release(msg);
+}
+
+static void *
+worker_main(void *arg)
+{
+	weft_msvc *svc = arg;
+	struct weft__msvc_pool *pool = &svc->pool;
+	weft_msvc_msg *msg;
+
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		while (pool->head == NULL && !pool->stopping)
+			pthread_cond_wait(&pool->cond, &pool->lock);
+		if (pool->head == NULL)
+			break;
+		msg = pool->head;
+		pool->head = msg->next;
+		if (pool->head == NULL)
+			pool->tail = NULL;
+		pthread_mutex_unlock(&pool->lock);
+		run_job(msg);
+		pthread_mutex_lock(&pool->lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void
+pool_push(weft_msvc *svc, weft_msvc_msg *msg)
+{
+	struct weft__msvc_pool *pool = &svc->pool;
+
+	pthread_mutex_lock(&pool->lock);
+	if (pool->tail != NULL)
+		pool->tail->next = msg;
+	else
+		pool->head = msg;
+	pool->tail = msg;
+	pthread_cond_signal(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	weft__msvc_count(&svc->st.worker_jobs, 1);
+}
+
+int
+weft__msvc_pool_start(weft_msvc *svc)
+{
+	struct weft__msvc_pool *pool = &svc->pool;
+	uint32_t n = svc->cfg->limits.worker_threads, i;
+
+	if ((pool->threads = calloc(n, sizeof(*pool->threads))) == NULL)
+		return WEFT_ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (pthread_create(&pool->threads[i], NULL, worker_main,
+				   svc) != 0)
+			break;
+		pthread_setname_np(pool->threads[i], "weft-msvc-work");
+	}
+	pool->n = i;
+	if (i == 0) {
+		free(pool->threads);
+		pool->threads = NULL;
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+/* Stops the workers after the jobs queued so far. */
+void
+weft__msvc_pool_stop(weft_msvc *svc)
+{
+	struct weft__msvc_pool *pool = &svc->pool;
+	uint32_t i;
+
+	pthread_mutex_lock(&pool->lock);
+	pool->stopping = true;
+	pthread_cond_broadcast(&pool->cond);
+	pthread_mutex_unlock(&pool->lock);
+	for (i = 0; i < pool->n; i++)
+		pthread_join(pool->threads[i], NULL);
+	free(pool->threads);
+	pool->threads = NULL;
+	pool->n = 0;
+}
+
+/* ---- Dispatch ---------------------------------------------------------- */
+
+static void
+answer_now(weft_msvc_msg *msg, int status, const char *text)
+{
+	if (msg->flags & WEFT__MSVC_F_REQUEST) {
+		msg->responded = true;
+		if (status == 0)
+			respond(msg, 0, NULL, 0, NULL);
+		else
+			respond_error(msg, status, text);
+	}
+}
+
+void
+weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
+{
+	weft_msvc *svc = c->svc;
+	struct weft__msvc_verb *v = NULL;
+	char text[64];
+	weft_msvc_msg msg = {
+		.svc = svc,
+		.peer = c->peer,
+		.id = env->id,
+		.created_ms = env->created_ms,
+		.expires_ms = env->expires_ms,
+		.verb = env->verb,
+		.flags = env->flags,
+		.conn_index = c->index,
+		.data = env->payload,
+		.len = env->len,
+	};
+
+	if (env->verb < WEFT_MSVC_MAX_VERBS)
+		v = &svc->verbs[env->verb];
+	if (is_expired(&msg)) {
+		weft__msvc_count(&svc->st.expired_on_arrival, 1);
+		weft__msvc_count(&c->peer->st.dropped_expired, 1);
+		if (v != NULL)
+			weft__msvc_count(&v->expired, 1);
+		return;
+	}
+	if (env->verb == WEFT__MSVC_VERB_HEARTBEAT) {
+		answer_now(&msg, 0, NULL);
+		return;
+	}
+	if (v == NULL || v->cb == NULL) {
+		weft__msvc_count(&svc->st.unknown_verbs, 1);
+		snprintf(text, sizeof(text), "unknown verb %u",
+			 (unsigned)env->verb);
+		answer_now(&msg, WEFT_EUNKNOWNVERB, text);
+		return;
+	}
+	weft__msvc_count(&v->received, 1);
+	weft__msvc_count(&v->bytes_received, env->len);
+	if (atomic_load(&svc->stopping)) {
+		answer_now(&msg, WEFT_ESHUTDOWN, "shutting down");
+		return;
+	}
+	if (v->flags & WEFT_MSVC_BLOCKING) {
+		weft_msvc_msg *job = msg_copy(&msg);
+
+		if (job == NULL) {
+			answer_now(&msg, WEFT_EOVERLOAD, "out of memory");
+			return;
+		}
+		pool_push(svc, job);
+		return;
+	}
+	v->cb(svc, &msg, v->arg);
+	weft__msvc_count(&v->handled, 1);
+	after_handler(&msg);
+}

@@ -1,0 +1,315 @@
+/* metrics.c: counters, latency snapshots and the Prometheus text dump. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "msvc_int.h"
+
+#define LOAD(x) weft__msvc_relaxed(&(x))
+
+/* Every second, each loop publishes the latency of the peers it is home
+ * for, so readers on other threads never touch a live histogram. */
+void
+weft__msvc_stats_tick(weft_timer *t, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+	uint32_t i;
+
+	(void)t;
+	for (i = 0; i < svc->npeers; i++) {
+		weft_msvc_peer *peer = svc->peers[i];
+
+		if (peer->home != ml)
+			continue;
+		pthread_mutex_lock(&peer->snap_lock);
+		weft_histogram_reset(peer->lat_snap);
+		weft_histogram_merge(peer->lat_snap, peer->lat);
+		pthread_mutex_unlock(&peer->snap_lock);
+	}
+}
+
+void
+weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer,
+			 weft_msvc_peer_stats *out)
+{
+	weft_msvc_peer *peer = (weft_msvc_peer *)cpeer;
+	struct weft__msvc_pstats *s = &peer->st;
+
+	memset(out, 0, sizeof(*out));
+	out->sent = LOAD(s->sent);
+	out->received = LOAD(s->received);
+	out->bytes_sent = LOAD(s->bytes_sent);
+	out->bytes_received = LOAD(s->bytes_received);
+	out->dropped_expired = LOAD(s->dropped_expired);
+	out->dropped_overload = LOAD(s->dropped_overload);
+	out->timed_out = LOAD(s->timed_out);
+	out->failed_peer_down = LOAD(s->failed_peer_down);
+	out->pending = LOAD(s->pending);
+	out->queued_bytes = atomic_load(&peer->queued_bytes);
+	out->connects = LOAD(s->connects);
+	out->connect_failures = LOAD(s->connect_failures);
+	out->downs = LOAD(s->downs);
+	pthread_mutex_lock(&peer->snap_lock);
+	out->latency_count = weft_histogram_count(peer->lat_snap);
+	out->latency_p50_ns = weft_histogram_percentile(peer->lat_snap, 50);
+	out->latency_p99_ns = weft_histogram_percentile(peer->lat_snap, 99);
+	out->latency_max_ns = weft_histogram_max(peer->lat_snap);
+	pthread_mutex_unlock(&peer->snap_lock);
+}
+
+void
+weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
+			 weft_msvc_verb_stats *out)
+{
+	struct weft__msvc_verb *v;
+
+	memset(out, 0, sizeof(*out));
+	if (verb >= WEFT_MSVC_MAX_VERBS)
+		return;
+	v = &svc->verbs[verb];
+	out->received = LOAD(v->received);
+	out->handled = LOAD(v->handled);
+	out->responded = LOAD(v->responded);
+	out->sent = LOAD(v->sent);
+	out->expired = LOAD(v->expired);
+	out->bytes_received = LOAD(v->bytes_received);
+	out->bytes_sent = LOAD(v->bytes_sent);
+}
+
+void
+weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
+{
+	weft_msvc *svc = (weft_msvc *)csvc;
+	struct weft__msvc_nstats *s = &svc->st;
+	weft_loop_stats ls;
+	uint32_t i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < svc->nloops; i++) {
+		struct weft__msvc_rstats *r = &svc->loops[i].rs;
+
+		out->read_batches += LOAD(r->read_batches);
+		out->messages_in += LOAD(r->messages_in);
+		out->drain_batches += LOAD(r->drain_batches);
+		out->messages_out += LOAD(r->messages_out);
+		out->handoffs += LOAD(r->handoffs);
+		out->write_calls += LOAD(r->write_calls);
+		out->bytes_written += LOAD(r->bytes_written);
+		weft_loop_get_stats(svc->loops[i].loop, &ls);
+		out->loop_wakeups += ls.wakeups;
+	}
+	out->expired_in_queue = LOAD(s->expired_in_queue);
+	out->expired_on_arrival = LOAD(s->expired_on_arrival);
+	out->expired_before_handler = LOAD(s->expired_before_handler);
+	out->overloaded = LOAD(s->overloaded);
+	out->read_pauses = LOAD(s->read_pauses);
+	out->inflight_bytes = atomic_load(&svc->inflight);
+	out->pending_requests = atomic_load(&svc->pending);
+	out->bad_frames = LOAD(s->bad_frames);
+	out->oversized_frames = LOAD(s->oversized_frames);
+	out->bad_envelopes = LOAD(s->bad_envelopes);
+	out->handshakes_refused = LOAD(s->handshakes_refused);
+	out->unknown_verbs = LOAD(s->unknown_verbs);
+	out->late_responses = LOAD(s->late_responses);
+	out->connections_accepted = LOAD(s->connections_accepted);
+	out->connections_open = LOAD(s->connections_open);
+	out->heartbeats_missed = LOAD(s->heartbeats_missed);
+	out->peer_downs = LOAD(s->peer_downs);
+	out->worker_jobs = LOAD(s->worker_jobs);
+}
+
+/* ---- Prometheus text --------------------------------------------------- */
+
+struct metric {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t offset; /* in weft_msvc_stats / peer / verb stats */
+};
+
+#define NODE_METRIC(field, type, help)                                         \
+	{#field, type, help, offsetof(weft_msvc_stats, field)}
+static const struct metric node_metrics[] = {
+	NODE_METRIC(read_batches, "counter", "Inbound read events handled."),
+	NODE_METRIC(messages_in, "counter", "Messages decoded."),
+	NODE_METRIC(drain_batches, "counter", "Outbound queue drains."),
+	NODE_METRIC(messages_out, "counter", "Messages encoded."),
+	NODE_METRIC(handoffs, "counter", "Messages passed between threads."),
+	NODE_METRIC(write_calls, "counter", "Socket writes."),
+	NODE_METRIC(bytes_written, "counter", "Bytes taken by socket writes."),
+	NODE_METRIC(loop_wakeups, "counter", "Cross-thread loop wake-ups."),
+	NODE_METRIC(expired_in_queue, "counter", "Expired before sending."),
+	NODE_METRIC(expired_on_arrival, "counter", "Expired on arrival."),
+	NODE_METRIC(expired_before_handler, "counter",
+		    "Expired waiting for a worker."),
+	NODE_METRIC(overloaded, "counter", "Sends refused by a limit."),
+	NODE_METRIC(read_pauses, "counter", "Reads paused for inflight bytes."),
+	NODE_METRIC(inflight_bytes, "gauge", "Inbound bytes being handled."),
+	NODE_METRIC(pending_requests, "gauge", "Requests awaiting answers."),
+	NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),
+	NODE_METRIC(oversized_frames, "counter", "Frames over the limit."),
+	NODE_METRIC(bad_envelopes, "counter", "Invalid envelopes."),
+	NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
+	NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
+	NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
+	NODE_METRIC(connections_accepted, "counter", "Connections accepted."),
+	NODE_METRIC(connections_open, "gauge", "Connections open."),
+	NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),
+	NODE_METRIC(peer_downs, "counter", "Peers marked down."),
+	NODE_METRIC(worker_jobs, "counter", "Handlers run on workers."),
+};
+
+#define PEER_METRIC(field, type, help)                                         \
+	{#field, type, help, offsetof(weft_msvc_peer_stats, field)}
+static const struct metric peer_metrics[] = {
+	PEER_METRIC(sent, "counter", "Messages written to the peer."),
+	PEER_METRIC(received, "counter", "Messages read from the peer."),
+	PEER_METRIC(bytes_sent, "counter", "Frame bytes written."),
+	PEER_METRIC(bytes_received, "counter", "Frame bytes read."),
+	PEER_METRIC(dropped_expired, "counter", "Messages dropped expired."),
+	PEER_METRIC(dropped_overload, "counter", "Sends refused: queue full."),
+	PEER_METRIC(timed_out, "counter", "Requests timed out."),
+	PEER_METRIC(failed_peer_down, "counter", "Requests failed: peer down."),
+	PEER_METRIC(pending, "gauge", "Requests awaiting answers."),
+	PEER_METRIC(queued_bytes, "gauge", "Outbound bytes not yet written."),
+	PEER_METRIC(connects, "counter", "Handshakes completed."),
+	PEER_METRIC(connect_failures, "counter", "Dials that failed."),
+	PEER_METRIC(downs, "counter", "Times marked down."),
+};
+
+#define VERB_METRIC(field, help)                                               \
+	{#field, "counter", help, offsetof(weft_msvc_verb_stats, field)}
+static const struct metric verb_metrics[] = {
+	VERB_METRIC(received, "Messages that arrived."),
+	VERB_METRIC(handled, "Handler calls."),
+	VERB_METRIC(responded, "Responses sent."),
+	VERB_METRIC(sent, "Messages sent."),
+	VERB_METRIC(expired, "Dropped before the handler."),
+	VERB_METRIC(bytes_received, "Payload bytes received."),
+	VERB_METRIC(bytes_sent, "Payload bytes sent."),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void
+header(struct evbuffer *out, const char *group, const struct metric *m)
+{
+	const char *suffix = strcmp(m->type, "counter") == 0 ? "_total" : "";
+
+	evbuffer_add_printf(out, "# HELP weft_msvc_%s_%s%s %s\n", group,
+			    m->name, suffix, m->help);
+	evbuffer_add_printf(out, "# TYPE weft_msvc_%s_%s%s %s\n", group,
+			    m->name, suffix, m->type);
+}
+
+static void
+dump_node(weft_msvc *svc, struct evbuffer *out)
+{
+	weft_msvc_stats s;
+	size_t i;
+
+	weft_msvc_get_stats(svc, &s);
+	for (i = 0; i < N(node_metrics); i++) {
+		const struct metric *m = &node_metrics[i];
+		uint64_t v = *(const uint64_t *)((const char *)&s + m->offset);
+
+		header(out, "node", m);
+		evbuffer_add_printf(out,
+				    "weft_msvc_node_%s%s{node=\"%s\"} %" PRIu64
+				    "\n",
+				    m->name,
+				    strcmp(m->type, "counter") ? "" : "_total",
+				    svc->id, v);
+	}
+}
+
+static void
+dump_peers(weft_msvc *svc, struct evbuffer *out)
+{
+	static const double q[] = {0.5, 0.99};
+	weft_msvc_peer_stats *ps;
+	size_t i, p;
+
+	if ((ps = calloc(svc->npeers ? svc->npeers : 1, sizeof(*ps))) == NULL)
+		return;
+	for (p = 0; p < svc->npeers; p++)
+		weft_msvc_peer_get_stats(svc->peers[p], &ps[p]);
+	for (i = 0; i < N(peer_metrics); i++) {
+		const struct metric *m = &peer_metrics[i];
+
+		header(out, "peer", m);
+		for (p = 0; p < svc->npeers; p++)
+			evbuffer_add_printf(
+				out,
+				"weft_msvc_peer_%s%s{node=\"%s\",peer=\"%s\"} "
+				"%" PRIu64 "\n",
+				m->name,
+				strcmp(m->type, "counter") ? "" : "_total",
+				svc->id, svc->peers[p]->id,
+				*(const uint64_t *)((const char *)&ps[p] +
+						    m->offset));
+	}
+	evbuffer_add_printf(out, "# HELP weft_msvc_peer_latency_seconds "
+				 "Request round trips (last second's "
+				 "snapshot).\n"
+				 "# TYPE weft_msvc_peer_latency_seconds "
+				 "summary\n");
+	for (p = 0; p < svc->npeers; p++) {
+		uint64_t v[2] = {ps[p].latency_p50_ns, ps[p].latency_p99_ns};
+
+		for (i = 0; i < 2; i++)
+			evbuffer_add_printf(
+				out,
+				"weft_msvc_peer_latency_seconds{node=\"%s\","
+				"peer=\"%s\",quantile=\"%g\"} %.9f\n",
+				svc->id, svc->peers[p]->id, q[i],
+				(double)v[i] / 1e9);
+		evbuffer_add_printf(
+			out,
+			"weft_msvc_peer_latency_seconds_count{node=\"%s\","
+			"peer=\"%s\"} %" PRIu64 "\n",
+			svc->id, svc->peers[p]->id, ps[p].latency_count);
+	}
+	free(ps);
+}
+
+static void
+dump_verbs(weft_msvc *svc, struct evbuffer *out)
+{
+	weft_msvc_verb_stats vs;
+	size_t i;
+	uint32_t v;
+
+	for (i = 0; i < N(verb_metrics); i++) {
+		const struct metric *m = &verb_metrics[i];
+
+		header(out, "verb", m);
+		for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
+			if (svc->verbs[v].name == NULL)
+				continue;
+			weft_msvc_verb_get_stats(svc, v, &vs);
+			evbuffer_add_printf(
+				out,
+				"weft_msvc_verb_%s_total{node=\"%s\","
+				"verb=\"%s\",number=\"%u\"} %" PRIu64 "\n",
+				m->name, svc->id, svc->verbs[v].name,
+				(unsigned)v,
+				*(const uint64_t *)((const char *)&vs +
+						    m->offset));
+		}
+	}
+}
+
+int
+weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out)
+{
+	size_t before = evbuffer_get_length(out);
+
+	dump_node(svc, out);
+	dump_peers(svc, out);
+	dump_verbs(svc, out);
+	return evbuffer_get_length(out) > before ? 0 : WEFT_ENOMEM;
+}

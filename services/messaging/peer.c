@@ -1,0 +1,448 @@
+/*
+ * peer.c: sending to one peer. Every peer has a home loop that owns its
+ * connections. A sender on the home loop encodes straight into the
+ * connection's output (no queue, no allocation); a sender on any other
+ * thread pushes onto the peer's lock-free queue and wakes the home loop
+ * once per batch, which drains the whole queue, encodes every message and
+ * flushes once. Messages for a connection that is not up wait in its
+ * backlog until it is, until they expire, or until the queue limit says no.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "msvc_int.h"
+
+struct weft__msvc_out *
+weft__msvc_out_new(size_t inline_len)
+{
+	struct weft__msvc_out *out;
+
+	if ((out = malloc(sizeof(*out) + inline_len)) == NULL)
+		return NULL;
+	memset(out, 0, sizeof(*out));
+	out->ptr = out->data;
+	return out;
+}
+
+void
+weft__msvc_out_free(struct weft__msvc_out *out)
+{
+	if (out == NULL)
+		return;
+	if (out->buf != NULL)
+		evbuffer_free(out->buf);
+	free(out);
+}
+
+void
+weft__msvc_release_queued(weft_msvc_peer *peer, size_t n)
+{
+	if (n != 0)
+		atomic_fetch_sub_explicit(&peer->queued_bytes, n,
+					  memory_order_relaxed);
+}
+
+uint64_t
+weft__msvc_class_for(const weft_msvc *svc, size_t len)
+{
+	return len > svc->cfg->limits.large_message_bytes ? WEFT_MSVC_LARGE
+							   : WEFT_MSVC_SMALL;
+}
+
+static struct weft__msvc_conn *
+pick_conn(weft_msvc_peer *peer, const struct weft__msvc_out *out)
+{
+	uint32_t n;
+
+	if (peer->is_client)
+		return peer->client_conn;
+	n = peer->svc->cfg->limits.connections[out->cls];
+	return &peer->conns[out->cls][out->key % n];
+}
+
+/* Ends a message that will never be written: a request's callback runs
+ * with status (we are on the loop, never inside the API call). */
+static void
+drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
+{
+	weft_msvc *svc = peer->svc;
+
+	weft__msvc_release_queued(peer, out->accounted);
+	if (out->flags & WEFT__MSVC_F_RESPONSE)
+		weft__msvc_count(&svc->st.responses_dropped, 1);
+	if (out->flags & WEFT__MSVC_F_REQUEST) {
+		atomic_fetch_sub_explicit(&svc->pending, 1,
+					  memory_order_relaxed);
+		atomic_fetch_sub_explicit(&peer->st.pending, 1,
+					  memory_order_relaxed);
+		out->cb(svc, status, NULL, 0, out->arg);
+	}
+	weft__msvc_out_free(out);
+}
+
+/* Registers a request's pending slot; returns its index or an error. */
+static int
+open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
+{
+	struct weft__msvc_loop *ml = peer->home;
+	struct weft__msvc_slot *s;
+	int rv;
+
+	if ((rv = weft__msvc_slot_new(ml, slot)) != 0)
+		return rv;
+	s = weft__msvc_slot_at(ml, *slot);
+	s->peer = peer;
+	s->cb = out->cb;
+	s->arg = out->arg;
+	s->verb = out->verb;
+	s->internal = out->internal;
+	out->id = weft__msvc_slot_id(ml, *slot);
+	weft__msvc_slot_arm(ml, *slot, out->timeout_ms);
+	return 0;
+}
+
+/* Writes out into c's output batch. */
+static void
+encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out,
+	   uint32_t slot)
+{
+	weft__msvc_conn_encode(c, out->id, out->verb, out->flags,
+			       out->created_ms, out->expires_ms, out->ptr,
+			       out->len, out->buf);
+	c->tx_accounted += out->accounted;
+	if (out->flags & WEFT__MSVC_F_REQUEST)
+		weft__msvc_slot_sent(c->ml, slot, c);
+	weft__msvc_conn_mark_dirty(c);
+}
+
+/* Copies a caller's message (stack, borrowed payload) to the heap. */
+static struct weft__msvc_out *
+out_keep(const struct weft__msvc_out *src)
+{
+	struct weft__msvc_out *out;
+
+	if ((out = weft__msvc_out_new(src->buf ? 0 : src->len)) == NULL)
+		return NULL;
+	memcpy(out, src, sizeof(*out));
+	out->ptr = out->data;
+	if (src->buf != NULL && evbuffer_get_length(src->buf) == 0)
+		out->buf = NULL; /* nothing to own: the caller frees it */
+	if (src->buf == NULL && src->len > 0)
+		memcpy(out->data, src->ptr, src->len);
+	return out;
+}
+
+/*
+ * Sends out on the home loop. heap says whether out is ours to keep or
+ * free; if not, it is copied when it must wait. Returns 0, or an error
+ * with nothing done (out untouched, no callback).
+ */
+static int
+emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
+{
+	struct weft__msvc_conn *c = pick_conn(peer, out);
+	bool request = out->flags & WEFT__MSVC_F_REQUEST;
+	uint32_t slot = UINT32_MAX;
+	struct weft__msvc_out *kept;
+	int rv;
+
+	weft__msvc_peer_touch(peer);
+	if (request && (rv = open_slot(peer, out, &slot)) != 0)
+		return rv;
+	if (c != NULL && c->state == WEFT__MSVC_UP &&
+	    TAILQ_EMPTY(&c->backlog)) {
+		encode_now(c, out, slot);
+		if (heap)
+			weft__msvc_out_free(out);
+		return 0;
+	}
+	if (c == NULL) {
+		/* A client whose connection is gone: only responses go to
+		 * clients, and they are dropped. */
+		weft__msvc_count(&peer->svc->st.responses_dropped, 1);
+		weft__msvc_release_queued(peer, out->accounted);
+		if (heap)
+			weft__msvc_out_free(out);
+		return 0;
+	}
+	kept = heap ? out : out_keep(out);
+	if (kept == NULL) {
+		if (request)
+			weft__msvc_slot_cancel(peer->home, slot);
+		return WEFT_ENOMEM;
+	}
+	kept->slot = slot;
+	kept->conn = c;
+	TAILQ_INSERT_TAIL(&c->backlog, kept, link);
+	if (request)
+		weft__msvc_slot_at(peer->home, slot)->out = kept;
+	if (c->state == WEFT__MSVC_IDLE)
+		weft__msvc_conn_dial(c);
+	return 0;
+}
+
+/* Sends every message of c's backlog, now that c is up. */
+void
+weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
+{
+	weft_msvc_peer *peer = c->peer;
+	struct weft__msvc_out *out;
+	uint64_t now = weft_wall_ms();
+
+	while (c->state == WEFT__MSVC_UP &&
+	       (out = TAILQ_FIRST(&c->backlog)) != NULL) {
+		TAILQ_REMOVE(&c->backlog, out, link);
+		if (out->flags & WEFT__MSVC_F_REQUEST)
+			weft__msvc_slot_at(c->ml, out->slot)->out = NULL;
+		if (out->expires_ms != 0 && out->expires_ms <= now) {
+			weft__msvc_count(&peer->svc->st.expired_in_queue, 1);
+			weft__msvc_count(&peer->st.dropped_expired, 1);
+			if (out->flags & WEFT__MSVC_F_REQUEST) {
+				weft__msvc_release_queued(peer, out->accounted);
+				weft__msvc_slot_complete(c->ml, out->slot,
+							 WEFT_EEXPIRED, NULL, 0);
+				weft__msvc_out_free(out);
+			} else {
+				drop_out(peer, out, WEFT_EEXPIRED);
+			}
+			continue;
+		}
+		encode_now(c, out, out->slot);
+		weft__msvc_out_free(out);
+	}
+}
+
+/* Drops the expired one-way messages and responses of a backlog (a
+ * request's own timer takes care of it). */
+void
+weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all)
+{
+	struct weft__msvc_out *out, *next;
+	uint64_t now = weft_wall_ms();
+
+	for (out = TAILQ_FIRST(&c->backlog); out != NULL; out = next) {
+		next = TAILQ_NEXT(out, link);
+		if (out->flags & WEFT__MSVC_F_REQUEST)
+			continue;
+		if (!all && (out->expires_ms == 0 || out->expires_ms > now))
+			continue;
+		TAILQ_REMOVE(&c->backlog, out, link);
+		if (!all) {
+			weft__msvc_count(&c->svc->st.expired_in_queue, 1);
+			weft__msvc_count(&c->peer->st.dropped_expired, 1);
+		}
+		drop_out(c->peer, out, all ? WEFT_ESHUTDOWN : WEFT_EEXPIRED);
+	}
+}
+
+/* The peer's queue, drained as one batch on the home loop. */
+void
+weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
+{
+	weft_msvc_peer *peer = arg;
+	weft_msvc *svc = peer->svc;
+	struct weft__msvc_out *out, *next, *fifo = NULL;
+	uint64_t now = weft_wall_ms(), n = 0;
+	int rv;
+
+	(void)loop;
+	out = atomic_exchange_explicit(&peer->queue, NULL,
+				       memory_order_acquire);
+	for (; out != NULL; out = next) {
+		next = atomic_load_explicit(&out->next, memory_order_relaxed);
+		atomic_store_explicit(&out->next, fifo, memory_order_relaxed);
+		fifo = out;
+	}
+	for (out = fifo; out != NULL; out = next, n++) {
+		next = atomic_load_explicit(&out->next, memory_order_relaxed);
+		if (status != 0 || atomic_load(&svc->stopped)) {
+			drop_out(peer, out, WEFT_ESHUTDOWN);
+		} else if (out->expires_ms != 0 && out->expires_ms <= now) {
+			weft__msvc_count(&svc->st.expired_in_queue, 1);
+			weft__msvc_count(&peer->st.dropped_expired, 1);
+			drop_out(peer, out, WEFT_EEXPIRED);
+		} else if ((rv = emit(peer, out, true)) != 0) {
+			drop_out(peer, out, rv);
+		}
+		if (peer->is_client)
+			weft__msvc_peer_unref(peer);
+	}
+	weft__msvc_count1(&peer->home->rs.drain_batches, 1);
+	weft__msvc_count1(&peer->home->rs.handoffs, n);
+}
+
+/*
+ * weft__msvc_submit sends out (heap) to peer from any thread; the bytes
+ * are already counted in queued_bytes. Returns 0 (out is the service's)
+ * or an error (out is still the caller's).
+ */
+int
+weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out)
+{
+	struct weft__msvc_out *old;
+	int rv;
+
+	if (weft_loop_in_thread(peer->home->loop))
+		return emit(peer, out, true);
+	if (peer->is_client)
+		atomic_fetch_add(&peer->refs, 1);
+	old = atomic_load_explicit(&peer->queue, memory_order_relaxed);
+	do {
+		atomic_store_explicit(&out->next, old, memory_order_relaxed);
+	} while (!atomic_compare_exchange_weak_explicit(
+		&peer->queue, &old, out, memory_order_release,
+		memory_order_relaxed));
+	if (old != NULL)
+		return 0;
+	rv = weft_loop_post_task(peer->home->loop, &peer->drain_task);
+	/* A stopped loop: the service is being torn down; the stop path
+	 * drains the queue itself. */
+	(void)rv;
+	return 0;
+}
+
+/*
+ * weft__msvc_submit_stack is the send path without allocation: on the
+ * home loop, stack_out (with a borrowed payload) is encoded at once.
+ * Elsewhere it is copied and queued. Same returns as weft__msvc_submit.
+ */
+int
+weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out)
+{
+	struct weft__msvc_out *kept;
+	int rv;
+
+	if (weft_loop_in_thread(peer->home->loop))
+		return emit(peer, out, false);
+	if ((kept = out_keep(out)) == NULL)
+		return WEFT_ENOMEM;
+	if ((rv = weft__msvc_submit(peer, kept)) != 0) {
+		kept->buf = NULL; /* still the caller's */
+		weft__msvc_out_free(kept);
+	}
+	return rv;
+}
+
+/* ---- Peer state and heartbeats (home loop) ---------------------------- */
+
+void
+weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
+{
+	weft_msvc *svc = peer->svc;
+
+	if (atomic_exchange(&peer->up, up) == up)
+		return;
+	if (!up) {
+		weft__msvc_count(&peer->st.downs, 1);
+		weft__msvc_count(&svc->st.peer_downs, 1);
+	}
+	weft_info("msvc %s: peer %s is %s", svc->id, peer->id,
+		  up ? "up" : "down");
+	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
+		svc->peer_cb(svc, peer, up, svc->peer_cb_arg);
+}
+
+void
+weft__msvc_peer_down(weft_msvc_peer *peer, const char *why)
+{
+	weft_msvc *svc = peer->svc;
+	uint32_t cls, i;
+
+	weft_warn("msvc %s: peer %s down: %s", svc->id, peer->id, why);
+	weft__msvc_peer_set_up(peer, false);
+	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
+		for (i = 0; i < svc->cfg->limits.connections[cls]; i++)
+			weft__msvc_conn_close(&peer->conns[cls][i], why);
+}
+
+void
+weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c)
+{
+	weft__msvc_count(&peer->st.connects, 1);
+	if (c->cls == WEFT_MSVC_URGENT) {
+		peer->hb_misses = 0;
+		weft__msvc_peer_set_up(peer, true);
+	}
+}
+
+static void
+on_heartbeat_reply(weft_msvc *svc, int status, const void *data, size_t len,
+		   void *arg)
+{
+	weft_msvc_peer *peer = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status != 0)
+		return;
+	peer->hb_acked = true;
+	peer->hb_misses = 0;
+	weft__msvc_peer_set_up(peer, true);
+}
+
+static void
+on_heartbeat_timer(weft_timer *t, void *arg)
+{
+	weft_msvc_peer *peer = arg;
+	weft_msvc *svc = peer->svc;
+	const weft_msvc_limits *l = &svc->cfg->limits;
+	struct weft__msvc_out out = {0};
+
+	(void)t;
+	if (atomic_load(&svc->stopping))
+		return;
+	if (peer->hb_sent && !peer->hb_acked) {
+		weft__msvc_count(&svc->st.heartbeats_missed, 1);
+		if (++peer->hb_misses >= l->heartbeat_misses) {
+			peer->hb_misses = 0;
+			if (atomic_load(&peer->up))
+				weft__msvc_peer_down(peer,
+						     "missed heartbeats");
+		}
+	}
+	out.verb = WEFT__MSVC_VERB_HEARTBEAT;
+	out.flags = WEFT__MSVC_F_REQUEST;
+	out.cls = WEFT_MSVC_URGENT;
+	out.internal = true;
+	out.created_ms = weft_wall_ms();
+	out.timeout_ms = l->heartbeat_interval_ms;
+	out.expires_ms = out.created_ms + l->heartbeat_interval_ms;
+	out.cb = on_heartbeat_reply;
+	out.arg = peer;
+	out.ptr = out.data;
+	atomic_fetch_add(&svc->pending, 1);
+	atomic_fetch_add(&peer->st.pending, 1);
+	if (emit(peer, &out, false) != 0) {
+		atomic_fetch_sub(&svc->pending, 1);
+		atomic_fetch_sub(&peer->st.pending, 1);
+		return;
+	}
+	peer->hb_sent = true;
+	peer->hb_acked = false;
+}
+
+void
+weft__msvc_hb_start(weft_msvc_peer *peer)
+{
+	uint64_t ms = peer->svc->cfg->limits.heartbeat_interval_ms;
+
+	if (peer->hb_timer == NULL &&
+	    weft_timer_new(peer->home->loop, on_heartbeat_timer, peer,
+			   &peer->hb_timer) != 0)
+		return;
+	weft_timer_start(peer->hb_timer, 1, ms);
+}
+
+/* The first use of a peer: start watching it. Home loop. */
+void
+weft__msvc_peer_touch(weft_msvc_peer *peer)
+{
+	if (peer->used || peer->is_client || peer->is_self)
+		return;
+	peer->used = true;
+	if (!atomic_load(&peer->svc->stopping))
+		weft__msvc_hb_start(peer);
+}

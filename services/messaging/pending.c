@@ -1,0 +1,355 @@
+/*
+ * pending.c: pending requests of one loop. Slots live in an array and are
+ * reused through a free list, so a request costs no allocation; the id
+ * carries the slot index, the loop index and a generation, so matching a
+ * response is an array index and a compare. Timeouts sit in a hashed
+ * timer wheel (one list per tick of WEFT__MSVC_TICK_MS) driven by a
+ * single timer per loop, never one timer per request.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "msvc_int.h"
+
+#define NONE UINT32_MAX
+#define SLOT_BITS 24
+#define LOOP_BITS 8
+#define MAX_SLOTS (1u << SLOT_BITS)
+
+struct weft__msvc_slot *
+weft__msvc_slot_at(struct weft__msvc_loop *ml, uint32_t i)
+{
+	return &ml->slots[i];
+}
+
+uint64_t
+weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i)
+{
+	return ((uint64_t)ml->slots[i].gen << 32) |
+	       ((uint64_t)ml->index << SLOT_BITS) | i;
+}
+
+static int
+grow(struct weft__msvc_loop *ml)
+{
+	struct weft__msvc_slot *s;
+	uint32_t cap, i;
+
+	cap = ml->slots_cap ? ml->slots_cap * 2 : 256;
+	if (cap > MAX_SLOTS || ml->slots_cap >= MAX_SLOTS)
+		return WEFT_EOVERLOAD;
+	if ((s = realloc(ml->slots, cap * sizeof(*s))) == NULL)
+		return WEFT_ENOMEM;
+	memset(s + ml->slots_cap, 0, (cap - ml->slots_cap) * sizeof(*s));
+	for (i = ml->slots_cap; i < cap; i++)
+		s[i].next = i + 1 < cap ? i + 1 : ml->free_head;
+	ml->free_head = ml->slots_cap;
+	ml->slots = s;
+	ml->slots_cap = cap;
+	return 0;
+}
+
+int
+weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
+{
+	struct weft__msvc_slot *s;
+	uint32_t i;
+	int rv;
+
+	if (ml->free_head == NONE && (rv = grow(ml)) != 0)
+		return rv;
+	i = ml->free_head;
+	s = &ml->slots[i];
+	ml->free_head = s->next;
+	s->gen++;
+	s->live = true;
+	s->sent = false;
+	s->internal = false;
+	s->conn = NULL;
+	s->out = NULL;
+	s->bucket = NONE;
+	s->next = s->prev = s->c_next = s->c_prev = NONE;
+	*out = i;
+	return 0;
+}
+
+static uint64_t
+now_tick(void)
+{
+	return weft_now_ns() / 1000000 / WEFT__MSVC_TICK_MS;
+}
+
+static void
+wheel_remove(struct weft__msvc_loop *ml, uint32_t i)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+
+	if (s->bucket == NONE)
+		return;
+	if (s->prev != NONE)
+		ml->slots[s->prev].next = s->next;
+	else
+		ml->wheel[s->bucket] = s->next;
+	if (s->next != NONE)
+		ml->slots[s->next].prev = s->prev;
+	s->bucket = NONE;
+	ml->wheel_count--;
+}
+
+static void
+wheel_insert(struct weft__msvc_loop *ml, uint32_t i)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+	uint64_t tick = s->deadline_ns / 1000000 / WEFT__MSVC_TICK_MS + 1;
+	uint32_t b;
+
+	/* Never behind the cursor: a due entry fires at the next tick. */
+	if (tick <= ml->wheel_tick)
+		tick = ml->wheel_tick + 1;
+	b = (uint32_t)(tick & (WEFT__MSVC_WHEEL_SIZE - 1));
+	s->bucket = b;
+	s->prev = NONE;
+	s->next = ml->wheel[b];
+	if (s->next != NONE)
+		ml->slots[s->next].prev = i;
+	ml->wheel[b] = i;
+	if (ml->wheel_count++ == 0 && !weft_timer_is_pending(ml->tick_timer)) {
+		ml->wheel_tick = now_tick();
+		weft_timer_start(ml->tick_timer, WEFT__MSVC_TICK_MS,
+				 WEFT__MSVC_TICK_MS);
+	}
+}
+
+void
+weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
+		    uint64_t timeout_ms)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+
+	s->start_ns = weft_now_ns();
+	s->deadline_ns = s->start_ns + timeout_ms * 1000000;
+	wheel_insert(ml, i);
+}
+
+static void
+conn_unlink(struct weft__msvc_loop *ml, uint32_t i)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_conn *c = s->conn;
+
+	if (c == NULL)
+		return;
+	if (s->c_prev != NONE)
+		ml->slots[s->c_prev].c_next = s->c_next;
+	else
+		c->pending_head = s->c_next;
+	if (s->c_next != NONE)
+		ml->slots[s->c_next].c_prev = s->c_prev;
+	s->conn = NULL;
+}
+
+void
+weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
+		     struct weft__msvc_conn *c)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+
+	s->sent = true;
+	s->out = NULL;
+	s->conn = c;
+	s->c_prev = NONE;
+	s->c_next = c->pending_head;
+	if (s->c_next != NONE)
+		ml->slots[s->c_next].c_prev = i;
+	c->pending_head = i;
+}
+
+/* Frees a slot whose request never went anywhere, without its callback:
+ * the caller reports the error. */
+void
+weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+
+	wheel_remove(ml, i);
+	conn_unlink(ml, i);
+	s->out = NULL;
+	s->live = false;
+	s->next = ml->free_head;
+	ml->free_head = i;
+}
+
+/* Frees the slot and runs its callback: the callback may make new
+ * requests, so the slot is released first. */
+void
+weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
+			 const void *data, size_t len)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+	weft_msvc_peer *peer = s->peer;
+	weft_msvc_reply_cb cb = s->cb;
+	void *arg = s->arg;
+	weft_msvc *svc = ml->svc;
+	uint64_t took;
+
+	wheel_remove(ml, i);
+	conn_unlink(ml, i);
+	if (s->out != NULL) {
+		/* Still in a backlog: it will never be written. */
+		struct weft__msvc_out *out = s->out;
+
+		TAILQ_REMOVE(&out->conn->backlog, out, link);
+		weft__msvc_release_queued(peer, out->accounted);
+		weft__msvc_out_free(out);
+		s->out = NULL;
+	}
+	if (status == 0 && !s->internal) {
+		took = weft_now_ns() - s->start_ns;
+		weft_histogram_record(peer->lat, took);
+	}
+	s->live = false;
+	s->next = ml->free_head;
+	ml->free_head = i;
+	atomic_fetch_sub_explicit(&svc->pending, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&peer->st.pending, 1, memory_order_relaxed);
+	cb(svc, status, data, len, arg);
+}
+
+static void
+expire(struct weft__msvc_loop *ml, uint32_t i)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+	int status = WEFT_ETIMEDOUT;
+
+	if (!s->sent) {
+		status = WEFT_EEXPIRED;
+		weft__msvc_count(&ml->svc->st.expired_in_queue, 1);
+		weft__msvc_count(&s->peer->st.dropped_expired, 1);
+	} else if (!s->internal) {
+		weft__msvc_count(&s->peer->st.timed_out, 1);
+	}
+	weft__msvc_slot_complete(ml, i, status, NULL, 0);
+}
+
+static void
+on_tick(weft_timer *t, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	uint64_t now = weft_now_ns(), target = now_tick();
+	uint32_t i, next, b, steps = 0;
+
+	while (ml->wheel_tick < target && steps++ < WEFT__MSVC_WHEEL_SIZE) {
+		ml->wheel_tick++;
+		b = (uint32_t)(ml->wheel_tick & (WEFT__MSVC_WHEEL_SIZE - 1));
+		for (i = ml->wheel[b]; i != NONE; i = next) {
+			next = ml->slots[i].next;
+			if (ml->slots[i].deadline_ns <= now)
+				expire(ml, i);
+			/* An expiry callback may have freed next's slot. */
+			if (next != NONE && ml->slots[next].bucket != b)
+				next = ml->wheel[b];
+		}
+	}
+	ml->wheel_tick = target;
+	if (ml->wheel_count == 0)
+		weft_timer_stop(t);
+}
+
+/* A response arrived: complete the matching slot, or count it late. */
+void
+weft__msvc_response(struct weft__msvc_loop *ml,
+		    const struct weft__msvc_env *env)
+{
+	uint32_t i = (uint32_t)(env->id & (MAX_SLOTS - 1));
+	uint32_t gen = (uint32_t)(env->id >> 32);
+	struct weft__msvc_slot *s;
+	const uint8_t *text = NULL;
+	size_t text_len = 0;
+	int status = 0;
+
+	if (i >= ml->slots_cap || !ml->slots[i].live ||
+	    ml->slots[i].gen != gen || ml->slots[i].verb != env->verb) {
+		weft__msvc_count(&ml->svc->st.late_responses, 1);
+		return;
+	}
+	s = &ml->slots[i];
+	if (env->flags & WEFT__MSVC_F_ERROR) {
+		weft__msvc_error_decode(env->payload, env->len, &status, &text,
+					&text_len);
+		weft__msvc_slot_complete(ml, i, status, text, text_len);
+		return;
+	}
+	(void)s;
+	weft__msvc_slot_complete(ml, i, 0, env->payload, env->len);
+}
+
+void
+weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status)
+{
+	struct weft__msvc_loop *ml = c->ml;
+	uint32_t i;
+
+	while ((i = c->pending_head) != NONE) {
+		if (!ml->slots[i].internal)
+			weft__msvc_count(&ml->slots[i].peer->st.failed_peer_down,
+					 1);
+		weft__msvc_slot_complete(ml, i, status, NULL, 0);
+	}
+}
+
+void
+weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status)
+{
+	uint32_t i;
+
+	for (i = 0; i < ml->slots_cap; i++)
+		if (ml->slots[i].live)
+			weft__msvc_slot_complete(ml, i, status, NULL, 0);
+}
+
+int
+weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
+{
+	int rv;
+
+	ml->svc = svc;
+	ml->free_head = NONE;
+	memset(ml->wheel, 0xff, sizeof(ml->wheel));
+	ml->wheel_tick = now_tick();
+	LIST_INIT(&ml->paused);
+	LIST_INIT(&ml->inbound);
+	ml->flush_task.cb = weft__msvc_loop_flush;
+	ml->flush_task.arg = ml;
+	ml->resume_task.cb = weft__msvc_loop_resume;
+	ml->resume_task.arg = ml;
+	if ((rv = weft_timer_new(ml->loop, on_tick, ml, &ml->tick_timer)))
+		return rv;
+	rv = weft_timer_new(ml->loop, weft__msvc_stats_tick, ml,
+			    &ml->stats_timer);
+	if (rv != 0)
+		goto err_free_tick;
+	if ((rv = weft_timer_start(ml->stats_timer, 1000, 1000)) != 0)
+		goto err_free_stats;
+	return 0;
+
+err_free_stats:
+	weft_timer_free(ml->stats_timer);
+	ml->stats_timer = NULL;
+err_free_tick:
+	weft_timer_free(ml->tick_timer);
+	ml->tick_timer = NULL;
+	return rv;
+}
+
+void
+weft__msvc_loop_fini(struct weft__msvc_loop *ml)
+{
+	if (ml->tick_timer != NULL)
+		weft_timer_free(ml->tick_timer);
+	if (ml->stats_timer != NULL)
+		weft_timer_free(ml->stats_timer);
+	ml->tick_timer = ml->stats_timer = NULL;
+	free(ml->slots);
+	ml->slots = NULL;
+	ml->slots_cap = 0;
+}

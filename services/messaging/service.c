@@ -1,0 +1,810 @@
+/* service.c: the service's life (new, start, stop, free) and its API. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "msvc_int.h"
+
+#define MAX_LOOPS 256
+
+/* ---- Running a task on every loop and waiting for it ------------------- */
+
+struct each {
+	weft_msvc *svc;
+	struct weft__msvc_loop *ml;
+	void (*fn)(struct weft__msvc_loop *ml);
+};
+
+static void
+each_task(weft_loop *loop, int status, void *arg)
+{
+	struct each *e = arg;
+	weft_msvc *svc = e->svc;
+
+	(void)loop;
+	(void)status;
+	e->fn(e->ml);
+	pthread_mutex_lock(&svc->wait_lock);
+	svc->wait_count--;
+	pthread_cond_broadcast(&svc->wait_cond);
+	pthread_mutex_unlock(&svc->wait_lock);
+}
+
+/* Runs fn(ml) on each loop's thread (inline when a loop no longer runs)
+ * and returns when all are done. Not from one of the loops. */
+static void
+on_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml))
+{
+	struct each *e;
+	uint32_t i;
+
+	if ((e = calloc(svc->nloops, sizeof(*e))) == NULL)
+		abort(); /* too small to fail sensibly; see STYLE "assert" */
+	pthread_mutex_lock(&svc->wait_lock);
+	svc->wait_count = svc->nloops;
+	pthread_mutex_unlock(&svc->wait_lock);
+	for (i = 0; i < svc->nloops; i++) {
+		e[i] = (struct each){svc, &svc->loops[i], fn};
+		if (weft_loop_post(svc->loops[i].loop, each_task, &e[i]) != 0)
+			each_task(NULL, 0, &e[i]);
+	}
+	pthread_mutex_lock(&svc->wait_lock);
+	while (svc->wait_count > 0)
+		pthread_cond_wait(&svc->wait_cond, &svc->wait_lock);
+	pthread_mutex_unlock(&svc->wait_lock);
+	free(e);
+}
+
+/* ---- Peers ------------------------------------------------------------- */
+
+static int
+peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
+{
+	snprintf(peer->id, sizeof(peer->id), "%s", id);
+	peer->svc = svc;
+	peer->drain_task.cb = weft__msvc_peer_drain;
+	peer->drain_task.arg = peer;
+	pthread_mutex_init(&peer->addr_lock, NULL);
+	pthread_mutex_init(&peer->snap_lock, NULL);
+	if (weft_histogram_new(&peer->lat) != 0 ||
+	    weft_histogram_new(&peer->lat_snap) != 0)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
+static void
+peer_free(weft_msvc_peer *peer)
+{
+	uint32_t cls, i;
+
+	if (peer == NULL)
+		return;
+	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
+		if (peer->conns[cls] == NULL)
+			continue;
+		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++)
+			weft__msvc_conn_fini(&peer->conns[cls][i]);
+		free(peer->conns[cls]);
+	}
+	if (peer->lat != NULL)
+		weft_histogram_free(peer->lat);
+	if (peer->lat_snap != NULL)
+		weft_histogram_free(peer->lat_snap);
+	pthread_mutex_destroy(&peer->addr_lock);
+	pthread_mutex_destroy(&peer->snap_lock);
+	free(peer->host);
+	free(peer);
+}
+
+static int
+member_new(weft_msvc *svc, uint32_t index, weft_msvc_peer **out)
+{
+	const struct weft__msvc_node *node = &svc->cfg->nodes[index];
+	weft_msvc_peer *peer;
+	uint32_t cls, i, n;
+	int rv;
+
+	if ((peer = calloc(1, sizeof(*peer))) == NULL)
+		return WEFT_ENOMEM;
+	*out = peer;
+	if ((rv = peer_init_common(svc, peer, node->id)) != 0)
+		return rv;
+	peer->index = index;
+	peer->is_self = svc->member && index == svc->self_index;
+	peer->home = &svc->loops[index % svc->nloops];
+	peer->port = node->port;
+	if ((peer->host = strdup(node->host)) == NULL)
+		return WEFT_ENOMEM;
+	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
+		n = svc->cfg->limits.connections[cls];
+		if ((peer->conns[cls] = calloc(n, sizeof(**peer->conns))) ==
+		    NULL)
+			return WEFT_ENOMEM;
+		for (i = 0; i < n; i++) {
+			rv = weft__msvc_conn_init_outbound(
+				peer, (int)cls, i, &peer->conns[cls][i]);
+			if (rv != 0)
+				return rv;
+		}
+	}
+	return 0;
+}
+
+int
+weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
+			   const char *id, weft_msvc_peer **out)
+{
+	weft_msvc_peer *peer;
+
+	if ((peer = calloc(1, sizeof(*peer))) == NULL)
+		return WEFT_ENOMEM;
+	if (peer_init_common(svc, peer, id) != 0) {
+		peer_free(peer);
+		return WEFT_ENOMEM;
+	}
+	peer->index = UINT32_MAX;
+	peer->is_client = true;
+	peer->home = c->ml;
+	peer->client_conn = c;
+	atomic_store(&peer->refs, 1);
+	*out = peer;
+	return 0;
+}
+
+void
+weft__msvc_peer_unref(weft_msvc_peer *peer)
+{
+	if (atomic_fetch_sub(&peer->refs, 1) == 1)
+		peer_free(peer);
+}
+
+/* ---- Creating and starting --------------------------------------------- */
+
+static void
+loop_setup(struct weft__msvc_loop *ml)
+{
+	if (weft__msvc_loop_init(ml->svc, ml) != 0)
+		ml->init_failed = true;
+}
+
+static int
+svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
+	  const char *node_id, weft_msvc **out)
+{
+	weft_msvc *svc;
+	char err[200];
+	ssize_t self;
+	int rv;
+
+	if (!weft__msvc_id_is_valid(node_id))
+		return WEFT_EINVAL;
+	if (weft__msvc_config_validate(cfg, err, sizeof(err)) != 0) {
+		weft_warn("msvc %s: %s", node_id, err);
+		return WEFT_ECONFIG;
+	}
+	if ((svc = calloc(1, sizeof(*svc))) == NULL)
+		return WEFT_ENOMEM;
+	*out = svc;
+	pthread_mutex_init(&svc->wait_lock, NULL);
+	pthread_cond_init(&svc->wait_cond, NULL);
+	pthread_mutex_init(&svc->pool.lock, NULL);
+	pthread_cond_init(&svc->pool.cond, NULL);
+	svc->group = group;
+	snprintf(svc->id, sizeof(svc->id), "%s", node_id);
+	if ((rv = weft__msvc_config_copy(cfg, &svc->cfg)) != 0)
+		return rv;
+	self = weft__msvc_config_find(svc->cfg, node_id);
+	svc->member = self >= 0;
+	svc->self_index = self >= 0 ? (uint32_t)self : UINT32_MAX;
+	svc->nloops = (uint32_t)weft_loop_group_size(group);
+	if (svc->nloops == 0 || svc->nloops > MAX_LOOPS)
+		return WEFT_EINVAL;
+	svc->verbs = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*svc->verbs));
+	svc->loops = calloc(svc->nloops, sizeof(*svc->loops));
+	svc->peers = calloc(svc->cfg->nodes_len, sizeof(*svc->peers));
+	if (svc->verbs == NULL || svc->loops == NULL || svc->peers == NULL)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
+static void free_all(weft_msvc *svc);
+
+int
+weft_msvc_new(weft_loop_group *group, const weft_msvc_config *cfg,
+	      const char *node_id, const weft_msvc_opts *opts,
+	      weft_msvc **out)
+{
+	weft_msvc *svc = NULL;
+	uint32_t i;
+	int rv;
+
+	if (group == NULL || cfg == NULL || out == NULL)
+		return WEFT_EINVAL;
+	if ((rv = svc_alloc(group, cfg, node_id, &svc)) != 0)
+		goto err_free;
+	if (opts != NULL)
+		svc->opts = *opts;
+	for (i = 0; i < svc->nloops; i++) {
+		svc->loops[i].svc = svc;
+		svc->loops[i].loop = weft_loop_group_at(group, i);
+		svc->loops[i].index = i;
+	}
+	for (i = 0; i < svc->cfg->nodes_len; i++) {
+		svc->npeers = i + 1;
+		if ((rv = member_new(svc, i, &svc->peers[i])) != 0)
+			goto err_free;
+	}
+	on_each_loop(svc, loop_setup);
+	for (i = 0; i < svc->nloops; i++)
+		if (svc->loops[i].init_failed) {
+			rv = WEFT_ENOMEM;
+			goto err_free;
+		}
+	*out = svc;
+	return 0;
+
+err_free:
+	if (svc != NULL)
+		free_all(svc);
+	return rv;
+}
+
+static int
+listen_on(weft_msvc *svc)
+{
+	weft_msvc_peer *self = svc->peers[svc->self_index];
+	weft_server_opts o = {0};
+	char addr[WEFT_ADDRESS_MAX];
+	const char *host;
+	int rv;
+
+	host = svc->opts.listen_host ? svc->opts.listen_host : self->host;
+	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
+		 host, (unsigned)self->port);
+	o.address = addr;
+	o.init = weft__msvc_accept_init;
+	o.init_arg = svc;
+	if (svc->opts.tls != NULL && svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE) {
+		o.tls = svc->opts.tls;
+		o.tls_mode = svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL
+				     ? WEFT_TLS_MODE_OPTIONAL
+				     : WEFT_TLS_MODE_REQUIRED;
+	}
+	if ((rv = weft_server_new(svc->group, &o, &svc->server)) != 0) {
+		weft_error("msvc %s: cannot listen on %s: %s", svc->id, addr,
+			   weft_strerror(rv));
+		return rv;
+	}
+	atomic_store(&svc->port, weft_server_port(svc->server));
+	if (self->port == 0) {
+		pthread_mutex_lock(&self->addr_lock);
+		self->port = weft_server_port(svc->server);
+		pthread_mutex_unlock(&self->addr_lock);
+	}
+	weft_info("msvc %s: listening on %s", svc->id,
+		  weft_server_address(svc->server));
+	return 0;
+}
+
+int
+weft_msvc_start(weft_msvc *svc)
+{
+	int rv;
+
+	if (atomic_load(&svc->started) || atomic_load(&svc->stopping))
+		return WEFT_EBUSY;
+	if ((rv = weft__msvc_pool_start(svc)) != 0)
+		return rv;
+	if (svc->member && (rv = listen_on(svc)) != 0) {
+		weft__msvc_pool_stop(svc);
+		return rv;
+	}
+	atomic_store(&svc->started, true);
+	return 0;
+}
+
+/* ---- Stopping ---------------------------------------------------------- */
+
+static bool
+loop_is_home(const weft_msvc_peer *peer, const struct weft__msvc_loop *ml)
+{
+	return peer->home == ml;
+}
+
+/* First stage on each loop: end everything that is in flight. */
+static void
+loop_shutdown(struct weft__msvc_loop *ml)
+{
+	weft_msvc *svc = ml->svc;
+	struct weft__msvc_conn *c;
+	weft_msvc_peer *peer;
+	uint32_t p, cls, i;
+
+	for (p = 0; p < svc->npeers; p++) {
+		peer = svc->peers[p];
+		if (!loop_is_home(peer, ml))
+			continue;
+		if (peer->hb_timer != NULL)
+			weft_timer_stop(peer->hb_timer);
+		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
+		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
+			for (i = 0; i < svc->cfg->limits.connections[cls];
+			     i++) {
+				c = &peer->conns[cls][i];
+				weft__msvc_conn_purge_backlog(c, true);
+				if (c->timer != NULL)
+					weft_timer_stop(c->timer);
+				weft__msvc_conn_close(c, "shutting down");
+			}
+	}
+	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
+	LIST_FOREACH(c, &ml->inbound, inbound_link)
+	{
+		if (c->peer != NULL && c->peer->is_client)
+			weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN,
+					      c->peer);
+		weft__msvc_conn_close(c, "shutting down");
+	}
+	weft__msvc_loop_flush(ml->loop, 0, ml);
+}
+
+static void
+loop_count_busy(struct weft__msvc_loop *ml)
+{
+	weft_msvc *svc = ml->svc;
+
+	pthread_mutex_lock(&svc->wait_lock);
+	svc->busy += ml->connects_in_progress + (LIST_EMPTY(&ml->inbound) ? 0 : 1);
+	pthread_mutex_unlock(&svc->wait_lock);
+}
+
+/* Last stage: free what must be freed on the loop thread. */
+static void
+loop_teardown(struct weft__msvc_loop *ml)
+{
+	weft_msvc *svc = ml->svc;
+	uint32_t p;
+
+	for (p = 0; p < svc->npeers; p++) {
+		weft_msvc_peer *peer = svc->peers[p];
+
+		if (!loop_is_home(peer, ml))
+			continue;
+		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
+		if (peer->hb_timer != NULL)
+			weft_timer_free(peer->hb_timer);
+		peer->hb_timer = NULL;
+	}
+	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
+	weft__msvc_loop_fini(ml);
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Waits, within deadline_ns, for pred to hold; polls (library code on a
+ * thread that is not a loop; the condition lives on several loops). */
+static void
+wait_quiet(weft_msvc *svc, uint64_t deadline_ns)
+{
+	uint32_t p;
+	bool quiet;
+
+	do {
+		quiet = atomic_load(&svc->pending) == 0;
+		for (p = 0; quiet && p < svc->npeers; p++)
+			quiet = atomic_load(&svc->peers[p]->queued_bytes) == 0;
+		if (quiet)
+			return;
+		sleep_ms(2);
+	} while (weft_now_ns() < deadline_ns);
+}
+
+static void
+wait_closed(weft_msvc *svc, uint64_t deadline_ns)
+{
+	do {
+		svc->busy = 0;
+		on_each_loop(svc, loop_count_busy);
+		if (svc->busy == 0)
+			return;
+		sleep_ms(2);
+	} while (weft_now_ns() < deadline_ns);
+	weft_warn("msvc %s: connections still closing at shutdown", svc->id);
+}
+
+void
+weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
+{
+	uint64_t deadline = weft_now_ns() + timeout_ms * 1000000;
+
+	if (atomic_exchange(&svc->stopping, true))
+		return;
+	while (atomic_load(&svc->callers) > 0)
+		sched_yield();
+	if (svc->server != NULL)
+		weft_server_close(svc->server, NULL, NULL);
+	svc->server = NULL;
+	if (atomic_load(&svc->started))
+		wait_quiet(svc, deadline);
+	atomic_store(&svc->stopped, true);
+	while (atomic_load(&svc->callers) > 0)
+		sched_yield();
+	on_each_loop(svc, loop_shutdown);
+	wait_closed(svc, weft_now_ns() + 2000000000ull);
+	if (svc->pool.threads != NULL)
+		weft__msvc_pool_stop(svc);
+	on_each_loop(svc, loop_teardown);
+}
+
+static void
+free_all(weft_msvc *svc)
+{
+	uint32_t i;
+
+	for (i = 0; i < svc->npeers; i++)
+		peer_free(svc->peers[i]);
+	if (svc->verbs != NULL)
+		for (i = 0; i < WEFT_MSVC_MAX_VERBS; i++)
+			free(svc->verbs[i].name);
+	free(svc->verbs);
+	free(svc->peers);
+	free(svc->loops);
+	weft_msvc_config_free(svc->cfg);
+	pthread_mutex_destroy(&svc->wait_lock);
+	pthread_cond_destroy(&svc->wait_cond);
+	pthread_mutex_destroy(&svc->pool.lock);
+	pthread_cond_destroy(&svc->pool.cond);
+	free(svc);
+}
+
+void
+weft_msvc_free(weft_msvc *svc)
+{
+	if (svc == NULL)
+		return;
+	weft_msvc_stop(svc, 0);
+	free_all(svc);
+}
+
+/* ---- Verbs and events -------------------------------------------------- */
+
+int
+weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
+		   weft_msvc_handler_cb cb, void *arg, unsigned flags)
+{
+	struct weft__msvc_verb *v;
+
+	if (verb < WEFT_MSVC_VERB_USER_MIN || verb >= WEFT_MSVC_MAX_VERBS ||
+	    cb == NULL || name == NULL || flags > WEFT_MSVC_BLOCKING)
+		return WEFT_EINVAL;
+	if (atomic_load(&svc->started))
+		return WEFT_EBUSY;
+	v = &svc->verbs[verb];
+	if (v->cb != NULL)
+		return WEFT_EEXIST;
+	if ((v->name = strdup(name)) == NULL)
+		return WEFT_ENOMEM;
+	v->cb = cb;
+	v->arg = arg;
+	v->flags = flags;
+	return 0;
+}
+
+int
+weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb, void *arg)
+{
+	if (atomic_load(&svc->started))
+		return WEFT_EBUSY;
+	svc->peer_cb = cb;
+	svc->peer_cb_arg = arg;
+	return 0;
+}
+
+/* ---- Sending ----------------------------------------------------------- */
+
+/* Fills out for a send or request and takes the limits it needs.
+ * Returns 0, or an error with nothing taken. */
+static int
+prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
+	const weft_msvc_call_opts *opts, bool request,
+	struct weft__msvc_out *out)
+{
+	const weft_msvc_limits *l = &svc->cfg->limits;
+	uint64_t timeout = opts != NULL ? opts->timeout_ms : 0;
+	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
+
+	if (peer == NULL || peer->svc != svc || peer->is_client ||
+	    verb < WEFT_MSVC_VERB_USER_MIN || verb >= WEFT_MSVC_MAX_VERBS)
+		return WEFT_EINVAL;
+	if (len > l->max_frame_bytes - WEFT__MSVC_ENV_HEADER)
+		return WEFT_ETOOBIG;
+	if (!atomic_load(&svc->started) || atomic_load(&svc->stopping))
+		return WEFT_ESHUTDOWN;
+	if (timeout == 0 && request)
+		timeout = l->request_timeout_ms;
+	out->verb = verb;
+	out->flags = request ? WEFT__MSVC_F_REQUEST : WEFT__MSVC_F_ONEWAY;
+	out->key = opts != NULL ? opts->key : 0;
+	out->created_ms = weft_wall_ms();
+	out->expires_ms = timeout ? out->created_ms + timeout : 0;
+	if (opts != NULL && opts->deadline_ms != 0 &&
+	    (out->expires_ms == 0 || opts->deadline_ms < out->expires_ms))
+		out->expires_ms = opts->deadline_ms;
+	if (out->expires_ms != 0 && out->expires_ms <= out->created_ms)
+		return WEFT_EEXPIRED;
+	out->timeout_ms = out->expires_ms ? out->expires_ms - out->created_ms
+					  : 0;
+	out->cls = (uint8_t)weft__msvc_class_for(svc, len);
+	out->len = len;
+	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
+	    l->outbound_queue_bytes) {
+		weft__msvc_release_queued(peer, frame);
+		goto err_overload;
+	}
+	if (request && atomic_fetch_add(&svc->pending, 1) >=
+			       l->max_pending_requests) {
+		atomic_fetch_sub(&svc->pending, 1);
+		weft__msvc_release_queued(peer, frame);
+		goto err_overload;
+	}
+	if (request)
+		atomic_fetch_add(&peer->st.pending, 1);
+	out->accounted = frame;
+	return 0;
+
+err_overload:
+	weft__msvc_count(&peer->st.dropped_overload, 1);
+	weft__msvc_count(&svc->st.overloaded, 1);
+	return WEFT_EOVERLOAD;
+}
+
+/* Gives back what prepare took, after a failed submit. */
+static void
+unprepare(weft_msvc *svc, weft_msvc_peer *peer, struct weft__msvc_out *out)
+{
+	weft__msvc_release_queued(peer, out->accounted);
+	if (out->flags & WEFT__MSVC_F_REQUEST) {
+		atomic_fetch_sub(&svc->pending, 1);
+		atomic_fetch_sub(&peer->st.pending, 1);
+	}
+}
+
+static bool
+enter(weft_msvc *svc)
+{
+	atomic_fetch_add(&svc->callers, 1);
+	if (atomic_load(&svc->stopping)) {
+		atomic_fetch_sub(&svc->callers, 1);
+		return false;
+	}
+	return true;
+}
+
+static void
+leave(weft_msvc *svc)
+{
+	atomic_fetch_sub(&svc->callers, 1);
+}
+
+static int
+call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
+     size_t len, struct evbuffer *payload, const weft_msvc_call_opts *opts,
+     weft_msvc_reply_cb cb, void *arg)
+{
+	struct weft__msvc_out out = {0};
+	bool request = cb != NULL;
+	int rv;
+
+	if (svc == NULL || (data == NULL && len > 0))
+		return WEFT_EINVAL;
+	if (!enter(svc))
+		return WEFT_ESHUTDOWN;
+	if ((rv = prepare(svc, peer, verb, len, opts, request, &out)) != 0)
+		goto out;
+	out.cb = cb;
+	out.arg = arg;
+	out.ptr = data;
+	out.buf = payload;
+	if ((rv = weft__msvc_submit_stack(peer, &out)) != 0)
+		unprepare(svc, peer, &out);
+out:
+	leave(svc);
+	return rv;
+}
+
+int
+weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+	       const void *data, size_t len, const weft_msvc_call_opts *opts)
+{
+	return call(svc, peer, verb, data, len, NULL, opts, NULL, NULL);
+}
+
+int
+weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+		  const void *data, size_t len,
+		  const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
+		  void *arg)
+{
+	if (cb == NULL)
+		return WEFT_EINVAL;
+	return call(svc, peer, verb, data, len, NULL, opts, cb, arg);
+}
+
+/* The _buf variants move the payload into an evbuffer of our own first,
+ * so it is consumed whatever happens. */
+static int
+call_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+	 struct evbuffer *payload, const weft_msvc_call_opts *opts,
+	 weft_msvc_reply_cb cb, void *arg)
+{
+	struct evbuffer *buf;
+	int rv;
+
+	if ((buf = evbuffer_new()) == NULL) {
+		evbuffer_drain(payload, evbuffer_get_length(payload));
+		return WEFT_ENOMEM;
+	}
+	evbuffer_add_buffer(buf, payload);
+	rv = call(svc, peer, verb, NULL, evbuffer_get_length(buf), buf, opts,
+		  cb, arg);
+	/* On success the queued copy owns buf unless it was encoded at
+	 * once (then buf is empty and still ours). */
+	if (rv != 0 || evbuffer_get_length(buf) == 0)
+		evbuffer_free(buf);
+	return rv;
+}
+
+int
+weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+		   struct evbuffer *payload, const weft_msvc_call_opts *opts)
+{
+	return call_buf(svc, peer, verb, payload, opts, NULL, NULL);
+}
+
+int
+weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+		      struct evbuffer *payload,
+		      const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
+		      void *arg)
+{
+	if (cb == NULL) {
+		evbuffer_drain(payload, evbuffer_get_length(payload));
+		return WEFT_EINVAL;
+	}
+	return call_buf(svc, peer, verb, payload, opts, cb, arg);
+}
+
+/* ---- Accessors --------------------------------------------------------- */
+
+const char *
+weft_msvc_node_id(const weft_msvc *svc)
+{
+	return svc->id;
+}
+
+bool
+weft_msvc_is_member(const weft_msvc *svc)
+{
+	return svc->member;
+}
+
+uint16_t
+weft_msvc_port(const weft_msvc *svc)
+{
+	return atomic_load(&((weft_msvc *)svc)->port);
+}
+
+size_t
+weft_msvc_peer_count(const weft_msvc *svc)
+{
+	return svc->npeers;
+}
+
+weft_msvc_peer *
+weft_msvc_peer_at(weft_msvc *svc, size_t i)
+{
+	return i < svc->npeers ? svc->peers[i] : NULL;
+}
+
+weft_msvc_peer *
+weft_msvc_peer_find(weft_msvc *svc, const char *id)
+{
+	ssize_t i = weft__msvc_config_find(svc->cfg, id);
+
+	return i >= 0 ? svc->peers[i] : NULL;
+}
+
+const char *
+weft_msvc_peer_id(const weft_msvc_peer *peer)
+{
+	return peer->id;
+}
+
+bool
+weft_msvc_peer_is_self(const weft_msvc_peer *peer)
+{
+	return peer->is_self;
+}
+
+bool
+weft_msvc_peer_is_up(const weft_msvc_peer *peer)
+{
+	return atomic_load(&((weft_msvc_peer *)peer)->up);
+}
+
+int
+weft_msvc_set_peer_addr(weft_msvc *svc, const char *id, const char *host,
+			uint16_t port)
+{
+	weft_msvc_peer *peer = weft_msvc_peer_find(svc, id);
+	char *h;
+
+	if (peer == NULL)
+		return WEFT_ENOTFOUND;
+	if (host == NULL || (h = strdup(host)) == NULL)
+		return host == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
+	pthread_mutex_lock(&peer->addr_lock);
+	free(peer->host);
+	peer->host = h;
+	peer->port = port;
+	pthread_mutex_unlock(&peer->addr_lock);
+	return 0;
+}
+
+uint32_t
+weft_msvc_msg_verb(const weft_msvc_msg *msg)
+{
+	return msg->verb;
+}
+
+const void *
+weft_msvc_msg_data(const weft_msvc_msg *msg)
+{
+	return msg->data;
+}
+
+size_t
+weft_msvc_msg_len(const weft_msvc_msg *msg)
+{
+	return msg->len;
+}
+
+bool
+weft_msvc_msg_is_request(const weft_msvc_msg *msg)
+{
+	return msg->flags & WEFT__MSVC_F_REQUEST;
+}
+
+const char *
+weft_msvc_msg_sender(const weft_msvc_msg *msg)
+{
+	return msg->peer->id;
+}
+
+weft_msvc_peer *
+weft_msvc_msg_peer(const weft_msvc_msg *msg)
+{
+	return msg->peer->is_client ? NULL : msg->peer;
+}
+
+uint64_t
+weft_msvc_msg_created_ms(const weft_msvc_msg *msg)
+{
+	return msg->created_ms;
+}
+
+uint64_t
+weft_msvc_msg_deadline_ms(const weft_msvc_msg *msg)
+{
+	return msg->expires_ms;
+}

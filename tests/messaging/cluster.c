@@ -1,0 +1,280 @@
+/* cluster.c: see cluster.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+weft_loop *test_loop;
+
+static void
+noop_task(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	(void)status;
+	(void)arg;
+}
+
+int
+test_setup(void **state)
+{
+	(void)state;
+	return weft_loop_new(&test_loop);
+}
+
+int
+test_teardown(void **state)
+{
+	(void)state;
+	weft_loop_free(test_loop);
+	test_loop = NULL;
+	return 0;
+}
+
+void
+test_poke(void)
+{
+	if (test_loop != NULL)
+		weft_loop_post(test_loop, noop_task, NULL);
+}
+
+bool
+test_wait(bool (*done)(void *arg), void *arg, uint64_t timeout_ms)
+{
+	return weft_loop_run_until(test_loop, done, arg, timeout_ms) == 0;
+}
+
+void
+tally_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct tally *t = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status == 0)
+		atomic_fetch_add(&t->ok, 1);
+	else if (-status < 32)
+		atomic_fetch_add(&t->status_counts[-status], 1);
+	atomic_fetch_add(&t->done, 1);
+	test_poke();
+}
+
+bool
+tally_complete(void *arg)
+{
+	struct tally *t = arg;
+
+	return atomic_load(&t->done) >= t->want;
+}
+
+static struct cluster *the_cluster;
+
+static int
+node_index(weft_msvc *svc)
+{
+	const char *id = weft_msvc_node_id(svc);
+
+	return id[1] - '1';
+}
+
+static void
+on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
+}
+
+static void
+on_sink(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	int i = node_index(svc);
+	uint64_t seq = 0;
+
+	if (weft_msvc_msg_len(msg) >= sizeof(seq)) {
+		memcpy(&seq, weft_msvc_msg_data(msg), sizeof(seq));
+		if (seq != cl->sink_next[i])
+			atomic_fetch_add(&cl->sink_disorder[i], 1);
+		cl->sink_next[i] = seq + 1;
+	}
+	atomic_fetch_add(&cl->sink_count[i], 1);
+	test_poke();
+}
+
+static void
+on_hold(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	int k = atomic_fetch_add(&cl->held_count, 1);
+
+	(void)svc;
+	if (k < 64)
+		atomic_store(&cl->held[k], weft_msvc_msg_detach(msg));
+	else
+		weft_msvc_respond_error(msg, WEFT_EOVERLOAD, "too many held");
+	test_poke();
+}
+
+static bool
+released(void *arg)
+{
+	struct cluster *cl = arg;
+
+	return atomic_load(&cl->slow_release);
+}
+
+static void
+on_slow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	weft_loop *loop;
+
+	(void)svc;
+	atomic_fetch_add(&cl->slow_running, 1);
+	test_poke();
+	/* A blocking handler: wait (on a private loop) until released. */
+	if (weft_loop_new(&loop) == 0) {
+		while (!released(cl))
+			weft_loop_run_until(loop, released, cl, 5);
+		weft_loop_free(loop);
+	}
+	if (weft_msvc_msg_is_request(msg))
+		weft_msvc_respond(msg, "slow", 4);
+}
+
+static void
+on_peer_event(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
+{
+	struct cluster *cl = arg;
+
+	(void)svc;
+	(void)peer;
+	atomic_fetch_add(up ? &cl->ups : &cl->downs, 1);
+	test_poke();
+}
+
+static int
+register_verbs(struct cluster *cl, weft_msvc *svc)
+{
+	int rv = weft_msvc_on_peer_event(svc, on_peer_event, cl);
+
+	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, cl, 0);
+	rv |= weft_msvc_register(svc, VERB_SINK, "sink", on_sink, cl, 0);
+	rv |= weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, cl, 0);
+	rv |= weft_msvc_register(svc, VERB_SLOW, "slow", on_slow, cl,
+				 WEFT_MSVC_BLOCKING);
+	rv |= weft_msvc_register(svc, VERB_ECHO_BLOCK, "echo_block", on_echo,
+				 cl, WEFT_MSVC_BLOCKING);
+	return rv;
+}
+
+static void
+share_ports(struct cluster *cl)
+{
+	char id[16];
+	int i, j;
+
+	for (i = 0; i < cl->n; i++) {
+		if (cl->svc[i] == NULL)
+			continue;
+		snprintf(id, sizeof(id), "n%d", i + 1);
+		for (j = 0; j < cl->n; j++)
+			if (cl->svc[j] != NULL && j != i)
+				weft_msvc_set_peer_addr(cl->svc[j], id,
+							"127.0.0.1",
+							weft_msvc_port(
+								cl->svc[i]));
+	}
+}
+
+int
+cluster_start_node(struct cluster *cl, int i)
+{
+	char id[16];
+	int rv;
+
+	snprintf(id, sizeof(id), "n%d", i + 1);
+	if ((rv = weft_loop_group_new(1, &cl->groups[i])) != 0)
+		return rv;
+	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, NULL,
+				&cl->svc[i])) != 0)
+		return rv;
+	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
+		return rv;
+	if ((rv = weft_msvc_start(cl->svc[i])) != 0)
+		return rv;
+	/* Restarted nodes keep their port when they can. */
+	share_ports(cl);
+	return 0;
+}
+
+int
+cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l))
+{
+	char id[16];
+	int i, rv;
+
+	memset(cl, 0, sizeof(*cl));
+	the_cluster = cl;
+	cl->n = n;
+	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
+		return rv;
+	for (i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "n%d", i + 1);
+		weft_msvc_config_add_node(cl->cfg, id, "127.0.0.1", 0);
+	}
+	weft_msvc_config_limits(cl->cfg)->worker_threads = 1;
+	if (tune != NULL)
+		tune(weft_msvc_config_limits(cl->cfg));
+	for (i = 0; i < n; i++)
+		if ((rv = cluster_start_node(cl, i)) != 0)
+			return rv;
+	return 0;
+}
+
+void
+cluster_stop_node(struct cluster *cl, int i, uint64_t timeout_ms)
+{
+	if (cl->svc[i] != NULL) {
+		weft_msvc_stop(cl->svc[i], timeout_ms);
+		weft_msvc_free(cl->svc[i]);
+	}
+	if (cl->groups[i] != NULL)
+		weft_loop_group_free(cl->groups[i]);
+	cl->svc[i] = NULL;
+	cl->groups[i] = NULL;
+}
+
+void
+cluster_stop(struct cluster *cl)
+{
+	int i;
+
+	atomic_store(&cl->slow_release, true);
+	/* Answer whatever the hold verb kept. */
+	for (i = 0; i < 64; i++) {
+		weft_msvc_msg *m = atomic_exchange(&cl->held[i], NULL);
+
+		if (m != NULL)
+			weft_msvc_respond(m, NULL, 0);
+	}
+	for (i = 0; i < cl->n; i++)
+		cluster_stop_node(cl, i, 0);
+	weft_msvc_config_free(cl->cfg);
+	cl->cfg = NULL;
+}
+
+weft_msvc_peer *
+cluster_peer(struct cluster *cl, int from, int to)
+{
+	char id[16];
+
+	snprintf(id, sizeof(id), "n%d", to + 1);
+	return weft_msvc_peer_find(cl->svc[from], id);
+}

@@ -1,0 +1,81 @@
+/*
+ * cluster.h: helpers for the messaging tests: an in-process cluster of
+ * services, each on a loop group of its own, bound to 127.0.0.1 port 0,
+ * and a waiter that lets the test thread sleep on its own loop until a
+ * condition holds (callbacks on other threads poke it).
+ */
+#ifndef WEFT_TEST_CLUSTER_H
+#define WEFT_TEST_CLUSTER_H
+
+#include <stdatomic.h>
+
+#include <weft/loop.h>
+#include <weft/messaging.h>
+
+#define CLUSTER_MAX 3
+
+/* Verbs every test cluster registers. */
+#define VERB_ECHO 16      /* responds with the request's payload */
+#define VERB_SINK 17      /* one-way: counts and checks order */
+#define VERB_HOLD 18      /* detaches requests and never answers */
+#define VERB_SLOW 19      /* blocking: waits for the test to release it */
+#define VERB_ECHO_BLOCK 20 /* echo on the worker pool */
+
+struct cluster {
+	weft_msvc_config *cfg;
+	weft_loop_group *groups[CLUSTER_MAX];
+	weft_msvc *svc[CLUSTER_MAX];
+	int n;
+	/* State the handlers update. */
+	_Atomic uint64_t sink_count[CLUSTER_MAX];
+	_Atomic uint64_t sink_disorder[CLUSTER_MAX];
+	uint64_t sink_next[CLUSTER_MAX]; /* loop thread of each node */
+	weft_msvc_msg *_Atomic held[64];
+	_Atomic int held_count;
+	_Atomic bool slow_release;
+	_Atomic int slow_running;
+	_Atomic int ups, downs; /* peer events seen */
+};
+
+/* The test thread's waiter. */
+extern weft_loop *test_loop;
+
+/* test_setup creates test_loop; test_teardown frees it. */
+int test_setup(void **state);
+int test_teardown(void **state);
+
+/* test_poke wakes the test thread to look at its condition again. Any
+ * thread. */
+void test_poke(void);
+
+/* test_wait runs test_loop until done(arg) or timeout_ms; returns true
+ * if done. */
+bool test_wait(bool (*done)(void *arg), void *arg, uint64_t timeout_ms);
+
+/* Counting completions of requests. */
+struct tally {
+	_Atomic int done;
+	_Atomic int ok;
+	_Atomic int status_counts[32]; /* by -status */
+	_Atomic int wrong_payload;
+	int want;
+};
+void tally_cb(weft_msvc *svc, int status, const void *data, size_t len,
+	      void *arg);
+bool tally_complete(void *arg);
+
+/*
+ * cluster_start builds n nodes n1..nN of cluster "test" with limits
+ * tuned by tune (may be NULL), starts them, and tells each the others'
+ * ports. Returns 0 or a WEFT_E code.
+ */
+int cluster_start(struct cluster *cl, int n,
+		  void (*tune)(weft_msvc_limits *l));
+/* cluster_start_node (re)starts node i after cluster_stop_node. */
+int cluster_start_node(struct cluster *cl, int i);
+void cluster_stop_node(struct cluster *cl, int i, uint64_t timeout_ms);
+void cluster_stop(struct cluster *cl);
+/* cluster_peer returns node from's peer entry for node to. */
+weft_msvc_peer *cluster_peer(struct cluster *cl, int from, int to);
+
+#endif
