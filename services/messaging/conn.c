@@ -49,7 +49,8 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 		crc = weft__msvc_crc32c(0, h, WEFT__MSVC_FRAME_HEADER);
 	if (buf == NULL && len <= 256) {
 		/* Small: one contiguous copy, one evbuffer call. */
-		memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
+		if (len > 0)
+			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
 		n = WEFT__MSVC_FRAME_HEADER + len;
 		if (c->crc) {
 			crc = weft__msvc_crc32c(crc, data, len);
@@ -89,7 +90,8 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	} else {
 		if (c->crc)
 			crc = weft__msvc_crc32c(crc, data, len);
-		evbuffer_add(c->tx, data, len);
+		if (len > 0)
+			evbuffer_add(c->tx, data, len);
 	}
 	n = WEFT__MSVC_FRAME_HEADER + len;
 	if (c->crc) {

@@ -55,7 +55,8 @@ msg_copy(const weft_msvc_msg *src)
 	if ((m = malloc(sizeof(*m) + src->len)) == NULL)
 		return NULL;
 	*m = *src;
-	memcpy(m->own, src->data, src->len);
+	if (src->len > 0)
+		memcpy(m->own, src->data, src->len);
 	m->data = m->own;
 	m->heap = true;
 	m->detached = false;

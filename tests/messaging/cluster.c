@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include <event2/event.h>
+
 #include "cluster.h"
 
 weft_loop *test_loop;
@@ -42,10 +44,30 @@ test_poke(void)
 		weft_loop_post(test_loop, noop_task, NULL);
 }
 
+static void
+on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
 bool
 test_wait(bool (*done)(void *arg), void *arg, uint64_t timeout_ms)
 {
-	return weft_loop_run_until(test_loop, done, arg, timeout_ms) == 0;
+	struct timeval tv = {0, 2000};
+	struct event *ev;
+	int rv;
+
+	/* Conditions on counters nobody pokes for: look every 2 ms. */
+	ev = event_new(weft_loop_base(test_loop), -1, EV_PERSIST, on_recheck,
+		       NULL);
+	if (ev != NULL)
+		event_add(ev, &tv);
+	rv = weft_loop_run_until(test_loop, done, arg, timeout_ms);
+	if (ev != NULL)
+		event_free(ev);
+	return rv == 0;
 }
 
 void

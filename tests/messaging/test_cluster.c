@@ -110,12 +110,271 @@ test_unknown_verb_gets_error_response(void **state)
 	cluster_stop(&cl);
 }
 
+static bool
+sink_has(void *arg)
+{
+	return atomic_load(&cl.sink_count[1]) >= (uint64_t)(uintptr_t)arg;
+}
+
+static void
+test_oneway_messages_keep_their_order(void **state)
+{
+	uint64_t seq;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	for (seq = 0; seq < 2000; seq++)
+		assert_int_equal(weft_msvc_send(cl.svc[0],
+						cluster_peer(&cl, 0, 1),
+						VERB_SINK, &seq, sizeof(seq),
+						NULL),
+				 0);
+	assert_true(test_wait(sink_has, (void *)(uintptr_t)2000, 5000));
+	assert_int_equal(atomic_load(&cl.sink_disorder[1]), 0);
+	cluster_stop(&cl);
+}
+
+struct stat_wait {
+	weft_msvc *svc;
+	size_t offset;
+	uint64_t want;
+};
+
+static bool
+stat_reached(void *arg)
+{
+	struct stat_wait *w = arg;
+	weft_msvc_stats st;
+
+	weft_msvc_get_stats(w->svc, &st);
+	return *(uint64_t *)((char *)&st + w->offset) >= w->want;
+}
+
+#define WAIT_STAT(svc_, field, n)                                              \
+	do {                                                                   \
+		struct stat_wait w_ = {svc_, offsetof(weft_msvc_stats, field), \
+				       n};                                     \
+		assert_true(test_wait(stat_reached, &w_, 5000));               \
+	} while (0)
+
+static bool
+held_one(void *arg)
+{
+	(void)arg;
+	return atomic_load(&cl.held_count) >= 1;
+}
+
+static void
+test_request_times_out_and_late_answer_is_dropped(void **state)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 100};
+	struct tally t = {.want = 1};
+	weft_msvc_peer_stats ps;
+	weft_msvc_msg *m;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	t0 = weft_now_ns();
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+					   VERB_HOLD, "?", 1, &o, tally_cb,
+					   &t),
+			 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ETIMEDOUT]), 1);
+	/* On time: not before the timeout, not long after (wheel ticks). */
+	assert_true(weft_now_ns() - t0 >= 95 * 1000000ull);
+	assert_true(weft_now_ns() - t0 < 1000 * 1000000ull);
+	weft_msvc_peer_get_stats(cluster_peer(&cl, 0, 1), &ps);
+	assert_int_equal(ps.timed_out, 1);
+	assert_int_equal(ps.pending, 0);
+	assert_true(test_wait(held_one, NULL, 5000));
+	m = atomic_exchange(&cl.held[0], NULL);
+	/* The deadline passed: the responder's own send queue drops it. */
+	assert_int_equal(weft_msvc_respond(m, "late", 4), 0);
+	cluster_stop(&cl);
+}
+
+static void
+unreachable_tune(weft_msvc_limits *l)
+{
+	l->reconnect_min_ms = 10;
+	l->reconnect_max_ms = 20;
+	l->connect_timeout_ms = 200;
+}
+
+static void
+test_expired_in_send_queue(void **state)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 60};
+	struct tally t = {.want = 1};
+	weft_msvc_peer *p;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, unreachable_tune), 0);
+	/* n1 believes n2 is where nobody listens. */
+	assert_int_equal(weft_msvc_set_peer_addr(cl.svc[0], "n2",
+						 "127.0.0.1", 1),
+			 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
+			 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "b", 1,
+					   &o, tally_cb, &t),
+			 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EEXPIRED]), 1);
+	WAIT_STAT(cl.svc[0], expired_in_queue, 2);
+	assert_false(weft_msvc_peer_is_up(p));
+	/* A deadline already past is refused at once. */
+	o.timeout_ms = 0;
+	o.deadline_ms = weft_wall_ms() - 1;
+	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
+			 WEFT_EEXPIRED);
+	cluster_stop(&cl);
+}
+
+static bool
+slow_started(void *arg)
+{
+	(void)arg;
+	return atomic_load(&cl.slow_running) >= 1;
+}
+
+static void
+test_expired_before_handler(void **state)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 80};
+	struct tally slow = {.want = 1}, t = {.want = 1};
+	weft_msvc_peer *p;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	p = cluster_peer(&cl, 0, 1);
+	/* The only worker is busy with a slow job... */
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_SLOW, "s", 1,
+					   NULL, tally_cb, &slow),
+			 0);
+	assert_true(test_wait(slow_started, NULL, 5000));
+	/* ...so this one waits for a worker past its deadline. */
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO_BLOCK, "e",
+					   1, &o, tally_cb, &t),
+			 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ETIMEDOUT]), 1);
+	atomic_store(&cl.slow_release, true);
+	assert_true(test_wait(tally_complete, &slow, 5000));
+	assert_int_equal(atomic_load(&slow.ok), 1);
+	WAIT_STAT(cl.svc[1], expired_before_handler, 1);
+	cluster_stop(&cl);
+}
+
+struct timed {
+	_Atomic uint64_t done_ns;
+	_Atomic int status;
+	_Atomic size_t len;
+	_Atomic int count;
+};
+
+static void
+on_timed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct timed *t = arg;
+
+	(void)svc;
+	(void)data;
+	atomic_store(&t->status, status);
+	atomic_store(&t->len, len);
+	atomic_store(&t->done_ns, weft_now_ns());
+	atomic_fetch_add(&t->count, 1);
+	test_poke();
+}
+
+static bool
+timed_done(void *arg)
+{
+	struct timed *t = arg;
+
+	return atomic_load(&t->count) >= 1;
+}
+
+static bool
+smalls_done(void *arg)
+{
+	struct timed *t = arg;
+	int i;
+
+	for (i = 0; i < 20; i++)
+		if (atomic_load(&t[i].count) < 1)
+			return false;
+	return true;
+}
+
+static void
+test_large_message_does_not_delay_small_ones(void **state)
+{
+	const size_t big = 16u << 20;
+	struct timed large = {0}, small[20] = {{0}};
+	uint64_t t0, small_last = 0, small_max = 0;
+	weft_msvc_call_opts o = {.timeout_ms = 20000};
+	weft_msvc_peer *p;
+	uint8_t *payload;
+	int i;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	p = cluster_peer(&cl, 0, 1);
+	/* Warm the small connections up first. */
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "w", 1,
+					   NULL, on_timed, &small[0]),
+			 0);
+	assert_true(test_wait(timed_done, &small[0], 5000));
+	memset(small, 0, sizeof(small));
+	payload = malloc(big);
+	assert_non_null(payload);
+	memset(payload, 0xab, big);
+	t0 = weft_now_ns();
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, payload,
+					   big, &o, on_timed, &large),
+			 0);
+	free(payload);
+	for (i = 0; i < 20; i++)
+		assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO,
+						   "small", 5, NULL, on_timed,
+						   &small[i]),
+				 0);
+	assert_true(test_wait(smalls_done, small, 10000));
+	assert_true(test_wait(timed_done, &large, 20000));
+	assert_int_equal(atomic_load(&large.status), 0);
+	assert_int_equal(atomic_load(&large.len), big);
+	for (i = 0; i < 20; i++) {
+		uint64_t d = atomic_load(&small[i].done_ns) - t0;
+
+		assert_int_equal(atomic_load(&small[i].status), 0);
+		small_last = d > small_last ? d : small_last;
+		small_max = d > small_max ? d : small_max;
+	}
+	print_message("16 MiB echo: %.1f ms; 20 small echoes sent right "
+		      "after it all done by %.2f ms\n",
+		      (double)(atomic_load(&large.done_ns) - t0) / 1e6,
+		      (double)small_last / 1e6);
+	/* The small ones finish long before the large round trip. */
+	assert_true(small_last < atomic_load(&large.done_ns) - t0);
+	cluster_stop(&cl);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_requests_between_every_pair),
 		cmocka_unit_test(test_unknown_verb_gets_error_response),
+		cmocka_unit_test(test_oneway_messages_keep_their_order),
+		cmocka_unit_test(
+			test_request_times_out_and_late_answer_is_dropped),
+		cmocka_unit_test(test_expired_in_send_queue),
+		cmocka_unit_test(test_expired_before_handler),
+		cmocka_unit_test(test_large_message_does_not_delay_small_ones),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);
