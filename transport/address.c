@@ -36,12 +36,13 @@ parse_unix(const char *path, weft__addr *out)
 		if (len < 2)
 			return WEFT_EADDR;
 		sun->sun_path[0] = '\0';
-		out->sa_len = (socklen_t)(offsetof(struct sockaddr_un,
-						   sun_path) + len);
+		out->sa_len =
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
 	} else {
 		sun->sun_path[len] = '\0';
-		out->sa_len = (socklen_t)(offsetof(struct sockaddr_un,
-						   sun_path) + len + 1);
+		out->sa_len =
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len +
+		                1);
 	}
 	out->family = AF_UNIX;
 	return 0;
@@ -161,7 +162,7 @@ weft_address_check(const char *address)
 
 static int
 copy_results(const weft__addr *addr, const struct addrinfo *res,
-	     weft__addr **list, size_t *n)
+             weft__addr **list, size_t *n)
 {
 	const struct addrinfo *ai;
 	size_t count = 0;
@@ -193,7 +194,7 @@ copy_results(const weft__addr *addr, const struct addrinfo *res,
 
 int
 weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
-		   size_t *n)
+                   size_t *n)
 {
 	struct addrinfo hints, *res = NULL;
 	char port[8];
@@ -214,8 +215,8 @@ weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
 	rc = getaddrinfo(addr->host, port, &hints, &res);
 	if (rc != 0) {
 		weft_warn("resolve %s: %s", addr->host,
-			  rc == EAI_SYSTEM ? strerror(errno)
-					   : gai_strerror(rc));
+		          rc == EAI_SYSTEM ? strerror(errno)
+		                           : gai_strerror(rc));
 		return rc == EAI_MEMORY ? WEFT_ENOMEM : WEFT_EADDR;
 	}
 	rv = copy_results(addr, res, list, n);
@@ -227,7 +228,7 @@ weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
 
 static void
 format_unix(const struct sockaddr_un *sun, socklen_t len, char *buf,
-	    size_t size)
+            size_t size)
 {
 	size_t path_len;
 
@@ -239,16 +240,15 @@ format_unix(const struct sockaddr_un *sun, socklen_t len, char *buf,
 	if (sun->sun_path[0] == '\0') {
 		/* Abstract: the name may hold any byte; show it as is. */
 		snprintf(buf, size, UNIX_PREFIX "@%.*s", (int)(path_len - 1),
-			 sun->sun_path + 1);
+		         sun->sun_path + 1);
 		return;
 	}
-	snprintf(buf, size, UNIX_PREFIX "%.*s", (int)path_len,
-		 sun->sun_path);
+	snprintf(buf, size, UNIX_PREFIX "%.*s", (int)path_len, sun->sun_path);
 }
 
 void
 weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
-		  size_t size)
+                  size_t size)
 {
 	char host[INET6_ADDRSTRLEN];
 
@@ -274,7 +274,7 @@ weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
 	}
 	case AF_UNIX:
 		format_unix((const struct sockaddr_un *)(const void *)sa, len,
-			    buf, size);
+		            buf, size);
 		break;
 	default:
 		snprintf(buf, size, "unknown");

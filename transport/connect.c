@@ -49,8 +49,7 @@ struct weft_connect_req {
 
 static void try_next(weft_connect_req *req);
 
-static void on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns,
-			     void *arg);
+static void on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
 
 /* teardown releases everything in flight; the request stays. */
 static void
@@ -123,9 +122,9 @@ make_channel(weft_connect_req *req, struct bufferevent *bev)
 	if ((req->opts.init != NULL &&
 	     (rv = req->opts.init(ch, req->opts.init_arg)) != 0) ||
 	    (rv = weft__sock_read_install(
-		     ch, req->opts.channel.max_read_bytes)) != 0) {
+	         ch, req->opts.channel.max_read_bytes)) != 0) {
 		weft_warn("connect %s: setting up the channel failed: %s",
-			  req->peer, weft_strerror(rv));
+		          req->peer, weft_strerror(rv));
 		weft_channel_close(ch);
 		complete(req, NULL, rv);
 		return;
@@ -159,13 +158,13 @@ connected(weft_connect_req *req)
 	req->fd = -1;
 	if (req->opts.tls != NULL) {
 		rv = weft__tls_bev_connect(req->opts.tls, base, fd,
-					   req->server_name, &bev);
+		                           req->server_name, &bev);
 		if (rv != 0) {
 			complete(req, NULL, rv);
 			return;
 		}
 	} else if ((bev = bufferevent_socket_new(
-			    base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+	                base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
 		close(fd);
 		complete(req, NULL, WEFT_ENOMEM);
 		return;
@@ -173,7 +172,7 @@ connected(weft_connect_req *req)
 	req->state = REQ_HANDSHAKE;
 	/* The request's own timer bounds the handshake too. */
 	ready = weft__bev_when_ready(req->loop, bev, req->peer,
-				     req->opts.timeout_ms, on_bev_ready, req);
+	                             req->opts.timeout_ms, on_bev_ready, req);
 	if (ready != NULL)
 		req->ready = ready; /* else req may be gone already */
 }
@@ -208,8 +207,8 @@ start_attempt(weft_connect_req *req, const weft__addr *a)
 	evutil_socket_t fd;
 	int rv, err;
 
-	weft__addr_format((const struct sockaddr *)&a->sa, a->sa_len,
-			  req->peer, sizeof(req->peer));
+	weft__addr_format((const struct sockaddr *)&a->sa, a->sa_len, req->peer,
+	                  sizeof(req->peer));
 	fd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return weft__sock_error(errno, "socket", req->peer);
@@ -222,7 +221,7 @@ start_attempt(weft_connect_req *req, const weft__addr *a)
 	}
 	if (errno == EINPROGRESS) {
 		req->writable = event_new(weft_loop_base(req->loop), fd,
-					  EV_WRITE, on_writable, req);
+		                          EV_WRITE, on_writable, req);
 		if (req->writable == NULL ||
 		    event_add(req->writable, NULL) != 0) {
 			rv = WEFT_ENOMEM;
@@ -265,7 +264,7 @@ on_timeout(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	weft_warn("connect %s: timed out after %llu ms", req->peer,
-		  (unsigned long long)req->opts.timeout_ms);
+	          (unsigned long long)req->opts.timeout_ms);
 	complete(req, NULL, WEFT_ETIMEDOUT);
 }
 
@@ -285,9 +284,9 @@ start_run(weft_loop *loop, int status, void *arg)
 
 	if (status != 0 || req->state == REQ_CANCELED || req->status != 0) {
 		complete(req, NULL,
-			 status                       ? status
-			 : req->state == REQ_CANCELED ? WEFT_ECANCELED
-						      : req->status);
+		         status                       ? status
+		         : req->state == REQ_CANCELED ? WEFT_ECANCELED
+		                                      : req->status);
 		return;
 	}
 	req->timer = event_new(weft_loop_base(loop), -1, 0, on_timeout, req);
@@ -296,9 +295,9 @@ start_run(weft_loop *loop, int status, void *arg)
 		return;
 	}
 	event_add(req->timer,
-		  weft_loop_timeval(loop, req->opts.timeout_ms, &scratch));
+	          weft_loop_timeval(loop, req->opts.timeout_ms, &scratch));
 	req->hook_added =
-		weft_loop_on_shutdown(loop, on_loop_shutdown, req) >= 0;
+	    weft_loop_on_shutdown(loop, on_loop_shutdown, req) >= 0;
 	req->state = REQ_CONNECTING;
 	try_next(req);
 }
@@ -306,7 +305,7 @@ start_run(weft_loop *loop, int status, void *arg)
 /* req_new fills a request from the caller's arguments and resolves. */
 static int
 req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
-	weft_connect_req **out)
+        weft_connect_req **out)
 {
 	weft_connect_req *req;
 	const char *name;
@@ -346,8 +345,8 @@ req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
 
 int
 weft_connect_start(weft_loop *loop, const char *address,
-		   const weft_connect_opts *opts, weft_connect_cb cb,
-		   void *arg, weft_connect_req **out)
+                   const weft_connect_opts *opts, weft_connect_cb cb, void *arg,
+                   weft_connect_req **out)
 {
 	weft_connect_req *req;
 	int rv;
@@ -374,7 +373,7 @@ weft_connect_start(weft_loop *loop, const char *address,
 
 int
 weft_connect(weft_loop *loop, const char *address,
-	     const weft_connect_opts *opts, weft_connect_cb cb, void *arg)
+             const weft_connect_opts *opts, weft_connect_cb cb, void *arg)
 {
 	return weft_connect_start(loop, address, opts, cb, arg, NULL);
 }

@@ -33,8 +33,7 @@ handshake_done(struct bufferevent *bev)
 }
 
 static int
-log_openssl_errors(struct bufferevent *bev, const char *what,
-		   const char *peer)
+log_openssl_errors(struct bufferevent *bev, const char *what, const char *peer)
 {
 	char detail[256];
 	unsigned long e;
@@ -49,8 +48,8 @@ log_openssl_errors(struct bufferevent *bev, const char *what,
 }
 
 int
-weft__bev_error_status(struct bufferevent *bev, short events,
-		       const char *what, const char *peer)
+weft__bev_error_status(struct bufferevent *bev, short events, const char *what,
+                       const char *peer)
 {
 	int err = EVUTIL_SOCKET_ERROR();
 
@@ -60,7 +59,7 @@ weft__bev_error_status(struct bufferevent *bev, short events,
 		return WEFT_ETIMEDOUT;
 	if (!handshake_done(bev)) {
 		weft_warn("%s %s: connection closed during the TLS handshake",
-			  what, peer ? peer : "");
+		          what, peer ? peer : "");
 		return WEFT_ETLS;
 	}
 	if (events & BEV_EVENT_EOF)
@@ -96,9 +95,8 @@ on_handshake_event(struct bufferevent *bev, short events, void *arg)
 		return;
 	}
 	if (events & (BEV_EVENT_ERROR | BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
-		finish(ready, weft__bev_error_status(bev, events,
-						     "TLS handshake",
-						     ready->peer));
+		finish(ready, weft__bev_error_status(
+		                  bev, events, "TLS handshake", ready->peer));
 }
 
 static void
@@ -113,9 +111,8 @@ on_handshake_timeout(evutil_socket_t fd, short what, void *arg)
 }
 
 weft__ready *
-weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
-		     const char *peer, uint64_t timeout_ms, weft__ready_cb cb,
-		     void *arg)
+weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev, const char *peer,
+                     uint64_t timeout_ms, weft__ready_cb cb, void *arg)
 {
 	struct timeval scratch;
 	weft__ready *ready;
@@ -126,8 +123,8 @@ weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
 	}
 	if ((ready = calloc(1, sizeof(*ready))) == NULL)
 		goto err_free_bev;
-	ready->timer = event_new(weft_loop_base(loop), -1, 0,
-				 on_handshake_timeout, ready);
+	ready->timer =
+	    event_new(weft_loop_base(loop), -1, 0, on_handshake_timeout, ready);
 	if (ready->timer == NULL)
 		goto err_free_ready;
 	ready->bev = bev;

@@ -23,9 +23,9 @@ run_init(weft_channel *ch, weft_channel_init_cb init, void *arg)
 
 int
 weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
-		 weft_channel_init_cb init_a, void *arg_a,
-		 weft_channel_init_cb init_b, void *arg_b, weft_channel **a,
-		 weft_channel **b)
+                 weft_channel_init_cb init_a, void *arg_a,
+                 weft_channel_init_cb init_b, void *arg_b, weft_channel **a,
+                 weft_channel **b)
 {
 	struct bufferevent *pair[2];
 	weft_channel *ch_a, *ch_b;
@@ -37,10 +37,9 @@ weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
 		return rv;
 	/* Deferred callbacks: a write must not run the other end's read
 	 * handler inside it (an echo would recurse without bound). */
-	if (bufferevent_pair_new(weft_loop_base(loop),
-				 BEV_OPT_CLOSE_ON_FREE |
-					 BEV_OPT_DEFER_CALLBACKS,
-				 pair) != 0)
+	if (bufferevent_pair_new(
+	        weft_loop_base(loop),
+	        BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS, pair) != 0)
 		return WEFT_ENOMEM;
 	if ((rv = weft_channel_new(loop, pair[0], opts, &ch_a)) != 0) {
 		bufferevent_free(pair[1]);

@@ -70,9 +70,9 @@ weft__listen_open(const weft__addr *addr, int backlog, evutil_socket_t *out)
 	int rv;
 
 	weft__addr_format((const struct sockaddr *)&addr->sa, addr->sa_len,
-			  text, sizeof(text));
-	fd = socket(addr->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
+	                  text, sizeof(text));
+	fd =
+	    socket(addr->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return weft__sock_error(errno, "socket", text);
 	if (addr->family == AF_UNIX)

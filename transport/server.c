@@ -77,8 +77,7 @@ server_ref(weft_server *srv)
 static void
 server_unref(weft_server *srv)
 {
-	if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) ==
-	    1)
+	if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) == 1)
 		free(srv);
 }
 
@@ -89,14 +88,13 @@ server_handler_removed(weft_ctx *ctx)
 {
 	weft_server *srv = weft_ctx_state(ctx);
 
-	atomic_fetch_sub_explicit(&srv->channels_open, 1,
-				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
 	server_unref(srv);
 }
 
 /* Sits first in every accepted pipeline, to count the channel's life. */
 static const weft_handler server_handler = {
-	.removed = server_handler_removed,
+    .removed = server_handler_removed,
 };
 
 /* handoff_fail drops a connection that never became a channel. */
@@ -106,11 +104,10 @@ handoff_fail(handoff *h, int status)
 	weft_server *srv = h->srv;
 
 	weft_warn("server %s: dropping connection from %s: %s", srv->address,
-		  h->peer, weft_strerror(status));
+	          h->peer, weft_strerror(status));
 	atomic_fetch_add_explicit(&srv->setup_failures, 1,
-				  memory_order_relaxed);
-	atomic_fetch_sub_explicit(&srv->channels_open, 1,
-				  memory_order_relaxed);
+	                          memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
 	free(h);
 	server_unref(srv);
 }
@@ -132,11 +129,11 @@ make_channel(handoff *h, struct bufferevent *bev)
 	free(h);
 	if ((rv = srv->opts.init(ch, srv->opts.init_arg)) != 0 ||
 	    (rv = weft__sock_read_install(
-		     ch, srv->opts.channel.max_read_bytes)) != 0) {
+	         ch, srv->opts.channel.max_read_bytes)) != 0) {
 		weft_warn("server %s: setting up %s failed: %s", srv->address,
-			  weft_channel_peer(ch), weft_strerror(rv));
+		          weft_channel_peer(ch), weft_strerror(rv));
 		atomic_fetch_add_explicit(&srv->setup_failures, 1,
-					  memory_order_relaxed);
+		                          memory_order_relaxed);
 		weft_channel_close(ch);
 		return;
 	}
@@ -170,8 +167,8 @@ on_tls_accepted(struct bufferevent *bev, int status, void *arg)
 		return;
 	}
 	weft__bev_when_ready(h->loop, bev, h->peer,
-			     h->srv->opts.handshake_timeout_ms, on_bev_ready,
-			     h);
+	                     h->srv->opts.handshake_timeout_ms, on_bev_ready,
+	                     h);
 }
 
 static void
@@ -189,9 +186,9 @@ handoff_run(weft_loop *loop, int status, void *arg)
 	}
 	if (srv->opts.tls != NULL) {
 		rv = weft__tls_bev_accept(srv->opts.tls, srv->opts.tls_mode,
-					  weft_loop_base(loop), h->fd,
-					  srv->opts.handshake_timeout_ms,
-					  on_tls_accepted, h, &bev);
+		                          weft_loop_base(loop), h->fd,
+		                          srv->opts.handshake_timeout_ms,
+		                          on_tls_accepted, h, &bev);
 		if (rv != 0 || bev == NULL) {
 			if (rv != 0)
 				handoff_fail(h, rv);
@@ -201,7 +198,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 		return;
 	}
 	bev = bufferevent_socket_new(weft_loop_base(loop), h->fd,
-				     BEV_OPT_CLOSE_ON_FREE);
+	                             BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL) {
 		close(h->fd);
 		handoff_fail(h, WEFT_ENOMEM);
@@ -229,18 +226,17 @@ over_limit(weft_server *srv)
 	uint64_t open;
 
 	open = atomic_fetch_add_explicit(&srv->channels_open, 1,
-					 memory_order_relaxed);
+	                                 memory_order_relaxed);
 	if (srv->opts.max_channels == 0 || open < srv->opts.max_channels)
 		return false;
-	atomic_fetch_sub_explicit(&srv->channels_open, 1,
-				  memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&srv->rejected, 1, memory_order_relaxed);
 	return true;
 }
 
 static void
-on_accept(struct evconnlistener *lev, evutil_socket_t fd,
-	  struct sockaddr *sa, int socklen, void *arg)
+on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+          int socklen, void *arg)
 {
 	weft_server *srv = arg;
 	handoff *h;
@@ -249,14 +245,14 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd,
 	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
 	if (over_limit(srv)) {
 		weft_warn("server %s: %zu channels open, refusing one more",
-			  srv->address, srv->opts.max_channels);
+		          srv->address, srv->opts.max_channels);
 		close(fd);
 		return;
 	}
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		close(fd);
 		atomic_fetch_sub_explicit(&srv->channels_open, 1,
-					  memory_order_relaxed);
+		                          memory_order_relaxed);
 		weft_warn("server %s: out of memory accepting", srv->address);
 		return;
 	}
@@ -282,15 +278,14 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	int err = EVUTIL_SOCKET_ERROR();
 	struct timeval scratch;
 
-	atomic_fetch_add_explicit(&srv->accept_errors, 1,
-				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->accept_errors, 1, memory_order_relaxed);
 	/* EMFILE and friends leave the connection queued, so the listener
 	 * would fire again at once: pause instead of spinning. */
 	weft_warn("server %s: accept: %s; pausing accepts for %d ms",
-		  srv->address, strerror(err), ACCEPT_RETRY_MS);
+	          srv->address, strerror(err), ACCEPT_RETRY_MS);
 	evconnlistener_disable(lev);
 	event_add(srv->retry, weft_loop_timeval(srv->accept_loop,
-						ACCEPT_RETRY_MS, &scratch));
+	                                        ACCEPT_RETRY_MS, &scratch));
 }
 
 static void
@@ -317,7 +312,7 @@ remove_unix_file(weft_server *srv)
 		return;
 	if (unlink(srv->unix_path) != 0)
 		weft_warn("server %s: unlink: %s", srv->address,
-			  strerror(errno));
+		          strerror(errno));
 }
 
 static void
@@ -357,8 +352,8 @@ start_listening(weft_server *srv, weft_loop *loop)
 		return WEFT_ENOMEM;
 	/* backlog 0: the socket already listens. */
 	srv->listener = evconnlistener_new(
-		base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-		0, srv->fd);
+	    base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+	    0, srv->fd);
 	if (srv->listener == NULL)
 		return WEFT_ENOMEM;
 	srv->fd = -1;
@@ -384,7 +379,7 @@ start_task_run(weft_loop *loop, int status, void *arg)
 	}
 	if ((rv = start_listening(srv, loop)) != 0) {
 		weft_error("server %s: cannot listen: %s", srv->address,
-			   weft_strerror(rv));
+		           weft_strerror(rv));
 		stop_listening(srv);
 	}
 }
@@ -453,7 +448,7 @@ record_bound_address(weft_server *srv)
 	if (getsockname(srv->fd, (struct sockaddr *)&ss, &len) != 0)
 		weft_warn("getsockname: %s", strerror(errno));
 	weft__addr_format((struct sockaddr *)&ss, len, srv->address,
-			  sizeof(srv->address));
+	                  sizeof(srv->address));
 	if (ss.ss_family == AF_INET)
 		srv->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 	else if (ss.ss_family == AF_INET6)
@@ -475,7 +470,7 @@ record_bound_address(weft_server *srv)
 
 static int
 server_new(weft_loop *accept_loop, weft_loop_group *group,
-	   const weft_server_opts *opts, weft_server **out)
+           const weft_server_opts *opts, weft_server **out)
 {
 	weft_server *srv;
 	int rv;
@@ -495,7 +490,7 @@ server_new(weft_loop *accept_loop, weft_loop_group *group,
 		srv->opts.handshake_timeout_ms = DEFAULT_HANDSHAKE_TIMEOUT_MS;
 	srv->fd = -1;
 	rv = bind_first(srv, opts->address,
-			opts->backlog ? opts->backlog : SOMAXCONN);
+	                opts->backlog ? opts->backlog : SOMAXCONN);
 	if (rv != 0)
 		goto err_free;
 	record_bound_address(srv);
@@ -516,7 +511,7 @@ err_free:
 
 int
 weft_server_new(weft_loop_group *group, const weft_server_opts *opts,
-		weft_server **out)
+                weft_server **out)
 {
 	if (group == NULL || weft_loop_group_size(group) == 0)
 		return WEFT_EINVAL;
@@ -525,7 +520,7 @@ weft_server_new(weft_loop_group *group, const weft_server_opts *opts,
 
 int
 weft_server_new_on_loop(weft_loop *loop, const weft_server_opts *opts,
-			weft_server **out)
+                        weft_server **out)
 {
 	return server_new(loop, NULL, opts, out);
 }
@@ -548,16 +543,16 @@ weft_server_get_stats(const weft_server *srv, weft_server_stats *out)
 	/* The counters are atomics; a cast drops const for the loads. */
 	weft_server *s = (weft_server *)srv;
 
-	out->accepted = atomic_load_explicit(&s->accepted,
-					     memory_order_relaxed);
-	out->accept_errors = atomic_load_explicit(&s->accept_errors,
-						  memory_order_relaxed);
-	out->rejected = atomic_load_explicit(&s->rejected,
-					     memory_order_relaxed);
-	out->setup_failures = atomic_load_explicit(&s->setup_failures,
-						   memory_order_relaxed);
-	out->channels_open = atomic_load_explicit(&s->channels_open,
-						  memory_order_relaxed);
+	out->accepted =
+	    atomic_load_explicit(&s->accepted, memory_order_relaxed);
+	out->accept_errors =
+	    atomic_load_explicit(&s->accept_errors, memory_order_relaxed);
+	out->rejected =
+	    atomic_load_explicit(&s->rejected, memory_order_relaxed);
+	out->setup_failures =
+	    atomic_load_explicit(&s->setup_failures, memory_order_relaxed);
+	out->channels_open =
+	    atomic_load_explicit(&s->channels_open, memory_order_relaxed);
 }
 
 void

@@ -72,7 +72,7 @@ sock_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 }
 
 static const weft_handler sock_read_handler = {
-	.read = sock_read,
+    .read = sock_read,
 };
 
 int
@@ -86,5 +86,5 @@ weft__sock_read_install(weft_channel *ch, size_t max_read_bytes)
 	if (max_read_bytes == 0)
 		max_read_bytes = WEFT__DEFAULT_MAX_READ;
 	return weft_pipeline_add_first(ch, "weft.read", &sock_read_handler,
-				       (void *)(uintptr_t)max_read_bytes);
+	                               (void *)(uintptr_t)max_read_bytes);
 }

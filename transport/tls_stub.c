@@ -10,9 +10,9 @@
 
 int
 weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
-		     struct event_base *base, evutil_socket_t fd,
-		     uint64_t timeout_ms, weft__tls_accept_cb cb, void *arg,
-		     struct bufferevent **out)
+                     struct event_base *base, evutil_socket_t fd,
+                     uint64_t timeout_ms, weft__tls_accept_cb cb, void *arg,
+                     struct bufferevent **out)
 {
 	(void)tls;
 	(void)mode;
@@ -28,8 +28,8 @@ weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
 
 int
 weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
-		      evutil_socket_t fd, const char *server_name,
-		      struct bufferevent **out)
+                      evutil_socket_t fd, const char *server_name,
+                      struct bufferevent **out)
 {
 	(void)tls;
 	(void)base;

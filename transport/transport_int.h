@@ -37,13 +37,13 @@ int weft__addr_parse(const char *text, weft__addr *out);
  * asks for addresses to bind. Blocks in getaddrinfo for a name. Returns 0,
  * WEFT_EADDR (unresolvable) or WEFT_ENOMEM.
  */
-int weft__addr_resolve(const weft__addr *addr, bool passive,
-		       weft__addr **list, size_t *n);
+int weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
+                       size_t *n);
 
 /* weft__addr_format writes sa as address text ("127.0.0.1:80",
  * "[::1]:80", "unix:/p", "unix:@n", "unix:" when unnamed) into buf. */
 void weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
-		       size_t size);
+                       size_t size);
 
 /* weft__addr_is_tcp is true for AF_INET and AF_INET6. */
 bool weft__addr_is_tcp(int family);
@@ -77,15 +77,13 @@ int weft__sock_read_install(weft_channel *ch, size_t max_read_bytes);
  * that nobody listens on is removed first; a live one is WEFT_EADDRINUSE.
  * Returns 0 and the fd, or a WEFT_E code (logged).
  */
-int weft__listen_open(const weft__addr *addr, int backlog,
-		      evutil_socket_t *fd);
+int weft__listen_open(const weft__addr *addr, int backlog, evutil_socket_t *fd);
 
 /* ---- Getting a bufferevent ready (handshake.c) ------------------------- */
 
 /* Runs once when bev can carry application data (status 0, bev now the
  * caller's) or cannot (a WEFT_E code, bev freed, NULL). */
-typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
-			       void *arg);
+typedef void (*weft__ready_cb)(struct bufferevent *bev, int status, void *arg);
 
 /*
  * weft__bev_when_ready calls cb at once (inside this call) for a plain
@@ -98,8 +96,8 @@ typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
  */
 typedef struct weft__ready weft__ready;
 weft__ready *weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
-				  const char *peer, uint64_t timeout_ms,
-				  weft__ready_cb cb, void *arg);
+                                  const char *peer, uint64_t timeout_ms,
+                                  weft__ready_cb cb, void *arg);
 /* weft__bev_ready_cancel frees the bufferevent and the wait; cb never
  * runs. */
 void weft__bev_ready_cancel(weft__ready *ready);
@@ -113,7 +111,7 @@ void weft__channel_start(weft_channel *ch);
  * for an OpenSSL error (logged with the OpenSSL detail), otherwise the
  * errno translation. what and peer are for the log line. */
 int weft__bev_error_status(struct bufferevent *bev, short events,
-			   const char *what, const char *peer);
+                           const char *what, const char *peer);
 
 /* ---- TLS hooks: implemented by tls.c (tls_stub.c without it) ----------- */
 
@@ -123,7 +121,7 @@ int weft__bev_error_status(struct bufferevent *bev, short events,
  * WEFT_E code and bev NULL (the fd has been closed).
  */
 typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
-				    void *arg);
+                                    void *arg);
 
 /*
  * weft__tls_bev_accept makes the bufferevent for an accepted connection.
@@ -143,9 +141,9 @@ typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
  * WEFT_E code on failure (cb never runs). Loop thread of base.
  */
 int weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
-			 struct event_base *base, evutil_socket_t fd,
-			 uint64_t timeout_ms, weft__tls_accept_cb cb,
-			 void *arg, struct bufferevent **out);
+                         struct event_base *base, evutil_socket_t fd,
+                         uint64_t timeout_ms, weft__tls_accept_cb cb, void *arg,
+                         struct bufferevent **out);
 
 /*
  * weft__tls_bev_connect makes a client bufferevent_openssl over fd, which
@@ -156,7 +154,7 @@ int weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
  * Returns 0 with *out set, or a negative WEFT_E code. Loop thread of base.
  */
 int weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
-			  evutil_socket_t fd, const char *server_name,
-			  struct bufferevent **out);
+                          evutil_socket_t fd, const char *server_name,
+                          struct bufferevent **out);
 
 #endif

@@ -38,9 +38,9 @@ server_inactive(weft_ctx *ctx)
 }
 
 static const weft_handler echo_server_handler = {
-	.read = server_read,
-	.read_complete = server_read_complete,
-	.inactive = server_inactive,
+    .read = server_read,
+    .read_complete = server_read_complete,
+    .inactive = server_inactive,
 };
 
 int
@@ -137,10 +137,10 @@ client_user_event(weft_ctx *ctx, int event, void *data)
 }
 
 static const weft_handler echo_client_handler = {
-	.active = client_active,
-	.read = client_read,
-	.user_event = client_user_event,
-	.inactive = client_inactive,
+    .active = client_active,
+    .read = client_read,
+    .user_event = client_user_event,
+    .inactive = client_inactive,
 };
 
 int
@@ -202,8 +202,8 @@ sink_inactive(weft_ctx *ctx)
 }
 
 static const weft_handler echo_sink_handler = {
-	.read = sink_read,
-	.inactive = sink_inactive,
+    .read = sink_read,
+    .inactive = sink_inactive,
 };
 
 int
@@ -238,7 +238,7 @@ tick(weft_timer *timer, void *arg)
 
 int
 echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-	       uint64_t timeout_ms)
+               uint64_t timeout_ms)
 {
 	weft_timer *ticker;
 	int rv;

@@ -22,9 +22,9 @@ echo_pattern(uint64_t i)
 
 /* Server side: counts channels across loop threads. */
 typedef struct echo_server {
-	atomic_int channels;  /* init calls */
-	atomic_int inactive;  /* inactive events */
-	atomic_llong bytes;   /* bytes echoed */
+	atomic_int channels; /* init calls */
+	atomic_int inactive; /* inactive events */
+	atomic_llong bytes;  /* bytes echoed */
 	weft_loop_group *group;
 	atomic_int per_loop[4]; /* channels per group loop (by index) */
 } echo_server;
@@ -75,14 +75,14 @@ int echo_sink_init(weft_channel *ch, void *arg);
  * until its own next event). Returns 0 or WEFT_ETIMEDOUT.
  */
 int echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-		   uint64_t timeout_ms);
+                   uint64_t timeout_ms);
 
 /* echo_free_port returns a TCP port on 127.0.0.1 that nobody listens on
  * (bound once, then released). */
 uint16_t echo_free_port(void);
 
 /* Generic done-predicates for weft_loop_run_until. */
-bool echo_flag_set(void *flag);     /* *(bool *)flag */
-bool echo_atomic_set(void *flag);   /* atomic_load((atomic_int *)flag) */
+bool echo_flag_set(void *flag);   /* *(bool *)flag */
+bool echo_atomic_set(void *flag); /* atomic_load((atomic_int *)flag) */
 
 #endif

@@ -52,9 +52,9 @@ typedef struct weft_server_opts {
 	int backlog;         /* 0: SOMAXCONN */
 	weft_channel_init_cb init;
 	void *init_arg;
-	weft_channel_opts channel; /* for every accepted channel */
-	weft_tls_ctx *tls;         /* NULL: plaintext */
-	int tls_mode;              /* enum weft_tls_mode */
+	weft_channel_opts channel;     /* for every accepted channel */
+	weft_tls_ctx *tls;             /* NULL: plaintext */
+	int tls_mode;                  /* enum weft_tls_mode */
 	uint64_t handshake_timeout_ms; /* 10000: TLS handshake, sniffing */
 	/* 0: no limit; past it, new connections are closed at once. */
 	size_t max_channels;
@@ -82,13 +82,13 @@ typedef struct weft_server_stats {
  * WEFT_ENOMEM, WEFT_EIO. Any thread.
  */
 WEFT_API int weft_server_new(weft_loop_group *group,
-			     const weft_server_opts *opts, weft_server **out);
+                             const weft_server_opts *opts, weft_server **out);
 
 /* weft_server_new_on_loop is weft_server_new with a single loop that both
  * accepts and owns every channel. Any thread. */
 WEFT_API int weft_server_new_on_loop(weft_loop *loop,
-				     const weft_server_opts *opts,
-				     weft_server **out);
+                                     const weft_server_opts *opts,
+                                     weft_server **out);
 
 /* weft_server_port is the bound TCP port (useful after port 0), or 0 for a
  * Unix socket. Any thread. */
@@ -99,7 +99,7 @@ WEFT_API uint16_t weft_server_port(const weft_server *srv);
 WEFT_API const char *weft_server_address(const weft_server *srv);
 
 WEFT_API void weft_server_get_stats(const weft_server *srv,
-				    weft_server_stats *out);
+                                    weft_server_stats *out);
 
 /* Runs once, on the server's accepting loop, when the server is closed. */
 typedef void (*weft_server_close_cb)(weft_server *srv, void *arg);
@@ -115,7 +115,7 @@ typedef void (*weft_server_close_cb)(weft_server *srv, void *arg);
  * freeing the loops. Any thread.
  */
 WEFT_API void weft_server_close(weft_server *srv, weft_server_close_cb cb,
-				void *arg);
+                                void *arg);
 
 /*
  * Shutting down the accepting loop (weft_loop_shutdown or
@@ -127,7 +127,7 @@ WEFT_API void weft_server_close(weft_server *srv, weft_server_close_cb cb,
 
 /* Connect options; zero fields take the defaults shown. */
 typedef struct weft_connect_opts {
-	uint64_t timeout_ms; /* 10000: connect (and TLS handshake) */
+	uint64_t timeout_ms;       /* 10000: connect (and TLS handshake) */
 	weft_channel_init_cb init; /* NULL: an empty pipeline */
 	void *init_arg;
 	weft_channel_opts channel;
@@ -161,8 +161,8 @@ typedef struct weft_connect_req weft_connect_req;
  * thread.
  */
 WEFT_API int weft_connect(weft_loop *loop, const char *address,
-			  const weft_connect_opts *opts, weft_connect_cb cb,
-			  void *arg);
+                          const weft_connect_opts *opts, weft_connect_cb cb,
+                          void *arg);
 
 /*
  * weft_connect_start is weft_connect that also gives a handle for
@@ -170,9 +170,9 @@ WEFT_API int weft_connect(weft_loop *loop, const char *address,
  * (the handle could be gone before another thread saw it).
  */
 WEFT_API int weft_connect_start(weft_loop *loop, const char *address,
-				const weft_connect_opts *opts,
-				weft_connect_cb cb, void *arg,
-				weft_connect_req **out);
+                                const weft_connect_opts *opts,
+                                weft_connect_cb cb, void *arg,
+                                weft_connect_req **out);
 
 /*
  * weft_connect_cancel abandons a pending connect: its socket is closed and
@@ -198,9 +198,9 @@ WEFT_API void weft_connect_cancel(weft_connect_req *req);
  * before the loop runs).
  */
 WEFT_API int weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
-			      weft_channel_init_cb init_a, void *arg_a,
-			      weft_channel_init_cb init_b, void *arg_b,
-			      weft_channel **a, weft_channel **b);
+                              weft_channel_init_cb init_a, void *arg_a,
+                              weft_channel_init_cb init_b, void *arg_b,
+                              weft_channel **a, weft_channel **b);
 
 /* ---- Address text ----------------------------------------------------- */
 
