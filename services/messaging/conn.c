@@ -308,6 +308,24 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	process_frames(c, msg);
 }
 
+/* A peer that went away in the middle of a frame. */
+static void
+report_truncated(struct weft__msvc_conn *c)
+{
+	struct bufferevent *bev = c->ch ? weft_channel_bev(c->ch) : NULL;
+	size_t left;
+
+	if (bev == NULL || c->state == WEFT__MSVC_CLOSED)
+		return;
+	left = evbuffer_get_length(bufferevent_get_input(bev));
+	if (left == 0)
+		return;
+	weft__msvc_count(&c->svc->st.bad_frames, 1);
+	weft_warn("msvc %s: connection from %s closed inside a frame "
+		  "(%zu byte(s) left)",
+		  c->svc->id, c->peer_addr, left);
+}
+
 static void
 h_inactive(weft_ctx *ctx)
 {
@@ -333,6 +351,7 @@ h_inactive(weft_ctx *ctx)
 		outbound_lost(c, WEFT_ECLOSED);
 		return;
 	}
+	report_truncated(c);
 	c->state = WEFT__MSVC_CLOSED;
 	c->ch = NULL;
 	if (c->peer != NULL && c->peer->is_client) {

@@ -448,7 +448,7 @@ typedef struct weft_msvc_stats {
 	uint64_t inflight_bytes;   /* inbound bytes received, not handled */
 	uint64_t pending_requests; /* requests awaiting a response */
 	/* Bad input, each closing one connection. */
-	uint64_t bad_frames;       /* checksum failures */
+	uint64_t bad_frames;       /* checksum failures, frames cut short */
 	uint64_t oversized_frames; /* length above max_frame_bytes */
 	uint64_t bad_envelopes;    /* invalid msgpack or envelope */
 	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
