@@ -9,6 +9,20 @@
 
 #define LOAD(x) weft__msvc_relaxed(&(x))
 
+/*
+ * weft_loop_get_stats is only race-free on the loop's own thread, so each
+ * loop copies its wake-up count into an atomic of ours (every second, and
+ * when a reader asks from that thread).
+ */
+void
+weft__msvc_cache_wakeups(struct weft__msvc_loop *ml)
+{
+	weft_loop_stats ls;
+
+	weft_loop_get_stats(ml->loop, &ls);
+	atomic_store_explicit(&ml->wakeups, ls.wakeups, memory_order_relaxed);
+}
+
 /* Every second, each loop publishes the latency of the peers it is home
  * for, so readers on other threads never touch a live histogram. */
 void
@@ -19,6 +33,7 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 	uint32_t i;
 
 	(void)t;
+	weft__msvc_cache_wakeups(ml);
 	for (i = 0; i < svc->npeers; i++) {
 		weft_msvc_peer *peer = svc->peers[i];
 
@@ -84,7 +99,6 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 {
 	weft_msvc *svc = (weft_msvc *)csvc;
 	struct weft__msvc_nstats *s = &svc->st;
-	weft_loop_stats ls;
 	uint32_t i;
 
 	memset(out, 0, sizeof(*out));
@@ -98,8 +112,9 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 		out->handoffs += LOAD(r->handoffs);
 		out->write_calls += LOAD(r->write_calls);
 		out->bytes_written += LOAD(r->bytes_written);
-		weft_loop_get_stats(svc->loops[i].loop, &ls);
-		out->loop_wakeups += ls.wakeups;
+		if (weft_loop_in_thread(svc->loops[i].loop))
+			weft__msvc_cache_wakeups(&svc->loops[i]);
+		out->loop_wakeups += LOAD(svc->loops[i].wakeups);
 	}
 	out->expired_in_queue = LOAD(s->expired_in_queue);
 	out->expired_on_arrival = LOAD(s->expired_on_arrival);

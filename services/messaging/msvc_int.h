@@ -247,6 +247,7 @@ struct weft__msvc_loop {
 	struct weft__msvc_rstats rs;
 	uint32_t connects_in_progress;
 	bool init_failed;
+	_Atomic uint64_t wakeups; /* the loop's, cached on its thread */
 };
 
 /* Per-peer counters. */
@@ -442,6 +443,7 @@ int weft__msvc_wire_to_error_status(int code);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);
+void weft__msvc_cache_wakeups(struct weft__msvc_loop *ml);
 
 static inline uint64_t
 weft__msvc_relaxed(_Atomic uint64_t *a)
