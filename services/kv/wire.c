@@ -187,9 +187,11 @@ open_array(struct weft__kv_reader *r, const void *p, size_t n, uint32_t want)
 {
 	uint32_t got;
 
+	if (n == 0)
+		return WEFT_EINVAL;
 	r->p = p;
 	r->end = r->p + n;
-	if (n == 0 || weft__kv_read_array(r, &got) != 0 || got != want)
+	if (weft__kv_read_array(r, &got) != 0 || got != want)
 		return WEFT_EINVAL;
 	return 0;
 }

@@ -1,0 +1,582 @@
+/*
+ * test_kv.c: the replicated key-value service on a 3-node cluster in one
+ * process (three services on loop groups of their own, ports bound to 0
+ * and exchanged with weft_msvc_set_peer_addr), driven by a non-member
+ * client service, as weft-kv does.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include <weft/kv.h>
+
+#define NODES 3
+#define WAIT_MS 5000
+
+static const char *const ids[NODES] = {"n1", "n2", "n3"};
+
+struct node {
+	weft_loop_group *group;
+	weft_msvc *svc;
+	weft_kv *kv;
+	bool stopped;
+};
+
+struct cluster {
+	struct node n[NODES];
+	weft_loop_group *client_group;
+	weft_msvc *client;
+};
+
+/* ---- Waiting for callbacks from the test thread ------------------------ */
+
+/* One request's outcome, filled in by its reply callback. */
+struct call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int calls; /* must end at exactly 1 */
+	int status;
+	struct evbuffer *data;
+};
+
+static void
+call_init(struct call *c)
+{
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->calls = 0;
+	c->status = 1;
+	c->data = evbuffer_new();
+	assert_non_null(c->data);
+}
+
+static void
+call_fini(struct call *c)
+{
+	evbuffer_free(c->data);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+}
+
+static void
+on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct call *c = arg;
+
+	(void)svc;
+	pthread_mutex_lock(&c->lock);
+	c->calls++;
+	c->status = status;
+	evbuffer_add(c->data, data, len);
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static struct timespec
+deadline_in(uint64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+/* Waits for the callback; returns its status. */
+static int
+call_wait(struct call *c)
+{
+	struct timespec ts = deadline_in(WAIT_MS);
+	int status;
+
+	pthread_mutex_lock(&c->lock);
+	while (c->calls == 0 &&
+	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+		;
+	assert_int_equal(c->calls, 1);
+	status = c->status;
+	pthread_mutex_unlock(&c->lock);
+	return status;
+}
+
+/* ---- The cluster -------------------------------------------------------- */
+
+static weft_msvc_config *
+make_config(void)
+{
+	weft_msvc_config *cfg;
+	weft_msvc_limits *l;
+	size_t i;
+
+	assert_int_equal(weft_msvc_config_new("kvtest", &cfg), 0);
+	for (i = 0; i < NODES; i++)
+		assert_int_equal(
+		    weft_msvc_config_add_node(cfg, ids[i], "127.0.0.1", 0), 0);
+	l = weft_msvc_config_limits(cfg);
+	l->reconnect_min_ms = 10;
+	l->reconnect_max_ms = 200;
+	l->heartbeat_interval_ms = 200;
+	l->request_timeout_ms = 3000;
+	l->connect_timeout_ms = 1000;
+	return cfg;
+}
+
+static void
+start_node(struct cluster *c, const weft_msvc_config *cfg, size_t i,
+           uint32_t quorum)
+{
+	weft_kv_opts opts = {.write_quorum = quorum,
+	                     .replicate_timeout_ms = 1000};
+	struct node *n = &c->n[i];
+
+	assert_int_equal(weft_loop_group_new(1, &n->group), 0);
+	assert_int_equal(weft_msvc_new(n->group, cfg, ids[i], NULL, &n->svc),
+	                 0);
+	assert_int_equal(weft_kv_new(n->svc, &opts, &n->kv), 0);
+	assert_int_equal(weft_msvc_start(n->svc), 0);
+	assert_int_not_equal(weft_msvc_port(n->svc), 0);
+}
+
+/* Tells svc where every node listens. */
+static void
+learn_ports(struct cluster *c, weft_msvc *svc)
+{
+	size_t j;
+
+	for (j = 0; j < NODES; j++)
+		assert_int_equal(
+		    weft_msvc_set_peer_addr(svc, ids[j], "127.0.0.1",
+		                            weft_msvc_port(c->n[j].svc)),
+		    0);
+}
+
+/* Starts three nodes with the given write quorums (0: majority) and a
+ * client. */
+static struct cluster *
+cluster_start(const uint32_t quorum[NODES])
+{
+	weft_msvc_config *cfg = make_config();
+	struct cluster *c = calloc(1, sizeof(*c));
+	size_t i;
+
+	assert_non_null(c);
+	for (i = 0; i < NODES; i++)
+		start_node(c, cfg, i, quorum ? quorum[i] : 0);
+	for (i = 0; i < NODES; i++)
+		learn_ports(c, c->n[i].svc);
+	assert_int_equal(weft_loop_group_new(1, &c->client_group), 0);
+	assert_int_equal(
+	    weft_msvc_new(c->client_group, cfg, "client", NULL, &c->client), 0);
+	assert_false(weft_msvc_is_member(c->client));
+	assert_int_equal(weft_msvc_start(c->client), 0);
+	learn_ports(c, c->client);
+	weft_msvc_config_free(cfg);
+	return c;
+}
+
+static void
+node_stop(struct node *n)
+{
+	if (!n->stopped)
+		weft_msvc_stop(n->svc, 500);
+	n->stopped = true;
+}
+
+static void
+cluster_stop(struct cluster *c)
+{
+	size_t i;
+
+	weft_msvc_stop(c->client, 500);
+	weft_msvc_free(c->client);
+	weft_loop_group_free(c->client_group);
+	for (i = 0; i < NODES; i++)
+		node_stop(&c->n[i]);
+	for (i = 0; i < NODES; i++) {
+		weft_kv_free(c->n[i].kv);
+		weft_msvc_free(c->n[i].svc);
+		weft_loop_group_free(c->n[i].group);
+	}
+	free(c);
+}
+
+static weft_msvc_peer *
+node_peer(struct cluster *c, size_t i)
+{
+	weft_msvc_peer *p = weft_msvc_peer_find(c->client, ids[i]);
+
+	assert_non_null(p);
+	return p;
+}
+
+/* Waits until node i sees node j down (its connections closed). */
+static void
+wait_peer_down(struct cluster *c, size_t i, size_t j)
+{
+	weft_msvc_peer *p = weft_msvc_peer_find(c->n[i].svc, ids[j]);
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+
+	assert_non_null(p);
+	while (weft_msvc_peer_is_up(p) && weft_now_ns() < deadline)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	assert_false(weft_msvc_peer_is_up(p));
+}
+
+/* ---- Synchronous calls through the client ------------------------------ */
+
+static int
+put(struct cluster *c, size_t node, const char *key, const void *value,
+    size_t len)
+{
+	struct call call;
+	int status;
+
+	call_init(&call);
+	assert_int_equal(weft_kv_client_put(c->client, node_peer(c, node), key,
+	                                    strlen(key), value, len, NULL,
+	                                    on_reply, &call),
+	                 0);
+	status = call_wait(&call);
+	call_fini(&call);
+	return status;
+}
+
+static int
+put_str(struct cluster *c, size_t node, const char *key, const char *value)
+{
+	return put(c, node, key, value, strlen(value));
+}
+
+static int
+del(struct cluster *c, size_t node, const char *key)
+{
+	struct call call;
+	int status;
+
+	call_init(&call);
+	assert_int_equal(weft_kv_client_delete(c->client, node_peer(c, node),
+	                                       key, strlen(key), NULL, on_reply,
+	                                       &call),
+	                 0);
+	status = call_wait(&call);
+	call_fini(&call);
+	return status;
+}
+
+/* Gets key through node; the value is appended to out (may be NULL). */
+static int
+get(struct cluster *c, size_t node, const char *key, struct evbuffer *out)
+{
+	struct call call;
+	int status;
+
+	call_init(&call);
+	assert_int_equal(weft_kv_client_get(c->client, node_peer(c, node), key,
+	                                    strlen(key), NULL, on_reply, &call),
+	                 0);
+	status = call_wait(&call);
+	if (out != NULL)
+		evbuffer_add_buffer(out, call.data);
+	call_fini(&call);
+	return status;
+}
+
+static void
+expect_kv(struct cluster *c, size_t node, const char *key, const char *value)
+{
+	struct evbuffer *buf = evbuffer_new();
+
+	assert_int_equal(get(c, node, key, buf), 0);
+	assert_int_equal(evbuffer_get_length(buf), strlen(value));
+	assert_memory_equal(evbuffer_pullup(buf, -1), value, strlen(value));
+	evbuffer_free(buf);
+}
+
+/* ---- Tests --------------------------------------------------------------- */
+
+static const uint32_t all3[NODES] = {3, 3, 3};
+
+static void
+test_put_is_readable_on_every_node_after_the_ack(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	weft_kv_stats st;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "colour", "blue"), 0);
+	for (i = 0; i < NODES; i++)
+		expect_kv(c, i, "colour", "blue");
+	/* An overwrite through another node. */
+	assert_int_equal(put_str(c, 2, "colour", "green"), 0);
+	for (i = 0; i < NODES; i++)
+		expect_kv(c, i, "colour", "green");
+	weft_kv_get_stats(c->n[0].kv, &st);
+	assert_true(st.puts == 1 && st.writes_acked == 1);
+	assert_true(st.replicas_applied == 1 && st.gets == 2);
+	assert_true(st.keys == 1 && st.value_bytes == 5);
+	cluster_stop(c);
+}
+
+static void
+test_unknown_key_is_not_found(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	struct evbuffer *buf = evbuffer_new();
+	weft_kv_stats st;
+
+	(void)state;
+	assert_int_equal(weft_kv_write_quorum(c->n[0].kv), 2);
+	assert_int_equal(get(c, 1, "nothing-here", buf), WEFT_ENOTFOUND);
+	assert_true(evbuffer_search(buf, "no such key", 11, NULL).pos >= 0);
+	weft_kv_get_stats(c->n[1].kv, &st);
+	assert_true(st.gets == 1 && st.get_misses == 1);
+	assert_int_equal(
+	    weft_kv_get_local(c->n[1].kv, "nothing-here", 12, NULL),
+	    WEFT_ENOTFOUND);
+	evbuffer_free(buf);
+	cluster_stop(c);
+}
+
+static void
+test_delete_removes_the_key_everywhere(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	size_t i;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "doomed", "soon gone"), 0);
+	assert_int_equal(del(c, 1, "doomed"), 0);
+	for (i = 0; i < NODES; i++)
+		assert_int_equal(get(c, i, "doomed", NULL), WEFT_ENOTFOUND);
+	/* Deleting again, or a key never written, succeeds. */
+	assert_int_equal(del(c, 2, "doomed"), 0);
+	assert_int_equal(del(c, 2, "never-written"), 0);
+	/* And the key can come back. */
+	assert_int_equal(put_str(c, 2, "doomed", "back"), 0);
+	for (i = 0; i < NODES; i++)
+		expect_kv(c, i, "doomed", "back");
+	cluster_stop(c);
+}
+
+static void
+test_write_quorum_with_a_node_stopped(void **state)
+{
+	/* n1 needs all three replicas, n2 a majority. */
+	static const uint32_t q[NODES] = {3, 2, 2};
+	struct cluster *c = cluster_start(q);
+	uint64_t start;
+	weft_kv_stats st;
+	int status;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "warm", "up"), 0);
+	node_stop(&c->n[2]);
+	wait_peer_down(c, 0, 2);
+	start = weft_now_ns();
+	status = put_str(c, 0, "strict", "fails");
+	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN ||
+	            status == WEFT_EEXPIRED);
+	/* It fails by the replicate timeout, not the client's. */
+	assert_true(weft_now_ns() - start < 2900 * 1000000ull);
+	weft_kv_get_stats(c->n[0].kv, &st);
+	assert_true(st.quorum_failures == 1 && st.replica_failures >= 1);
+	assert_int_equal(put_str(c, 1, "relaxed", "works"), 0);
+	expect_kv(c, 0, "relaxed", "works");
+	expect_kv(c, 1, "relaxed", "works");
+	cluster_stop(c);
+}
+
+static void
+test_reads_do_not_wait_for_a_pending_write(void **state)
+{
+	static const uint32_t q[NODES] = {3, 2, 2};
+	struct cluster *c = cluster_start(q);
+	struct call pending;
+	int i;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "v"), 0);
+	node_stop(&c->n[2]);
+	wait_peer_down(c, 0, 2);
+	/* This write waits for n3 until the replicate timeout... */
+	call_init(&pending);
+	assert_int_equal(weft_kv_client_put(c->client, node_peer(c, 0), "k", 1,
+	                                    "new", 3, NULL, on_reply, &pending),
+	                 0);
+	/* ...while reads of the same key on the same node go on. */
+	for (i = 0; i < 20; i++)
+		assert_int_equal(get(c, 0, "k", NULL), 0);
+	pthread_mutex_lock(&pending.lock);
+	assert_int_equal(pending.calls, 0);
+	pthread_mutex_unlock(&pending.lock);
+	assert_int_not_equal(call_wait(&pending), 0);
+	call_fini(&pending);
+	cluster_stop(c);
+}
+
+#define ROUNDS 30
+#define KEYS 8
+
+/* Every node's replica holds the same value for key (or none). */
+static bool
+replicas_agree(struct cluster *c, const char *key)
+{
+	struct evbuffer *v[NODES];
+	bool same = true;
+	int rv[NODES];
+	size_t i;
+
+	for (i = 0; i < NODES; i++) {
+		v[i] = evbuffer_new();
+		rv[i] = weft_kv_get_local(c->n[i].kv, key, strlen(key), v[i]);
+	}
+	for (i = 1; i < NODES && same; i++) {
+		same =
+		    rv[i] == rv[0] &&
+		    evbuffer_get_length(v[i]) == evbuffer_get_length(v[0]) &&
+		    memcmp(evbuffer_pullup(v[i], -1), evbuffer_pullup(v[0], -1),
+		           evbuffer_get_length(v[0])) == 0;
+	}
+	for (i = 0; i < NODES; i++)
+		evbuffer_free(v[i]);
+	return same && rv[0] == 0;
+}
+
+static void
+test_concurrent_writers_converge(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	struct call calls[NODES * KEYS];
+	char key[16], value[32];
+	uint64_t deadline;
+	bool agree = false;
+	size_t r, i, k;
+
+	(void)state;
+	for (r = 0; r < ROUNDS; r++) {
+		/* Each node coordinates a write of every key at once. */
+		for (i = 0; i < NODES; i++) {
+			for (k = 0; k < KEYS; k++) {
+				struct call *call = &calls[i * KEYS + k];
+
+				snprintf(key, sizeof(key), "key%zu", k);
+				snprintf(value, sizeof(value), "r%zu-%s", r,
+				         ids[i]);
+				call_init(call);
+				assert_int_equal(weft_kv_client_put(
+				                     c->client, node_peer(c, i),
+				                     key, strlen(key), value,
+				                     strlen(value), NULL,
+				                     on_reply, call),
+				                 0);
+			}
+		}
+		for (i = 0; i < NODES * KEYS; i++) {
+			assert_int_equal(call_wait(&calls[i]), 0);
+			call_fini(&calls[i]);
+		}
+	}
+	/* The third replica of each write may still be on its way. */
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	while (!agree && weft_now_ns() < deadline) {
+		agree = true;
+		for (k = 0; k < KEYS && agree; k++) {
+			snprintf(key, sizeof(key), "key%zu", k);
+			agree = replicas_agree(c, key);
+		}
+		if (!agree)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	assert_true(agree);
+	cluster_stop(c);
+}
+
+static void
+test_one_mebibyte_value(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	size_t len = 1u << 20, i;
+	struct evbuffer *buf;
+	uint8_t *value;
+
+	(void)state;
+	value = malloc(len);
+	assert_non_null(value);
+	for (i = 0; i < len; i++)
+		value[i] = (uint8_t)(i * 131 + (i >> 12));
+	assert_int_equal(put(c, 1, "big", value, len), 0);
+	for (i = 0; i < NODES; i++) {
+		buf = evbuffer_new();
+		assert_int_equal(get(c, i, "big", buf), 0);
+		assert_int_equal(evbuffer_get_length(buf), len);
+		assert_memory_equal(evbuffer_pullup(buf, -1), value, len);
+		evbuffer_free(buf);
+	}
+	free(value);
+	cluster_stop(c);
+}
+
+static void
+test_malformed_requests_are_refused(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	static const uint8_t junk[] = {0xc1, 0x00, 0xff};
+	static const uint32_t verbs[] = {WEFT_KV_VERB_GET, WEFT_KV_VERB_PUT,
+	                                 WEFT_KV_VERB_DELETE,
+	                                 WEFT_KV_VERB_REPLICATE};
+	struct call call;
+	weft_kv_stats st;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 4; i++) {
+		call_init(&call);
+		assert_int_equal(weft_msvc_request(c->client, node_peer(c, 0),
+		                                   verbs[i], junk, sizeof(junk),
+		                                   NULL, on_reply, &call),
+		                 0);
+		assert_int_equal(call_wait(&call), WEFT_EINVAL);
+		call_fini(&call);
+	}
+	weft_kv_get_stats(c->n[0].kv, &st);
+	assert_true(st.bad_requests == 4);
+	/* Client-side checks refuse bad keys before sending. */
+	assert_int_equal(weft_kv_client_get(c->client, node_peer(c, 0), "", 0,
+	                                    NULL, on_reply, NULL),
+	                 WEFT_EINVAL);
+	/* The node still serves. */
+	assert_int_equal(put_str(c, 0, "after", "fine"), 0);
+	cluster_stop(c);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_put_is_readable_on_every_node_after_the_ack),
+	    cmocka_unit_test(test_unknown_key_is_not_found),
+	    cmocka_unit_test(test_delete_removes_the_key_everywhere),
+	    cmocka_unit_test(test_write_quorum_with_a_node_stopped),
+	    cmocka_unit_test(test_reads_do_not_wait_for_a_pending_write),
+	    cmocka_unit_test(test_concurrent_writers_converge),
+	    cmocka_unit_test(test_one_mebibyte_value),
+	    cmocka_unit_test(test_malformed_requests_are_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

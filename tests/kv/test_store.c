@@ -1,0 +1,320 @@
+/* test_store.c: the key-value replica, its payloads and its settings
+ * (white-box: services/kv/kv_int.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kv_int.h"
+
+static struct weft__kv_version
+ver(uint64_t ts, const char *origin)
+{
+	return (struct weft__kv_version){ts, origin};
+}
+
+/* Applies a put of a string value. */
+static int
+put(struct weft__kv_store *s, const char *key, const char *value, uint64_t ts,
+    const char *origin)
+{
+	struct weft__kv_blob *b = weft__kv_blob_new(value, strlen(value));
+	struct weft__kv_version v = ver(ts, origin);
+	int rv;
+
+	assert_non_null(b);
+	rv = weft__kv_store_apply(s, key, strlen(key), b, &v);
+	weft__kv_blob_unref(b);
+	return rv;
+}
+
+static int
+del(struct weft__kv_store *s, const char *key, uint64_t ts, const char *origin)
+{
+	struct weft__kv_version v = ver(ts, origin);
+
+	return weft__kv_store_apply(s, key, strlen(key), NULL, &v);
+}
+
+/* Asserts the key holds value (NULL: absent or deleted). */
+static void
+expect(struct weft__kv_store *s, const char *key, const char *value)
+{
+	struct weft__kv_blob *b = weft__kv_store_get(s, key, strlen(key), NULL);
+
+	if (value == NULL) {
+		assert_null(b);
+		return;
+	}
+	assert_non_null(b);
+	assert_int_equal(b->len, strlen(value));
+	assert_memory_equal(b->data, value, b->len);
+	weft__kv_blob_unref(b);
+}
+
+static void
+test_siphash_matches_the_reference_vector(void **state)
+{
+	/* SipHash-2-4 paper, appendix A: key 00..0f, message 00..0e. */
+	const uint64_t key[2] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+	uint8_t msg[15];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)i;
+	assert_true(weft__kv_siphash(key, msg, sizeof(msg)) ==
+	            0xa129ca6149be45e5ull);
+	assert_true(weft__kv_siphash(key, "", 0) == 0x726fdb47dd0e0e31ull);
+}
+
+static void
+test_newer_version_wins_in_any_order(void **state)
+{
+	struct weft__kv_store a, b;
+
+	(void)state;
+	assert_int_equal(weft__kv_store_init(&a), 0);
+	assert_int_equal(weft__kv_store_init(&b), 0);
+	/* The same three writes, in opposite orders. */
+	assert_int_equal(put(&a, "k", "one", 10, "n1"), 1);
+	assert_int_equal(put(&a, "k", "two", 20, "n1"), 1);
+	assert_int_equal(put(&a, "k", "tie", 20, "n2"), 1);
+	assert_int_equal(put(&b, "k", "tie", 20, "n2"), 1);
+	assert_int_equal(put(&b, "k", "two", 20, "n1"), 0);
+	assert_int_equal(put(&b, "k", "one", 10, "n1"), 0);
+	expect(&a, "k", "tie");
+	expect(&b, "k", "tie");
+	/* A duplicate is stale, not applied twice. */
+	assert_int_equal(put(&a, "k", "tie", 20, "n2"), 0);
+	weft__kv_store_fini(&a);
+	weft__kv_store_fini(&b);
+}
+
+static void
+test_delete_is_a_versioned_tombstone(void **state)
+{
+	struct weft__kv_store s;
+	struct weft__kv_version v;
+	struct weft__kv_blob *b;
+
+	(void)state;
+	assert_int_equal(weft__kv_store_init(&s), 0);
+	assert_int_equal(put(&s, "k", "v", 10, "n1"), 1);
+	assert_int_equal(del(&s, "k", 20, "n2"), 1);
+	expect(&s, "k", NULL);
+	/* A late put older than the delete does not bring the key back. */
+	assert_int_equal(put(&s, "k", "late", 15, "n3"), 0);
+	expect(&s, "k", NULL);
+	b = weft__kv_store_get(&s, "k", 1, &v);
+	assert_null(b);
+	assert_true(v.ts == 20);
+	/* A delete of a key never seen still leaves its version behind. */
+	assert_int_equal(del(&s, "never", 5, "n1"), 1);
+	assert_int_equal(put(&s, "never", "old", 4, "n1"), 0);
+	expect(&s, "never", NULL);
+	assert_int_equal(put(&s, "never", "new", 6, "n1"), 1);
+	expect(&s, "never", "new");
+	assert_int_equal(atomic_load(&s.keys), 2);
+	assert_int_equal(atomic_load(&s.value_bytes), 3);
+	weft__kv_store_fini(&s);
+}
+
+static void
+test_table_grows_and_keeps_every_key(void **state)
+{
+	struct weft__kv_store s;
+	char key[32], value[32];
+	int i;
+
+	(void)state;
+	assert_int_equal(weft__kv_store_init(&s), 0);
+	for (i = 0; i < 20000; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(value, sizeof(value), "value-%d", i);
+		assert_int_equal(put(&s, key, value, 1, "n1"), 1);
+	}
+	for (i = 0; i < 20000; i++) {
+		snprintf(key, sizeof(key), "key-%d", i);
+		snprintf(value, sizeof(value), "value-%d", i);
+		expect(&s, key, value);
+	}
+	expect(&s, "key-20000", NULL);
+	assert_int_equal(atomic_load(&s.keys), 20000);
+	weft__kv_store_fini(&s);
+}
+
+static void
+test_a_reader_keeps_its_value_across_an_update(void **state)
+{
+	struct weft__kv_store s;
+	struct weft__kv_blob *b;
+
+	(void)state;
+	assert_int_equal(weft__kv_store_init(&s), 0);
+	assert_int_equal(put(&s, "k", "first", 1, "n1"), 1);
+	b = weft__kv_store_get(&s, "k", 1, NULL);
+	assert_int_equal(put(&s, "k", "second", 2, "n1"), 1);
+	assert_memory_equal(b->data, "first", 5);
+	weft__kv_blob_unref(b);
+	expect(&s, "k", "second");
+	weft__kv_store_fini(&s);
+}
+
+static void
+test_payloads_round_trip(void **state)
+{
+	uint8_t buf[256];
+	struct weft__kv_req req;
+	size_t n = 0;
+
+	(void)state;
+	n += weft__kv_enc_array(buf + n, 5);
+	n += weft__kv_enc_uint(buf + n, WEFT__KV_OP_PUT);
+	n += weft__kv_enc_bin(buf + n, 3);
+	memcpy(buf + n, "key", 3);
+	n += 3;
+	n += weft__kv_enc_bin(buf + n, 2);
+	memcpy(buf + n, "vv", 2);
+	n += 2;
+	n += weft__kv_enc_uint(buf + n, 0x123456789abcull);
+	n += weft__kv_enc_str(buf + n, 2);
+	memcpy(buf + n, "n7", 2);
+	n += 2;
+	assert_int_equal(weft__kv_decode_replicate(buf, n, &req), 0);
+	assert_int_equal(req.op, WEFT__KV_OP_PUT);
+	assert_int_equal(req.key_len, 3);
+	assert_memory_equal(req.key, "key", 3);
+	assert_int_equal(req.value_len, 2);
+	assert_true(req.ts == 0x123456789abcull);
+	assert_int_equal(req.origin_len, 2);
+	assert_memory_equal(req.origin, "n7", 2);
+	/* Every truncation is refused. */
+	while (n-- > 0)
+		assert_int_equal(weft__kv_decode_replicate(buf, n, &req),
+		                 WEFT_EINVAL);
+}
+
+static void
+test_other_encodings_are_accepted(void **state)
+{
+	/* [bin8 "k", bin16 "xy"] and a uint16 and str8 in a replicate. */
+	static const uint8_t put[] = {0x92, 0xc4, 1, 'k', 0xc5, 0, 2, 'x', 'y'};
+	static const uint8_t rep[] = {0x95, 0xd0, 2, 0xc4, 1, 'k', 0xc4, 0,
+	                              0xcd, 1,    0, 0xd9, 2, 'n', '1'};
+	struct weft__kv_req req;
+
+	(void)state;
+	assert_int_equal(weft__kv_decode_put(put, sizeof(put), &req), 0);
+	assert_int_equal(req.value_len, 2);
+	assert_int_equal(weft__kv_decode_replicate(rep, sizeof(rep), &req), 0);
+	assert_int_equal(req.op, WEFT__KV_OP_DELETE);
+	assert_true(req.ts == 256);
+}
+
+static void
+test_bad_payloads_are_refused(void **state)
+{
+	static const uint8_t empty_key[] = {0x91, 0xc4, 0};
+	static const uint8_t not_array[] = {0xc4, 1, 'k'};
+	static const uint8_t trailing[] = {0x91, 0xc4, 1, 'k', 0};
+	static const uint8_t str_key[] = {0x91, 0xa1, 'k'};
+	static const uint8_t huge_bin[] = {0x91, 0xc6, 0xff, 0xff,
+	                                   0xff, 0xff, 'k'};
+	static const uint8_t bad_op[] = {0x95, 3, 0xc4, 1,   'k', 0xc4,
+	                                 0,    1, 0xa2, 'n', '1'};
+	static const uint8_t neg_ts[] = {0x95, 1,    0xc4, 1,   'k', 0xc4,
+	                                 0,    0xff, 0xa2, 'n', '1'};
+	uint8_t long_key[8 + WEFT_KV_MAX_KEY + 1];
+	struct weft__kv_req req;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(
+	    weft__kv_decode_key(empty_key, sizeof(empty_key), &req),
+	    WEFT_EINVAL);
+	assert_int_equal(
+	    weft__kv_decode_key(not_array, sizeof(not_array), &req),
+	    WEFT_EINVAL);
+	assert_int_equal(weft__kv_decode_key(trailing, sizeof(trailing), &req),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft__kv_decode_key(str_key, sizeof(str_key), &req),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft__kv_decode_key(huge_bin, sizeof(huge_bin), &req),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft__kv_decode_key(NULL, 0, &req), WEFT_EINVAL);
+	assert_int_equal(
+	    weft__kv_decode_replicate(bad_op, sizeof(bad_op), &req),
+	    WEFT_EINVAL);
+	assert_int_equal(
+	    weft__kv_decode_replicate(neg_ts, sizeof(neg_ts), &req),
+	    WEFT_EINVAL);
+	n = weft__kv_enc_array(long_key, 1);
+	n += weft__kv_enc_bin(long_key + n, WEFT_KV_MAX_KEY + 1);
+	memset(long_key + n, 'k', WEFT_KV_MAX_KEY + 1);
+	n += WEFT_KV_MAX_KEY + 1;
+	assert_int_equal(weft__kv_decode_key(long_key, n, &req), WEFT_EINVAL);
+}
+
+static void
+test_settings_parse(void **state)
+{
+	uint32_t q;
+	uint64_t ms;
+	size_t sz;
+
+	(void)state;
+	assert_int_equal(weft__kv_parse_quorum("majority", 5, &q), 0);
+	assert_int_equal(q, 3);
+	assert_int_equal(weft__kv_parse_quorum("all", 5, &q), 0);
+	assert_int_equal(q, 5);
+	assert_int_equal(weft__kv_parse_quorum("one", 5, &q), 0);
+	assert_int_equal(q, 1);
+	assert_int_equal(weft__kv_parse_quorum("2", 3, &q), 0);
+	assert_int_equal(q, 2);
+	assert_int_equal(weft__kv_parse_quorum("4", 3, &q), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_quorum("0", 3, &q), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_quorum("2x", 3, &q), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_duration_ms("2s", &ms), 0);
+	assert_true(ms == 2000);
+	assert_int_equal(weft__kv_parse_duration_ms("250ms", &ms), 0);
+	assert_true(ms == 250);
+	assert_int_equal(weft__kv_parse_duration_ms("7", &ms), 0);
+	assert_true(ms == 7);
+	assert_int_equal(weft__kv_parse_duration_ms("-1s", &ms), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_duration_ms("1h", &ms), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_size("1MiB", &sz), 0);
+	assert_int_equal(sz, 1 << 20);
+	assert_int_equal(weft__kv_parse_size("64 K", &sz), 0);
+	assert_int_equal(sz, 64 << 10);
+	assert_int_equal(weft__kv_parse_size("100", &sz), 0);
+	assert_int_equal(sz, 100);
+	assert_int_equal(weft__kv_parse_size("16G", &sz), 0);
+	assert_true(sz == (size_t)16 << 30);
+	assert_int_equal(weft__kv_parse_size("99999999999G", &sz), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_size("1T", &sz), WEFT_EINVAL);
+	assert_int_equal(weft__kv_parse_size("99999999999999999999G", &sz),
+	                 WEFT_EINVAL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_siphash_matches_the_reference_vector),
+	    cmocka_unit_test(test_newer_version_wins_in_any_order),
+	    cmocka_unit_test(test_delete_is_a_versioned_tombstone),
+	    cmocka_unit_test(test_table_grows_and_keeps_every_key),
+	    cmocka_unit_test(test_a_reader_keeps_its_value_across_an_update),
+	    cmocka_unit_test(test_payloads_round_trip),
+	    cmocka_unit_test(test_other_encodings_are_accepted),
+	    cmocka_unit_test(test_bad_payloads_are_refused),
+	    cmocka_unit_test(test_settings_parse),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,794 @@
+/*
+ * test_weftd.c: three weftd processes on loopback, driven by a non-member
+ * client service in the test and by the weft-kv binary: requests to every
+ * node and between every pair, signals (SIGUSR1, SIGTERM under traffic,
+ * SIGKILL and restart under load), the /metrics endpoint, and the exit
+ * codes for bad configurations.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include <weft/kv.h>
+
+#ifndef WEFTD_PATH
+#error "WEFTD_PATH must name the weftd binary"
+#endif
+#ifndef WEFT_KV_PATH
+#error "WEFT_KV_PATH must name the weft-kv binary"
+#endif
+
+#define NODES 3
+#define VERB_PING 16u
+#define VERB_ECHO 17u
+#define READY_MS 10000
+#define EXIT_MS 8000
+#define WAIT_MS 10000
+
+static const char *const ids[NODES] = {"n1", "n2", "n3"};
+
+struct proc {
+	pid_t pid;
+	int out_fd; /* the read end of its stdout */
+	uint16_t port;
+	uint16_t metrics_port;
+	char err_path[256]; /* its stderr */
+};
+
+struct fixture {
+	char dir[64];
+	char config[128];
+	uint16_t ports[NODES];
+	struct proc p[NODES];
+	weft_loop_group *group;
+	weft_msvc *client;
+};
+
+static uint64_t
+ms_since(uint64_t start_ns)
+{
+	return (weft_now_ns() - start_ns) / 1000000;
+}
+
+static void
+pause_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- Processes ------------------------------------------------------------
+ */
+
+static uint16_t
+free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	uint16_t port;
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void
+write_config(struct fixture *f)
+{
+	char text[2048];
+	int n = 0, i;
+
+	n += snprintf(text + n, sizeof(text) - (size_t)n,
+	              "[cluster]\nname = weftd-test\n");
+	for (i = 0; i < NODES; i++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+		              "[node %s]\nhost = 127.0.0.1\nport = %u\n",
+		              ids[i], f->ports[i]);
+	snprintf(text + n, sizeof(text) - (size_t)n,
+	         "[limits]\nloops = 1\nheartbeat_interval = 200ms\n"
+	         "reconnect_min = 10ms\nreconnect_max = 200ms\n"
+	         "request_timeout = 2s\nconnect_timeout = 1s\n"
+	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
+	         "shutdown_timeout = 2s\n"
+	         "[kv]\nwrite_quorum = all\nreplicate_timeout = 1s\n");
+	write_file(f->config, text);
+}
+
+/* Reads one line from fd within the deadline; returns its length or -1. */
+static ssize_t
+read_line(int fd, char *buf, size_t cap, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	size_t n = 0;
+	ssize_t r;
+
+	while (n + 1 < cap) {
+		uint64_t spent = ms_since(start);
+
+		if (spent >= timeout_ms ||
+		    poll(&pfd, 1, (int)(timeout_ms - spent)) <= 0)
+			return -1;
+		if ((r = read(fd, buf + n, 1)) <= 0)
+			return -1;
+		if (buf[n] == '\n') {
+			buf[n] = '\0';
+			return (ssize_t)n;
+		}
+		n++;
+	}
+	return -1;
+}
+
+/* Starts argv with stdout on a pipe and stderr into err_path; returns the
+ * pid and the pipe's read end in *out_fd. */
+static pid_t
+spawn(char *const argv[], const char *err_path, int *out_fd)
+{
+	int fds[2], err;
+	pid_t pid;
+
+	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		err = open(err_path ? err_path : "/dev/null",
+		           O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (err < 0 || dup2(fds[1], 1) < 0 || dup2(err, 2) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	*out_fd = fds[0];
+	return pid;
+}
+
+/* Waits for pid to exit; returns its wait status, or -1 at the
+ * deadline. */
+static int
+wait_exit(pid_t pid, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), status;
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	pid_t r;
+
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
+		if (ms_since(start) >= timeout_ms) {
+			status = -1;
+			break;
+		}
+		if (pfd >= 0)
+			poll(&p, 1, (int)(timeout_ms - ms_since(start)));
+		else
+			pause_ms(5);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return r == pid ? status : -1;
+}
+
+/* Starts node i and waits for its ready line. */
+static void
+node_start(struct fixture *f, int i)
+{
+	char *argv[] = {WEFTD_PATH, "--config",     f->config,
+	                "--id",     (char *)ids[i], NULL};
+	struct proc *p = &f->p[i];
+	unsigned port, mport;
+	char line[256];
+
+	snprintf(p->err_path, sizeof(p->err_path), "%s/%s.err", f->dir, ids[i]);
+	p->pid = spawn(argv, p->err_path, &p->out_fd);
+	assert_true(read_line(p->out_fd, line, sizeof(line), READY_MS) > 0);
+	assert_int_equal(sscanf(line,
+	                        "weftd ready node=%*s port=%u "
+	                        "metrics=127.0.0.1:%u",
+	                        &port, &mport),
+	                 2);
+	assert_int_equal(port, f->ports[i]);
+	p->port = (uint16_t)port;
+	p->metrics_port = (uint16_t)mport;
+}
+
+/* Sends sig to node i and waits for it to exit; returns the status. */
+static int
+node_signal_exit(struct fixture *f, int i, int sig)
+{
+	struct proc *p = &f->p[i];
+	int status;
+
+	assert_int_equal(kill(p->pid, sig), 0);
+	status = wait_exit(p->pid, EXIT_MS);
+	if (status == -1) {
+		kill(p->pid, SIGKILL);
+		wait_exit(p->pid, EXIT_MS);
+	}
+	close(p->out_fd);
+	p->pid = 0;
+	return status;
+}
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	weft_msvc_config *cfg;
+	char err[256];
+	int i;
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/weftd-test-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
+	for (i = 0; i < NODES; i++)
+		f->ports[i] = free_port();
+	write_config(f);
+	for (i = 0; i < NODES; i++)
+		node_start(f, i);
+	assert_int_equal(
+	    weft_msvc_config_load(f->config, &cfg, err, sizeof(err)), 0);
+	assert_int_equal(weft_loop_group_new(1, &f->group), 0);
+	assert_int_equal(
+	    weft_msvc_new(f->group, cfg, "test-client", NULL, &f->client), 0);
+	assert_int_equal(weft_msvc_start(f->client), 0);
+	weft_msvc_config_free(cfg);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	int i;
+
+	weft_msvc_stop(f->client, 0);
+	weft_msvc_free(f->client);
+	weft_loop_group_free(f->group);
+	for (i = 0; i < NODES; i++) {
+		if (f->p[i].pid > 0)
+			assert_int_equal(node_signal_exit(f, i, SIGTERM), 0);
+		unlink(f->p[i].err_path);
+	}
+	unlink(f->config);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- Requests from the test's client ---------------------------------------
+ */
+
+struct call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int calls;
+	int status;
+	size_t len;
+};
+
+static void
+on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct call *c = arg;
+
+	(void)svc;
+	(void)data;
+	pthread_mutex_lock(&c->lock);
+	c->calls++;
+	c->status = status;
+	c->len = len;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Waits for one call to end; returns its status. */
+static int
+call_wait(struct call *c)
+{
+	struct timespec ts;
+	int status;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += WAIT_MS / 1000;
+	pthread_mutex_lock(&c->lock);
+	while (c->calls == 0 &&
+	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+		;
+	assert_int_equal(c->calls, 1);
+	status = c->status;
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	return status;
+}
+
+static weft_msvc_peer *
+peer(struct fixture *f, int i)
+{
+	weft_msvc_peer *p = weft_msvc_peer_find(f->client, ids[i]);
+
+	assert_non_null(p);
+	return p;
+}
+
+static int
+echo(struct fixture *f, int i, const char *text)
+{
+	struct call c = {.lock = PTHREAD_MUTEX_INITIALIZER,
+	                 .cond = PTHREAD_COND_INITIALIZER};
+	int status;
+
+	assert_int_equal(weft_msvc_request(f->client, peer(f, i), VERB_ECHO,
+	                                   text, strlen(text), NULL, on_reply,
+	                                   &c),
+	                 0);
+	status = call_wait(&c);
+	if (status == 0)
+		assert_int_equal(c.len, strlen(text));
+	return status;
+}
+
+/* ---- Tests ----------------------------------------------------------------
+ */
+
+static void
+test_every_node_and_every_pair_answers(void **state)
+{
+	struct fixture *f = *state;
+	struct call c;
+	char key[16];
+	int i;
+
+	for (i = 0; i < NODES; i++) {
+		struct call ping = {.lock = PTHREAD_MUTEX_INITIALIZER,
+		                    .cond = PTHREAD_COND_INITIALIZER};
+
+		assert_int_equal(echo(f, i, "hello"), 0);
+		assert_int_equal(weft_msvc_request(f->client, peer(f, i),
+		                                   VERB_PING, NULL, 0, NULL,
+		                                   on_reply, &ping),
+		                 0);
+		assert_int_equal(call_wait(&ping), 0);
+		assert_int_equal(ping.len, 0);
+	}
+	/* A put with write_quorum = all through each node is a request and
+	 * a response between that node and each of the others: every
+	 * ordered pair. */
+	for (i = 0; i < NODES; i++) {
+		c = (struct call){.lock = PTHREAD_MUTEX_INITIALIZER,
+		                  .cond = PTHREAD_COND_INITIALIZER};
+		snprintf(key, sizeof(key), "pair-%d", i);
+		assert_int_equal(weft_kv_client_put(f->client, peer(f, i), key,
+		                                    strlen(key), "x", 1, NULL,
+		                                    on_reply, &c),
+		                 0);
+		assert_int_equal(call_wait(&c), 0);
+	}
+}
+
+/* Runs weft-kv with args; returns its exit code, its first output line in
+ * out. */
+static int
+run_kv(struct fixture *f, const char *node, const char *cmd, const char *key,
+       const char *value, char *out, size_t cap)
+{
+	char *argv[] = {WEFT_KV_PATH, "--config",     f->config, "--node",
+	                (char *)node, "--timeout-ms", "3000",    (char *)cmd,
+	                (char *)key,  (char *)value,  NULL};
+	int fd, status;
+	pid_t pid;
+
+	pid = spawn(argv, NULL, &fd);
+	if (read_line(fd, out, cap, WAIT_MS) < 0)
+		out[0] = '\0';
+	status = wait_exit(pid, WAIT_MS);
+	close(fd);
+	assert_true(status != -1 && WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+test_weft_kv_across_nodes(void **state)
+{
+	struct fixture *f = *state;
+	char out[256];
+	int i;
+
+	assert_int_equal(
+	    run_kv(f, "n1", "put", "city", "Lisbon", out, sizeof(out)), 0);
+	for (i = 0; i < NODES; i++) {
+		assert_int_equal(
+		    run_kv(f, ids[i], "get", "city", NULL, out, sizeof(out)),
+		    0);
+		assert_string_equal(out, "Lisbon");
+	}
+	assert_int_equal(
+	    run_kv(f, "n3", "delete", "city", NULL, out, sizeof(out)), 0);
+	assert_int_equal(run_kv(f, "n2", "get", "city", NULL, out, sizeof(out)),
+	                 1);
+	/* Usage errors and unknown nodes exit with 2. */
+	assert_int_equal(
+	    run_kv(f, "n1", "fetch", "city", NULL, out, sizeof(out)), 2);
+	assert_int_equal(run_kv(f, "n9", "get", "city", NULL, out, sizeof(out)),
+	                 2);
+}
+
+/* Waits until the file holds needle; returns whether it did. */
+static bool
+file_contains(const char *path, const char *needle, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	static char buf[1 << 20];
+	bool found = false;
+	size_t n;
+	FILE *fp;
+
+	while (!found && ms_since(start) < timeout_ms) {
+		if ((fp = fopen(path, "r")) != NULL) {
+			n = fread(buf, 1, sizeof(buf) - 1, fp);
+			buf[n] = '\0';
+			fclose(fp);
+			found = strstr(buf, needle) != NULL;
+		}
+		if (!found)
+			pause_ms(10);
+	}
+	return found;
+}
+
+static void
+test_sigusr1_dumps_metrics_to_stderr(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(kill(f->p[0].pid, SIGUSR1), 0);
+	assert_true(
+	    file_contains(f->p[0].err_path, "weft_kv_gets_total", WAIT_MS));
+	assert_true(file_contains(f->p[0].err_path, "weft_msvc_", WAIT_MS));
+	assert_true(
+	    file_contains(f->p[0].err_path, "weftd_uptime_seconds", WAIT_MS));
+	/* And the node still serves. */
+	assert_int_equal(echo(f, 0, "still here"), 0);
+}
+
+/* Fetches path from the node's metrics endpoint into buf. */
+static size_t
+http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	uint64_t start = weft_now_ns();
+	char req[128];
+	size_t n = 0;
+	ssize_t r;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(f->p[i].metrics_port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+	         path);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	while (n + 1 < cap && ms_since(start) < WAIT_MS) {
+		if (poll(&pfd, 1, WAIT_MS) <= 0 ||
+		    (r = read(fd, buf + n, cap - 1 - n)) <= 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	close(fd);
+	return n;
+}
+
+static void
+test_metrics_endpoint_serves_prometheus_text(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[1 << 20];
+
+	assert_true(http_get(f, 1, "/metrics", buf, sizeof(buf)) > 0);
+	assert_true(strncmp(buf, "HTTP/1.", 7) == 0);
+	assert_non_null(strstr(buf, " 200 OK\r\n"));
+	assert_non_null(strstr(buf, "text/plain; version=0.0.4"));
+	assert_non_null(strstr(buf, "# TYPE weft_kv_gets_total counter"));
+	assert_non_null(strstr(buf, "weft_msvc_"));
+	assert_true(http_get(f, 1, "/nope", buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, " 404 Not Found\r\n"));
+}
+
+/* ---- Load: closed loops of requests, each tracked to its one end --------- */
+
+#define LOAD_MAX 400000
+#define LOAD_DEPTH 16 /* requests kept outstanding per node */
+
+struct load {
+	struct fixture *f;
+	_Atomic uint8_t done[LOAD_MAX]; /* completions per request */
+	_Atomic int next;               /* requests issued */
+	_Atomic int completed;
+	_Atomic int outstanding;
+	_Atomic int ok[NODES];
+	_Atomic int failed[NODES];
+	_Atomic int ok_since_mark[NODES];
+	_Atomic bool stopping;
+	_Atomic int bad_status; /* an error no fault explains */
+};
+
+/* One request; its payload is its index, which the echo sends back. */
+struct tagged {
+	struct load *l;
+	int index;
+	int node;
+};
+
+static bool
+is_fault_status(int status)
+{
+	return status == WEFT_EPEERDOWN || status == WEFT_ETIMEDOUT ||
+	       status == WEFT_EEXPIRED || status == WEFT_ESHUTDOWN ||
+	       status == WEFT_EOVERLOAD || status == WEFT_ECONNREFUSED;
+}
+
+static void issue(struct load *l, int node);
+
+/* Accounts for one ended request; reissue keeps the loop going. */
+static void
+finish_one(struct load *l, int node, int status, bool reissue)
+{
+	if (status == 0) {
+		atomic_fetch_add(&l->ok[node], 1);
+		atomic_fetch_add(&l->ok_since_mark[node], 1);
+	} else {
+		atomic_fetch_add(&l->failed[node], 1);
+		if (!is_fault_status(status))
+			atomic_store(&l->bad_status, status);
+	}
+	atomic_fetch_add(&l->completed, 1);
+	if (reissue)
+		issue(l, node);
+	atomic_fetch_sub(&l->outstanding, 1);
+}
+
+static void
+on_load_reply(weft_msvc *svc, int status, const void *data, size_t len,
+              void *arg)
+{
+	struct tagged *t = arg;
+	struct load *l = t->l;
+	int node = t->node;
+
+	(void)svc;
+	atomic_fetch_add(&l->done[t->index], 1);
+	if (status == 0 &&
+	    (len != sizeof(t->index) || memcmp(data, &t->index, len) != 0))
+		atomic_store(&l->bad_status, WEFT_EPROTO); /* mismatched */
+	free(t);
+	finish_one(l, node, status, true);
+}
+
+/* Issues one request to node unless the load is over. */
+static void
+issue(struct load *l, int node)
+{
+	struct tagged *t;
+	int i, rv;
+
+	if (atomic_load(&l->stopping) ||
+	    (i = atomic_fetch_add(&l->next, 1)) >= LOAD_MAX)
+		return;
+	if ((t = malloc(sizeof(*t))) == NULL)
+		abort();
+	*t = (struct tagged){l, i, node};
+	atomic_fetch_add(&l->outstanding, 1);
+	rv = weft_msvc_request(l->f->client, peer(l->f, node), VERB_ECHO, &i,
+	                       sizeof(i), NULL, on_load_reply, t);
+	if (rv != 0) { /* refused at once: it ends here, exactly once */
+		atomic_fetch_add(&l->done[i], 1);
+		free(t);
+		finish_one(l, node, rv, false);
+	}
+}
+
+static struct load *
+load_start(struct fixture *f)
+{
+	struct load *l = calloc(1, sizeof(*l));
+	int i;
+
+	assert_non_null(l);
+	l->f = f;
+	for (i = 0; i < LOAD_DEPTH * NODES; i++)
+		issue(l, i % NODES);
+	return l;
+}
+
+/* Waits until cond(l, arg) holds; returns whether it did in time. */
+static bool
+load_wait(struct load *l, bool (*cond)(struct load *, int), int arg,
+          uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+
+	while (!cond(l, arg)) {
+		if (ms_since(start) >= timeout_ms)
+			return false;
+		pause_ms(2);
+	}
+	return true;
+}
+
+static bool
+completed_at_least(struct load *l, int n)
+{
+	return atomic_load(&l->completed) >= n;
+}
+
+static bool
+node_ok_since_mark(struct load *l, int node)
+{
+	return atomic_load(&l->ok_since_mark[node]) >= 100;
+}
+
+static bool
+none_outstanding(struct load *l, int unused)
+{
+	(void)unused;
+	return atomic_load(&l->outstanding) == 0;
+}
+
+/* Stops the load and checks that every request ended exactly once. */
+static void
+load_finish(struct load *l)
+{
+	int i, issued;
+
+	atomic_store(&l->stopping, true);
+	assert_true(load_wait(l, none_outstanding, 0, WAIT_MS));
+	issued = atomic_load(&l->next);
+	if (issued > LOAD_MAX)
+		issued = LOAD_MAX;
+	assert_int_equal(atomic_load(&l->completed), issued);
+	for (i = 0; i < issued; i++)
+		assert_int_equal(atomic_load(&l->done[i]), 1);
+	assert_int_equal(atomic_load(&l->bad_status), 0);
+	free(l);
+}
+
+static void
+test_sigkill_and_restart_under_load(void **state)
+{
+	struct fixture *f = *state;
+	struct load *l = load_start(f);
+
+	assert_true(load_wait(l, completed_at_least, 2000, WAIT_MS));
+	/* n2 dies with requests in flight... */
+	assert_int_equal(kill(f->p[1].pid, SIGKILL), 0);
+	assert_int_not_equal(wait_exit(f->p[1].pid, EXIT_MS), -1);
+	close(f->p[1].out_fd);
+	/* ...the others keep serving while it is away... */
+	atomic_store(&l->ok_since_mark[0], 0);
+	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
+	/* ...and once it is back, traffic to it resumes by itself. */
+	node_start(f, 1);
+	atomic_store(&l->ok_since_mark[1], 0);
+	assert_true(load_wait(l, node_ok_since_mark, 1, WAIT_MS));
+	load_finish(l);
+}
+
+static void
+test_sigterm_drains_and_exits_zero_under_traffic(void **state)
+{
+	struct fixture *f = *state;
+	struct load *l = load_start(f);
+	uint64_t start;
+	int status;
+
+	assert_true(load_wait(l, completed_at_least, 2000, WAIT_MS));
+	start = weft_now_ns();
+	status = node_signal_exit(f, 2, SIGTERM);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* Within the drain timeout (2 s) plus start-up slack. */
+	assert_true(ms_since(start) < 5000);
+	atomic_store(&l->ok_since_mark[0], 0);
+	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
+	load_finish(l);
+	node_start(f, 2);
+	assert_int_equal(echo(f, 2, "back"), 0);
+}
+
+/* Runs weftd with a config text and id; returns its exit code. */
+static int
+run_weftd(struct fixture *f, const char *config_text, const char *id)
+{
+	char path[128],
+	    *argv[] = {WEFTD_PATH, "--config", path, "--id", (char *)id, NULL};
+	char line[128];
+	int fd, status;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/bad.ini", f->dir);
+	write_file(path, config_text);
+	pid = spawn(argv, NULL, &fd);
+	if (read_line(fd, line, sizeof(line), 5000) > 0) /* started: stop */
+		kill(pid, SIGTERM);
+	status = wait_exit(pid, EXIT_MS);
+	close(fd);
+	unlink(path);
+	assert_true(status != -1 && WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+test_bad_configuration_exits_with_2(void **state)
+{
+	struct fixture *f = *state;
+	static const char base[] = "[cluster]\nname = c\n"
+	                           "[node a]\nhost = 127.0.0.1\nport = 0\n";
+	char text[512];
+
+	/* A syntax error, a missing file, an unknown id, bad values. */
+	assert_int_equal(run_weftd(f, "[cluster\nname = c\n", "a"), 2);
+	assert_int_equal(run_weftd(f, base, "nobody"), 2);
+	snprintf(text, sizeof(text), "%s[weftd]\nmetrics_listen = nowhere\n",
+	         base);
+	assert_int_equal(run_weftd(f, text, "a"), 2);
+	snprintf(text, sizeof(text), "%s[kv]\nwrite_quorum = 5\n", base);
+	assert_int_equal(run_weftd(f, text, "a"), 2);
+	/* A good one starts, and exits 0 on SIGTERM. */
+	assert_int_equal(run_weftd(f, base, "a"), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_node_and_every_pair_answers),
+	    cmocka_unit_test(test_weft_kv_across_nodes),
+	    cmocka_unit_test(test_sigusr1_dumps_metrics_to_stderr),
+	    cmocka_unit_test(test_metrics_endpoint_serves_prometheus_text),
+	    cmocka_unit_test(test_sigkill_and_restart_under_load),
+	    cmocka_unit_test(test_sigterm_drains_and_exits_zero_under_traffic),
+	    cmocka_unit_test(test_bad_configuration_exits_with_2),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
