@@ -21,6 +21,7 @@
 #define SMALL_WRITE_BYTES 2048
 
 const weft_msg_type weft_msg_evbuffer = {"evbuffer", NULL};
+const weft_msg_type weft_msg_bytes = {"bytes", NULL};
 
 static void request_teardown(weft_channel *ch);
 
@@ -199,7 +200,7 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	weft_channel *ch = ctx->ch;
 	size_t n;
 
-	if (type != &weft_msg_evbuffer) {
+	if (!weft_msg_is_bytes(type)) {
 		weft_warn("%s: a %s message reached the socket; add an encoder",
 		          ch->peer, type->name);
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_EINVAL);
@@ -209,15 +210,19 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ECLOSED);
 		return;
 	}
-	n = evbuffer_get_length(msg);
-	ch->bytes_written += n;
-	if (n <= SMALL_WRITE_BYTES) {
+	if (type == &weft_msg_bytes) {
+		const weft_bytes *b = msg;
+
+		n = b->len;
+		evbuffer_add(ch->unflushed, b->data, n);
+	} else if ((n = evbuffer_get_length(msg)) <= SMALL_WRITE_BYTES) {
 		evbuffer_add(ch->unflushed, evbuffer_pullup(msg, (ssize_t)n),
 		             n);
 		evbuffer_drain(msg, n);
 	} else {
 		evbuffer_add_buffer(ch->unflushed, msg);
 	}
+	ch->bytes_written += n;
 	if (cb != NULL) {
 		if (ch->bytes_written <= ch->bytes_drained)
 			owe_cb(ch, cb, cb_arg, 0);
@@ -667,14 +672,20 @@ weft_channel_write_msg(weft_channel *ch, const weft_msg_type *type, void *msg,
 		goto err_free_msg;
 	}
 	w->msg = msg;
-	if (type == &weft_msg_evbuffer) {
-		/* Move the bytes now: the caller keeps its evbuffer. */
+	if (weft_msg_is_bytes(type)) {
+		/* Take the bytes now: the caller keeps its evbuffer or
+		 * memory. They travel as an evbuffer. */
 		if ((w->msg = evbuffer_new()) == NULL) {
 			free(w);
 			rv = WEFT_ENOMEM;
 			goto err_free_msg;
 		}
-		evbuffer_add_buffer(w->msg, msg);
+		if (type == &weft_msg_bytes)
+			evbuffer_add(w->msg, ((const weft_bytes *)msg)->data,
+			             ((const weft_bytes *)msg)->len);
+		else
+			evbuffer_add_buffer(w->msg, msg);
+		type = &weft_msg_evbuffer;
 	}
 	w->ch = ch;
 	w->type = type;

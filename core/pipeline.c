@@ -283,3 +283,38 @@ weft_msg_free(const weft_msg_type *type, void *msg)
 	else if (type != NULL && type->free != NULL)
 		type->free(msg);
 }
+
+bool
+weft_msg_is_bytes(const weft_msg_type *type)
+{
+	return type == &weft_msg_evbuffer || type == &weft_msg_bytes;
+}
+
+size_t
+weft_msg_length(const weft_msg_type *type, const void *msg)
+{
+	if (type == &weft_msg_evbuffer)
+		return evbuffer_get_length(msg);
+	if (type == &weft_msg_bytes)
+		return ((const weft_bytes *)msg)->len;
+	return 0;
+}
+
+size_t
+weft_msg_copyout(const weft_msg_type *type, const void *msg, void *dst,
+                 size_t len)
+{
+	const weft_bytes *b = msg;
+	ev_ssize_t n;
+
+	if (type == &weft_msg_evbuffer) {
+		n = evbuffer_copyout((struct evbuffer *)msg, dst, len);
+		return n < 0 ? 0 : (size_t)n;
+	}
+	if (type != &weft_msg_bytes)
+		return 0;
+	if (len > b->len)
+		len = b->len;
+	memcpy(dst, b->data, len);
+	return len;
+}

@@ -463,9 +463,19 @@ cross_writer(void *arg)
 	while (weft_loop_in_thread(weft_channel_loop(c->ch)))
 		sched_yield();
 	for (i = 0; i < CROSS_WRITES; i++) {
-		evbuffer_add(out, &i, sizeof(i));
-		assert_int_equal(weft_channel_write(c->ch, out, count_cross, c),
-		                 0);
+		weft_bytes b = {&i, sizeof(i)};
+
+		/* Alternate the two byte kinds; both are taken at once. */
+		if (i % 2 == 0) {
+			evbuffer_add(out, &i, sizeof(i));
+			assert_int_equal(
+			    weft_channel_write(c->ch, out, count_cross, c), 0);
+		} else {
+			assert_int_equal(
+			    weft_channel_write_msg(c->ch, &weft_msg_bytes, &b,
+			                           count_cross, c),
+			    0);
+		}
 	}
 	evbuffer_free(out);
 	return NULL;
@@ -500,6 +510,32 @@ test_write_from_another_thread_arrives_in_order(void **state)
 	weft_channel_unref(f->ch);
 }
 
+static void
+test_byte_runs_are_copied_on_write_and_measured(void **state)
+{
+	struct fixture *f = *state;
+	struct evbuffer *in = bufferevent_get_input(f->peer);
+	char text[] = "borrowed";
+	weft_bytes b = {text, 8};
+	char head[4];
+
+	assert_true(weft_msg_is_bytes(&weft_msg_bytes));
+	assert_true(weft_msg_is_bytes(&weft_msg_evbuffer));
+	assert_int_equal(weft_msg_length(&weft_msg_bytes, &b), 8);
+	assert_int_equal(weft_msg_copyout(&weft_msg_bytes, &b, head, 4), 4);
+	assert_memory_equal(head, "borr", 4);
+	weft_channel_activate(f->ch);
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_bytes, &b,
+	                                        on_write_done, f),
+	                 0);
+	memset(text, 'x', 8); /* the bytes were taken before the return */
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_status, 0);
+	assert_int_equal(evbuffer_get_length(in), 8);
+	assert_memory_equal(evbuffer_pullup(in, 8), "borrowed", 8);
+}
+
 int
 main(void)
 {
@@ -529,6 +565,9 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_write_from_another_thread_arrives_in_order, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_byte_runs_are_copied_on_write_and_measured, setup,
 	        teardown),
 	};
 

@@ -22,25 +22,51 @@ typedef struct weft_channel weft_channel;
 typedef struct weft_ctx weft_ctx;
 
 /*
- * The type of a message travelling the pipeline. Messages are either byte
- * buffers (type == &weft_msg_evbuffer, msg is a struct evbuffer *) or typed
+ * The type of a message travelling the pipeline. Messages are byte buffers
+ * (type == &weft_msg_evbuffer, msg is a struct evbuffer *), borrowed byte
+ * runs (type == &weft_msg_bytes, msg is a const weft_bytes *), or typed
  * objects of a type a codec defines, freed with type->free.
  *
  * Ownership: an inbound evbuffer is borrowed by the handler it is passed to,
  * which moves out the bytes it wants (evbuffer_remove_buffer moves chains);
  * bytes left in the channel's input stay there for the next read, bytes left
- * in a decoder's buffer are dropped. An inbound typed object is owned by the
- * handler that receives it, which forwards it or frees it. On write, both
- * kinds are consumed, on success and on failure: the bytes are moved out of
- * the evbuffer (the evbuffer itself stays the caller's) and typed objects
- * become the pipeline's.
+ * in a decoder's buffer are dropped. An inbound weft_bytes and the memory it
+ * points to are borrowed until the callback returns: decoders pass small
+ * frames this way, straight from the input buffer, without copying or
+ * allocating. An inbound typed object is owned by the handler that receives
+ * it, which forwards it or frees it. On write, every kind is consumed, on
+ * success and on failure: bytes are moved out of an evbuffer (the evbuffer
+ * itself stays the caller's), a weft_bytes is copied before the write
+ * returns (the memory stays the caller's), and typed objects become the
+ * pipeline's.
  */
 typedef struct weft_msg_type {
 	const char *name;
 	void (*free)(void *msg);
 } weft_msg_type;
 
+/* A borrowed run of contiguous bytes (see weft_msg_type). */
+typedef struct weft_bytes {
+	const void *data;
+	size_t len;
+} weft_bytes;
+
 WEFT_API extern const weft_msg_type weft_msg_evbuffer;
+WEFT_API extern const weft_msg_type weft_msg_bytes;
+
+/*
+ * weft_msg_is_bytes is true for the two byte kinds. weft_msg_length is
+ * their length in bytes (0 for typed objects).
+ */
+WEFT_API bool weft_msg_is_bytes(const weft_msg_type *type);
+WEFT_API size_t weft_msg_length(const weft_msg_type *type, const void *msg);
+
+/*
+ * weft_msg_copyout copies up to len bytes from the start of a byte message
+ * into dst without consuming them; returns the number copied.
+ */
+WEFT_API size_t weft_msg_copyout(const weft_msg_type *type, const void *msg,
+                                 void *dst, size_t len);
 
 /* Runs once on the channel's loop when the bytes of one write have left
  * for the socket (0) or can no longer go (a negative WEFT_E code). */
