@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -253,6 +254,59 @@ test_shutdown_deadline_fails_undelivered_writes_once(void **state)
 	free(f);
 }
 
+static void
+on_pending_connect(weft_channel *ch, int status, void *arg)
+{
+	(void)ch;
+	atomic_store((atomic_int *)arg + 1, status);
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* A connect still pending when its loop shuts down ends with ESHUTDOWN,
+ * once. */
+static void
+test_shutdown_ends_pending_connects(void **state)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sin);
+	atomic_int result[2] = {0, 0}; /* calls, status */
+	weft_connect_opts opts = {.timeout_ms = 60000};
+	weft_loop_group *group;
+	int lfd, fillers[2], i;
+	char address[64];
+	weft_loop *main;
+
+	(void)state;
+	/* A listener with a full accept queue: the connect never ends. */
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &len), 0);
+	for (i = 0; i < 2; i++) {
+		fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(fillers[i], (struct sockaddr *)&sin, sizeof(sin));
+	}
+	snprintf(address, sizeof(address), "127.0.0.1:%u", ntohs(sin.sin_port));
+	assert_int_equal(weft_loop_new(&main), 0);
+	assert_int_equal(weft_loop_group_new(1, &group), 0);
+	assert_int_equal(weft_connect(weft_loop_group_at(group, 0), address,
+	                              &opts, on_pending_connect, result),
+	                 0);
+	/* Let the connect get going, then shut down. */
+	echo_run_until(main, echo_atomic_set, &result[0], 100);
+	assert_int_equal(atomic_load(&result[0]), 0);
+	weft_loop_group_shutdown(group, 1000);
+	assert_int_equal(atomic_load(&result[0]), 1);
+	assert_int_equal(atomic_load(&result[1]), WEFT_ESHUTDOWN);
+	weft_loop_group_free(group);
+	assert_int_equal(atomic_load(&result[0]), 1);
+	weft_loop_free(main);
+	close(fillers[0]);
+	close(fillers[1]);
+	close(lfd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -260,6 +314,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_shutdown_delivers_pending_writes),
 	    cmocka_unit_test(
 	        test_shutdown_deadline_fails_undelivered_writes_once),
+	    cmocka_unit_test(test_shutdown_ends_pending_connects),
 	};
 
 	if (argc > 1)

@@ -645,6 +645,58 @@ test_max_channels_rejects_extra(void **state)
 	close_server(srv);
 }
 
+static int
+refuse_init(weft_channel *ch, void *arg)
+{
+	(void)ch;
+	atomic_fetch_add((atomic_int *)arg, 1);
+	return WEFT_EPROTO;
+}
+
+static void
+test_init_failure_closes_the_connection(void **state)
+{
+	atomic_int server_inits = 0, client_inits = 0;
+	weft_server_opts opts = {
+	    .address = "127.0.0.1:0",
+	    .init = refuse_init,
+	    .init_arg = &server_inits,
+	};
+	weft_connect_opts copts = {
+	    .init = refuse_init,
+	    .init_arg = &client_inits,
+	};
+	echo_client c = {.msgs_total = 10};
+	connect_result r = {0};
+	weft_server_stats st;
+	weft_server *srv;
+	stats_wait w;
+
+	(void)state;
+	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), 0);
+	/* The server refuses the channel: the client sees it close. */
+	connect_client(weft_server_address(srv), &c);
+	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_true(c.inactive);
+	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
+	assert_int_equal(echo_run_until(loop, stats_reached, &w, DEADLINE_MS),
+	                 0);
+	weft_server_get_stats(srv, &st);
+	assert_int_equal(st.setup_failures, 1);
+	assert_int_equal(atomic_load(&server_inits), 1);
+	/* The client refuses its own channel: the callback says why. */
+	assert_int_equal(weft_connect(loop, weft_server_address(srv), &copts,
+	                              on_connect, &r),
+	                 0);
+	assert_int_equal(echo_run_until(loop, connect_done, &r, DEADLINE_MS),
+	                 0);
+	assert_int_equal(r.status, WEFT_EPROTO);
+	assert_null(r.ch);
+	assert_int_equal(atomic_load(&client_inits), 1);
+	run_for(20);
+	close_server(srv);
+}
+
 /* ---- Water marks ----------------------------------------------------------
  */
 
@@ -997,6 +1049,8 @@ main(int argc, char **argv)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_max_channels_rejects_extra,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_init_failure_closes_the_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_water_marks_pause_and_resume_writer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_small_ctx_writes_one_flush,
