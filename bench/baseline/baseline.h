@@ -1,0 +1,106 @@
+/*
+ * baseline.h: the thread-per-peer baseline that weft-bench's cluster
+ * workload compares weft's messaging service against (--io=threads).
+ *
+ * It speaks weft's wire protocol (docs/PROTOCOL.md: the handshake, CRC32C
+ * frames, msgpack envelopes, heartbeat answers) the way messaging services
+ * were built before non-blocking I/O: blocking sockets and two threads per
+ * peer connection. The dialer's writer thread owns each outbound
+ * connection: it dials, shakes hands and then writes whatever senders have
+ * queued, all of it per write() call. The acceptor's reader thread owns
+ * each inbound connection: it answers the handshake, reads frames into a
+ * large buffer and runs handlers inline; a response travels on the
+ * responder's own outbound connection to the requester, as the protocol
+ * says. Clients (non-members) get a writer thread on their connection.
+ * One more thread per node accepts connections and times requests out.
+ *
+ * Deviations from weft's service, none of which the benchmark exercises:
+ * one connection per peer (every class on it), no heartbeats sent (those
+ * received are answered), no TLS, no expiry on arrival, no inbound limit.
+ *
+ * Threads: every function may be called from any thread; callbacks run on
+ * the node's reader threads, with no baseline lock held.
+ */
+#ifndef WBASE_BASELINE_H
+#define WBASE_BASELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <weft/messaging.h>
+
+typedef struct wbase_node wbase_node;
+/* A received request or one-way message, borrowed by its handler. */
+typedef struct wbase_msg wbase_msg;
+
+/* A verb handler; it may respond inside the call (wbase_respond). */
+typedef void (*wbase_handler_cb)(wbase_node *node, wbase_msg *msg, void *arg);
+/* A reply: status 0 with the payload, or a negative WEFT_E code
+ * (WEFT_ETIMEDOUT, WEFT_EPEERDOWN, WEFT_ESHUTDOWN, WEFT_EOVERLOAD, or the
+ * responder's error). Runs exactly once per accepted request. */
+typedef void (*wbase_reply_cb)(wbase_node *node, int status, const void *data,
+                               size_t len, void *arg);
+
+/* Counters; each is exact, the set is not one snapshot. */
+typedef struct wbase_stats {
+	uint64_t requests;    /* requests accepted by wbase_request */
+	uint64_t responses;   /* replies delivered with status 0 */
+	uint64_t failed;      /* replies delivered with an error */
+	uint64_t handled;     /* handler calls */
+	uint64_t frames_in;   /* frames read */
+	uint64_t frames_out;  /* frames queued */
+	uint64_t write_calls; /* write() calls by writer threads */
+	uint64_t threads;     /* threads running now */
+	uint64_t connections; /* connections open now */
+	uint64_t bad_input;   /* connections closed for bad frames */
+} wbase_stats;
+
+/*
+ * wbase_node_new makes node id of the cluster in cfg (borrowed; keep it
+ * until the node is freed). Nothing runs until wbase_node_start. Returns
+ * 0, WEFT_ENOTFOUND (id is not a member), WEFT_EINVAL or WEFT_ENOMEM.
+ */
+int wbase_node_new(const weft_msvc_config *cfg, const char *id,
+                   wbase_node **out);
+/* wbase_register sets verb's handler (verbs 16 and up). Before start. */
+int wbase_register(wbase_node *node, uint32_t verb, wbase_handler_cb cb,
+                   void *arg);
+/* wbase_node_start listens on the node's configured port (0: an
+ * ephemeral one, see wbase_node_port) and starts accepting. */
+int wbase_node_start(wbase_node *node);
+uint16_t wbase_node_port(const wbase_node *node);
+/* wbase_set_peer_addr changes where a peer is dialed, before the first
+ * message to it. Returns 0 or WEFT_ENOTFOUND. */
+int wbase_set_peer_addr(wbase_node *node, const char *id, const char *host,
+                        uint16_t port);
+size_t wbase_peer_count(const wbase_node *node);
+const char *wbase_peer_id(const wbase_node *node, size_t i);
+bool wbase_peer_is_self(const wbase_node *node, size_t i);
+
+/*
+ * wbase_request sends a request for verb with a copy of data to peer i.
+ * Returns 0, and cb then runs exactly once (never inside this call); or
+ * WEFT_EOVERLOAD (the peer's queue is full), WEFT_EINVAL, WEFT_ESHUTDOWN,
+ * WEFT_ENOMEM, and cb never runs. timeout_ms 0: the config's default.
+ */
+int wbase_request(wbase_node *node, size_t peer, uint32_t verb,
+                  const void *data, size_t len, uint64_t timeout_ms,
+                  wbase_reply_cb cb, void *arg);
+
+const void *wbase_msg_data(const wbase_msg *msg);
+size_t wbase_msg_len(const wbase_msg *msg);
+uint32_t wbase_msg_verb(const wbase_msg *msg);
+/* wbase_respond answers a request with a copy of data; inside the
+ * handler only. Returns 0, or an error as for wbase_request. */
+int wbase_respond(wbase_msg *msg, const void *data, size_t len);
+
+void wbase_node_get_stats(const wbase_node *node, wbase_stats *out);
+
+/* wbase_node_stop closes every connection, fails the pending requests
+ * with WEFT_ESHUTDOWN and joins every thread. Idempotent. */
+void wbase_node_stop(wbase_node *node);
+/* wbase_node_free stops the node if needed and frees it. */
+void wbase_node_free(wbase_node *node);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * conn.c: outbound connections. Senders append whole frames to the
+ * connection's queue under its lock; its writer thread sleeps on a
+ * condition variable, takes everything queued at once and writes it with
+ * blocking write() calls, so a burst costs one system call, as much as a
+ * blocking writer can batch.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "base_int.h"
+
+int
+wbase__out_init(wbase_out *o, wbase_node *node, size_t peer, int fd)
+{
+	memset(o, 0, sizeof(*o));
+	o->node = node;
+	o->peer = peer;
+	o->fd = fd;
+	if ((o->queue = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->cond, NULL);
+	return 0;
+}
+
+void
+wbase__out_fini(wbase_out *o)
+{
+	if (o->queue == NULL)
+		return;
+	pthread_cond_destroy(&o->cond);
+	pthread_mutex_destroy(&o->lock);
+	evbuffer_free(o->queue);
+	o->queue = NULL;
+	if (o->fd >= 0 && o->peer != SIZE_MAX) /* a client's fd is its in's */
+		close(o->fd);
+	o->fd = -1;
+}
+
+/* write_all writes the whole batch; returns 0 or -1. */
+static int
+write_all(wbase_out *o, struct evbuffer *batch)
+{
+	while (evbuffer_get_length(batch) > 0) {
+		int n = evbuffer_write(batch, o->fd);
+
+		atomic_fetch_add_explicit(&o->node->write_calls, 1,
+		                          memory_order_relaxed);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* fail marks the connection dead: queued frames are dropped and the
+ * requests that went out to this peer fail. */
+static void
+fail(wbase_out *o)
+{
+	pthread_mutex_lock(&o->lock);
+	o->failed = true;
+	evbuffer_drain(o->queue, evbuffer_get_length(o->queue));
+	pthread_mutex_unlock(&o->lock);
+	if (o->peer != SIZE_MAX)
+		wbase__fail_peer(o->node, o->peer, WEFT_EPEERDOWN);
+}
+
+/* dial_once connects a member connection from the writer thread; stop
+ * sees the fd once it is set. Returns 0 or -1. */
+static int
+dial_once(wbase_out *o)
+{
+	int fd = wbase__dial(o->node, o->peer);
+
+	pthread_mutex_lock(&o->lock);
+	o->fd = fd;
+	if (fd >= 0 && o->stopping)
+		shutdown(fd, SHUT_RDWR);
+	pthread_mutex_unlock(&o->lock);
+	return fd >= 0 ? 0 : -1;
+}
+
+static void *
+writer_main(void *arg)
+{
+	wbase_out *o = arg;
+	struct evbuffer *batch = evbuffer_new();
+	bool ok = batch != NULL && (o->peer == SIZE_MAX || dial_once(o) == 0);
+
+	while (ok) {
+		pthread_mutex_lock(&o->lock);
+		while (evbuffer_get_length(o->queue) == 0 && !o->stopping)
+			pthread_cond_wait(&o->cond, &o->lock);
+		evbuffer_add_buffer(batch, o->queue);
+		pthread_mutex_unlock(&o->lock);
+		if (evbuffer_get_length(batch) == 0) /* stopping */
+			break;
+		ok = write_all(o, batch) == 0;
+	}
+	if (!ok)
+		fail(o);
+	if (batch != NULL)
+		evbuffer_free(batch);
+	wbase__thread_exit(o->node);
+	return NULL;
+}
+
+int
+wbase__out_push(wbase_out *o, const uint8_t *frame, size_t len)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&o->lock);
+	if (o->stopping || o->failed)
+		rv = o->stopping ? WEFT_ESHUTDOWN : WEFT_EPEERDOWN;
+	else if (evbuffer_get_length(o->queue) + len >
+	         o->node->limits.outbound_queue_bytes)
+		rv = WEFT_EOVERLOAD;
+	else if (evbuffer_add(o->queue, frame, len) != 0)
+		rv = WEFT_ENOMEM;
+	else if (!o->started) {
+		/* The writer thread is born with its connection's first
+		 * frame, as a lazily dialed connection is. */
+		if (wbase__start_thread(o->node, &o->thread, writer_main, o) !=
+		    0) {
+			evbuffer_drain(o->queue, evbuffer_get_length(o->queue));
+			rv = WEFT_ENOMEM;
+		} else {
+			o->started = true;
+		}
+	} else {
+		pthread_cond_signal(&o->cond);
+	}
+	pthread_mutex_unlock(&o->lock);
+	if (rv == 0)
+		atomic_fetch_add_explicit(&o->node->frames_out, 1,
+		                          memory_order_relaxed);
+	return rv;
+}
+
+void
+wbase__out_stop(wbase_out *o)
+{
+	if (o->queue == NULL)
+		return;
+	pthread_mutex_lock(&o->lock);
+	o->stopping = true;
+	pthread_cond_signal(&o->cond);
+	/* A writer blocked in write() or connect() needs the socket shut. */
+	if (o->fd >= 0)
+		shutdown(o->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&o->lock);
+}
+
+void
+wbase__out_join(wbase_out *o)
+{
+	bool started;
+
+	if (o->queue == NULL)
+		return;
+	pthread_mutex_lock(&o->lock);
+	started = o->started;
+	pthread_mutex_unlock(&o->lock);
+	if (started)
+		pthread_join(o->thread, NULL);
+}

@@ -1,0 +1,334 @@
+/*
+ * msg.c: requests, responses and the reader threads that run handlers.
+ *
+ * Pending requests live in a table indexed by id modulo its size, behind
+ * one lock, the way a blocking service keeps a shared map of callbacks.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base_int.h"
+
+#define PENDING_MIN 1024
+
+/* grow doubles the pending table (ids are unique, so they re-spread
+ * without collisions once the table is larger than the id window).
+ * Requires the pending lock. */
+static int
+grow(wbase_node *n)
+{
+	size_t cap = n->pending_cap ? n->pending_cap * 2 : PENDING_MIN;
+	wbase_pending *t;
+
+	if (cap > 4 * (size_t)n->limits.max_pending_requests + PENDING_MIN)
+		return WEFT_EOVERLOAD;
+	if ((t = calloc(cap, sizeof(*t))) == NULL)
+		return WEFT_ENOMEM;
+	for (size_t i = 0; i < n->pending_cap; i++) {
+		wbase_pending *p = &n->pending[i];
+
+		if (p->id == 0)
+			continue;
+		if (t[p->id % cap].id != 0) {
+			free(t);
+			return WEFT_EOVERLOAD;
+		}
+		t[p->id % cap] = *p;
+	}
+	free(n->pending);
+	n->pending = t;
+	n->pending_cap = cap;
+	return 0;
+}
+
+/* add_pending stores a request and gives its id. */
+static int
+add_pending(wbase_node *n, const wbase_pending *req, uint64_t *id)
+{
+	int rv = 0;
+
+	pthread_mutex_lock(&n->pending_lock);
+	if (n->pending_len >= n->limits.max_pending_requests)
+		rv = WEFT_EOVERLOAD;
+	*id = n->next_id++;
+	while (rv == 0 && (n->pending_cap == 0 ||
+	                   n->pending[*id % n->pending_cap].id != 0))
+		rv = grow(n);
+	if (rv == 0) {
+		n->pending[*id % n->pending_cap] = *req;
+		n->pending[*id % n->pending_cap].id = *id;
+		n->pending_len++;
+	}
+	pthread_mutex_unlock(&n->pending_lock);
+	return rv;
+}
+
+/* take_pending removes request id; false if it is gone already. */
+static bool
+take_pending(wbase_node *n, uint64_t id, wbase_pending *out)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&n->pending_lock);
+	if (n->pending_cap > 0 && id != 0 &&
+	    n->pending[id % n->pending_cap].id == id) {
+		*out = n->pending[id % n->pending_cap];
+		n->pending[id % n->pending_cap].id = 0;
+		n->pending_len--;
+		found = true;
+	}
+	pthread_mutex_unlock(&n->pending_lock);
+	return found;
+}
+
+void
+wbase__fail_peer(wbase_node *n, size_t peer, int status)
+{
+	wbase_pending p;
+
+	pthread_mutex_lock(&n->pending_lock);
+	for (size_t i = 0; i < n->pending_cap; i++) {
+		p = n->pending[i];
+		if (p.id == 0 || p.peer != peer)
+			continue;
+		n->pending[i].id = 0;
+		n->pending_len--;
+		pthread_mutex_unlock(&n->pending_lock);
+		atomic_fetch_add(&n->failed, 1);
+		p.cb(n, status, NULL, 0, p.arg);
+		pthread_mutex_lock(&n->pending_lock);
+	}
+	pthread_mutex_unlock(&n->pending_lock);
+}
+
+/* push_frame builds one frame and queues it on out. */
+static int
+push_frame(wbase_out *out, uint64_t id, uint32_t verb, uint32_t flags,
+           uint64_t expires_ms, const void *data, size_t len)
+{
+	size_t flen = wbase__frame_len(len);
+	uint8_t small[512], *f = flen <= sizeof(small) ? small : malloc(flen);
+	int rv;
+
+	if (f == NULL)
+		return WEFT_ENOMEM;
+	wbase__frame(f, id, verb, flags, expires_ms, data, len);
+	rv = wbase__out_push(out, f, flen);
+	if (f != small)
+		free(f);
+	return rv;
+}
+
+int
+wbase_request(wbase_node *n, size_t peer, uint32_t verb, const void *data,
+              size_t len, uint64_t timeout_ms, wbase_reply_cb cb, void *arg)
+{
+	wbase_pending req = {.peer = peer, .cb = cb, .arg = arg};
+	wbase_pending gone;
+	uint64_t id;
+	int rv;
+
+	if (peer >= n->npeers || peer == n->self || cb == NULL ||
+	    len + WBASE_ENV_HEADER > n->limits.max_frame_bytes)
+		return WEFT_EINVAL;
+	if (atomic_load(&n->stopping))
+		return WEFT_ESHUTDOWN;
+	timeout_ms = timeout_ms ? timeout_ms : n->limits.request_timeout_ms;
+	req.deadline_ms = weft_wall_ms() + timeout_ms;
+	if ((rv = add_pending(n, &req, &id)) != 0)
+		return rv;
+	rv = push_frame(&n->peers[peer].out, id, verb, WBASE_REQUEST,
+	                req.deadline_ms, data, len);
+	/* If the request is already gone, its callback ran (or runs): the
+	 * call succeeded as far as the caller can tell. */
+	if (rv != 0 && !take_pending(n, id, &gone))
+		rv = 0;
+	if (rv == 0)
+		atomic_fetch_add(&n->requests, 1);
+	return rv;
+}
+
+void
+wbase__deliver_response(wbase_node *n, const wbase_env *env)
+{
+	wbase_pending p;
+
+	if (!take_pending(n, env->id, &p))
+		return; /* late: timed out already */
+	if (env->flags & WBASE_ERROR) {
+		atomic_fetch_add(&n->failed, 1);
+		p.cb(n, WEFT_EREMOTE, env->payload, env->len, p.arg);
+		return;
+	}
+	atomic_fetch_add(&n->responses, 1);
+	p.cb(n, 0, env->payload, env->len, p.arg);
+}
+
+const void *
+wbase_msg_data(const wbase_msg *msg)
+{
+	return msg->env.payload;
+}
+
+size_t
+wbase_msg_len(const wbase_msg *msg)
+{
+	return msg->env.len;
+}
+
+uint32_t
+wbase_msg_verb(const wbase_msg *msg)
+{
+	return msg->env.verb;
+}
+
+static int
+reply(wbase_msg *msg, uint32_t flags, const void *data, size_t len)
+{
+	wbase_node *n = msg->node;
+	wbase_out *out = msg->peer == SIZE_MAX ? msg->in->client_out
+	                                       : &n->peers[msg->peer].out;
+
+	if (msg->responded || !(msg->env.flags & WBASE_REQUEST) || out == NULL)
+		return WEFT_EINVAL;
+	msg->responded = true;
+	return push_frame(out, msg->env.id, msg->env.verb,
+	                  WBASE_RESPONSE | flags, msg->env.expires_ms, data,
+	                  len);
+}
+
+int
+wbase_respond(wbase_msg *msg, const void *data, size_t len)
+{
+	return reply(msg, 0, data, len);
+}
+
+/* An error payload: [code, text], msgpack. */
+static int
+respond_error(wbase_msg *msg, uint8_t code, const char *text)
+{
+	uint8_t body[64];
+	size_t n = strlen(text);
+
+	body[0] = 0x92;
+	body[1] = code;
+	body[2] = (uint8_t)(0xa0 | n); /* fixstr: text is short */
+	memcpy(body + 3, text, n);
+	return reply(msg, WBASE_ERROR, body, 3 + n);
+}
+
+/* dispatch handles one envelope that arrived on in. */
+static void
+dispatch(wbase_in *in, size_t peer, const wbase_env *env)
+{
+	wbase_node *n = in->node;
+	wbase_msg msg = {.node = n, .in = in, .env = *env, .peer = peer};
+	wbase_handler_cb cb = NULL;
+
+	if (env->flags & WBASE_RESPONSE) {
+		wbase__deliver_response(n, env);
+		return;
+	}
+	if (env->verb == 0) { /* a heartbeat: answer it */
+		reply(&msg, 0, NULL, 0);
+		return;
+	}
+	if (env->verb < WBASE_MAX_VERBS)
+		cb = n->verbs[env->verb].cb;
+	if (cb == NULL) {
+		if (env->flags & WBASE_REQUEST)
+			respond_error(&msg, 1, "unknown verb");
+		return;
+	}
+	atomic_fetch_add(&n->handled, 1);
+	cb(n, &msg, n->verbs[env->verb].arg);
+	if ((env->flags & WBASE_REQUEST) && !msg.responded)
+		respond_error(&msg, 10, "no response");
+}
+
+/* handshake answers the HELLO of an accepted connection; returns the
+ * member index of the dialer, SIZE_MAX for a client, or -1 (closed). */
+static int
+handshake(wbase_in *in, wbase_reader *r, size_t *peer)
+{
+	wbase_node *n = in->node;
+	const char *self = n->peers[n->self].id;
+	char id[64];
+	bool member;
+	int i;
+
+	if (wbase__hello_recv(r, n->cluster, id, &member,
+	                      n->limits.connect_timeout_ms) != 0) {
+		wbase__reply_send(in->fd, 1, self, n->limits.max_frame_bytes,
+		                  "malformed hello or wrong cluster");
+		return -1;
+	}
+	i = member ? -1 : 0;
+	for (size_t k = 0; member && k < n->npeers; k++)
+		if (strcmp(n->peers[k].id, id) == 0 && k != n->self)
+			i = (int)k;
+	if (i < 0) {
+		wbase__reply_send(in->fd, 4, self, n->limits.max_frame_bytes,
+		                  "unknown node");
+		return -1;
+	}
+	*peer = member ? (size_t)i : SIZE_MAX;
+	if (!member) {
+		if ((in->client_out = malloc(sizeof(*in->client_out))) ==
+		        NULL ||
+		    wbase__out_init(in->client_out, n, SIZE_MAX, in->fd) != 0)
+			return -1;
+	}
+	return wbase__reply_send(in->fd, 0, self, n->limits.max_frame_bytes,
+	                         "");
+}
+
+static void
+read_loop(wbase_in *in, wbase_reader *r, size_t peer)
+{
+	wbase_node *n = in->node;
+	const uint8_t *body;
+	wbase_env env;
+	size_t len;
+	bool bad;
+
+	while (wbase__read_frame(r, &body, &len, 0, &bad) == 0) {
+		atomic_fetch_add_explicit(&n->frames_in, 1,
+		                          memory_order_relaxed);
+		if (wbase__env_decode(body, len, &env) != 0) {
+			bad = true;
+			break;
+		}
+		dispatch(in, peer, &env);
+	}
+	if (bad)
+		atomic_fetch_add(&n->bad_input, 1);
+}
+
+void *
+wbase__reader_main(void *arg)
+{
+	wbase_in *in = arg;
+	wbase_node *n = in->node;
+	wbase_reader r;
+	size_t peer;
+
+	atomic_fetch_add(&n->connections, 1);
+	if (wbase__reader_init(&r, in->fd, n->limits.max_frame_bytes) == 0 &&
+	    handshake(in, &r, &peer) == 0)
+		read_loop(in, &r, peer);
+	wbase__reader_fini(&r);
+	if (in->client_out != NULL) {
+		wbase__out_stop(in->client_out);
+		wbase__out_join(in->client_out);
+		wbase__out_fini(in->client_out);
+		free(in->client_out);
+		in->client_out = NULL;
+	}
+	shutdown(in->fd, SHUT_RDWR);
+	atomic_fetch_sub(&n->connections, 1);
+	wbase__thread_exit(n);
+	return NULL;
+}
