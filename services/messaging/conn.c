@@ -513,7 +513,7 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "clients not accepted", WEFT__MSVC_R_NO_CLIENTS;
 	if (h->role > 1 || !weft__msvc_id_is_valid(h->id))
 		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
-	if (atomic_load(&svc->stopping))
+	if (atomic_load(&svc->stopped))
 		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
 	/*
 	 * TODO(tls): with a TLS channel, ask the transport for the

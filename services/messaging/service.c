@@ -400,7 +400,8 @@ wait_quiet(weft_msvc *svc, uint64_t deadline_ns)
 	bool quiet;
 
 	do {
-		quiet = atomic_load(&svc->pending) == 0;
+		quiet = atomic_load(&svc->pending) == 0 &&
+			atomic_load(&svc->inflight) == 0;
 		for (p = 0; quiet && p < svc->npeers; p++)
 			quiet = atomic_load(&svc->peers[p]->queued_bytes) == 0;
 		if (quiet)
@@ -431,11 +432,13 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 		return;
 	while (atomic_load(&svc->callers) > 0)
 		sched_yield();
+	/* Keep accepting while draining: between members, the answers to
+	 * our requests arrive on connections our peers dial. */
+	if (atomic_load(&svc->started))
+		wait_quiet(svc, deadline);
 	if (svc->server != NULL)
 		weft_server_close(svc->server, NULL, NULL);
 	svc->server = NULL;
-	if (atomic_load(&svc->started))
-		wait_quiet(svc, deadline);
 	atomic_store(&svc->stopped, true);
 	while (atomic_load(&svc->callers) > 0)
 		sched_yield();

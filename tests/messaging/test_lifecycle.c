@@ -1,0 +1,227 @@
+/*
+ * test_lifecycle.c: a peer stopped in the middle of a load and started
+ * again (every callback runs exactly once, traffic resumes), and graceful
+ * shutdown with messages in flight.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cluster.h"
+
+static struct cluster cl;
+
+/* A closed-loop load from n1 to n2: each answer sends the next request. */
+struct load {
+	_Atomic bool stop;
+	_Atomic uint64_t issued, completed, ok, failed, refused;
+	_Atomic uint64_t ok_since_mark;
+	_Atomic int by_status[32];
+	weft_msvc_call_opts opts;
+	uint32_t verb;
+};
+
+static struct load load;
+
+/* One per request: a double completion would be a use after free. */
+struct token {
+	uint32_t magic;
+};
+
+static void on_load_reply(weft_msvc *svc, int status, const void *data,
+			  size_t len, void *arg);
+
+static void
+issue(weft_msvc *svc)
+{
+	struct token *t = malloc(sizeof(*t));
+	int rv;
+
+	t->magic = 0x600d;
+	atomic_fetch_add(&load.issued, 1);
+	rv = weft_msvc_request(svc, weft_msvc_peer_find(svc, "n2"), load.verb,
+			       "ping", 4, &load.opts, on_load_reply, t);
+	if (rv != 0) {
+		/* Refused at once: the callback will never run. */
+		atomic_fetch_sub(&load.issued, 1);
+		atomic_fetch_add(&load.refused, 1);
+		free(t);
+	}
+}
+
+static void
+on_load_reply(weft_msvc *svc, int status, const void *data, size_t len,
+	      void *arg)
+{
+	struct token *t = arg;
+
+	(void)data;
+	(void)len;
+	assert_int_equal(t->magic, 0x600d);
+	t->magic = 0;
+	free(t);
+	if (status == 0) {
+		atomic_fetch_add(&load.ok, 1);
+		atomic_fetch_add(&load.ok_since_mark, 1);
+	} else {
+		atomic_fetch_add(&load.failed, 1);
+		if (-status < 32)
+			atomic_fetch_add(&load.by_status[-status], 1);
+	}
+	atomic_fetch_add(&load.completed, 1);
+	if (!atomic_load(&load.stop))
+		issue(svc);
+	test_poke();
+}
+
+static bool
+ok_since_mark(void *arg)
+{
+	return atomic_load(&load.ok_since_mark) >= (uint64_t)(uintptr_t)arg;
+}
+
+static bool
+some_failed(void *arg)
+{
+	(void)arg;
+	return atomic_load(&load.by_status[-WEFT_EPEERDOWN]) > 0;
+}
+
+static bool
+all_completed(void *arg)
+{
+	(void)arg;
+	return atomic_load(&load.completed) == atomic_load(&load.issued);
+}
+
+static void
+restart_tune(weft_msvc_limits *l)
+{
+	l->reconnect_min_ms = 10;
+	l->reconnect_max_ms = 50;
+	l->heartbeat_interval_ms = 100;
+	l->request_timeout_ms = 300;
+}
+
+static void
+test_peer_restarted_mid_load(void **state)
+{
+	int i;
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	load.verb = VERB_ECHO;
+	assert_int_equal(cluster_start(&cl, 2, restart_tune), 0);
+	for (i = 0; i < 32; i++)
+		issue(cl.svc[0]);
+	assert_true(test_wait(ok_since_mark, (void *)2000, 5000));
+
+	/* Stop n2 in the middle of it all. */
+	cluster_stop_node(&cl, 1, 0);
+	atomic_store(&load.ok_since_mark, 0);
+	/* Requests in flight fail at once with "peer down". */
+	assert_true(test_wait(some_failed, NULL, 5000));
+	assert_int_equal(cluster_start_node(&cl, 1), 0);
+	assert_true(test_wait(ok_since_mark, (void *)2000, 5000));
+
+	atomic_store(&load.stop, true);
+	assert_true(test_wait(all_completed, NULL, 5000));
+	print_message("restart: %llu ok, %llu failed (peer down %d, expired "
+		      "%d, timed out %d), %llu refused at once\n",
+		      (unsigned long long)atomic_load(&load.ok),
+		      (unsigned long long)atomic_load(&load.failed),
+		      atomic_load(&load.by_status[-WEFT_EPEERDOWN]),
+		      atomic_load(&load.by_status[-WEFT_EEXPIRED]),
+		      atomic_load(&load.by_status[-WEFT_ETIMEDOUT]),
+		      (unsigned long long)atomic_load(&load.refused));
+	assert_true(atomic_load(&load.failed) > 0);
+	assert_int_equal(atomic_load(&load.completed),
+			 atomic_load(&load.issued));
+	cluster_stop(&cl);
+}
+
+static void
+test_graceful_stop_with_requests_in_flight(void **state)
+{
+	weft_msvc_stats st;
+	int i;
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	load.verb = VERB_ECHO_BLOCK;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	for (i = 0; i < 200; i++)
+		issue(cl.svc[0]);
+	for (i = 0; i < 200; i++)
+		weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1), VERB_SINK,
+			       "x", 1, NULL);
+	/* Stop the requester: every callback runs before stop returns. */
+	weft_msvc_stop(cl.svc[0], 1000);
+	atomic_store(&load.stop, true);
+	assert_int_equal(atomic_load(&load.completed),
+			 atomic_load(&load.issued));
+	weft_msvc_get_stats(cl.svc[0], &st);
+	assert_int_equal(st.pending_requests, 0);
+	print_message("graceful stop: %llu answered, %llu failed\n",
+		      (unsigned long long)atomic_load(&load.ok),
+		      (unsigned long long)atomic_load(&load.failed));
+	/* A stopped service refuses new work at once. */
+	assert_int_equal(weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1),
+					VERB_SINK, "x", 1, NULL),
+			 WEFT_ESHUTDOWN);
+	cluster_stop(&cl);
+}
+
+static bool
+n2_busy(void *arg)
+{
+	weft_msvc_verb_stats vs;
+
+	(void)arg;
+	weft_msvc_verb_get_stats(cl.svc[1], VERB_ECHO_BLOCK, &vs);
+	return vs.received >= 50;
+}
+
+static void
+test_responder_stops_with_requests_in_flight(void **state)
+{
+	int i;
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	load.verb = VERB_ECHO_BLOCK;
+	load.opts.timeout_ms = 2000;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	for (i = 0; i < 200; i++)
+		issue(cl.svc[0]);
+	atomic_store(&load.stop, true);
+	/* Stop n2 once it has work queued for its worker. */
+	assert_true(test_wait(n2_busy, NULL, 5000));
+	cluster_stop_node(&cl, 1, 2000);
+	assert_true(test_wait(all_completed, NULL, 5000));
+	assert_true(atomic_load(&load.ok) > 0);
+	print_message("responder stopped: %llu answered, %llu failed "
+		      "(shut down %d, peer down %d)\n",
+		      (unsigned long long)atomic_load(&load.ok),
+		      (unsigned long long)atomic_load(&load.failed),
+		      atomic_load(&load.by_status[-WEFT_ESHUTDOWN]),
+		      atomic_load(&load.by_status[-WEFT_EPEERDOWN]));
+	cluster_stop(&cl);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_peer_restarted_mid_load),
+		cmocka_unit_test(test_graceful_stop_with_requests_in_flight),
+		cmocka_unit_test(test_responder_stops_with_requests_in_flight),
+	};
+
+	return cmocka_run_group_tests(tests, test_setup, test_teardown);
+}
