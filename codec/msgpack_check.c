@@ -158,10 +158,13 @@ weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
 			return reject(census, "an invalid type byte or header");
 		/* Bytes this item may use: all but one per other item. */
 		room = len - (outstanding - 1);
-		if (it.header > room || it.payload > room - it.header ||
-		    it.count > room - it.header)
-			return reject(census, "a length or count above the "
-			                      "bytes it holds");
+		if (it.header > room || it.payload > room - it.header)
+			return reject(census, "a length above the bytes left");
+		if (it.count > room - it.header) {
+			census->overclaim = true;
+			return reject(census, "a container claims more "
+			                      "elements than bytes left");
+		}
 		p += it.header + it.payload;
 		len -= it.header + it.payload;
 		outstanding = outstanding - 1 + it.count;
