@@ -1,0 +1,684 @@
+/*
+ * tls.c: TLS contexts. A weft_tls_ctx keeps copies of its options and the
+ * SSL_CTX that new connections use; a reload builds a new SSL_CTX from the
+ * files and swaps it in under a lock. Every SSL holds a reference to the
+ * SSL_CTX it was made from, so open connections keep their configuration.
+ *
+ * Each SSL_CTX carries a generation (in an ex_data slot): the counters
+ * shared with its weft_tls_ctx, and the client session cache of that
+ * configuration. OpenSSL frees it with the SSL_CTX, after the last
+ * connection made from it; so a callback never sees freed state, and a
+ * reload (perhaps of a new CA) never resumes a session from before.
+ */
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "tls_int.h"
+
+#define DEFAULT_CIPHERSUITES                                                   \
+	"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"                       \
+	"TLS_CHACHA20_POLY1305_SHA256"
+#define DEFAULT_CIPHERS                                                        \
+	"ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"           \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"           \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define DEFAULT_LIFETIME_S 7200
+#define DEFAULT_READ_BUFFER (64u << 10)
+#define MAX_READ_BUFFER (16u << 20)
+#define SESSION_SLOTS 64
+#define SESSION_ID_CONTEXT "weft"
+
+/* Bits kept in an SSL's app data: which handshake events were counted. */
+#define SEEN_START 1u
+#define SEEN_DONE 2u
+
+struct weft_tls_ctx {
+	atomic_int refs;
+	pthread_mutex_t lock; /* guards current */
+	SSL_CTX *current;
+	struct weft__tls_shared *shared;
+	weft_tls_opts opts; /* the strings are our copies */
+};
+
+/* A client session kept for resumption, by server name. */
+struct session_slot {
+	char *name;
+	SSL_SESSION *sess;
+	uint64_t stored_at; /* the generation's clock, for eviction */
+};
+
+/* What one SSL_CTX carries. */
+struct generation {
+	struct weft__tls_shared *shared; /* a counted reference */
+	pthread_mutex_t lock;            /* guards clock and slots */
+	uint64_t clock;
+	struct session_slot slots[SESSION_SLOTS];
+};
+
+/* GLOBAL: set once by pthread_once, read-only after: the SSL_CTX ex_data
+ * slot holding a struct generation. */
+static int generation_index = -1;
+static pthread_once_t generation_once = PTHREAD_ONCE_INIT;
+
+/* ---- Errors ------------------------------------------------------------ */
+
+const char *
+weft__tls_errors(char *buf, size_t len)
+{
+	unsigned long e;
+	size_t used = 0;
+
+	buf[0] = '\0';
+	while ((e = ERR_get_error()) != 0) {
+		if (used + 8 >= len)
+			continue; /* keep popping: leave the queue empty */
+		if (used > 0) {
+			memcpy(buf + used, "; ", 3);
+			used += 2;
+		}
+		ERR_error_string_n(e, buf + used, len - used);
+		used += strlen(buf + used);
+	}
+	if (used == 0)
+		snprintf(buf, len, "no detail");
+	return buf;
+}
+
+/* ---- Shared counters --------------------------------------------------- */
+
+static struct weft__tls_shared *
+shared_new(void)
+{
+	struct weft__tls_shared *s = calloc(1, sizeof(*s));
+
+	if (s != NULL)
+		atomic_init(&s->refs, 1);
+	return s;
+}
+
+static void
+shared_ref(struct weft__tls_shared *s)
+{
+	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
+
+void
+weft__tls_shared_unref(struct weft__tls_shared *s)
+{
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		free(s);
+}
+
+static void
+count(atomic_uint_fast64_t *counter)
+{
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* ---- Generations and the client session cache -------------------------- */
+
+static void
+generation_free(struct generation *gen)
+{
+	size_t i;
+
+	for (i = 0; i < SESSION_SLOTS; i++) {
+		free(gen->slots[i].name);
+		if (gen->slots[i].sess != NULL)
+			SSL_SESSION_free(gen->slots[i].sess);
+	}
+	pthread_mutex_destroy(&gen->lock);
+	weft__tls_shared_unref(gen->shared);
+	free(gen);
+}
+
+/* OpenSSL calls this for every SSL_CTX freed in the process; ptr is NULL
+ * for those that are not ours. */
+static void
+generation_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
+                   long argl, void *argp)
+{
+	(void)parent;
+	(void)ad;
+	(void)idx;
+	(void)argl;
+	(void)argp;
+	if (ptr != NULL)
+		generation_free(ptr);
+}
+
+static void
+make_generation_index(void)
+{
+	generation_index =
+	    SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, generation_free_cb);
+}
+
+static struct generation *
+generation_of(const SSL *ssl)
+{
+	return SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), generation_index);
+}
+
+/* slot_for picks the slot of name, else an empty one, else the oldest.
+ * Requires gen->lock. */
+static struct session_slot *
+slot_for(struct generation *gen, const char *name)
+{
+	struct session_slot *pick = &gen->slots[0];
+	size_t i;
+
+	for (i = 0; i < SESSION_SLOTS; i++) {
+		struct session_slot *s = &gen->slots[i];
+
+		if (s->name != NULL && strcmp(s->name, name) == 0)
+			return s;
+		if (pick->name != NULL &&
+		    (s->name == NULL || s->stored_at < pick->stored_at))
+			pick = s;
+	}
+	return pick;
+}
+
+/* session_store keeps sess (taking the caller's reference) for name.
+ * Returns 1 if it kept it, 0 if not (the caller still owns it). */
+static int
+session_store(struct generation *gen, const char *name, SSL_SESSION *sess)
+{
+	struct session_slot *slot;
+	int kept = 0;
+
+	pthread_mutex_lock(&gen->lock);
+	slot = slot_for(gen, name);
+	if (slot->name == NULL || strcmp(slot->name, name) != 0) {
+		free(slot->name);
+		slot->name = strdup(name);
+	}
+	if (slot->sess != NULL)
+		SSL_SESSION_free(slot->sess);
+	slot->sess = NULL;
+	if (slot->name != NULL) {
+		slot->sess = sess;
+		slot->stored_at = ++gen->clock;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&gen->lock);
+	return kept;
+}
+
+/* session_find returns a new reference to name's session, or NULL. */
+static SSL_SESSION *
+session_find(struct generation *gen, const char *name)
+{
+	SSL_SESSION *sess = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&gen->lock);
+	for (i = 0; i < SESSION_SLOTS; i++) {
+		struct session_slot *s = &gen->slots[i];
+
+		if (s->name != NULL && s->sess != NULL &&
+		    strcmp(s->name, name) == 0) {
+			if (SSL_SESSION_up_ref(s->sess) == 1)
+				sess = s->sess;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&gen->lock);
+	return sess;
+}
+
+/* A client got a session ticket: keep it under the name it dialed. */
+static int
+on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct generation *gen = generation_of(ssl);
+	const char *name;
+
+	if (gen == NULL || SSL_is_server(ssl) ||
+	    !SSL_SESSION_is_resumable(sess))
+		return 0;
+	name = X509_VERIFY_PARAM_get0_host(SSL_get0_param(ssl), 0);
+	if (name == NULL)
+		return 0;
+	return session_store(gen, name, sess);
+}
+
+/* Counts each connection's handshake once: TLS 1.3 reports the
+ * post-handshake messages (tickets, key updates) as handshakes too. */
+static void
+on_info(const SSL *ssl, int where, int ret)
+{
+	struct generation *gen;
+	uintptr_t seen;
+
+	(void)ret;
+	if (!(where & (SSL_CB_HANDSHAKE_START | SSL_CB_HANDSHAKE_DONE)) ||
+	    (gen = generation_of(ssl)) == NULL)
+		return;
+	seen = (uintptr_t)SSL_get_app_data(ssl);
+	if ((where & SSL_CB_HANDSHAKE_START) && !(seen & SEEN_START)) {
+		count(&gen->shared->handshakes_started);
+		seen |= SEEN_START;
+	}
+	if ((where & SSL_CB_HANDSHAKE_DONE) && !(seen & SEEN_DONE)) {
+		count(&gen->shared->handshakes_completed);
+		if (SSL_session_reused((SSL *)ssl))
+			count(&gen->shared->handshakes_resumed);
+		seen |= SEEN_DONE;
+	}
+	/* The SSL is ours (made in weft__tls_ssl_new); app data is free. */
+	SSL_set_app_data((SSL *)ssl, (void *)seen);
+}
+
+/* ---- Building an SSL_CTX ------------------------------------------------ */
+
+/* An encrypted key would make OpenSSL prompt on the terminal: refuse. */
+static int
+no_password(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)arg;
+	return 0;
+}
+
+static int
+fail(const char *what, const char *path)
+{
+	char why[512];
+
+	weft_warn("TLS: %s %s: %s", what, path ? path : "",
+	          weft__tls_errors(why, sizeof(why)));
+	return WEFT_ECONFIG;
+}
+
+static int
+set_protocol(SSL_CTX *sctx, const weft_tls_opts *o)
+{
+	uint64_t options = SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
+	                   SSL_OP_CIPHER_SERVER_PREFERENCE |
+	                   SSL_OP_IGNORE_UNEXPECTED_EOF;
+	int min = o->min_version == WEFT_TLS_VERSION_1_2 ? TLS1_2_VERSION
+	                                                 : TLS1_3_VERSION;
+	size_t rbuf =
+	    o->read_buffer_bytes ? o->read_buffer_bytes : DEFAULT_READ_BUFFER;
+
+	if (o->ktls)
+		options |= SSL_OP_ENABLE_KTLS;
+	SSL_CTX_set_options(sctx, options);
+	if (SSL_CTX_set_min_proto_version(sctx, min) != 1)
+		return fail("min_version", NULL);
+	if (SSL_CTX_set_ciphersuites(sctx, o->ciphersuites
+	                                       ? o->ciphersuites
+	                                       : DEFAULT_CIPHERSUITES) != 1)
+		return fail("ciphersuites", o->ciphersuites);
+	if (SSL_CTX_set_cipher_list(sctx, o->ciphers ? o->ciphers
+	                                             : DEFAULT_CIPHERS) != 1)
+		return fail("ciphers", o->ciphers);
+	/* Release no buffers between records: allocation per record costs
+	 * more than the memory saved on our few long-lived connections. */
+	SSL_CTX_clear_mode(sctx, SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_mode(sctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_default_read_buffer_len(sctx, rbuf);
+	SSL_CTX_set_info_callback(sctx, on_info);
+	SSL_CTX_set_default_passwd_cb(sctx, no_password);
+	return 0;
+}
+
+static void
+warn_if_expired(SSL_CTX *sctx, const char *path)
+{
+	X509 *cert = SSL_CTX_get0_certificate(sctx);
+
+	if (cert == NULL)
+		return;
+	if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
+		weft_warn("TLS: certificate %s has expired: peers will "
+		          "refuse it",
+		          path);
+	else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0)
+		weft_warn("TLS: certificate %s is not valid yet", path);
+}
+
+static int
+set_identity(SSL_CTX *sctx, const weft_tls_opts *o)
+{
+	if (o->cert_file == NULL)
+		return 0;
+	if (SSL_CTX_use_certificate_chain_file(sctx, o->cert_file) != 1)
+		return fail("certificate", o->cert_file);
+	if (SSL_CTX_use_PrivateKey_file(sctx, o->key_file, SSL_FILETYPE_PEM) !=
+	    1)
+		return fail("private key", o->key_file);
+	if (SSL_CTX_check_private_key(sctx) != 1)
+		return fail("private key does not match", o->cert_file);
+	warn_if_expired(sctx, o->cert_file);
+	return 0;
+}
+
+static int
+set_verify(SSL_CTX *sctx, const weft_tls_opts *o)
+{
+	STACK_OF(X509_NAME) * names;
+	int mode = SSL_VERIFY_PEER;
+
+	if (o->verify == WEFT_TLS_VERIFY_REQUIRED)
+		mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+	if (o->verify == WEFT_TLS_VERIFY_NONE)
+		mode = SSL_VERIFY_NONE;
+	SSL_CTX_set_verify(sctx, mode, NULL);
+	if (o->ca_file == NULL)
+		return 0;
+	if (SSL_CTX_load_verify_locations(sctx, o->ca_file, NULL) != 1)
+		return fail("CA bundle", o->ca_file);
+	/* Tell clients which CAs we accept, so they pick the right cert. */
+	if ((names = SSL_load_client_CA_file(o->ca_file)) != NULL)
+		SSL_CTX_set_client_CA_list(sctx, names);
+	ERR_clear_error();
+	return 0;
+}
+
+static void
+set_sessions(SSL_CTX *sctx, const weft_tls_opts *o)
+{
+	if (o->no_resumption) {
+		SSL_CTX_set_options(sctx, SSL_OP_NO_TICKET);
+		SSL_CTX_set_num_tickets(sctx, 0);
+		SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_OFF);
+		return;
+	}
+	/* Required for resumption once clients are verified. */
+	SSL_CTX_set_session_id_context(
+	    sctx, (const unsigned char *)SESSION_ID_CONTEXT,
+	    sizeof(SESSION_ID_CONTEXT) - 1);
+	/* Stateless tickets, one per connection; clients keep the last one
+	 * per server name (on_new_session). */
+	SSL_CTX_set_num_tickets(sctx, 1);
+	SSL_CTX_set_timeout(sctx, o->session_lifetime_s ? o->session_lifetime_s
+	                                                : DEFAULT_LIFETIME_S);
+	SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_BOTH |
+	                                         SSL_SESS_CACHE_NO_INTERNAL);
+	SSL_CTX_sess_set_new_cb(sctx, on_new_session);
+}
+
+static int
+attach_generation(SSL_CTX *sctx, struct weft__tls_shared *shared)
+{
+	struct generation *gen = calloc(1, sizeof(*gen));
+
+	if (gen == NULL)
+		return WEFT_ENOMEM;
+	pthread_mutex_init(&gen->lock, NULL);
+	shared_ref(shared);
+	gen->shared = shared;
+	if (SSL_CTX_set_ex_data(sctx, generation_index, gen) != 1) {
+		ERR_clear_error();
+		generation_free(gen);
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+/* load builds an SSL_CTX from o. Returns 0 or a WEFT_E code (logged). */
+static int
+load(const weft_tls_opts *o, struct weft__tls_shared *shared, SSL_CTX **out)
+{
+	SSL_CTX *sctx;
+	int rv;
+
+	if ((sctx = SSL_CTX_new(TLS_method())) == NULL) {
+		fail("cannot make a context:", NULL);
+		return WEFT_ENOMEM;
+	}
+	/* From here on, SSL_CTX_free also frees the generation. */
+	if ((rv = attach_generation(sctx, shared)) != 0 ||
+	    (rv = set_protocol(sctx, o)) != 0 ||
+	    (rv = set_identity(sctx, o)) != 0 ||
+	    (rv = set_verify(sctx, o)) != 0) {
+		SSL_CTX_free(sctx);
+		return rv;
+	}
+	set_sessions(sctx, o);
+	*out = sctx;
+	return 0;
+}
+
+/* ---- Contexts ------------------------------------------------------------ */
+
+static int
+check_opts(const weft_tls_opts *o)
+{
+	if (o == NULL || (o->cert_file == NULL) != (o->key_file == NULL) ||
+	    (o->ca_file == NULL && o->verify != WEFT_TLS_VERIFY_NONE) ||
+	    o->verify > WEFT_TLS_VERIFY_NONE ||
+	    o->read_buffer_bytes > MAX_READ_BUFFER)
+		return WEFT_EINVAL;
+	if (o->min_version != 0 && o->min_version != WEFT_TLS_VERSION_1_2 &&
+	    o->min_version != WEFT_TLS_VERSION_1_3)
+		return WEFT_EINVAL;
+	return 0;
+}
+
+static void
+free_opts(weft_tls_opts *o)
+{
+	free((char *)o->cert_file);
+	free((char *)o->key_file);
+	free((char *)o->ca_file);
+	free((char *)o->ciphers);
+	free((char *)o->ciphersuites);
+}
+
+static int
+dup_str(const char **dst, const char *src)
+{
+	*dst = NULL;
+	if (src != NULL && (*dst = strdup(src)) == NULL)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
+static int
+copy_opts(weft_tls_opts *dst, const weft_tls_opts *src)
+{
+	*dst = *src;
+	if (dup_str(&dst->cert_file, src->cert_file) != 0 ||
+	    dup_str(&dst->key_file, src->key_file) != 0 ||
+	    dup_str(&dst->ca_file, src->ca_file) != 0 ||
+	    dup_str(&dst->ciphers, src->ciphers) != 0 ||
+	    dup_str(&dst->ciphersuites, src->ciphersuites) != 0) {
+		free_opts(dst);
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
+int
+weft_tls_ctx_new(const weft_tls_opts *opts, weft_tls_ctx **out)
+{
+	weft_tls_ctx *ctx;
+	int rv;
+
+	if ((rv = check_opts(opts)) != 0 || (rv = weft_init()) != 0)
+		return rv;
+	pthread_once(&generation_once, make_generation_index);
+	if (generation_index < 0)
+		return WEFT_ENOMEM;
+	if ((ctx = calloc(1, sizeof(*ctx))) == NULL)
+		return WEFT_ENOMEM;
+	if ((rv = copy_opts(&ctx->opts, opts)) != 0)
+		goto err_free_ctx;
+	rv = WEFT_ENOMEM;
+	if ((ctx->shared = shared_new()) == NULL)
+		goto err_free_opts;
+	if ((rv = load(&ctx->opts, ctx->shared, &ctx->current)) != 0)
+		goto err_unref_shared;
+	pthread_mutex_init(&ctx->lock, NULL);
+	atomic_init(&ctx->refs, 1);
+	*out = ctx;
+	return 0;
+
+err_unref_shared:
+	weft__tls_shared_unref(ctx->shared);
+err_free_opts:
+	free_opts(&ctx->opts);
+err_free_ctx:
+	free(ctx);
+	return rv;
+}
+
+void
+weft_tls_ctx_ref(weft_tls_ctx *ctx)
+{
+	atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+}
+
+void
+weft_tls_ctx_unref(weft_tls_ctx *ctx)
+{
+	if (ctx == NULL ||
+	    atomic_fetch_sub_explicit(&ctx->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	SSL_CTX_free(ctx->current);
+	weft__tls_shared_unref(ctx->shared);
+	free_opts(&ctx->opts);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+}
+
+int
+weft_tls_ctx_reload(weft_tls_ctx *ctx)
+{
+	SSL_CTX *fresh, *old;
+	int rv;
+
+	if ((rv = load(&ctx->opts, ctx->shared, &fresh)) != 0) {
+		count(&ctx->shared->reload_failures);
+		weft_warn("TLS reload failed (%s): keeping the certificates "
+		          "loaded before",
+		          weft_strerror(rv));
+		return rv;
+	}
+	pthread_mutex_lock(&ctx->lock);
+	old = ctx->current;
+	ctx->current = fresh;
+	pthread_mutex_unlock(&ctx->lock);
+	SSL_CTX_free(old); /* open connections hold their own references */
+	count(&ctx->shared->reloads);
+	weft_info("TLS reload: new connections use %s",
+	          ctx->opts.cert_file ? ctx->opts.cert_file : "no certificate");
+	return 0;
+}
+
+void
+weft_tls_ctx_get_stats(const weft_tls_ctx *ctx, weft_tls_stats *out)
+{
+	struct weft__tls_shared *s = ctx->shared;
+
+	out->handshakes_started = atomic_load(&s->handshakes_started);
+	out->handshakes_completed = atomic_load(&s->handshakes_completed);
+	out->handshakes_resumed = atomic_load(&s->handshakes_resumed);
+	out->plaintext_accepted = atomic_load(&s->plaintext_accepted);
+	out->reloads = atomic_load(&s->reloads);
+	out->reload_failures = atomic_load(&s->reload_failures);
+}
+
+void
+weft__tls_count_plaintext(weft_tls_ctx *tls)
+{
+	count(&tls->shared->plaintext_accepted);
+}
+
+int
+weft_tls_version_parse(const char *text, int *out)
+{
+	if (text != NULL && strcmp(text, "1.2") == 0)
+		*out = WEFT_TLS_VERSION_1_2;
+	else if (text != NULL && strcmp(text, "1.3") == 0)
+		*out = WEFT_TLS_VERSION_1_3;
+	else
+		return WEFT_EINVAL;
+	return 0;
+}
+
+/* ---- Connections ----------------------------------------------------------
+ */
+
+static bool
+is_ip_literal(const char *name)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, name, buf) == 1 ||
+	       inet_pton(AF_INET6, name, buf) == 1;
+}
+
+/* client_setup names the server we expect and offers a cached session. */
+static int
+client_setup(SSL *ssl, const char *name)
+{
+	struct generation *gen;
+	SSL_SESSION *sess;
+
+	if (name == NULL || name[0] == '\0')
+		return 0;
+	if (is_ip_literal(name)) {
+		/* No SNI for addresses; the certificate must carry it. */
+		if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name) !=
+		    1)
+			goto err_name;
+		return 0;
+	}
+	if (SSL_set_tlsext_host_name(ssl, name) != 1 ||
+	    SSL_set1_host(ssl, name) != 1)
+		goto err_name;
+	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if ((gen = generation_of(ssl)) != NULL &&
+	    (sess = session_find(gen, name)) != NULL) {
+		SSL_set_session(ssl, sess);
+		SSL_SESSION_free(sess);
+	}
+	return 0;
+
+err_name:
+	fail("bad server name", name);
+	return WEFT_EINVAL;
+}
+
+int
+weft__tls_ssl_new(weft_tls_ctx *tls, bool server, const char *server_name,
+                  SSL **out)
+{
+	SSL_CTX *sctx;
+	SSL *ssl;
+	int rv;
+
+	if (server && tls->opts.cert_file == NULL) {
+		weft_warn("TLS: a context without a certificate cannot accept");
+		return WEFT_EINVAL;
+	}
+	pthread_mutex_lock(&tls->lock);
+	sctx = tls->current;
+	SSL_CTX_up_ref(sctx);
+	pthread_mutex_unlock(&tls->lock);
+	ssl = SSL_new(sctx);
+	SSL_CTX_free(sctx); /* the SSL holds its own reference */
+	if (ssl == NULL) {
+		ERR_clear_error();
+		return WEFT_ENOMEM;
+	}
+	if (!server && (rv = client_setup(ssl, server_name)) != 0) {
+		SSL_free(ssl);
+		return rv;
+	}
+	*out = ssl;
+	return 0;
+}

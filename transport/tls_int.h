@@ -1,0 +1,69 @@
+/*
+ * tls_int.h: what the TLS files of the transport share (tls.c: contexts;
+ * tls_bev.c: bufferevents and sniffing; tls_channel.c: the channel
+ * handler and peer identity). Private to the transport module.
+ */
+#ifndef WEFT_TLS_INT_H
+#define WEFT_TLS_INT_H
+
+#include <stdatomic.h>
+
+#include <openssl/ssl.h>
+#include <weft/tls.h>
+
+#include "transport_int.h"
+
+/* Counters shared by a context and every SSL_CTX it ever loaded. */
+struct weft__tls_shared {
+	atomic_int refs;
+	atomic_uint_fast64_t handshakes_started;
+	atomic_uint_fast64_t handshakes_completed;
+	atomic_uint_fast64_t handshakes_resumed;
+	atomic_uint_fast64_t plaintext_accepted;
+	atomic_uint_fast64_t reloads;
+	atomic_uint_fast64_t reload_failures;
+};
+
+/* weft__tls_shared_unref drops a reference to the counters. */
+void weft__tls_shared_unref(struct weft__tls_shared *shared);
+
+/*
+ * weft__tls_ssl_new makes a connection's SSL from the context's current
+ * SSL_CTX (the SSL holds its own reference, so a reload leaves it alone).
+ * For a client (server == false), server_name (may be NULL) is sent as SNI,
+ * the server's certificate must name it, and it keys the session cache.
+ * Returns 0 and *out, WEFT_EINVAL (a server without a certificate) or
+ * WEFT_ENOMEM; failures are logged. Any thread.
+ */
+int weft__tls_ssl_new(weft_tls_ctx *tls, bool server, const char *server_name,
+                      SSL **out);
+
+/* weft__tls_count_plaintext counts a plaintext client let in by optional
+ * mode. Any thread. */
+void weft__tls_count_plaintext(weft_tls_ctx *tls);
+
+/*
+ * weft__tls_errors pops OpenSSL's error queue of this thread into buf as
+ * "reason; reason" (ERR_error_string_n), leaving the queue empty. Writes
+ * "no detail" when it was empty. Returns buf.
+ */
+const char *weft__tls_errors(char *buf, size_t len);
+
+/*
+ * weft__tls_channel_install puts the "weft.tls" handler first in a channel
+ * whose bufferevent is an OpenSSL one (it does nothing for others): each
+ * read event then takes up to max_read_bytes (0: the default) of plaintext,
+ * an OpenSSL error is logged with its reason and reaches the pipeline as
+ * WEFT_ETLS, and a graceful close sends close_notify. The transport calls
+ * it once the channel exists, before the channel is active. Returns 0 or
+ * WEFT_ENOMEM. Loop thread.
+ */
+int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
+
+/* weft__tls_bev_new makes a bufferevent_openssl over fd (taken; closed on
+ * failure) in accepting (server) or connecting state. */
+int weft__tls_bev_new(weft_tls_ctx *tls, struct event_base *base,
+                      evutil_socket_t fd, bool server, const char *server_name,
+                      struct bufferevent **out);
+
+#endif
