@@ -246,7 +246,7 @@ weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes)
 	struct tls_state *st;
 	int rv;
 
-	if (channel_ssl(ch) == NULL)
+	if (channel_ssl(ch) == NULL || weft_pipeline_get(ch, "weft.tls"))
 		return 0;
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return WEFT_ENOMEM;

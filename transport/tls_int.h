@@ -55,8 +55,8 @@ const char *weft__tls_errors(char *buf, size_t len);
  * read event then takes up to max_read_bytes (0: the default) of plaintext,
  * an OpenSSL error is logged with its reason and reaches the pipeline as
  * WEFT_ETLS, and a graceful close sends close_notify. The transport calls
- * it once the channel exists, before the channel is active. Returns 0 or
- * WEFT_ENOMEM. Loop thread.
+ * it once the channel exists, before the channel is active; a second call
+ * does nothing. Returns 0 or WEFT_ENOMEM. Loop thread.
  */
 int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
 
