@@ -810,47 +810,108 @@ handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
 	       weft_channel_is_open(c->ch);
 }
 
+/*
+ * Checks the length field of the frame at p; returns the frame's total
+ * size, or 0 after closing the connection.
+ */
+static size_t
+frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
+{
+	uint32_t max = c->state == WEFT__MSVC_UP
+			       ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
+			       : WEFT__MSVC_HELLO_MAX;
+
+	*len = be32(p);
+	if (*len > max || *len == 0 ||
+	    (c->state == WEFT__MSVC_UP && *len < MIN_ENVELOPE)) {
+		if (c->state == WEFT__MSVC_UP)
+			weft__msvc_count(&c->svc->st.oversized_frames, 1);
+		else
+			weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		conn_reject(c, *len > max ? "frame too large"
+					  : "frame too short");
+		return 0;
+	}
+	return 4 + (size_t)*len + (c->crc ? 4 : 0);
+}
+
+/* Handles every whole frame inside the contiguous bytes p[0..n); returns
+ * how many bytes they took, and false in *go when reading must stop. */
+static size_t
+frames_in_place(struct weft__msvc_conn *c, const uint8_t *p, size_t n,
+		bool *go)
+{
+	size_t used = 0, total;
+	uint32_t len;
+
+	*go = true;
+	while (n - used >= 4) {
+		if ((total = frame_size(c, p + used, &len)) == 0) {
+			*go = false;
+			break;
+		}
+		if (n - used < total)
+			break;
+		if (c->state == WEFT__MSVC_UP && should_pause(c)) {
+			*go = false;
+			break;
+		}
+		if (!handle_frame(c, p + used, len, total)) {
+			*go = false;
+			break;
+		}
+		used += total;
+	}
+	return used;
+}
+
+/* A frame that spans chains: made contiguous first. Returns false when
+ * reading must stop (incomplete frame, pause, close). */
+static bool
+frame_across_chains(struct weft__msvc_conn *c, struct evbuffer *in)
+{
+	uint8_t hdr[4];
+	size_t total;
+	uint32_t len;
+	const uint8_t *p;
+
+	if (evbuffer_copyout(in, hdr, 4) != 4)
+		return false;
+	if ((total = frame_size(c, hdr, &len)) == 0 ||
+	    evbuffer_get_length(in) < total)
+		return false;
+	if (c->state == WEFT__MSVC_UP && should_pause(c))
+		return false;
+	if ((p = evbuffer_pullup(in, (ssize_t)total)) == NULL) {
+		conn_reject(c, "out of memory");
+		return false;
+	}
+	if (!handle_frame(c, p, len, total))
+		return false;
+	evbuffer_drain(in, total);
+	return true;
+}
+
 static void
 process_frames(struct weft__msvc_conn *c, struct evbuffer *in)
 {
-	uint8_t hdr[4];
-	uint32_t len, max;
-	size_t avail, total;
-	const uint8_t *p;
+	struct evbuffer_iovec v;
+	size_t used;
+	bool go = true;
 
-	while (!c->paused && c->state != WEFT__MSVC_CLOSED &&
-	       (avail = evbuffer_get_length(in)) >= 4) {
-		evbuffer_copyout(in, hdr, 4);
-		len = be32(hdr);
-		max = c->state == WEFT__MSVC_UP
-			      ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
-			      : WEFT__MSVC_HELLO_MAX;
-		if (len > max || len == 0 ||
-		    (c->state == WEFT__MSVC_UP && len < MIN_ENVELOPE)) {
-			if (c->state == WEFT__MSVC_UP)
-				weft__msvc_count(&c->svc->st.oversized_frames,
-						 1);
-			else
-				weft__msvc_count(
-					&c->svc->st.handshakes_refused, 1);
-			conn_reject(c, len > max ? "frame too large"
-						 : "frame too short");
-			return;
-		}
-		total = 4 + (size_t)len + (c->crc ? 4 : 0);
-		if (avail < total)
-			return;
-		if (c->state == WEFT__MSVC_UP && c->ml != NULL &&
-		    should_pause(c))
-			return;
-		if ((p = evbuffer_pullup(in, (ssize_t)total)) == NULL) {
-			conn_reject(c, "out of memory");
-			return;
-		}
-		if (!handle_frame(c, p, len, total))
-			return;
-		evbuffer_drain(in, total);
+	weft__msvc_batch_begin(c->ml);
+	while (go && !c->paused && c->state != WEFT__MSVC_CLOSED &&
+	       evbuffer_get_length(in) >= 4) {
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+			break;
+		/* Frames wholly inside the first chain are read in place. */
+		used = frames_in_place(c, v.iov_base, v.iov_len, &go);
+		if (used > 0)
+			evbuffer_drain(in, used);
+		else if (go)
+			go = frame_across_chains(c, in);
 	}
+	weft__msvc_batch_end(c->ml);
 }
 
 /* Drives a connection that was paused and is reading again. */

@@ -90,7 +90,9 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	out.verb = msg->verb;
 	out.flags = WEFT__MSVC_F_RESPONSE | flags;
 	out.key = msg->conn_index;
-	out.created_ms = weft_wall_ms();
+	out.created_ms = msg->ml != NULL && weft_loop_in_thread(msg->ml->loop)
+				 ? weft__msvc_wall_ms(msg->ml)
+				 : weft_wall_ms();
 	out.expires_ms = msg->expires_ms;
 	out.cls = msg->verb == WEFT__MSVC_VERB_HEARTBEAT
 			  ? WEFT_MSVC_URGENT
@@ -222,7 +224,11 @@ after_handler(weft_msvc_msg *msg)
 static bool
 is_expired(const weft_msvc_msg *msg)
 {
-	return msg->expires_ms != 0 && msg->expires_ms <= weft_wall_ms();
+	if (msg->expires_ms == 0)
+		return false;
+	if (!msg->heap)
+		return msg->expires_ms <= weft__msvc_wall_ms(msg->ml);
+	return msg->expires_ms <= weft_wall_ms();
 }
 
 /* ---- The worker pool --------------------------------------------------- */
@@ -350,6 +356,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	char text[64];
 	weft_msvc_msg msg = {
 		.svc = svc,
+		.ml = c->ml,
 		.peer = c->peer,
 		.id = env->id,
 		.created_ms = env->created_ms,

@@ -248,6 +248,9 @@ struct weft__msvc_loop {
 	uint32_t connects_in_progress;
 	bool init_failed;
 	_Atomic uint64_t wakeups; /* the loop's, cached on its thread */
+	/* The clock read once per batch (a read event, a queue drain). */
+	uint32_t batch_depth;
+	uint64_t now_ns, now_ms;
 };
 
 /* Per-peer counters. */
@@ -323,6 +326,7 @@ struct weft_msvc_msg {
 	weft_msvc *svc;
 	weft_msvc_peer *peer;    /* member or client peer */
 	struct weft_msvc_msg *next; /* worker queue */
+	struct weft__msvc_loop *ml; /* the loop that read it */
 	uint64_t id;
 	uint64_t created_ms, expires_ms;
 	uint32_t verb;
@@ -444,6 +448,36 @@ int weft__msvc_wire_to_error_status(int code);
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);
 void weft__msvc_cache_wakeups(struct weft__msvc_loop *ml);
+
+/* A batch of work on ml's loop: the clock is read once for all of it. */
+static inline void
+weft__msvc_batch_begin(struct weft__msvc_loop *ml)
+{
+	if (ml->batch_depth++ == 0) {
+		ml->now_ns = weft_now_ns();
+		ml->now_ms = weft_wall_ms();
+	}
+}
+
+static inline void
+weft__msvc_batch_end(struct weft__msvc_loop *ml)
+{
+	ml->batch_depth--;
+}
+
+/* Wall-clock and monotonic time on ml's thread: the batch's if inside
+ * one. */
+static inline uint64_t
+weft__msvc_wall_ms(const struct weft__msvc_loop *ml)
+{
+	return ml->batch_depth ? ml->now_ms : weft_wall_ms();
+}
+
+static inline uint64_t
+weft__msvc_now_ns(const struct weft__msvc_loop *ml)
+{
+	return ml->batch_depth ? ml->now_ns : weft_now_ns();
+}
 
 static inline uint64_t
 weft__msvc_relaxed(_Atomic uint64_t *a)

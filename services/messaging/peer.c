@@ -243,11 +243,14 @@ weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
 {
 	weft_msvc_peer *peer = arg;
 	weft_msvc *svc = peer->svc;
+	struct weft__msvc_loop *ml = peer->home;
 	struct weft__msvc_out *out, *next, *fifo = NULL;
-	uint64_t now = weft_wall_ms(), n = 0;
+	uint64_t now, n = 0;
 	int rv;
 
 	(void)loop;
+	weft__msvc_batch_begin(ml);
+	now = ml->now_ms;
 	out = atomic_exchange_explicit(&peer->queue, NULL,
 				       memory_order_acquire);
 	for (; out != NULL; out = next) {
@@ -269,8 +272,9 @@ weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
 		if (peer->is_client)
 			weft__msvc_peer_unref(peer);
 	}
-	weft__msvc_count1(&peer->home->rs.drain_batches, 1);
-	weft__msvc_count1(&peer->home->rs.handoffs, n);
+	weft__msvc_count1(&ml->rs.drain_batches, 1);
+	weft__msvc_count1(&ml->rs.handoffs, n);
+	weft__msvc_batch_end(ml);
 }
 
 /*

@@ -126,7 +126,7 @@ weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
 {
 	struct weft__msvc_slot *s = &ml->slots[i];
 
-	s->start_ns = weft_now_ns();
+	s->start_ns = weft__msvc_now_ns(ml);
 	s->deadline_ns = s->start_ns + timeout_ms * 1000000;
 	wheel_insert(ml, i);
 }
@@ -204,7 +204,7 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 		s->out = NULL;
 	}
 	if (status == 0 && !s->internal) {
-		took = weft_now_ns() - s->start_ns;
+		took = weft__msvc_now_ns(ml) - s->start_ns;
 		weft_histogram_record(peer->lat, took);
 	}
 	s->live = false;
@@ -238,6 +238,7 @@ on_tick(weft_timer *t, void *arg)
 	uint64_t now = weft_now_ns(), target = now_tick();
 	uint32_t i, next, b, steps = 0;
 
+	weft__msvc_batch_begin(ml);
 	while (ml->wheel_tick < target && steps++ < WEFT__MSVC_WHEEL_SIZE) {
 		ml->wheel_tick++;
 		b = (uint32_t)(ml->wheel_tick & (WEFT__MSVC_WHEEL_SIZE - 1));
@@ -253,6 +254,7 @@ on_tick(weft_timer *t, void *arg)
 	ml->wheel_tick = target;
 	if (ml->wheel_count == 0)
 		weft_timer_stop(t);
+	weft__msvc_batch_end(ml);
 }
 
 /* A response arrived: complete the matching slot, or count it late. */

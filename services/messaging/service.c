@@ -538,7 +538,9 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	out->verb = verb;
 	out->flags = request ? WEFT__MSVC_F_REQUEST : WEFT__MSVC_F_ONEWAY;
 	out->key = opts != NULL ? opts->key : 0;
-	out->created_ms = weft_wall_ms();
+	out->created_ms = weft_loop_in_thread(peer->home->loop)
+				  ? weft__msvc_wall_ms(peer->home)
+				  : weft_wall_ms();
 	out->expires_ms = timeout ? out->created_ms + timeout : 0;
 	if (opts != NULL && opts->deadline_ms != 0 &&
 	    (out->expires_ms == 0 || opts->deadline_ms < out->expires_ms))
