@@ -313,6 +313,7 @@ main(int argc, char **argv)
 	if (bench.conns == 0 || bench.conns > 64 || bench.depth == 0)
 		return 2;
 	weft_log_set_level(WEFT_LOG_WARN);
+	signal(SIGPIPE, SIG_IGN);
 	if (pipe(pipefd) != 0 || (child = fork()) < 0)
 		return 1;
 	if (child == 0) {
