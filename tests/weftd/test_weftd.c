@@ -212,8 +212,10 @@ node_start(struct fixture *f, int i)
 	struct proc *p = &f->p[i];
 	unsigned port, mport;
 	char line[256];
+	char path[sizeof(p->err_path)];
 
-	snprintf(p->err_path, sizeof(p->err_path), "%s/%s.err", f->dir, ids[i]);
+	snprintf(path, sizeof(path), "%s/%s.err", f->dir, ids[i]);
+	memcpy(p->err_path, path, sizeof(path));
 	p->pid = spawn(argv, p->err_path, &p->out_fd);
 	assert_true(read_line(p->out_fd, line, sizeof(line), READY_MS) > 0);
 	assert_int_equal(sscanf(line,
