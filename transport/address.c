@@ -197,7 +197,7 @@ weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
                    size_t *n)
 {
 	struct addrinfo hints, *res = NULL;
-	char port[8];
+	char port[8], eb[128];
 	int rc, rv;
 
 	if (addr->family != AF_UNSPEC) {
@@ -215,7 +215,7 @@ weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
 	rc = getaddrinfo(addr->host, port, &hints, &res);
 	if (rc != 0) {
 		weft_warn("resolve %s: %s", addr->host,
-		          rc == EAI_SYSTEM ? strerror(errno)
+		          rc == EAI_SYSTEM ? weft__errstr(errno, eb, sizeof(eb))
 		                           : gai_strerror(rc));
 		return rc == EAI_MEMORY ? WEFT_ENOMEM : WEFT_EADDR;
 	}
@@ -285,6 +285,7 @@ weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
 int
 weft__sock_error(int errnum, const char *what, const char *address)
 {
+	char eb[128];
 	int rv;
 
 	switch (errnum) {
@@ -319,15 +320,25 @@ weft__sock_error(int errnum, const char *what, const char *address)
 			rv = WEFT_EIO;
 		break;
 	}
-	weft_warn("%s %s: %s", what, address ? address : "", strerror(errnum));
+	weft_warn("%s %s: %s", what, address ? address : "",
+	          weft__errstr(errnum, eb, sizeof(eb)));
 	return rv;
 }
 
 void
 weft__sock_nodelay(evutil_socket_t fd)
 {
+	char eb[128];
 	int one = 1;
 
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
-		weft_warn("setsockopt TCP_NODELAY: %s", strerror(errno));
+		weft_warn("setsockopt TCP_NODELAY: %s",
+		          weft__errstr(errno, eb, sizeof(eb)));
+}
+
+const char *
+weft__errstr(int errnum, char *buf, size_t size)
+{
+	/* The GNU strerror_r: returns the text, in buf or a constant. */
+	return strerror_r(errnum, buf, size);
 }

@@ -121,7 +121,7 @@ make_channel(weft_connect_req *req, struct bufferevent *bev)
 	weft_channel_set_peer(ch, req->peer);
 	if ((req->opts.init != NULL &&
 	     (rv = req->opts.init(ch, req->opts.init_arg)) != 0) ||
-	    (rv = weft__sock_read_install(
+	    (rv = weft__channel_install_readers(
 	         ch, req->opts.channel.max_read_bytes)) != 0) {
 		weft_warn("connect %s: setting up the channel failed: %s",
 		          req->peer, weft_strerror(rv));

@@ -40,9 +40,13 @@ log_openssl_errors(struct bufferevent *bev, const char *what, const char *peer)
 	int n = 0;
 
 	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		n++;
+		/* libevent also queues SSL_get_error()'s code (library 0):
+		 * no news beside OpenSSL's own reasons. */
+		if (ERR_GET_LIB(e) == 0)
+			continue;
 		ERR_error_string_n(e, detail, sizeof(detail));
 		weft_warn("%s %s: %s", what, peer ? peer : "", detail);
-		n++;
 	}
 	return n;
 }

@@ -128,7 +128,7 @@ make_channel(handoff *h, struct bufferevent *bev)
 	/* The handler holds the hand-over's reference from here on. */
 	free(h);
 	if ((rv = srv->opts.init(ch, srv->opts.init_arg)) != 0 ||
-	    (rv = weft__sock_read_install(
+	    (rv = weft__channel_install_readers(
 	         ch, srv->opts.channel.max_read_bytes)) != 0) {
 		weft_warn("server %s: setting up %s failed: %s", srv->address,
 		          weft_channel_peer(ch), weft_strerror(rv));
@@ -277,12 +277,14 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	weft_server *srv = arg;
 	int err = EVUTIL_SOCKET_ERROR();
 	struct timeval scratch;
+	char eb[128];
 
 	atomic_fetch_add_explicit(&srv->accept_errors, 1, memory_order_relaxed);
 	/* EMFILE and friends leave the connection queued, so the listener
 	 * would fire again at once: pause instead of spinning. */
 	weft_warn("server %s: accept: %s; pausing accepts for %d ms",
-	          srv->address, strerror(err), ACCEPT_RETRY_MS);
+	          srv->address, weft__errstr(err, eb, sizeof(eb)),
+	          ACCEPT_RETRY_MS);
 	evconnlistener_disable(lev);
 	event_add(srv->retry, weft_loop_timeval(srv->accept_loop,
 	                                        ACCEPT_RETRY_MS, &scratch));
@@ -305,6 +307,7 @@ static void
 remove_unix_file(weft_server *srv)
 {
 	struct stat st;
+	char eb[128];
 
 	/* Only our own file: another server may have replaced it. */
 	if (srv->unix_path[0] == '\0' || lstat(srv->unix_path, &st) != 0 ||
@@ -312,7 +315,7 @@ remove_unix_file(weft_server *srv)
 		return;
 	if (unlink(srv->unix_path) != 0)
 		weft_warn("server %s: unlink: %s", srv->address,
-		          strerror(errno));
+		          weft__errstr(errno, eb, sizeof(eb)));
 }
 
 static void
@@ -443,10 +446,12 @@ record_bound_address(weft_server *srv)
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
 	struct stat st;
+	char eb[128];
 
 	memset(&ss, 0, sizeof(ss));
 	if (getsockname(srv->fd, (struct sockaddr *)&ss, &len) != 0)
-		weft_warn("getsockname: %s", strerror(errno));
+		weft_warn("getsockname: %s",
+		          weft__errstr(errno, eb, sizeof(eb)));
 	weft__addr_format((struct sockaddr *)&ss, len, srv->address,
 	                  sizeof(srv->address));
 	if (ss.ss_family == AF_INET)

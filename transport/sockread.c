@@ -88,3 +88,13 @@ weft__sock_read_install(weft_channel *ch, size_t max_read_bytes)
 	return weft_pipeline_add_first(ch, "weft.read", &sock_read_handler,
 	                               (void *)(uintptr_t)max_read_bytes);
 }
+
+int
+weft__channel_install_readers(weft_channel *ch, size_t max_read_bytes)
+{
+	int rv;
+
+	if ((rv = weft__sock_read_install(ch, max_read_bytes)) != 0)
+		return rv;
+	return weft__tls_channel_install(ch, max_read_bytes);
+}

@@ -54,6 +54,10 @@ bool weft__addr_is_tcp(int family);
  * and logs at warn what failed: "<what> <address>: <strerror>". */
 int weft__sock_error(int errnum, const char *what, const char *address);
 
+/* weft__errstr names an errno value in buf (strerror is not thread-safe)
+ * and returns the text. */
+const char *weft__errstr(int errnum, char *buf, size_t size);
+
 /* weft__sock_nodelay sets TCP_NODELAY; failures are logged, not fatal. */
 void weft__sock_nodelay(evutil_socket_t fd);
 
@@ -156,5 +160,20 @@ int weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
 int weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
                           evutil_socket_t fd, const char *server_name,
                           struct bufferevent **out);
+
+/*
+ * weft__tls_channel_install puts the "weft.tls" handler first in a channel
+ * over a bufferevent_openssl (nothing for other channels): big reads,
+ * OpenSSL errors as WEFT_ETLS, close_notify on a graceful close. The
+ * transport calls it once the channel exists, before it is active.
+ * Returns 0 or WEFT_ENOMEM. Loop thread. (tls_channel.c; also declared in
+ * tls_int.h.)
+ */
+int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
+
+/* weft__channel_install_readers installs weft.read or weft.tls, whichever
+ * fits the channel's bufferevent. Returns 0 or WEFT_ENOMEM. Loop thread.
+ * (sockread.c) */
+int weft__channel_install_readers(weft_channel *ch, size_t max_read_bytes);
 
 #endif
