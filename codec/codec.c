@@ -187,16 +187,14 @@ weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt, ...)
 }
 
 void
-weft__codec_deliver(weft__codec *c, weft_ctx *ctx)
+weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len)
 {
-	size_t len = evbuffer_get_length(c->msg);
-
 	c->stats.msgs_in++;
 	c->stats.bytes_in += len;
 	weft_ctx_fire_read(ctx, &weft_msg_evbuffer, c->msg);
-	/* Whatever the receiver left is dropped (weft_msg_type's rule). */
-	if (evbuffer_get_length(c->msg) > 0)
-		evbuffer_drain(c->msg, evbuffer_get_length(c->msg));
+	/* Whatever the receiver left is dropped (weft_msg_type's rule);
+	 * draining more than is left drains all. */
+	evbuffer_drain(c->msg, len);
 }
 
 void

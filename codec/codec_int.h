@@ -80,9 +80,9 @@ void weft__codec_publish(weft__codec *c);
 void weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
                       ...) WEFT_PRINTF(4, 5);
 
-/* weft__codec_deliver fires read with c->msg, counts it, and empties
- * c->msg afterwards. */
-void weft__codec_deliver(weft__codec *c, weft_ctx *ctx);
+/* weft__codec_deliver fires read with c->msg, which holds len bytes,
+ * counts it, and empties c->msg afterwards. */
+void weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len);
 
 /*
  * weft__codec_out_begin returns the buffer to encode one outbound message

@@ -100,7 +100,7 @@ decode_first_chain(frame_codec *f, weft_ctx *ctx, struct evbuffer *in)
 		}
 		off += need;
 		n++;
-		weft__codec_deliver(&f->base, ctx);
+		weft__codec_deliver(&f->base, ctx, len);
 	}
 	if (off > 0)
 		evbuffer_drain(in, off);
@@ -141,7 +141,7 @@ decode_one(frame_codec *f, weft_ctx *ctx, struct evbuffer *in)
 		if (evbuffer_remove_buffer(in, f->base.msg, len) != (int)len)
 			goto err_nomem;
 	}
-	weft__codec_deliver(&f->base, ctx);
+	weft__codec_deliver(&f->base, ctx, len);
 	return 1;
 
 err_nomem:

@@ -143,7 +143,7 @@ decode_one(line_codec *l, weft_ctx *ctx, struct evbuffer *in)
 	}
 	evbuffer_drain(in, (size_t)pos - len + l->delim_len);
 	l->scanned = 0;
-	weft__codec_deliver(&l->base, ctx);
+	weft__codec_deliver(&l->base, ctx, len);
 	return 1;
 }
 

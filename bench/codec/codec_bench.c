@@ -1,0 +1,257 @@
+/*
+ * codec_bench.c: how fast the codecs go on one core.
+ *
+ *   weft-codec-bench [-s payload_bytes] [-c chain_bytes] [-k] [-t seconds]
+ *                    [-m decode|encode|crc]
+ *
+ * decode: batches of frames arrive in a channel's input in chains of
+ * chain_bytes (4096, as libevent 2.1 reads a socket), the frame codec
+ * delivers each to one handler, which looks at its first byte and length.
+ * encode: one handler writes payloads of that size through the frame codec
+ * and flushes once per batch. crc32c: weft_crc32c over 64 KiB. -k turns the
+ * CRC32C trailer on. Only the delivery is timed, not building the input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include <weft/crc32c.h>
+#include <weft/frame.h>
+
+#define BATCH_BYTES (256u << 10)
+
+struct bench {
+	size_t payload;
+	size_t chain;
+	bool crc;
+	double seconds;
+	weft_loop *loop;
+	weft_channel *ch;
+	struct bufferevent *peer;
+	uint64_t frames;
+	uint64_t bytes;
+	uint64_t checksum;
+	size_t read_completes;
+};
+
+static void
+sink_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct bench *b = weft_channel_data(weft_ctx_channel(ctx));
+	struct evbuffer_iovec v;
+	size_t len = evbuffer_get_length(msg);
+
+	(void)type;
+	if (len > 0 && evbuffer_peek(msg, 1, NULL, &v, 1) == 1)
+		b->checksum += *(unsigned char *)v.iov_base;
+	b->frames++;
+	b->bytes += len;
+}
+
+static void
+sink_read_complete(weft_ctx *ctx)
+{
+	struct bench *b = weft_channel_data(weft_ctx_channel(ctx));
+
+	b->read_completes++;
+}
+
+static const weft_handler sink = {
+    .read = sink_read,
+    .read_complete = sink_read_complete,
+};
+
+static void
+setup(struct bench *b)
+{
+	weft_frame_codec_opts o = {.crc32c = b->crc};
+	struct bufferevent *pair[2];
+
+	if (weft_loop_new(&b->loop) != 0 ||
+	    bufferevent_pair_new(weft_loop_base(b->loop), BEV_OPT_CLOSE_ON_FREE,
+	                         pair) != 0 ||
+	    weft_channel_new(b->loop, pair[0], NULL, &b->ch) != 0 ||
+	    weft_frame_codec_add(b->ch, "frame", &o) != 0 ||
+	    weft_pipeline_add_last(b->ch, "sink", &sink, NULL) != 0) {
+		fprintf(stderr, "set-up failed\n");
+		exit(1);
+	}
+	b->peer = pair[1];
+	weft_channel_set_data(b->ch, b);
+	bufferevent_enable(b->peer, EV_READ | EV_WRITE);
+	weft_channel_activate(b->ch);
+}
+
+/* The bytes of one batch of whole frames. */
+static unsigned char *
+make_frames(struct bench *b, size_t *len)
+{
+	struct evbuffer *frames = evbuffer_new(), *one = evbuffer_new();
+	weft_frame_codec_opts o = {.crc32c = b->crc};
+	unsigned char *payload = malloc(b->payload + 1), *bytes;
+
+	memset(payload, 0x5a, b->payload + 1);
+	do {
+		evbuffer_add(one, payload, b->payload);
+		weft_frame_encode(frames, one, &o);
+	} while (evbuffer_get_length(frames) < BATCH_BYTES);
+	*len = evbuffer_get_length(frames);
+	bytes = malloc(*len);
+	evbuffer_remove(frames, bytes, *len);
+	free(payload);
+	evbuffer_free(frames);
+	evbuffer_free(one);
+	return bytes;
+}
+
+/* The batch as it would come from a socket: in chains of b->chain. */
+static struct evbuffer *
+make_batch(struct bench *b, const unsigned char *bytes, size_t len)
+{
+	struct evbuffer *batch = evbuffer_new(), *chunk = evbuffer_new();
+	size_t off, n;
+
+	for (off = 0; off < len; off += n) {
+		n = len - off < b->chain ? len - off : b->chain;
+		evbuffer_add(chunk, bytes + off, n);
+		evbuffer_add_buffer(batch, chunk);
+	}
+	evbuffer_free(chunk);
+	return batch;
+}
+
+struct wait {
+	struct bench *b;
+	size_t read_completes;
+};
+
+static bool
+delivered(void *arg)
+{
+	struct wait *w = arg;
+
+	return w->b->read_completes > w->read_completes;
+}
+
+static void
+bench_decode(struct bench *b)
+{
+	uint64_t t0, spent = 0, budget = (uint64_t)(b->seconds * 1e9);
+	struct wait w = {b, 0};
+	size_t len;
+	unsigned char *bytes = make_frames(b, &len);
+
+	while (spent < budget) {
+		struct evbuffer *batch = make_batch(b, bytes, len);
+
+		w.read_completes = b->read_completes;
+		t0 = weft_now_ns();
+		bufferevent_write_buffer(b->peer, batch);
+		weft_loop_run_until(b->loop, delivered, &w, 10000);
+		spent += weft_now_ns() - t0;
+		evbuffer_free(batch);
+	}
+	free(bytes);
+	printf("decode  %7zu B %s: %6.2f M frames/s %6.2f GB/s (%.2f ns "
+	       "per frame)\n",
+	       b->payload, b->crc ? "crc" : "   ", b->frames * 1e3 / spent,
+	       (double)b->bytes / spent, (double)spent / b->frames);
+}
+
+static void
+bench_encode(struct bench *b)
+{
+	weft_ctx *end = weft_pipeline_get(b->ch, "sink");
+	struct evbuffer *p = evbuffer_new(), *in;
+	unsigned char *payload = calloc(1, b->payload + 1);
+	uint64_t t0, spent = 0, budget = (uint64_t)(b->seconds * 1e9);
+	uint64_t frames = 0;
+	size_t i, per = BATCH_BYTES / (b->payload + 8) + 1;
+
+	in = bufferevent_get_input(b->peer);
+	while (spent < budget) {
+		t0 = weft_now_ns();
+		for (i = 0; i < per; i++) {
+			evbuffer_add(p, payload, b->payload);
+			weft_ctx_write(end, &weft_msg_evbuffer, p, NULL, NULL);
+		}
+		weft_ctx_flush(end);
+		spent += weft_now_ns() - t0;
+		frames += per;
+		/* Let the pair hand the bytes over, then drop them. */
+		event_base_loop(weft_loop_base(b->loop), EVLOOP_NONBLOCK);
+		evbuffer_drain(in, evbuffer_get_length(in));
+	}
+	printf("encode  %7zu B %s: %6.2f M frames/s %6.2f GB/s\n", b->payload,
+	       b->crc ? "crc" : "   ", frames * 1e3 / spent,
+	       (double)frames * b->payload / spent);
+	evbuffer_free(p);
+	free(payload);
+}
+
+static void
+bench_crc(double seconds)
+{
+	static unsigned char buf[64 << 10];
+	uint64_t t0 = weft_now_ns(), n = 0, spent;
+	uint32_t crc = 0;
+
+	memset(buf, 0xa5, sizeof(buf));
+	do {
+		crc = weft_crc32c(crc, buf, sizeof(buf));
+		n++;
+		spent = weft_now_ns() - t0;
+	} while (spent < (uint64_t)(seconds * 1e9));
+	printf("crc32c  64 KiB: %6.2f GB/s (%08x)\n",
+	       (double)n * sizeof(buf) / spent, crc);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct bench b = {.payload = 64, .chain = 4096, .seconds = 1.0};
+	const char *only = "";
+	int c;
+
+	while ((c = getopt(argc, argv, "s:c:kt:m:")) != -1) {
+		switch (c) {
+		case 'm':
+			only = optarg;
+			break;
+		case 's':
+			b.payload = strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			b.chain = strtoul(optarg, NULL, 0);
+			break;
+		case 'k':
+			b.crc = true;
+			break;
+		case 't':
+			b.seconds = strtod(optarg, NULL);
+			break;
+		default:
+			fprintf(stderr,
+			        "usage: %s [-s payload] [-c chain] "
+			        "[-k] [-t seconds] [-m decode|encode|crc]\n",
+			        argv[0]);
+			return 2;
+		}
+	}
+	if (b.chain == 0 || b.payload > WEFT_FRAME_DEFAULT_MAX)
+		return 2;
+	setup(&b);
+	if (*only == '\0' || strcmp(only, "decode") == 0)
+		bench_decode(&b);
+	if (*only == '\0' || strcmp(only, "encode") == 0)
+		bench_encode(&b);
+	if (*only == '\0' || strcmp(only, "crc") == 0)
+		bench_crc(b.seconds / 2);
+	weft_loop_free(b.loop);
+	return b.frames > 0 && b.checksum == 0 && b.payload > 0 ? 1 : 0;
+}
