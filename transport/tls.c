@@ -364,6 +364,44 @@ set_identity(SSL_CTX *sctx, const weft_tls_opts *o)
 	return 0;
 }
 
+/* peer_text names the other end of ssl's socket, for log lines. */
+static const char *
+peer_text(SSL *ssl, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	if (ssl == NULL ||
+	    getpeername(SSL_get_fd(ssl), (struct sockaddr *)&ss, &sl) != 0)
+		snprintf(buf, len, "?");
+	else
+		weft__addr_format((struct sockaddr *)&ss, sl, buf, len);
+	return buf;
+}
+
+/* Says why a certificate is refused: the handshake error that follows only
+ * says "certificate verify failed". */
+static int
+on_verify(int ok, X509_STORE_CTX *store)
+{
+	X509 *cert = X509_STORE_CTX_get_current_cert(store);
+	char peer[WEFT_ADDRESS_MAX], subject[256] = "?";
+	SSL *ssl;
+
+	if (ok)
+		return ok;
+	ssl = X509_STORE_CTX_get_ex_data(store,
+	                                 SSL_get_ex_data_X509_STORE_CTX_idx());
+	if (cert != NULL)
+		X509_NAME_oneline(X509_get_subject_name(cert), subject,
+		                  sizeof(subject));
+	weft_warn(
+	    "TLS %s: refusing certificate %s: %s",
+	    peer_text(ssl, peer, sizeof(peer)), subject,
+	    X509_verify_cert_error_string(X509_STORE_CTX_get_error(store)));
+	return ok;
+}
+
 static int
 set_verify(SSL_CTX *sctx, const weft_tls_opts *o)
 {
@@ -374,7 +412,8 @@ set_verify(SSL_CTX *sctx, const weft_tls_opts *o)
 		mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
 	if (o->verify == WEFT_TLS_VERIFY_NONE)
 		mode = SSL_VERIFY_NONE;
-	SSL_CTX_set_verify(sctx, mode, NULL);
+	SSL_CTX_set_verify(sctx, mode,
+	                   mode == SSL_VERIFY_NONE ? NULL : on_verify);
 	if (o->ca_file == NULL)
 		return 0;
 	if (SSL_CTX_load_verify_locations(sctx, o->ca_file, NULL) != 1)

@@ -177,6 +177,9 @@ log_bev_errors(weft_channel *ch, struct bufferevent *bev)
 	int n = 0;
 
 	while ((e = bufferevent_get_openssl_error(bev)) != 0) {
+		/* libevent 2.1 also keeps a bare code that names nothing. */
+		if (ERR_GET_LIB(e) == 0 && !ERR_SYSTEM_ERROR(e))
+			continue;
 		ERR_error_string_n(e, detail, sizeof(detail));
 		weft_warn("%s: TLS: %s", weft_channel_peer(ch), detail);
 		n++;

@@ -272,13 +272,20 @@ server_init(weft_channel *ch, void *arg)
 int
 tt_server_start(weft_loop *loop, weft_tls_ctx *tls, int mode, tt_server *s)
 {
+	return tt_server_start_timeout(loop, tls, mode, 5000, s);
+}
+
+int
+tt_server_start_timeout(weft_loop *loop, weft_tls_ctx *tls, int mode,
+                        uint64_t timeout_ms, tt_server *s)
+{
 	weft_server_opts o = {
 	    .address = "127.0.0.1:0",
 	    .init = server_init,
 	    .init_arg = s,
 	    .tls = tls,
 	    .tls_mode = mode,
-	    .handshake_timeout_ms = 5000,
+	    .handshake_timeout_ms = timeout_ms,
 	};
 	int rv;
 
@@ -471,6 +478,28 @@ tt_run_flag(weft_loop *loop, const bool *flag)
 {
 	return weft_loop_run_until(loop, flag_set, (void *)flag,
 	                           TT_DEADLINE_MS);
+}
+
+static void
+tick(weft_timer *timer, void *arg)
+{
+	(void)timer;
+	(void)arg;
+}
+
+int
+tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
+             uint64_t timeout_ms)
+{
+	weft_timer *ticker;
+	int rv;
+
+	if ((rv = weft_timer_new(loop, tick, NULL, &ticker)) != 0)
+		return rv;
+	weft_timer_start(ticker, 1, 1);
+	rv = weft_loop_run_until(loop, done, arg, timeout_ms);
+	weft_timer_free(ticker);
+	return rv;
 }
 
 struct bytes_wait {

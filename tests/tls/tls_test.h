@@ -80,6 +80,9 @@ typedef struct tt_server {
 
 /* tt_server_start listens on 127.0.0.1, port 0, on loop. */
 int tt_server_start(weft_loop *loop, weft_tls_ctx *tls, int mode, tt_server *s);
+/* tt_server_start_timeout also sets the handshake (and sniff) timeout. */
+int tt_server_start_timeout(weft_loop *loop, weft_tls_ctx *tls, int mode,
+                            uint64_t timeout_ms, tt_server *s);
 /* tt_server_stop closes the server and waits for it. */
 void tt_server_stop(weft_loop *loop, tt_server *s);
 
@@ -113,6 +116,16 @@ uint8_t tt_pattern(uint64_t i);
 
 /* tt_run runs loop until *flag or the deadline. Returns 0 or an error. */
 int tt_run_flag(weft_loop *loop, const bool *flag);
+/* tt_run_until runs loop until done(arg) or the deadline, waking up every
+ * millisecond (for conditions the loop's own events do not signal).
+ * Returns 0 or WEFT_ETIMEDOUT. */
+int tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
+                 uint64_t timeout_ms);
+/* tt_run_until runs loop until done(arg) or the deadline, waking up every
+ * millisecond (for conditions the loop's own events do not signal).
+ * Returns 0 or WEFT_ETIMEDOUT. */
+int tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
+                 uint64_t timeout_ms);
 /* tt_run_bytes runs loop until c received at least n bytes or went
  * inactive. */
 int tt_run_bytes(weft_loop *loop, tt_client *c, uint64_t n);
