@@ -72,7 +72,8 @@ typedef struct wbase_out {
 	pthread_cond_t cond;
 	struct evbuffer *queue; /* whole frames, awaiting the writer */
 	int fd;                 /* -1 until dialed */
-	bool started, stopping, failed;
+	bool started, stopping, failed, exited;
+	uint64_t retry_ms; /* a failed connection is dialed again after */
 	pthread_t thread;
 } wbase_out;
 

@@ -67,7 +67,14 @@ fail(wbase_out *o)
 {
 	pthread_mutex_lock(&o->lock);
 	o->failed = true;
+	o->retry_ms =
+	    weft_now_ns() / 1000000 + o->node->limits.reconnect_min_ms;
 	evbuffer_drain(o->queue, evbuffer_get_length(o->queue));
+	if (o->fd >= 0 && o->peer != SIZE_MAX) {
+		close(o->fd);
+		o->fd = -1;
+		atomic_fetch_sub(&o->node->connections, 1);
+	}
 	pthread_mutex_unlock(&o->lock);
 	if (o->peer != SIZE_MAX)
 		wbase__fail_peer(o->node, o->peer, WEFT_EPEERDOWN);
@@ -109,8 +116,24 @@ writer_main(void *arg)
 		fail(o);
 	if (batch != NULL)
 		evbuffer_free(batch);
+	pthread_mutex_lock(&o->lock);
+	o->exited = true;
+	pthread_mutex_unlock(&o->lock);
 	wbase__thread_exit(o->node);
 	return NULL;
+}
+
+/* redial lets a failed member connection be dialed again, by a new
+ * writer thread, once its back-off has passed. Requires the lock. */
+static bool
+redial(wbase_out *o)
+{
+	if (!o->failed || !o->exited || o->peer == SIZE_MAX ||
+	    weft_now_ns() / 1000000 < o->retry_ms)
+		return false;
+	pthread_join(o->thread, NULL);
+	o->failed = o->exited = o->started = false;
+	return true;
 }
 
 int
@@ -119,6 +142,8 @@ wbase__out_push(wbase_out *o, const uint8_t *frame, size_t len)
 	int rv = 0;
 
 	pthread_mutex_lock(&o->lock);
+	if (o->failed)
+		redial(o);
 	if (o->stopping || o->failed)
 		rv = o->stopping ? WEFT_ESHUTDOWN : WEFT_EPEERDOWN;
 	else if (evbuffer_get_length(o->queue) + len >
@@ -169,6 +194,7 @@ wbase__out_join(wbase_out *o)
 		return;
 	pthread_mutex_lock(&o->lock);
 	started = o->started;
+	o->started = false;
 	pthread_mutex_unlock(&o->lock);
 	if (started)
 		pthread_join(o->thread, NULL);

@@ -10,7 +10,7 @@
 void
 wbench_usage(FILE *out)
 {
-	fputs("usage: weft-bench throughput|latency [options]\n"
+	fputs("usage: weft-bench throughput|latency|cluster [options]\n"
 	      "  --size S        payload bytes per message (64, 1K, 64K; "
 	      "default 64)\n"
 	      "  --count N       messages (round trips) measured (1000, 10k, "
@@ -36,14 +36,33 @@ wbench_usage(FILE *out)
 	      "  --connect ADDR  run only the load half (the sender, or the "
 	      "echoer)\n"
 	      "  --peer P        process (default) or thread: where the load "
-	      "half runs\n",
+	      "half runs\n"
+	      "cluster: P node processes on loopback, each keeping K requests "
+	      "in flight\nround-robin over the others, which echo the "
+	      "payload:\n"
+	      "  --peers P[,P..] node counts to run (default 3)\n"
+	      "  --outstanding K requests in flight per node (default 64)\n"
+	      "  --io M          loop (weft's messaging service), threads "
+	      "(the thread-per-peer\n"
+	      "                  baseline) or both (default)\n"
+	      "  --warmup SEC    seconds before the window (default 1)\n"
+	      "  --duration SEC  the measured window (default 2)\n",
 	      out);
 }
 
 const char *
 wbench_workload_name(enum wbench_workload w)
 {
-	return w == WBENCH_THROUGHPUT ? "throughput" : "latency";
+	switch (w) {
+	case WBENCH_THROUGHPUT:
+		return "throughput";
+	case WBENCH_LATENCY:
+		return "latency";
+	case WBENCH_CLUSTER:
+		return "cluster";
+	default:
+		return "cluster-node";
+	}
 }
 
 const char *
@@ -71,6 +90,26 @@ wbench_opts_default(wbench_opts *o)
 	o->timeout_ms = 600000;
 	o->addr = "127.0.0.1:0";
 	o->warmup = UINT64_MAX; /* auto */
+	o->io = WBENCH_IO_BOTH;
+	o->peers = 3;
+	o->peer_list[0] = 3;
+	o->npeer_list = 1;
+	o->outstanding = 64;
+	o->warmup_s = 1;
+	o->duration_s = 2;
+}
+
+/* parse_seconds reads a duration in seconds ("2", "0.5", "2s"). */
+static int
+parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v < 0 || v > 86400 || (*end && strcmp(end, "s")))
+		return -1;
+	*out = v;
+	return 0;
 }
 
 /* parse_num reads a count with an optional suffix: k/M/G (10^3) or
@@ -133,6 +172,11 @@ static const struct option long_opts[] = {
     {"listen", required_argument, NULL, 'l'},
     {"connect", required_argument, NULL, 'c'},
     {"peer", required_argument, NULL, 'p'},
+    {"peers", required_argument, NULL, 'P'},
+    {"outstanding", required_argument, NULL, 'K'},
+    {"duration", required_argument, NULL, 'D'},
+    {"io", required_argument, NULL, 'I'},
+    {"node", required_argument, NULL, 'N'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -153,6 +197,8 @@ set_opt(wbench_opts *o, int c, const char *arg)
 		return parse_num(arg, false, &o->count) || o->count == 0 ? -1
 		                                                         : 0;
 	case 'w':
+		if (o->workload >= WBENCH_CLUSTER)
+			return parse_seconds(arg, &o->warmup_s);
 		return parse_num(arg, false, &o->warmup);
 	case 'i':
 		return parse_impl(arg, &o->impl);
@@ -185,6 +231,68 @@ set_opt(wbench_opts *o, int c, const char *arg)
 	return -1;
 }
 
+/* parse_peers reads a list of node counts: "3", "3,16,64". */
+static int
+parse_peers(const char *s, wbench_opts *o)
+{
+	char *end;
+
+	o->npeer_list = 0;
+	do {
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (end == s || v < 2 || v > 1024 || o->npeer_list >= 16)
+			return -1;
+		o->peer_list[o->npeer_list++] = (unsigned)v;
+		s = end + (*end == ',');
+	} while (*end == ',');
+	o->peers = o->peer_list[0];
+	return *end == '\0' ? 0 : -1;
+}
+
+static int
+parse_io(const char *s, enum wbench_io *io)
+{
+	if (strcmp(s, "loop") == 0)
+		*io = WBENCH_IO_LOOP;
+	else if (strcmp(s, "threads") == 0)
+		*io = WBENCH_IO_THREADS;
+	else if (strcmp(s, "both") == 0)
+		*io = WBENCH_IO_BOTH;
+	else
+		return -1;
+	return 0;
+}
+
+/* cluster_opt applies the cluster workload's options. */
+static int
+cluster_opt(wbench_opts *o, int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'P':
+		return parse_peers(arg, o);
+	case 'K':
+		if (parse_num(arg, false, &v) || v == 0 || v > 100000)
+			return -1;
+		o->outstanding = (unsigned)v;
+		return 0;
+	case 'D':
+		return parse_seconds(arg, &o->duration_s) || o->duration_s <= 0
+		           ? -1
+		           : 0;
+	case 'I':
+		return parse_io(arg, &o->io);
+	case 'N':
+		if (parse_num(arg, false, &v) || v > 1024)
+			return -1;
+		o->node_index = (unsigned)v;
+		return 0;
+	}
+	return set_opt(o, c, arg);
+}
+
 static int
 apply_opt(wbench_opts *o, int c, const char *arg)
 {
@@ -206,7 +314,7 @@ apply_opt(wbench_opts *o, int c, const char *arg)
 		o->addr = arg;
 		return 0;
 	}
-	return set_opt(o, c, arg);
+	return cluster_opt(o, c, arg);
 }
 
 /* fill_auto picks the counts left to their defaults. */
@@ -234,6 +342,10 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		o->workload = WBENCH_THROUGHPUT;
 	else if (strcmp(argv[0], "latency") == 0)
 		o->workload = WBENCH_LATENCY;
+	else if (strcmp(argv[0], "cluster") == 0)
+		o->workload = WBENCH_CLUSTER;
+	else if (strcmp(argv[0], "cluster-node") == 0)
+		o->workload = WBENCH_CLUSTER_NODE;
 	else {
 		fprintf(stderr, "weft-bench: unknown workload '%s'\n", argv[0]);
 		return -1;

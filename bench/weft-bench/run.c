@@ -235,6 +235,14 @@ wbench_run(const wbench_opts *o)
 	wbench_report rep = {.opts = o};
 	int rv = -1;
 
+	if (o->workload == WBENCH_CLUSTER) {
+		wbench_opts c = *o;
+
+		c.self_exe = c.self_exe ? c.self_exe : "/proc/self/exe";
+		return wbench_cluster_run(&c) == 0 ? 0 : 1;
+	}
+	if (o->workload == WBENCH_CLUSTER_NODE)
+		return wbench_cluster_node(o) == 0 ? 0 : 1;
 	if (o->role != WBENCH_ROLE_BOTH && o->impl == WBENCH_IMPL_BOTH) {
 		fprintf(stderr, "weft-bench: --listen and --connect need "
 		                "--impl weft or raw\n");

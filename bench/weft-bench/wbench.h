@@ -27,6 +27,15 @@
 enum wbench_workload {
 	WBENCH_THROUGHPUT,
 	WBENCH_LATENCY,
+	WBENCH_CLUSTER,      /* P node processes asking each other */
+	WBENCH_CLUSTER_NODE, /* one of them (started by cluster) */
+};
+
+/* The I/O model of a cluster node. */
+enum wbench_io {
+	WBENCH_IO_LOOP = 1,    /* weft's messaging service */
+	WBENCH_IO_THREADS = 2, /* the thread-per-peer baseline */
+	WBENCH_IO_BOTH = 3,
 };
 
 enum wbench_impl {
@@ -67,6 +76,13 @@ typedef struct wbench_opts {
 	const char *addr;    /* listen or connect address, host:port */
 	const char *json_path;
 	const char *self_exe; /* the binary the peer process runs */
+	/* cluster */
+	enum wbench_io io;
+	unsigned peers;                     /* P node processes */
+	unsigned peer_list[16], npeer_list; /* cluster: --peers 3,16 */
+	unsigned outstanding;               /* K requests in flight per node */
+	double warmup_s, duration_s;
+	unsigned node_index; /* cluster-node: which node this is */
 } wbench_opts;
 
 /* The figures of one run (or the medians of several). */
@@ -191,6 +207,28 @@ typedef struct wbench_report {
 
 void wbench_report_print(const wbench_report *rep, FILE *out);
 int wbench_report_json(const wbench_report *rep, const char *path);
+
+/* lathist.c: a compact latency histogram (about 3% buckets) that a
+ * request slot keeps for itself and a node process prints for the
+ * cluster coordinator, which merges them into a weft_histogram. */
+#define WBENCH_LAT_BUCKETS 1184
+typedef struct wbench_lat {
+	uint32_t counts[WBENCH_LAT_BUCKETS];
+	uint64_t sum_ns, n;
+} wbench_lat;
+
+void wbench_lat_record(wbench_lat *l, uint64_t ns);
+void wbench_lat_merge(wbench_lat *dst, const wbench_lat *src);
+/* wbench_lat_value is the upper edge of bucket i. */
+uint64_t wbench_lat_value(unsigned i);
+/* wbench_lat_print writes "hist i:count ..." (one line); _parse reads it
+ * into a weft_histogram. */
+void wbench_lat_print(const wbench_lat *l, FILE *out);
+int wbench_lat_parse(const char *line, struct weft_histogram *h);
+
+/* cluster.c, cnode.c */
+int wbench_cluster_run(const wbench_opts *o);
+int wbench_cluster_node(const wbench_opts *o);
 
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of

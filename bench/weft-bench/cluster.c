@@ -1,0 +1,522 @@
+/*
+ * cluster.c: the cluster workload's coordinator. It starts P node
+ * processes (cnode.c) on loopback, tells each the others' ports, relays
+ * their progress once a second, and merges their figures: op rate,
+ * latency percentiles, context switches and CPU per op, memory, threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <weft/histogram.h>
+
+#include "wbench.h"
+
+extern char **environ;
+
+#define LINE_MAX_BYTES (1u << 16)
+
+/* A node process, seen from the coordinator. */
+typedef struct child {
+	pid_t pid;
+	int in_fd, out_fd;
+	char *buf; /* what it printed, not yet split into lines */
+	size_t have;
+	uint16_t port;
+	uint64_t ticks;
+	bool ready, done, reported, hist, dead;
+	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
+	uint64_t wakeups, msgs_in;
+	int first_error;
+} child;
+
+/* The merged figures of one cluster run. */
+typedef struct cresult {
+	enum wbench_io io;
+	unsigned peers;
+	uint64_t ops, errors;
+	double ops_per_s, mean_us;
+	double p50_us, p95_us, p99_us, p999_us, max_us;
+	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
+	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
+	uint64_t threads;
+	int first_error;
+} cresult;
+
+typedef struct cluster {
+	const wbench_opts *o;
+	enum wbench_io io;
+	unsigned n;
+	child *kids;
+	weft_histogram *lat;
+	uint64_t last_print_ns, last_ticks;
+} cluster;
+
+static const char *
+io_name(enum wbench_io io)
+{
+	return io == WBENCH_IO_THREADS ? "threads" : "loop";
+}
+
+static int
+spawn_node(cluster *c, unsigned i)
+{
+	const wbench_opts *o = c->o;
+	char idx[16], peers[16], k[16], size[32], warm[32], dur[32];
+	char *argv[] = {(char *)o->self_exe,
+	                "cluster-node",
+	                "--node",
+	                idx,
+	                "--peers",
+	                peers,
+	                "--io",
+	                (char *)io_name(c->io),
+	                "--outstanding",
+	                k,
+	                "--size",
+	                size,
+	                "--warmup",
+	                warm,
+	                "--duration",
+	                dur,
+	                NULL};
+	posix_spawn_file_actions_t fa;
+	int in[2], out[2], rv;
+
+	snprintf(idx, sizeof(idx), "%u", i);
+	snprintf(peers, sizeof(peers), "%u", c->n);
+	snprintf(k, sizeof(k), "%u", o->outstanding);
+	snprintf(size, sizeof(size), "%zu", o->size);
+	snprintf(warm, sizeof(warm), "%g", o->warmup_s);
+	snprintf(dur, sizeof(dur), "%g", o->duration_s);
+	if (pipe2(in, O_CLOEXEC) != 0)
+		return -1;
+	if (pipe2(out, O_CLOEXEC) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	rv =
+	    posix_spawn(&c->kids[i].pid, o->self_exe, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]);
+	close(out[1]);
+	c->kids[i].in_fd = in[1];
+	c->kids[i].out_fd = out[0];
+	if (rv != 0) {
+		c->kids[i].pid = -1;
+		fprintf(stderr, "weft-bench: cannot start a node: %s\n",
+		        strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+/* parse_result reads "result k=v ..." into the child. */
+static void
+parse_result(child *k, const char *line)
+{
+	const struct {
+		const char *key;
+		uint64_t *val;
+	} keys[] = {
+	    {"ops=", &k->ops},         {"errors=", &k->errors},
+	    {"vcsw=", &k->vcsw},       {"ivcsw=", &k->ivcsw},
+	    {"cpu_us=", &k->cpu_us},   {"rss_kb=", &k->rss_kb},
+	    {"threads=", &k->threads}, {"wakeups=", &k->wakeups},
+	    {"msgs_in=", &k->msgs_in},
+	};
+	const char *p;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if ((p = strstr(line, keys[i].key)) != NULL)
+			*keys[i].val =
+			    strtoull(p + strlen(keys[i].key), NULL, 10);
+	if ((p = strstr(line, "first_error=")) != NULL)
+		k->first_error = atoi(p + 12);
+	k->reported = true;
+}
+
+static void
+on_line(cluster *c, child *k, const char *line)
+{
+	if (strncmp(line, "port ", 5) == 0)
+		k->port = (uint16_t)atoi(line + 5);
+	else if (strncmp(line, "tick ", 5) == 0)
+		k->ticks = strtoull(line + 5, NULL, 10);
+	else if (strcmp(line, "ready") == 0)
+		k->ready = true;
+	else if (strcmp(line, "done") == 0)
+		k->done = true;
+	else if (strncmp(line, "result ", 7) == 0)
+		parse_result(k, line);
+	else if (strncmp(line, "hist", 4) == 0)
+		k->hist = wbench_lat_parse(line, c->lat) == 0;
+}
+
+/* read_child takes what a node printed and handles its whole lines. */
+static void
+read_child(cluster *c, child *k)
+{
+	ssize_t n =
+	    read(k->out_fd, k->buf + k->have, LINE_MAX_BYTES - 1 - k->have);
+	char *nl, *p;
+
+	if (n <= 0) {
+		if (n == 0 || errno != EINTR)
+			k->dead = true;
+		return;
+	}
+	k->have += (size_t)n;
+	k->buf[k->have] = '\0';
+	p = k->buf;
+	while ((nl = strchr(p, '\n')) != NULL) {
+		*nl = '\0';
+		on_line(c, k, p);
+		p = nl + 1;
+	}
+	k->have -= (size_t)(p - k->buf);
+	memmove(k->buf, p, k->have);
+	if (k->have == LINE_MAX_BYTES - 1)
+		k->dead = true; /* a line longer than anything we print */
+}
+
+static void
+progress(cluster *c)
+{
+	uint64_t now = wbench_now_ns(), ticks = 0;
+
+	for (unsigned i = 0; i < c->n; i++)
+		ticks += c->kids[i].ticks;
+	if (now - c->last_print_ns < 1000000000u)
+		return;
+	if (!c->o->quiet && c->last_print_ns != 0)
+		fprintf(stderr, "cluster %s P=%u: %.0f ops/s\n", io_name(c->io),
+		        c->n,
+		        (double)(ticks - c->last_ticks) * 1e9 /
+		            (double)(now - c->last_print_ns));
+	c->last_print_ns = now;
+	c->last_ticks = ticks;
+}
+
+enum phase { LISTENING, READY, DONE, REPORTED };
+
+static bool
+reached(const child *k, enum phase ph)
+{
+	switch (ph) {
+	case LISTENING:
+		return k->port != 0;
+	case READY:
+		return k->ready;
+	case DONE:
+		return k->done;
+	default:
+		return k->reported && k->hist;
+	}
+}
+
+/* pump reads the nodes until every one has reached phase, or one died,
+ * or the time is up; returns 0 or -1. */
+static int
+pump(cluster *c, enum phase ph, uint64_t timeout_ms)
+{
+	uint64_t deadline = wbench_now_ns() + timeout_ms * 1000000u;
+	struct pollfd *pfd = calloc(c->n, sizeof(*pfd));
+	int rv = -1;
+
+	while (pfd != NULL && wbench_now_ns() < deadline) {
+		unsigned waiting = 0;
+
+		for (unsigned i = 0; i < c->n; i++) {
+			child *k = &c->kids[i];
+
+			if (k->dead)
+				goto out;
+			waiting += !reached(k, ph);
+			pfd[i] =
+			    (struct pollfd){.fd = k->out_fd, .events = POLLIN};
+		}
+		if (waiting == 0) {
+			rv = 0;
+			break;
+		}
+		if (poll(pfd, c->n, 200) > 0)
+			for (unsigned i = 0; i < c->n; i++)
+				if (pfd[i].revents)
+					read_child(c, &c->kids[i]);
+		progress(c);
+	}
+out:
+	free(pfd);
+	return rv;
+}
+
+static int
+tell_all(cluster *c, const char *line)
+{
+	size_t len = strlen(line);
+
+	for (unsigned i = 0; i < c->n; i++)
+		if (wbench_write_all(c->kids[i].in_fd, line, len) != 0)
+			return -1;
+	return 0;
+}
+
+/* send_ports sends every node the list of every node's port. */
+static int
+send_ports(cluster *c)
+{
+	char *line = malloc(16 + 7 * (size_t)c->n);
+	size_t off;
+	int rv;
+
+	if (line == NULL)
+		return -1;
+	off = (size_t)sprintf(line, "ports");
+	for (unsigned i = 0; i < c->n; i++)
+		off += (size_t)sprintf(line + off, " %u", c->kids[i].port);
+	sprintf(line + off, "\n");
+	rv = tell_all(c, line);
+	free(line);
+	return rv;
+}
+
+static void
+merge(cluster *c, cresult *r)
+{
+	uint64_t vcsw = 0, ivcsw = 0, cpu = 0, rss = 0, wakeups = 0, in = 0;
+	double ops;
+
+	memset(r, 0, sizeof(*r));
+	r->io = c->io;
+	r->peers = c->n;
+	for (unsigned i = 0; i < c->n; i++) {
+		const child *k = &c->kids[i];
+
+		r->ops += k->ops;
+		r->errors += k->errors;
+		vcsw += k->vcsw;
+		ivcsw += k->ivcsw;
+		cpu += k->cpu_us;
+		rss += k->rss_kb;
+		r->threads += k->threads;
+		wakeups += k->wakeups;
+		in += k->msgs_in;
+		if (r->first_error == 0)
+			r->first_error = k->first_error;
+	}
+	ops = r->ops ? (double)r->ops : 1;
+	r->ops_per_s = (double)r->ops / c->o->duration_s;
+	r->mean_us = weft_histogram_mean(c->lat) / 1e3;
+	r->p50_us = (double)weft_histogram_percentile(c->lat, 50) / 1e3;
+	r->p95_us = (double)weft_histogram_percentile(c->lat, 95) / 1e3;
+	r->p99_us = (double)weft_histogram_percentile(c->lat, 99) / 1e3;
+	r->p999_us = (double)weft_histogram_percentile(c->lat, 99.9) / 1e3;
+	r->max_us = (double)weft_histogram_max(c->lat) / 1e3;
+	r->vcsw_per_op = (double)vcsw / ops;
+	r->ivcsw_per_op = (double)ivcsw / ops;
+	r->cpu_us_per_op = (double)cpu / ops;
+	r->rss_mb = (double)rss / 1024;
+	r->rss_mb_per_node = r->rss_mb / c->n;
+	r->msgs_per_wakeup = wakeups ? (double)in / (double)wakeups : 0;
+}
+
+static void
+reap(cluster *c, bool failed)
+{
+	for (unsigned i = 0; i < c->n; i++) {
+		child *k = &c->kids[i];
+
+		if (k->in_fd > 0)
+			close(k->in_fd);
+		if (k->out_fd > 0)
+			close(k->out_fd);
+		if (k->pid > 0) {
+			if (failed)
+				kill(k->pid, SIGKILL);
+			waitpid(k->pid, NULL, 0);
+		}
+		free(k->buf);
+	}
+}
+
+/* run_phases drives one run from spawning to the nodes' reports. */
+static int
+run_phases(cluster *c)
+{
+	uint64_t run_ms =
+	    (uint64_t)((c->o->warmup_s + c->o->duration_s) * 1000) + 60000;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		if ((c->kids[i].buf = malloc(LINE_MAX_BYTES)) == NULL ||
+		    spawn_node(c, i) != 0)
+			return -1;
+	}
+	if (pump(c, LISTENING, 30000 + 500 * (uint64_t)c->n) != 0) {
+		fprintf(stderr, "weft-bench: the nodes did not all start\n");
+		return -1;
+	}
+	if (send_ports(c) != 0 || pump(c, READY, 30000) != 0) {
+		fprintf(stderr,
+		        "weft-bench: the nodes did not all get ready\n");
+		return -1;
+	}
+	if (tell_all(c, "go\n") != 0 || pump(c, DONE, run_ms) != 0) {
+		fprintf(stderr, "weft-bench: the nodes did not all finish\n");
+		return -1;
+	}
+	if (tell_all(c, "exit\n") != 0 || pump(c, REPORTED, 30000) != 0) {
+		fprintf(stderr, "weft-bench: the nodes did not all report\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+run_cluster(const wbench_opts *o, enum wbench_io io, unsigned peers, cresult *r)
+{
+	cluster c = {.o = o, .io = io, .n = peers};
+	int rv = -1;
+
+	c.kids = calloc(peers, sizeof(*c.kids));
+	if (c.kids == NULL || weft_histogram_new(&c.lat) != 0)
+		goto out;
+	rv = run_phases(&c);
+	if (rv == 0)
+		merge(&c, r);
+out:
+	if (c.kids != NULL)
+		reap(&c, rv != 0);
+	weft_histogram_free(c.lat);
+	free(c.kids);
+	return rv;
+}
+
+static void
+print_header(const wbench_opts *o, FILE *out)
+{
+	fprintf(out,
+	        "weft-bench cluster: K=%u requests in flight per node, %zu B "
+	        "payloads echoed, warm-up %g s, window %g s\n",
+	        o->outstanding, o->size, o->warmup_s, o->duration_s);
+	fprintf(out,
+	        "  %4s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
+	        "%8s %7s %8s %6s\n",
+	        "P", "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
+	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
+	        "RSS MB", "MB/node", "threads", "msgs/wk", "errors");
+}
+
+static void
+print_row(const cresult *r, FILE *out)
+{
+	fprintf(out,
+	        "  %4u %-8s %10.0f %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
+	        "%8.3f %8.2f %8.1f %8.2f %7llu %8.2f %6llu\n",
+	        r->peers, io_name(r->io), r->ops_per_s, r->mean_us, r->p50_us,
+	        r->p95_us, r->p99_us, r->p999_us, r->max_us, r->vcsw_per_op,
+	        r->ivcsw_per_op, r->cpu_us_per_op, r->rss_mb,
+	        r->rss_mb_per_node, (unsigned long long)r->threads,
+	        r->msgs_per_wakeup, (unsigned long long)r->errors);
+	if (r->first_error != 0)
+		fprintf(out, "       first error: %s\n",
+		        weft_strerror(r->first_error));
+}
+
+static void
+print_ratio(const cresult *loop, const cresult *thr, FILE *out)
+{
+	if (thr->ops_per_s <= 0 || loop->p99_us <= 0)
+		return;
+	fprintf(out,
+	        "  %4u loop/threads: %.2fx the op rate, p99 %.2fx lower, "
+	        "%.2fx the memory\n",
+	        loop->peers, loop->ops_per_s / thr->ops_per_s,
+	        thr->p99_us / loop->p99_us,
+	        thr->rss_mb > 0 ? loop->rss_mb / thr->rss_mb : 0);
+}
+
+static void
+json_row(FILE *f, const cresult *r, bool first)
+{
+	fprintf(f,
+	        "%s\n    {\"peers\": %u, \"io\": \"%s\", \"ops\": %llu, "
+	        "\"errors\": %llu, \"ops_per_s\": %.1f, \"mean_us\": %.2f, "
+	        "\"p50_us\": %.2f, \"p95_us\": %.2f, \"p99_us\": %.2f, "
+	        "\"p999_us\": %.2f, \"max_us\": %.2f, \"vcsw_per_op\": %.4f, "
+	        "\"ivcsw_per_op\": %.4f, \"cpu_us_per_op\": %.3f, "
+	        "\"rss_mb\": %.2f, \"rss_mb_per_node\": %.3f, "
+	        "\"threads\": %llu, \"msgs_per_wakeup\": %.3f}",
+	        first ? "" : ",", r->peers, io_name(r->io),
+	        (unsigned long long)r->ops, (unsigned long long)r->errors,
+	        r->ops_per_s, r->mean_us, r->p50_us, r->p95_us, r->p99_us,
+	        r->p999_us, r->max_us, r->vcsw_per_op, r->ivcsw_per_op,
+	        r->cpu_us_per_op, r->rss_mb, r->rss_mb_per_node,
+	        (unsigned long long)r->threads, r->msgs_per_wakeup);
+}
+
+static int
+write_json(const wbench_opts *o, const cresult *rows, unsigned n)
+{
+	FILE *f = fopen(o->json_path, "w");
+
+	if (f == NULL) {
+		perror(o->json_path);
+		return -1;
+	}
+	fprintf(f,
+	        "{\n  \"workload\": \"cluster\",\n  \"outstanding\": %u,\n"
+	        "  \"size\": %zu,\n  \"warmup_s\": %g,\n  \"duration_s\": %g,"
+	        "\n  \"runs\": [",
+	        o->outstanding, o->size, o->warmup_s, o->duration_s);
+	for (unsigned i = 0; i < n; i++)
+		json_row(f, &rows[i], i == 0);
+	fprintf(f, "\n  ]\n}\n");
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+int
+wbench_cluster_run(const wbench_opts *o)
+{
+	cresult rows[2 * 16];
+	unsigned n = 0;
+	int failed = 0;
+
+	print_header(o, stdout);
+	for (unsigned p = 0; p < o->npeer_list; p++) {
+		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
+			cresult *r = &rows[n];
+
+			if (!(o->io & io))
+				continue;
+			if (run_cluster(o, (enum wbench_io)io, o->peer_list[p],
+			                r) != 0) {
+				failed = 1;
+				continue;
+			}
+			failed |= r->errors != 0;
+			print_row(r, stdout);
+			if (io == WBENCH_IO_THREADS && n > 0 &&
+			    rows[n - 1].peers == r->peers &&
+			    rows[n - 1].io == WBENCH_IO_LOOP)
+				print_ratio(&rows[n - 1], r, stdout);
+			fflush(stdout);
+			n++;
+		}
+	}
+	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	return failed;
+}

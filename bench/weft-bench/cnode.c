@@ -1,0 +1,441 @@
+/*
+ * cnode.c: one node process of the cluster workload.
+ *
+ * The node runs weft's messaging service on one loop (--io=loop) or the
+ * thread-per-peer baseline (--io=threads), answers the echo verb, and keeps
+ * K requests in flight, each slot sending its next request to the next
+ * other node in turn. It talks to the coordinator over stdin/stdout:
+ *
+ *   node -> "port N"            once listening
+ *   coord -> "ports P0 P1 ..."  every node's port
+ *   node -> "ready"             it knows where everybody is
+ *   coord -> "go"               the clock starts
+ *   node -> "tick OPS"          each second: completions so far
+ *   node -> "done"              its window closed and its slots are idle
+ *   coord -> "exit"             everybody is done: report and stop
+ *   node -> "result k=v ...", "hist ..."
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <weft/loop.h>
+#include <weft/messaging.h>
+
+#include "baseline.h"
+#include "wbench.h"
+
+#define VERB_ECHO 16
+
+typedef struct cnode cnode;
+
+/* One request kept in flight. Its fields are touched only by the thread
+ * that runs its reply, and each reply follows the request it answers. */
+typedef struct slot {
+	cnode *node;
+	unsigned index;
+	size_t target;    /* peer index of the request in flight */
+	uint64_t sent_ns; /* when it left */
+	uint64_t ok, errors;
+	wbench_lat lat;
+} slot;
+
+struct cnode {
+	const wbench_opts *o;
+	weft_msvc_config *cfg;
+	weft_loop_group *group;
+	weft_msvc *svc;
+	weft_msvc_peer **peers; /* by node index, for svc */
+	wbase_node *base;
+	size_t self;
+	uint8_t *payload;
+	slot *slots;
+	uint64_t window_start_ns, window_end_ns;
+	atomic_uint_fast64_t completed; /* replies, any time */
+	atomic_uint active;             /* slots with a request in flight */
+	atomic_int first_error;
+};
+
+static uint64_t
+now_ns(void)
+{
+	return weft_now_ns();
+}
+
+/* next_target picks the next other node after t. */
+static size_t
+next_target(const cnode *n, size_t t)
+{
+	t = (t + 1) % n->o->peers;
+	return t == n->self ? (t + 1) % n->o->peers : t;
+}
+
+static void slot_send(slot *s);
+
+/* slot_done books one reply and sends the next request, until the window
+ * closes. */
+static void
+slot_done(slot *s, int status)
+{
+	cnode *n = s->node;
+	uint64_t now = now_ns();
+
+	if (now >= n->window_start_ns && now < n->window_end_ns) {
+		if (status == 0) {
+			s->ok++;
+			wbench_lat_record(&s->lat, now - s->sent_ns);
+		} else {
+			s->errors++;
+		}
+	}
+	if (status != 0) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&n->first_error, &zero, status);
+	}
+	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
+	if (now < n->window_end_ns)
+		slot_send(s);
+	else
+		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
+}
+
+static void
+msvc_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	(void)svc;
+	(void)data;
+	(void)len;
+	slot_done(arg, status);
+}
+
+static void
+base_reply(wbase_node *b, int status, const void *data, size_t len, void *arg)
+{
+	(void)b;
+	(void)data;
+	(void)len;
+	slot_done(arg, status);
+}
+
+static void
+slot_send(slot *s)
+{
+	cnode *n = s->node;
+	int rv;
+
+	s->target = next_target(n, s->target);
+	s->sent_ns = now_ns();
+	if (n->svc != NULL)
+		rv = weft_msvc_request(n->svc, n->peers[s->target], VERB_ECHO,
+		                       n->payload, n->o->size, NULL, msvc_reply,
+		                       s);
+	else
+		rv = wbase_request(n->base, s->target, VERB_ECHO, n->payload,
+		                   n->o->size, 0, base_reply, s);
+	if (rv != 0) {
+		/* Refused at once (overload): count it, then keep going
+		 * from a later reply of another slot. */
+		int zero = 0;
+
+		s->errors++;
+		atomic_compare_exchange_strong(&n->first_error, &zero, rv);
+		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
+	}
+}
+
+static void
+msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
+}
+
+static void
+base_echo(wbase_node *b, wbase_msg *msg, void *arg)
+{
+	(void)b;
+	(void)arg;
+	wbase_respond(msg, wbase_msg_data(msg), wbase_msg_len(msg));
+}
+
+static int
+make_config(cnode *n)
+{
+	weft_msvc_limits *lim;
+	char id[16];
+	int rv;
+
+	if ((rv = weft_msvc_config_new("weft-bench", &n->cfg)) != 0)
+		return rv;
+	for (unsigned i = 0; i < n->o->peers; i++) {
+		snprintf(id, sizeof(id), "n%u", i);
+		rv = weft_msvc_config_add_node(n->cfg, id, "127.0.0.1", 0);
+		if (rv != 0)
+			return rv;
+	}
+	lim = weft_msvc_config_limits(n->cfg);
+	lim->loops = 1;
+	lim->request_timeout_ms = 30000;
+	/* A node's own heartbeats would time out under a 128-process load
+	 * on two cores and take peers down mid-run. */
+	lim->heartbeat_interval_ms = 10000;
+	lim->heartbeat_misses = 30;
+	lim->connect_timeout_ms = 30000;
+	return 0;
+}
+
+/* start_service starts the node's service; returns its port or 0. */
+static uint16_t
+start_service(cnode *n)
+{
+	char id[16];
+
+	snprintf(id, sizeof(id), "n%u", n->o->node_index);
+	if (n->o->io == WBENCH_IO_THREADS) {
+		if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
+		    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0 ||
+		    wbase_node_start(n->base) != 0)
+			return 0;
+		return wbase_node_port(n->base);
+	}
+	if (weft_loop_group_new(1, &n->group) != 0 ||
+	    weft_msvc_new(n->group, n->cfg, id, NULL, &n->svc) != 0 ||
+	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
+	                       WEFT_MSVC_INLINE) != 0 ||
+	    weft_msvc_start(n->svc) != 0)
+		return 0;
+	return weft_msvc_port(n->svc);
+}
+
+/* set_ports reads "ports P0 P1 ..." and points the service at every
+ * node. */
+static int
+set_ports(cnode *n, char *line)
+{
+	char *p = line + 5, *end, id[16];
+
+	if (strncmp(line, "ports", 5) != 0)
+		return -1;
+	for (unsigned i = 0; i < n->o->peers; i++) {
+		unsigned long port = strtoul(p, &end, 10);
+
+		if (end == p || port == 0 || port > 65535)
+			return -1;
+		p = end;
+		snprintf(id, sizeof(id), "n%u", i);
+		if (n->base != NULL)
+			wbase_set_peer_addr(n->base, id, "127.0.0.1",
+			                    (uint16_t)port);
+		else {
+			weft_msvc_set_peer_addr(n->svc, id, "127.0.0.1",
+			                        (uint16_t)port);
+			n->peers[i] = weft_msvc_peer_find(n->svc, id);
+		}
+	}
+	return 0;
+}
+
+static void
+sleep_until(uint64_t t_ns)
+{
+	uint64_t now = now_ns();
+	struct timespec ts;
+
+	if (now >= t_ns)
+		return;
+	ts.tv_sec = (time_t)((t_ns - now) / 1000000000u);
+	ts.tv_nsec = (long)((t_ns - now) % 1000000000u);
+	nanosleep(&ts, NULL);
+}
+
+/* Process figures: rusage and /proc/self/status. */
+typedef struct usage {
+	uint64_t vcsw, ivcsw, cpu_us;
+	uint64_t rss_kb, threads;
+} usage;
+
+static void
+read_usage(usage *u)
+{
+	struct rusage ru;
+	char line[256];
+	FILE *f;
+
+	getrusage(RUSAGE_SELF, &ru);
+	u->vcsw = (uint64_t)ru.ru_nvcsw;
+	u->ivcsw = (uint64_t)ru.ru_nivcsw;
+	u->cpu_us =
+	    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+	u->rss_kb = (uint64_t)ru.ru_maxrss;
+	u->threads = 0;
+	if ((f = fopen("/proc/self/status", "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Threads:", 8) == 0)
+			u->threads = strtoull(line + 8, NULL, 10);
+	fclose(f);
+}
+
+/* run_window starts the slots, ticks each second, reads the process
+ * figures when the window opens and closes, and waits for the slots to
+ * go idle. */
+static void
+run_window(cnode *n, usage *before, usage *after)
+{
+	uint64_t t0 = now_ns(), tick = t0 + 1000000000u, deadline;
+	bool opened = false;
+
+	n->window_start_ns = t0 + (uint64_t)(n->o->warmup_s * 1e9);
+	n->window_end_ns =
+	    n->window_start_ns + (uint64_t)(n->o->duration_s * 1e9);
+	atomic_store(&n->active, n->o->outstanding);
+	for (unsigned i = 0; i < n->o->outstanding; i++)
+		slot_send(&n->slots[i]);
+	while (tick < n->window_end_ns || !opened) {
+		if (!opened && n->window_start_ns <= tick) {
+			sleep_until(n->window_start_ns);
+			read_usage(before);
+			opened = true;
+			continue;
+		}
+		sleep_until(tick);
+		printf("tick %llu\n",
+		       (unsigned long long)atomic_load(&n->completed));
+		fflush(stdout);
+		tick += 1000000000u;
+	}
+	sleep_until(n->window_end_ns);
+	read_usage(after);
+	deadline = now_ns() + 30000000000u;
+	while (atomic_load_explicit(&n->active, memory_order_acquire) > 0 &&
+	       now_ns() < deadline)
+		sleep_until(now_ns() + 1000000u);
+}
+
+static void
+report(cnode *n, const usage *before, const usage *after)
+{
+	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0;
+	wbench_lat *lat = calloc(1, sizeof(*lat));
+
+	for (unsigned i = 0; i < n->o->outstanding; i++) {
+		ok += n->slots[i].ok;
+		errors += n->slots[i].errors;
+		if (lat != NULL)
+			wbench_lat_merge(lat, &n->slots[i].lat);
+	}
+	if (n->svc != NULL) {
+		weft_msvc_stats st;
+
+		weft_msvc_get_stats(n->svc, &st);
+		wakeups = st.read_batches;
+		msgs_in = st.messages_in;
+	} else {
+		wbase_stats st;
+
+		wbase_node_get_stats(n->base, &st);
+		msgs_in = st.frames_in;
+	}
+	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
+	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
+	       "first_error=%d\n",
+	       (unsigned long long)ok, (unsigned long long)errors,
+	       (unsigned long long)(after->vcsw - before->vcsw),
+	       (unsigned long long)(after->ivcsw - before->ivcsw),
+	       (unsigned long long)(after->cpu_us - before->cpu_us),
+	       (unsigned long long)after->rss_kb,
+	       (unsigned long long)after->threads, (unsigned long long)wakeups,
+	       (unsigned long long)msgs_in, atomic_load(&n->first_error));
+	if (lat != NULL)
+		wbench_lat_print(lat, stdout);
+	else
+		printf("hist\n");
+	fflush(stdout);
+	free(lat);
+}
+
+static int
+node_init(cnode *n, const wbench_opts *o)
+{
+	memset(n, 0, sizeof(*n));
+	n->o = o;
+	n->self = o->node_index;
+	n->payload = calloc(1, o->size ? o->size : 1);
+	n->slots = calloc(o->outstanding, sizeof(*n->slots));
+	n->peers = calloc(o->peers, sizeof(*n->peers));
+	if (n->payload == NULL || n->slots == NULL || n->peers == NULL)
+		return -1;
+	wbench_pattern_fill(n->payload, o->size, o->seed);
+	for (unsigned i = 0; i < o->outstanding; i++) {
+		n->slots[i].node = n;
+		n->slots[i].index = i;
+		/* Slots start spread over the other nodes. */
+		n->slots[i].target = (n->self + i) % o->peers;
+	}
+	return make_config(n);
+}
+
+static void
+node_fini(cnode *n)
+{
+	if (n->svc != NULL) {
+		weft_msvc_stop(n->svc, 1000);
+		weft_msvc_free(n->svc);
+	}
+	if (n->group != NULL)
+		weft_loop_group_free(n->group);
+	wbase_node_free(n->base);
+	weft_msvc_config_free(n->cfg);
+	free(n->peers);
+	free(n->slots);
+	free(n->payload);
+}
+
+int
+wbench_cluster_node(const wbench_opts *o)
+{
+	usage before = {0}, after = {0};
+	char line[65536];
+	uint16_t port;
+	cnode n = {0};
+	int rv = -1;
+
+	/* One line per node is plenty: warnings and errors only. */
+	if (!WEFT_LOG_ENABLED(WEFT_LOG_DEBUG))
+		weft_log_set_level(WEFT_LOG_WARN);
+	if (o->node_index >= o->peers || node_init(&n, o) != 0)
+		goto out;
+	if ((port = start_service(&n)) == 0) {
+		fprintf(stderr, "weft-bench: node %u: cannot start\n",
+		        o->node_index);
+		goto out;
+	}
+	printf("port %u\n", port);
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin) == NULL ||
+	    set_ports(&n, line) != 0)
+		goto out;
+	printf("ready\n");
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin) == NULL ||
+	    strncmp(line, "go", 2) != 0)
+		goto out;
+	run_window(&n, &before, &after);
+	printf("done\n");
+	fflush(stdout);
+	/* Keep answering the others until everyone is done. */
+	if (fgets(line, sizeof(line), stdin) == NULL ||
+	    strncmp(line, "exit", 4) != 0)
+		goto out;
+	report(&n, &before, &after);
+	rv = 0;
+out:
+	node_fini(&n);
+	return rv;
+}
