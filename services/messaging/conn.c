@@ -28,81 +28,106 @@ be32(const uint8_t *p)
 
 /* ---- Writing ----------------------------------------------------------- */
 
+static inline void
+put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Moves the small frames gathered in c->scratch into c->tx. */
+static void
+scratch_to_tx(struct weft__msvc_conn *c)
+{
+	if (c->scratch_len == 0)
+		return;
+	evbuffer_add(c->tx, c->scratch, c->scratch_len);
+	c->scratch_len = 0;
+}
+
+/* The CRC of an evbuffer's bytes, chain by chain. */
+static uint32_t
+crc_of_buffer(uint32_t crc, struct evbuffer *buf)
+{
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr pos;
+	int i, got;
+
+	evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET);
+	for (;;) {
+		size_t adv = 0;
+
+		got = evbuffer_peek(buf, -1, &pos, v, 16);
+		for (i = 0; i < got && i < 16; i++) {
+			crc = weft__msvc_crc32c(crc, v[i].iov_base,
+						v[i].iov_len);
+			adv += v[i].iov_len;
+		}
+		if (got <= 16)
+			return crc;
+		evbuffer_ptr_set(buf, &pos, adv, EVBUFFER_PTR_ADD);
+	}
+}
+
+/* A large payload: header, payload and trailer go to tx separately. */
+static void
+encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
+	     size_t len, struct evbuffer *buf)
+{
+	uint32_t crc = 0;
+	uint8_t tail[4];
+
+	scratch_to_tx(c);
+	if (c->crc)
+		crc = weft__msvc_crc32c(0, h, WEFT__MSVC_FRAME_HEADER);
+	evbuffer_add(c->tx, h, WEFT__MSVC_FRAME_HEADER);
+	if (buf != NULL) {
+		if (c->crc)
+			crc = crc_of_buffer(crc, buf);
+		evbuffer_add_buffer(c->tx, buf);
+	} else if (len > 0) {
+		if (c->crc)
+			crc = weft__msvc_crc32c(crc, data, len);
+		evbuffer_add(c->tx, data, len);
+	}
+	if (c->crc) {
+		put_be32(tail, crc);
+		evbuffer_add(c->tx, tail, 4);
+	}
+}
+
 size_t
 weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 		       uint32_t flags, uint64_t created_ms,
 		       uint64_t expires_ms, const void *data, size_t len,
 		       struct evbuffer *buf)
 {
-	uint8_t small[WEFT__MSVC_FRAME_HEADER + 256 + 4];
-	uint8_t *h = small, tail[4];
-	size_t body = WEFT__MSVC_ENV_HEADER + len, n;
-	uint32_t crc = 0;
+	size_t body = WEFT__MSVC_ENV_HEADER + len;
+	size_t n = 4 + body + (c->crc ? 4 : 0);
+	uint8_t big[WEFT__MSVC_FRAME_HEADER], *h;
 
-	h[0] = (uint8_t)(body >> 24);
-	h[1] = (uint8_t)(body >> 16);
-	h[2] = (uint8_t)(body >> 8);
-	h[3] = (uint8_t)body;
-	weft__msvc_env_header(h + 4, id, verb, flags, created_ms, expires_ms,
-			      (uint32_t)len);
-	if (c->crc)
-		crc = weft__msvc_crc32c(0, h, WEFT__MSVC_FRAME_HEADER);
-	if (buf == NULL && len <= 256) {
-		/* Small: one contiguous copy, one evbuffer call. */
+	if (buf == NULL && n <= WEFT__MSVC_SCRATCH) {
+		/* Small: written in place, one CRC pass, no evbuffer call. */
+		if (c->scratch_len + n > WEFT__MSVC_SCRATCH)
+			scratch_to_tx(c);
+		h = c->scratch + c->scratch_len;
+		put_be32(h, (uint32_t)body);
+		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
+				      expires_ms, (uint32_t)len);
 		if (len > 0)
 			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
-		n = WEFT__MSVC_FRAME_HEADER + len;
-		if (c->crc) {
-			crc = weft__msvc_crc32c(crc, data, len);
-			h[n] = (uint8_t)(crc >> 24);
-			h[n + 1] = (uint8_t)(crc >> 16);
-			h[n + 2] = (uint8_t)(crc >> 8);
-			h[n + 3] = (uint8_t)crc;
-			n += 4;
-		}
-		evbuffer_add(c->tx, h, n);
-		goto out;
-	}
-	evbuffer_add(c->tx, h, WEFT__MSVC_FRAME_HEADER);
-	if (buf != NULL) {
-		if (c->crc) {
-			struct evbuffer_ptr pos;
-			struct evbuffer_iovec v[16];
-			int i, got;
-
-			evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET);
-			while ((got = evbuffer_peek(buf, -1, &pos, v, 16)) > 0) {
-				size_t adv = 0;
-
-				for (i = 0; i < got && i < 16; i++) {
-					crc = weft__msvc_crc32c(
-						crc, v[i].iov_base,
-						v[i].iov_len);
-					adv += v[i].iov_len;
-				}
-				if (got <= 16)
-					break;
-				evbuffer_ptr_set(buf, &pos, adv,
-						 EVBUFFER_PTR_ADD);
-			}
-		}
-		evbuffer_add_buffer(c->tx, buf);
-	} else {
 		if (c->crc)
-			crc = weft__msvc_crc32c(crc, data, len);
-		if (len > 0)
-			evbuffer_add(c->tx, data, len);
+			put_be32(h + 4 + body,
+				 weft__msvc_crc32c(0, h, 4 + body));
+		c->scratch_len += n;
+	} else {
+		put_be32(big, (uint32_t)body);
+		weft__msvc_env_header(big + 4, id, verb, flags, created_ms,
+				      expires_ms, (uint32_t)len);
+		encode_large(c, big, data, len, buf);
 	}
-	n = WEFT__MSVC_FRAME_HEADER + len;
-	if (c->crc) {
-		tail[0] = (uint8_t)(crc >> 24);
-		tail[1] = (uint8_t)(crc >> 16);
-		tail[2] = (uint8_t)(crc >> 8);
-		tail[3] = (uint8_t)crc;
-		evbuffer_add(c->tx, tail, 4);
-		n += 4;
-	}
-out:
 	weft__msvc_count1(&c->ml->rs.messages_out, 1);
 	if (c->peer != NULL) {
 		weft__msvc_count(&c->peer->st.sent, 1);
@@ -131,6 +156,7 @@ flush_conn(struct weft__msvc_conn *c)
 {
 	size_t n = c->tx_accounted;
 
+	scratch_to_tx(c);
 	if (evbuffer_get_length(c->tx) == 0)
 		return;
 	c->tx_accounted = 0;
@@ -343,6 +369,7 @@ h_inactive(weft_ctx *ctx)
 	if (c->dirty)
 		unlink_dirty(c);
 	evbuffer_drain(c->tx, evbuffer_get_length(c->tx));
+	c->scratch_len = 0;
 	if (c->peer != NULL)
 		weft__msvc_release_queued(c->peer, c->tx_accounted);
 	c->tx_accounted = 0;
@@ -443,13 +470,17 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	c->crc = true;
 	c->pending_head = NONE;
 	TAILQ_INIT(&c->backlog);
-	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL) {
+	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL ||
+	    (c->scratch = malloc(WEFT__MSVC_SCRATCH)) == NULL) {
+		if (c->tx != NULL)
+			evbuffer_free(c->tx);
 		rv = c->ml == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
 		free(c);
 		return rv;
 	}
 	if ((rv = attach(c, ch)) != 0) {
 		evbuffer_free(c->tx);
+		free(c->scratch);
 		free(c);
 		return rv;
 	}
@@ -967,7 +998,8 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 	c->pending_head = NONE;
 	c->jitter_seed = (unsigned)(uintptr_t)c ^ (unsigned)weft_now_ns();
 	TAILQ_INIT(&c->backlog);
-	if ((c->tx = evbuffer_new()) == NULL)
+	if ((c->tx = evbuffer_new()) == NULL ||
+	    (c->scratch = malloc(WEFT__MSVC_SCRATCH)) == NULL)
 		return WEFT_ENOMEM;
 	return 0;
 }
@@ -989,6 +1021,8 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 	if (c->tx != NULL)
 		evbuffer_free(c->tx);
 	c->tx = NULL;
+	free(c->scratch);
+	c->scratch = NULL;
 }
 
 void

@@ -59,6 +59,8 @@ int weft__msvc_config_copy(const weft_msvc_config *src,
 
 /* The fixed envelope header our encoder writes before the payload. */
 #define WEFT__MSVC_ENV_HEADER 39
+/* Small frames are gathered in a buffer of this size per connection. */
+#define WEFT__MSVC_SCRATCH 16384
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
 
@@ -183,6 +185,8 @@ struct weft__msvc_conn {
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx;        /* encoded, not yet handed to ch */
+	uint8_t *scratch;           /* small frames, before tx */
+	size_t scratch_len;
 	size_t tx_accounted;        /* queued_bytes those encodings hold */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head;      /* slots sent here, UINT32_MAX: none */

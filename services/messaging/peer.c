@@ -75,8 +75,6 @@ drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
 	if (out->flags & WEFT__MSVC_F_REQUEST) {
 		atomic_fetch_sub_explicit(&svc->pending, 1,
 					  memory_order_relaxed);
-		atomic_fetch_sub_explicit(&peer->st.pending, 1,
-					  memory_order_relaxed);
 		out->cb(svc, status, NULL, 0, out->arg);
 	}
 	weft__msvc_out_free(out);
@@ -98,6 +96,7 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	s->arg = out->arg;
 	s->verb = out->verb;
 	s->internal = out->internal;
+	weft__msvc_count1(&peer->st.pending, 1);
 	out->id = weft__msvc_slot_id(ml, *slot);
 	weft__msvc_slot_arm(ml, *slot, out->timeout_ms);
 	return 0;
@@ -418,10 +417,8 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 	out.arg = peer;
 	out.ptr = out.data;
 	atomic_fetch_add(&svc->pending, 1);
-	atomic_fetch_add(&peer->st.pending, 1);
 	if (emit(peer, &out, false) != 0) {
 		atomic_fetch_sub(&svc->pending, 1);
-		atomic_fetch_sub(&peer->st.pending, 1);
 		return;
 	}
 	peer->hb_sent = true;

@@ -173,6 +173,7 @@ weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
 
 	wheel_remove(ml, i);
 	conn_unlink(ml, i);
+	weft__msvc_count1(&s->peer->st.pending, (uint64_t)-1);
 	s->out = NULL;
 	s->live = false;
 	s->next = ml->free_head;
@@ -211,7 +212,7 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	s->next = ml->free_head;
 	ml->free_head = i;
 	atomic_fetch_sub_explicit(&svc->pending, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&peer->st.pending, 1, memory_order_relaxed);
+	weft__msvc_count1(&peer->st.pending, (uint64_t)-1);
 	cb(svc, status, data, len, arg);
 }
 

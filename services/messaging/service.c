@@ -562,8 +562,6 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		weft__msvc_release_queued(peer, frame);
 		goto err_overload;
 	}
-	if (request)
-		atomic_fetch_add(&peer->st.pending, 1);
 	out->accounted = frame;
 	return 0;
 
@@ -578,10 +576,8 @@ static void
 unprepare(weft_msvc *svc, weft_msvc_peer *peer, struct weft__msvc_out *out)
 {
 	weft__msvc_release_queued(peer, out->accounted);
-	if (out->flags & WEFT__MSVC_F_REQUEST) {
+	if (out->flags & WEFT__MSVC_F_REQUEST)
 		atomic_fetch_sub(&svc->pending, 1);
-		atomic_fetch_sub(&peer->st.pending, 1);
-	}
 }
 
 static bool
@@ -607,12 +603,15 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
      weft_msvc_reply_cb cb, void *arg)
 {
 	struct weft__msvc_out out = {0};
-	bool request = cb != NULL;
+	bool request = cb != NULL, on_home;
 	int rv;
 
-	if (svc == NULL || (data == NULL && len > 0))
+	if (svc == NULL || (data == NULL && len > 0) || peer == NULL)
 		return WEFT_EINVAL;
-	if (!enter(svc))
+	/* On the peer's own loop, stop cannot overtake us (its clean-up
+	 * runs as a task on this very thread): no need to count. */
+	on_home = weft_loop_in_thread(peer->home->loop);
+	if (!on_home && !enter(svc))
 		return WEFT_ESHUTDOWN;
 	if ((rv = prepare(svc, peer, verb, len, opts, request, &out)) != 0)
 		goto out;
@@ -623,7 +622,8 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 	if ((rv = weft__msvc_submit_stack(peer, &out)) != 0)
 		unprepare(svc, peer, &out);
 out:
-	leave(svc);
+	if (!on_home)
+		leave(svc);
 	return rv;
 }
 
