@@ -258,6 +258,28 @@ static const weft_handler server_handler = {
     .inactive = server_inactive,
 };
 
+static void
+echo_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	weft_ctx_write(ctx, type, msg, NULL, NULL);
+}
+
+static const weft_handler echo_handler = {
+    .read = echo_read,
+    .read_complete = server_read_complete,
+};
+
+int
+tt_echo_init(weft_channel *ch, void *arg)
+{
+	int rv;
+
+	(void)arg;
+	if ((rv = weft__tls_channel_install(ch, 0)) != 0)
+		return rv;
+	return weft_pipeline_add_last(ch, "echo", &echo_handler, NULL);
+}
+
 static int
 server_init(weft_channel *ch, void *arg)
 {

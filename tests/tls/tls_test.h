@@ -83,6 +83,9 @@ int tt_server_start(weft_loop *loop, weft_tls_ctx *tls, int mode, tt_server *s);
 /* tt_server_start_timeout also sets the handshake (and sniff) timeout. */
 int tt_server_start_timeout(weft_loop *loop, weft_tls_ctx *tls, int mode,
                             uint64_t timeout_ms, tt_server *s);
+/* tt_echo_init is a weft_channel_init_cb that only echoes (no counters,
+ * so it may run on several loops at once); arg is unused. */
+int tt_echo_init(weft_channel *ch, void *arg);
 /* tt_server_stop closes the server and waits for it. */
 void tt_server_stop(weft_loop *loop, tt_server *s);
 
