@@ -1,36 +1,74 @@
 /*
- * tls.c: weftd's TLS context. The [tls] section is parsed by the messaging
- * service; the context itself comes from <weft/tls.h>, which this build
- * does not have yet: a node configured for TLS refuses to start, and
- * SIGHUP only says that there is nothing to reload.
- * TODO: weft_tls_ctx from the [tls] files and its reload, once
- * <weft/tls.h> lands.
+ * tls.c: the TLS context that the [tls] section asks for (<weft/tls.h>),
+ * shared by weftd and weft-kv, and weftd's reload on SIGHUP.
  */
+#include <weft/tls.h>
+
 #include "weftd_int.h"
+
+int
+weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
+                          const char *key, weft_tls_ctx **out)
+{
+	const weft_msvc_tls_config *t = weft_msvc_config_tls(cfg);
+	weft_tls_opts opts = {0};
+	int rv;
+
+	*out = NULL;
+	if (t->mode == WEFT_MSVC_TLS_NONE)
+		return 0;
+	opts.cert_file = cert != NULL ? cert : t->cert_file;
+	opts.key_file = key != NULL ? key : t->key_file;
+	opts.ca_file = t->ca_file;
+	if (opts.ca_file == NULL) {
+		weft_error(
+		    "tls: [tls] mode needs ca (the cluster's CA bundle)");
+		return WEFT_ECONFIG;
+	}
+	if (t->min_version != NULL &&
+	    weft_tls_version_parse(t->min_version, &opts.min_version) != 0) {
+		weft_error("tls: [tls] min_version = %s: want 1.2 or 1.3",
+		           t->min_version);
+		return WEFT_ECONFIG;
+	}
+	if ((rv = weft_tls_ctx_new(&opts, out)) != 0)
+		weft_error("tls: cannot load cert %s, key %s, ca %s: %s",
+		           opts.cert_file ? opts.cert_file : "(none)",
+		           opts.key_file ? opts.key_file : "(none)",
+		           opts.ca_file, weft_strerror(rv));
+	return rv;
+}
 
 int
 weftd_tls_open(struct weftd *d)
 {
-	const weft_msvc_tls_config *tls = weft_msvc_config_tls(d->cfg);
-
-	d->tls = NULL;
-	if (tls->mode == WEFT_MSVC_TLS_NONE)
-		return 0;
-	weft_error("weftd: %s: [tls] mode asks for TLS, which this build "
-	           "of weftd does not support yet",
-	           d->config_path);
-	return WEFT_ENOTSUP;
+	return weftd_tls_ctx_from_config(d->cfg, NULL, NULL, &d->tls);
 }
 
 void
 weftd_tls_reload(struct weftd *d)
 {
-	(void)d;
-	weft_warn("weftd: SIGHUP: TLS reload not available");
+	int rv;
+
+	if (d->tls == NULL) {
+		weft_info("weftd: SIGHUP: TLS is not configured, nothing to "
+		          "reload");
+		return;
+	}
+	/* The files are read on the main thread, off the loops. */
+	if ((rv = weft_tls_ctx_reload(d->tls)) != 0)
+		weft_error("weftd: SIGHUP: TLS reload failed (%s); the "
+		           "previous certificate stays in use",
+		           weft_strerror(rv));
+	else
+		weft_info("weftd: SIGHUP: TLS certificate reloaded; new "
+		          "connections use it");
 }
 
 void
 weftd_tls_close(struct weftd *d)
 {
+	if (d->tls != NULL)
+		weft_tls_ctx_unref(d->tls);
 	d->tls = NULL;
 }

@@ -20,6 +20,9 @@
 #include <event2/buffer.h>
 
 #include <weft/kv.h>
+#include <weft/tls.h>
+
+#include "weftd_int.h"
 
 #define EXIT_USAGE 2
 #define DEFAULT_TIMEOUT_MS 5000
@@ -28,6 +31,8 @@ struct cli {
 	const char *config_path;
 	const char *node;
 	const char *client_id;
+	const char *tls_cert; /* override [tls] cert and key */
+	const char *tls_key;
 	uint64_t timeout_ms;
 	const char *cmd;
 	const char *key;
@@ -78,8 +83,8 @@ parse_args(struct cli *c, int argc, char **argv)
 	int opt, args;
 	char *end;
 
-	while ((opt = getopt_long(argc, argv, "c:n:t:i:h", longopts, NULL)) !=
-	       -1) {
+	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:h", longopts,
+	                          NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			c->config_path = optarg;
@@ -94,6 +99,12 @@ parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case 'i':
 			c->client_id = optarg;
+			break;
+		case 'C':
+			c->tls_cert = optarg;
+			break;
+		case 'K':
+			c->tls_key = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -202,6 +213,7 @@ static int
 run(struct cli *c, weft_msvc_config *cfg)
 {
 	char id[WEFT_MSVC_MAX_ID + 1];
+	weft_msvc_opts opts = {0};
 	weft_loop_group *group;
 	weft_msvc_peer *node;
 	weft_msvc *svc;
@@ -211,9 +223,12 @@ run(struct cli *c, weft_msvc_config *cfg)
 		snprintf(id, sizeof(id), "weft-kv-%ld", (long)getpid());
 	else
 		snprintf(id, sizeof(id), "%s", c->client_id);
+	if (weftd_tls_ctx_from_config(cfg, c->tls_cert, c->tls_key,
+	                              &opts.tls) != 0)
+		return EXIT_USAGE;
 	if (weft_loop_group_new(1, &group) != 0)
-		return EXIT_FAILURE;
-	if ((rv = weft_msvc_new(group, cfg, id, NULL, &svc)) != 0) {
+		goto out_tls;
+	if ((rv = weft_msvc_new(group, cfg, id, &opts, &svc)) != 0) {
 		fprintf(stderr, "weft-kv: %s\n", weft_strerror(rv));
 		goto out_group;
 	}
@@ -236,6 +251,9 @@ run(struct cli *c, weft_msvc_config *cfg)
 	weft_msvc_free(svc);
 out_group:
 	weft_loop_group_free(group);
+out_tls:
+	if (opts.tls != NULL)
+		weft_tls_ctx_unref(opts.tls);
 	return code;
 }
 
