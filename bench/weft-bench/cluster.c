@@ -34,7 +34,7 @@ typedef struct child {
 	uint64_t ticks;
 	bool ready, done, reported, hist, dead;
 	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
-	uint64_t wakeups, msgs_in;
+	uint64_t wakeups, msgs_in, sent, replies, duplicates;
 	int first_error;
 } child;
 
@@ -43,6 +43,7 @@ typedef struct cresult {
 	enum wbench_io io;
 	unsigned peers;
 	uint64_t ops, errors;
+	uint64_t sent, replies, lost, duplicates; /* whole run */
 	double ops_per_s, mean_us;
 	double p50_us, p95_us, p99_us, p999_us, max_us;
 	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
@@ -135,7 +136,8 @@ parse_result(child *k, const char *line)
 	    {"vcsw=", &k->vcsw},       {"ivcsw=", &k->ivcsw},
 	    {"cpu_us=", &k->cpu_us},   {"rss_kb=", &k->rss_kb},
 	    {"threads=", &k->threads}, {"wakeups=", &k->wakeups},
-	    {"msgs_in=", &k->msgs_in},
+	    {"msgs_in=", &k->msgs_in}, {"sent=", &k->sent},
+	    {"replies=", &k->replies}, {"duplicates=", &k->duplicates},
 	};
 	const char *p;
 
@@ -242,11 +244,11 @@ pump(cluster *c, enum phase ph, uint64_t timeout_ms)
 		for (unsigned i = 0; i < c->n; i++) {
 			child *k = &c->kids[i];
 
-			if (k->dead)
+			if (k->dead && !reached(k, ph))
 				goto out;
 			waiting += !reached(k, ph);
-			pfd[i] =
-			    (struct pollfd){.fd = k->out_fd, .events = POLLIN};
+			pfd[i].fd = k->dead ? -1 : k->out_fd;
+			pfd[i].events = POLLIN;
 		}
 		if (waiting == 0) {
 			rv = 0;
@@ -307,6 +309,9 @@ merge(cluster *c, cresult *r)
 
 		r->ops += k->ops;
 		r->errors += k->errors;
+		r->sent += k->sent;
+		r->replies += k->replies;
+		r->duplicates += k->duplicates;
 		vcsw += k->vcsw;
 		ivcsw += k->ivcsw;
 		cpu += k->cpu_us;
@@ -317,6 +322,9 @@ merge(cluster *c, cresult *r)
 		if (r->first_error == 0)
 			r->first_error = k->first_error;
 	}
+	/* Every request sent must have been answered exactly once. */
+	r->lost = r->sent - r->replies;
+	r->errors += r->lost + r->duplicates;
 	ops = r->ops ? (double)r->ops : 1;
 	r->ops_per_s = (double)r->ops / c->o->duration_s;
 	r->mean_us = weft_histogram_mean(c->lat) / 1e3;
@@ -381,7 +389,7 @@ run_phases(cluster *c)
 		fprintf(stderr, "weft-bench: the nodes did not all report\n");
 		return -1;
 	}
-	return 0;
+	return tell_all(c, "quit\n");
 }
 
 static int
@@ -458,13 +466,17 @@ json_row(FILE *f, const cresult *r, bool first)
 	        "\"p999_us\": %.2f, \"max_us\": %.2f, \"vcsw_per_op\": %.4f, "
 	        "\"ivcsw_per_op\": %.4f, \"cpu_us_per_op\": %.3f, "
 	        "\"rss_mb\": %.2f, \"rss_mb_per_node\": %.3f, "
-	        "\"threads\": %llu, \"msgs_per_wakeup\": %.3f}",
+	        "\"threads\": %llu, \"msgs_per_wakeup\": %.3f, "
+	        "\"sent\": %llu, \"replies\": %llu, \"lost\": %llu, "
+	        "\"duplicates\": %llu}",
 	        first ? "" : ",", r->peers, io_name(r->io),
 	        (unsigned long long)r->ops, (unsigned long long)r->errors,
 	        r->ops_per_s, r->mean_us, r->p50_us, r->p95_us, r->p99_us,
 	        r->p999_us, r->max_us, r->vcsw_per_op, r->ivcsw_per_op,
 	        r->cpu_us_per_op, r->rss_mb, r->rss_mb_per_node,
-	        (unsigned long long)r->threads, r->msgs_per_wakeup);
+	        (unsigned long long)r->threads, r->msgs_per_wakeup,
+	        (unsigned long long)r->sent, (unsigned long long)r->replies,
+	        (unsigned long long)r->lost, (unsigned long long)r->duplicates);
 }
 
 static int

@@ -14,6 +14,7 @@
  *   node -> "done"              its window closed and its slots are idle
  *   coord -> "exit"             everybody is done: report and stop
  *   node -> "result k=v ...", "hist ..."
+ *   coord -> "quit"             everybody reported: stop
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,9 @@ typedef struct slot {
 	size_t target;    /* peer index of the request in flight */
 	uint64_t sent_ns; /* when it left */
 	uint64_t ok, errors;
+	uint64_t sent, replies,
+	    duplicates; /* all the time, not just the window */
+	bool in_flight;
 	wbench_lat lat;
 } slot;
 
@@ -83,6 +87,14 @@ slot_done(slot *s, int status)
 	cnode *n = s->node;
 	uint64_t now = now_ns();
 
+	/* Every request is answered exactly once: a second reply to a slot
+	 * would find nothing in flight. */
+	if (!s->in_flight) {
+		s->duplicates++;
+		return;
+	}
+	s->in_flight = false;
+	s->replies++;
 	if (now >= n->window_start_ns && now < n->window_end_ns) {
 		if (status == 0) {
 			s->ok++;
@@ -129,6 +141,8 @@ slot_send(slot *s)
 
 	s->target = next_target(n, s->target);
 	s->sent_ns = now_ns();
+	s->in_flight = true;
+	s->sent++;
 	if (n->svc != NULL)
 		rv = weft_msvc_request(n->svc, n->peers[s->target], VERB_ECHO,
 		                       n->payload, n->o->size, NULL, msvc_reply,
@@ -142,6 +156,8 @@ slot_send(slot *s)
 		int zero = 0;
 
 		s->errors++;
+		s->sent--;
+		s->in_flight = false;
 		atomic_compare_exchange_strong(&n->first_error, &zero, rv);
 		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
 	}
@@ -322,11 +338,15 @@ static void
 report(cnode *n, const usage *before, const usage *after)
 {
 	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0;
+	uint64_t sent = 0, replies = 0, dups = 0;
 	wbench_lat *lat = calloc(1, sizeof(*lat));
 
 	for (unsigned i = 0; i < n->o->outstanding; i++) {
 		ok += n->slots[i].ok;
 		errors += n->slots[i].errors;
+		sent += n->slots[i].sent;
+		replies += n->slots[i].replies;
+		dups += n->slots[i].duplicates;
 		if (lat != NULL)
 			wbench_lat_merge(lat, &n->slots[i].lat);
 	}
@@ -344,14 +364,16 @@ report(cnode *n, const usage *before, const usage *after)
 	}
 	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
-	       "first_error=%d\n",
+	       "first_error=%d sent=%llu replies=%llu duplicates=%llu\n",
 	       (unsigned long long)ok, (unsigned long long)errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
 	       (unsigned long long)(after->cpu_us - before->cpu_us),
 	       (unsigned long long)after->rss_kb,
 	       (unsigned long long)after->threads, (unsigned long long)wakeups,
-	       (unsigned long long)msgs_in, atomic_load(&n->first_error));
+	       (unsigned long long)msgs_in, atomic_load(&n->first_error),
+	       (unsigned long long)sent, (unsigned long long)replies,
+	       (unsigned long long)dups);
 	if (lat != NULL)
 		wbench_lat_print(lat, stdout);
 	else
@@ -434,6 +456,11 @@ wbench_cluster_node(const wbench_opts *o)
 	    strncmp(line, "exit", 4) != 0)
 		goto out;
 	report(&n, &before, &after);
+	/* Everyone reported: the others going away is no news now. */
+	weft_log_set_level(WEFT_LOG_ERROR);
+	if (fgets(line, sizeof(line), stdin) != NULL &&
+	    strncmp(line, "quit", 4) != 0)
+		goto out;
 	rv = 0;
 out:
 	node_fini(&n);

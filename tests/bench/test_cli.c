@@ -87,6 +87,60 @@ test_latency_in_two_processes(void **state)
 	assert_non_null(strstr(text, "\"p999_ns\""));
 }
 
+/* value_after reads the number after key, from where p points. */
+static double
+value_after(const char *p, const char *key)
+{
+	const char *k = strstr(p, key);
+
+	assert_non_null(k);
+	return strtod(k + strlen(key), NULL);
+}
+
+static void
+check_cluster_run(const char *run)
+{
+	assert_true(value_after(run, "\"ops\": ") > 0);
+	assert_true(value_after(run, "\"errors\": ") == 0);
+	assert_true(value_after(run, "\"lost\": ") == 0);
+	assert_true(value_after(run, "\"duplicates\": ") == 0);
+	assert_true(value_after(run, "\"sent\": ") ==
+	            value_after(run, "\"replies\": "));
+	assert_true(value_after(run, "\"p50_us\": ") <=
+	            value_after(run, "\"p95_us\": "));
+	assert_true(value_after(run, "\"p95_us\": ") <=
+	            value_after(run, "\"p99_us\": "));
+	assert_true(value_after(run, "\"p99_us\": ") <=
+	            value_after(run, "\"p999_us\": "));
+	assert_true(value_after(run, "\"p999_us\": ") <=
+	            value_after(run, "\"max_us\": "));
+	assert_true(value_after(run, "\"threads\": ") >= 3);
+}
+
+/* Three node processes per I/O model: every request answered once. */
+static void
+test_cluster_both_io_models(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"cluster", "--peers",  "3",      "--outstanding",
+	                "8",       "--warmup", "0.2",    "--duration",
+	                "0.5",     "--quiet",  "--json", path,
+	                NULL};
+	int fd = mkstemp(path);
+	char *loop, *threads;
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	loop = strstr(text, "\"io\": \"loop\"");
+	threads = strstr(text, "\"io\": \"threads\"");
+	assert_non_null(loop);
+	assert_non_null(threads);
+	check_cluster_run(loop);
+	check_cluster_run(threads);
+}
+
 static void
 test_bad_options_exit_2(void **state)
 {
@@ -107,6 +161,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_throughput_both_in_two_processes),
 	    cmocka_unit_test(test_latency_in_two_processes),
+	    cmocka_unit_test(test_cluster_both_io_models),
 	    cmocka_unit_test(test_bad_options_exit_2),
 	};
 
