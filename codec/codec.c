@@ -1,6 +1,7 @@
 /* codec.c: what the codecs share: counters, errors, delivery, writes. */
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -193,8 +194,8 @@ weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len)
 	c->stats.bytes_in += len;
 	weft_ctx_fire_read(ctx, &weft_msg_evbuffer, c->msg);
 	/* Whatever the receiver left is dropped (weft_msg_type's rule);
-	 * draining more than is left drains all. */
-	evbuffer_drain(c->msg, len);
+	 * asking to drain more than is there drains all. */
+	evbuffer_drain(c->msg, SIZE_MAX);
 }
 
 void
@@ -229,12 +230,22 @@ weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 }
 
 void
+weft__codec_close(weft_ctx *ctx)
+{
+	weft__codec *c = weft_ctx_state(ctx);
+
+	c->closed_here = true;
+	weft_ctx_close(ctx);
+}
+
+void
 weft__codec_inactive(weft_ctx *ctx)
 {
 	weft__codec *c = weft_ctx_state(ctx);
 
 	weft__codec_enter(c);
-	if (!c->failed && !c->in_read && c->partial_bytes > 0)
+	if (!c->failed && !c->in_read && !c->closed_here &&
+	    c->partial_bytes > 0)
 		weft__codec_fail(c, ctx, WEFT_EPROTO,
 		                 "connection ended inside a %s (%zu byte(s) "
 		                 "of it arrived)",

@@ -35,6 +35,7 @@ typedef struct weft__codec {
 	bool in_write;              /* out is in use */
 	bool failed;                /* closed on bad input: drop all input */
 	bool removed;               /* left the pipeline while busy */
+	bool closed_here;           /* a close passed through this codec */
 } weft__codec;
 
 /* weft__codec_init sets up c's common part (the rest of c is the caller's).
@@ -109,9 +110,11 @@ void weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 
 /* Shared handler callbacks: removed frees the state (later, if busy),
  * flush publishes the counters, inactive reports a partial message left
- * in the input. */
+ * in the input when the peer ended the stream (not when the close came
+ * from this side: close notes that it passed). */
 void weft__codec_removed(weft_ctx *ctx);
 void weft__codec_flush(weft_ctx *ctx);
+void weft__codec_close(weft_ctx *ctx);
 void weft__codec_inactive(weft_ctx *ctx);
 
 /* weft__codec_done says whether a decode loop must stop: the codec failed

@@ -280,6 +280,7 @@ static const weft_handler frame_handler = {
     .inactive = weft__codec_inactive,
     .write = frame_write,
     .flush = weft__codec_flush,
+    .close = weft__codec_close,
 };
 
 static int

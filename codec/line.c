@@ -229,6 +229,7 @@ static const weft_handler line_handler = {
     .inactive = weft__codec_inactive,
     .write = line_write,
     .flush = weft__codec_flush,
+    .close = weft__codec_close,
 };
 
 static int

@@ -241,6 +241,21 @@ test_truncated_frame_at_close(void **state)
 }
 
 static void
+test_local_close_inside_a_frame_is_no_error(void **state)
+{
+	unsigned char buf[4 + 100];
+	fx *f = frame_fixture(0, false);
+
+	(void)state;
+	put_frame(buf, 0, 100, false);
+	fx_send(f, buf, 4 + 50);
+	weft_channel_close(f->ch);
+	fx_run_until_inactive(f);
+	assert_int_equal(f->errors, 0);
+	fx_free(f);
+}
+
+static void
 test_clean_close_is_no_error(void **state)
 {
 	unsigned char buf[4 + 10];
@@ -492,6 +507,7 @@ main(void)
 	    cmocka_unit_test(test_frame_at_the_limit_accepted),
 	    cmocka_unit_test(test_truncated_frame_at_close),
 	    cmocka_unit_test(test_clean_close_is_no_error),
+	    cmocka_unit_test(test_local_close_inside_a_frame_is_no_error),
 	    cmocka_unit_test(test_crc_mismatch),
 	    cmocka_unit_test(test_encoder_round_trip),
 	    cmocka_unit_test(test_encoded_frames_decode),
