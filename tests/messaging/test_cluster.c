@@ -363,6 +363,34 @@ test_large_message_does_not_delay_small_ones(void **state)
 	cluster_stop(&cl);
 }
 
+static void
+test_metrics_dump_is_prometheus_text(void **state)
+{
+	struct tally t = {.want = 1};
+	struct evbuffer *out = evbuffer_new();
+	char *text;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+					   VERB_ECHO, "m", 1, NULL, tally_cb,
+					   &t),
+			 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(weft_msvc_metrics_dump(cl.svc[1], out), 0);
+	evbuffer_add(out, "", 1);
+	text = (char *)evbuffer_pullup(out, -1);
+	assert_non_null(strstr(text, "# TYPE weft_msvc_node_messages_in_total "
+				     "counter\n"));
+	assert_non_null(strstr(text, "weft_msvc_peer_received_total{node=\"n2\""
+				     ",peer=\"n1\"} "));
+	assert_non_null(strstr(text, "weft_msvc_verb_received_total{node="
+				     "\"n2\",verb=\"echo\",number=\"16\"} 1\n"));
+	assert_non_null(strstr(text, "quantile=\"0.99\""));
+	evbuffer_free(out);
+	cluster_stop(&cl);
+}
+
 int
 main(void)
 {
@@ -375,6 +403,7 @@ main(void)
 		cmocka_unit_test(test_expired_in_send_queue),
 		cmocka_unit_test(test_expired_before_handler),
 		cmocka_unit_test(test_large_message_does_not_delay_small_ones),
+		cmocka_unit_test(test_metrics_dump_is_prometheus_text),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

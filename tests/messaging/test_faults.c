@@ -457,6 +457,56 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 	fake_peer_stop(&fp);
 }
 
+
+static void
+heartbeat_tune(weft_msvc_limits *l)
+{
+	l->heartbeat_interval_ms = 20;
+	l->heartbeat_misses = 3;
+	l->reconnect_min_ms = 1000;
+	l->reconnect_max_ms = 1000;
+}
+
+static bool
+one_down(void *arg)
+{
+	(void)arg;
+	return atomic_load(&cl.downs) >= 1;
+}
+
+static void
+test_silent_peer_is_marked_down_by_heartbeats(void **state)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 10000};
+	struct tally t = {.want = 1};
+	weft_msvc_peer_stats ps;
+	struct fake_peer fp;
+	weft_msvc_peer *p;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, heartbeat_tune), 0);
+	fake_peer_start(&fp);
+	weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", fp.port);
+	p = cluster_peer(&cl, 0, 1);
+	/* It handshakes (so it is up), then never answers anything. */
+	t0 = weft_now_ns();
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "?", 1, &o,
+					   tally_cb, &t),
+			 0);
+	assert_true(test_wait(one_down, NULL, 5000));
+	assert_false(weft_msvc_peer_is_up(p));
+	/* The request in flight fails now, not at its 10 s timeout. */
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EPEERDOWN]), 1);
+	assert_true(weft_now_ns() - t0 < 2000000000ull);
+	weft_msvc_peer_get_stats(p, &ps);
+	assert_int_equal(ps.downs, 1);
+	assert_true(stats(0).heartbeats_missed >= 3);
+	cluster_stop(&cl);
+	fake_peer_stop(&fp);
+}
+
 /* ---- Inbound back-pressure -------------------------------------------- */
 
 static void
@@ -504,6 +554,7 @@ main(void)
 			test_garbage_and_bad_frames_close_only_that_connection),
 		cmocka_unit_test(test_client_gets_answers_on_its_own_connection),
 		cmocka_unit_test(test_stalled_peer_gets_overloaded_not_memory),
+		cmocka_unit_test(test_silent_peer_is_marked_down_by_heartbeats),
 		cmocka_unit_test(test_reading_pauses_while_handlers_are_behind),
 	};
 
