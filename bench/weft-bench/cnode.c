@@ -408,6 +408,8 @@ node_fini(cnode *n)
 {
 	if (n->svc != NULL) {
 		weft_msvc_stop(n->svc, 1000);
+		/* Its connections are freed with their loops stopped. */
+		weft_loop_group_shutdown(n->group, 1000);
 		weft_msvc_free(n->svc);
 	}
 	if (n->group != NULL)

@@ -97,7 +97,7 @@ static weft_msvc_config *
 make_config(int nodes)
 {
 	weft_msvc_config *cfg;
-	char id[8];
+	char id[16];
 
 	assert_int_equal(weft_msvc_config_new("bench", &cfg), 0);
 	for (int i = 0; i < nodes; i++) {
@@ -112,7 +112,7 @@ make_config(int nodes)
 static void
 start_nodes(weft_msvc_config *cfg, wbase_node **nodes, int n)
 {
-	char id[8];
+	char id[16];
 
 	for (int i = 0; i < n; i++) {
 		snprintf(id, sizeof(id), "n%d", i);
@@ -258,6 +258,8 @@ test_baseline_and_weft_interoperate(void **state)
 	assert_int_equal(t.wrong, 0);
 	wbase_node_free(base);
 	weft_msvc_stop(svc, 1000);
+	/* The service's connections go with their loops stopped. */
+	weft_loop_group_shutdown(group, 1000);
 	weft_msvc_free(svc);
 	weft_loop_group_free(group);
 	weft_msvc_config_free(cfg);
