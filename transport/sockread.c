@@ -37,9 +37,12 @@ top_up(evutil_socket_t fd, struct evbuffer *buf, size_t max)
 	want = (size_t)avail < max - have ? (size_t)avail : max - have;
 	if ((n = evbuffer_reserve_space(buf, (ev_ssize_t)want, v, 2)) <= 0)
 		return;
+	/* The reservation may be larger than asked: read no more. */
+	left = want;
 	for (i = 0; i < n; i++) {
 		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
+		iov[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+		left -= iov[i].iov_len;
 	}
 	got = readv(fd, iov, n);
 	if (got <= 0) {

@@ -1,12 +1,14 @@
 /* echo.c: handlers the transport tests share (see echo.h). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "echo.h"
 
@@ -47,9 +49,15 @@ int
 echo_server_init(weft_channel *ch, void *arg)
 {
 	echo_server *s = arg;
+	socklen_t len = sizeof(int);
+	int on = 0;
 	size_t i;
 
 	atomic_fetch_add(&s->channels, 1);
+	if (getsockopt(bufferevent_getfd(weft_channel_bev(ch)), IPPROTO_TCP,
+	               TCP_NODELAY, &on, &len) == 0 &&
+	    on != 0)
+		atomic_fetch_add(&s->nodelay, 1);
 	if (s->group != NULL) {
 		for (i = 0; i < weft_loop_group_size(s->group) && i < 4; i++) {
 			if (weft_loop_group_at(s->group, i) ==

@@ -27,6 +27,7 @@ typedef struct echo_server {
 	atomic_llong bytes;  /* bytes echoed */
 	weft_loop_group *group;
 	atomic_int per_loop[4]; /* channels per group loop (by index) */
+	atomic_int nodelay;     /* TCP channels with TCP_NODELAY set */
 } echo_server;
 
 /* echo_server_init is a weft_channel_init_cb; arg is an echo_server. */

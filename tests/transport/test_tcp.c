@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <netinet/tcp.h>
 
 #include "echo.h"
 #include "transport_int.h"
@@ -86,6 +88,17 @@ run_for(uint64_t ms)
 	echo_run_until(loop, never, NULL, ms);
 }
 
+static bool
+has_nodelay(weft_channel *ch)
+{
+	int on = 0;
+	socklen_t len = sizeof(on);
+	int fd = bufferevent_getfd(weft_channel_bev(ch));
+
+	return getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 &&
+	       on != 0;
+}
+
 static weft_server *
 start_server(const char *address, echo_server *es)
 {
@@ -113,8 +126,12 @@ close_server(weft_server *srv)
 	atomic_int closed = 0;
 
 	weft_server_close(srv, on_server_closed, &closed);
+	/* Idempotent: a second close before the first ends is ignored. */
+	weft_server_close(srv, on_server_closed, &closed);
+	assert_int_equal(atomic_load(&closed), 0);
 	assert_int_equal(
 	    echo_run_until(loop, echo_atomic_set, &closed, DEADLINE_MS), 0);
+	run_for(10);
 	assert_int_equal(atomic_load(&closed), 1);
 }
 
@@ -318,6 +335,8 @@ test_connect_by_name_and_peer_text(void **state)
 	assert_int_equal(c.connect_status, 0);
 	snprintf(peer, sizeof(peer), "127.0.0.1:%u", weft_server_port(srv));
 	assert_string_equal(weft_channel_peer(c.ch), peer);
+	assert_true(has_nodelay(c.ch));
+	assert_int_equal(atomic_load(&es.nodelay), 1);
 	weft_channel_close(c.ch);
 	run_for(20);
 	close_server(srv);
