@@ -347,7 +347,8 @@ typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status,
  * weft_msvc_send sends a one-way message with a copy of data. Returns 0
  * once queued (delivery is not confirmed), WEFT_EOVERLOAD (the peer's
  * outbound queue is full), WEFT_ETOOBIG (over max_frame_bytes),
- * WEFT_EINVAL, WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
+ * WEFT_EEXPIRED (the deadline has passed already), WEFT_EINVAL,
+ * WEFT_ESHUTDOWN (stopping, or not started) or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer,
 			    uint32_t verb, const void *data, size_t len,
@@ -362,8 +363,8 @@ WEFT_API int weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer,
  * weft_msvc_request sends a request with a copy of data. Returns 0, and
  * cb then runs exactly once (never inside this call); or fails at once,
  * cb never running, with WEFT_EOVERLOAD (peer queue full, or
- * max_pending_requests reached), WEFT_ETOOBIG, WEFT_EINVAL,
- * WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
+ * max_pending_requests reached), WEFT_ETOOBIG, WEFT_EEXPIRED,
+ * WEFT_EINVAL, WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer,
 			       uint32_t verb, const void *data, size_t len,
