@@ -42,7 +42,8 @@ weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
 int
 weftd_tls_open(struct weftd *d)
 {
-	return weftd_tls_ctx_from_config(d->cfg, NULL, NULL, &d->tls);
+	return weftd_tls_ctx_from_config(d->cfg, d->tls_cert, d->tls_key,
+	                                 &d->tls);
 }
 
 void

@@ -50,9 +50,12 @@ usage(FILE *f)
 {
 	fprintf(f, "usage: weft-kv --config FILE [--node ID] [--timeout-ms N] "
 	           "[--id CLIENT]\n"
+	           "               [--tls-cert FILE --tls-key FILE]\n"
 	           "               get KEY | put KEY VALUE | put KEY - | "
 	           "delete KEY\n"
-	           "  put KEY - reads the value from standard input.\n");
+	           "  put KEY - reads the value from standard input.\n"
+	           "  With TLS, the certificate must name the client id "
+	           "(--id).\n");
 }
 
 static int
@@ -77,6 +80,8 @@ parse_args(struct cli *c, int argc, char **argv)
 	    {"node", required_argument, NULL, 'n'},
 	    {"timeout-ms", required_argument, NULL, 't'},
 	    {"id", required_argument, NULL, 'i'},
+	    {"tls-cert", required_argument, NULL, 'C'},
+	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};

@@ -21,10 +21,14 @@
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: weftd --config FILE --id NODE\n"
+	fprintf(f, "usage: weftd --config FILE --id NODE [--tls-cert FILE "
+	           "--tls-key FILE]\n"
 	           "Runs one node of a weft cluster (see docs/WEFTD.md).\n"
 	           "  -c, --config FILE  the cluster configuration (INI)\n"
 	           "  -i, --id NODE      this node's id, a [node ID] of FILE\n"
+	           "  --tls-cert FILE    this node's certificate, instead of "
+	           "[tls] cert\n"
+	           "  --tls-key FILE     its key, instead of [tls] key\n"
 	           "  -h, --help         this text\n");
 }
 
@@ -35,18 +39,26 @@ parse_args(struct weftd *d, int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"config", required_argument, NULL, 'c'},
 	    {"id", required_argument, NULL, 'i'},
+	    {"tls-cert", required_argument, NULL, 'C'},
+	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:i:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:i:C:K:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			d->config_path = optarg;
 			break;
 		case 'i':
 			d->id = optarg;
+			break;
+		case 'C':
+			d->tls_cert = optarg;
+			break;
+		case 'K':
+			d->tls_key = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -29,6 +29,8 @@ enum {
 struct weftd {
 	const char *config_path;
 	const char *id;
+	const char *tls_cert; /* --tls-cert, --tls-key: override [tls] */
+	const char *tls_key;
 	weft_msvc_config *cfg;
 	/* [weftd] settings. */
 	char metrics_host[64];

@@ -29,82 +29,25 @@
 
 #include <weft/kv.h>
 
-#ifndef WEFTD_PATH
-#error "WEFTD_PATH must name the weftd binary"
-#endif
-#ifndef WEFT_KV_PATH
-#error "WEFT_KV_PATH must name the weft-kv binary"
-#endif
+#include "procs.h"
 
 #define NODES 3
 #define VERB_PING 16u
 #define VERB_ECHO 17u
-#define READY_MS 10000
-#define EXIT_MS 8000
 #define WAIT_MS 10000
 
 static const char *const ids[NODES] = {"n1", "n2", "n3"};
-
-struct proc {
-	pid_t pid;
-	int out_fd; /* the read end of its stdout */
-	uint16_t port;
-	uint16_t metrics_port;
-	char err_path[256]; /* its stderr */
-};
 
 struct fixture {
 	char dir[64];
 	char config[128];
 	uint16_t ports[NODES];
-	struct proc p[NODES];
+	struct wt_proc p[NODES];
 	weft_loop_group *group;
 	weft_msvc *client;
 };
 
-static uint64_t
-ms_since(uint64_t start_ns)
-{
-	return (weft_now_ns() - start_ns) / 1000000;
-}
-
-static void
-pause_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-/* ---- Processes ------------------------------------------------------------
- */
-
-static uint16_t
-free_port(void)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t port;
-
-	assert_true(fd >= 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
-static void
-write_file(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-
-	assert_non_null(f);
-	assert_int_equal(fputs(text, f) >= 0, 1);
-	assert_int_equal(fclose(f), 0);
-}
+/* ---- The cluster ------------------------------------------------------ */
 
 static void
 write_config(struct fixture *f)
@@ -125,125 +68,13 @@ write_config(struct fixture *f)
 	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
 	         "shutdown_timeout = 2s\n"
 	         "[kv]\nwrite_quorum = all\nreplicate_timeout = 1s\n");
-	write_file(f->config, text);
+	wt_write_file(f->config, text);
 }
 
-/* Reads one line from fd within the deadline; returns its length or -1. */
-static ssize_t
-read_line(int fd, char *buf, size_t cap, uint64_t timeout_ms)
-{
-	uint64_t start = weft_now_ns();
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	size_t n = 0;
-	ssize_t r;
-
-	while (n + 1 < cap) {
-		uint64_t spent = ms_since(start);
-
-		if (spent >= timeout_ms ||
-		    poll(&pfd, 1, (int)(timeout_ms - spent)) <= 0)
-			return -1;
-		if ((r = read(fd, buf + n, 1)) <= 0)
-			return -1;
-		if (buf[n] == '\n') {
-			buf[n] = '\0';
-			return (ssize_t)n;
-		}
-		n++;
-	}
-	return -1;
-}
-
-/* Starts argv with stdout on a pipe and stderr into err_path; returns the
- * pid and the pipe's read end in *out_fd. */
-static pid_t
-spawn(char *const argv[], const char *err_path, int *out_fd)
-{
-	int fds[2], err;
-	pid_t pid;
-
-	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		err = open(err_path ? err_path : "/dev/null",
-		           O_WRONLY | O_CREAT | O_APPEND, 0600);
-		if (err < 0 || dup2(fds[1], 1) < 0 || dup2(err, 2) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	*out_fd = fds[0];
-	return pid;
-}
-
-/* Waits for pid to exit; returns its wait status, or -1 at the
- * deadline. */
-static int
-wait_exit(pid_t pid, uint64_t timeout_ms)
-{
-	uint64_t start = weft_now_ns();
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), status;
-	struct pollfd p = {.fd = pfd, .events = POLLIN};
-	pid_t r;
-
-	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
-		if (ms_since(start) >= timeout_ms) {
-			status = -1;
-			break;
-		}
-		if (pfd >= 0)
-			poll(&p, 1, (int)(timeout_ms - ms_since(start)));
-		else
-			pause_ms(5);
-	}
-	if (pfd >= 0)
-		close(pfd);
-	return r == pid ? status : -1;
-}
-
-/* Starts node i and waits for its ready line. */
 static void
 node_start(struct fixture *f, int i)
 {
-	char *argv[] = {WEFTD_PATH, "--config",     f->config,
-	                "--id",     (char *)ids[i], NULL};
-	struct proc *p = &f->p[i];
-	unsigned port, mport;
-	char line[256];
-	char path[sizeof(p->err_path)];
-
-	snprintf(path, sizeof(path), "%s/%s.err", f->dir, ids[i]);
-	memcpy(p->err_path, path, sizeof(path));
-	p->pid = spawn(argv, p->err_path, &p->out_fd);
-	assert_true(read_line(p->out_fd, line, sizeof(line), READY_MS) > 0);
-	assert_int_equal(sscanf(line,
-	                        "weftd ready node=%*s port=%u "
-	                        "metrics=127.0.0.1:%u",
-	                        &port, &mport),
-	                 2);
-	assert_int_equal(port, f->ports[i]);
-	p->port = (uint16_t)port;
-	p->metrics_port = (uint16_t)mport;
-}
-
-/* Sends sig to node i and waits for it to exit; returns the status. */
-static int
-node_signal_exit(struct fixture *f, int i, int sig)
-{
-	struct proc *p = &f->p[i];
-	int status;
-
-	assert_int_equal(kill(p->pid, sig), 0);
-	status = wait_exit(p->pid, EXIT_MS);
-	if (status == -1) {
-		kill(p->pid, SIGKILL);
-		wait_exit(p->pid, EXIT_MS);
-	}
-	close(p->out_fd);
-	p->pid = 0;
-	return status;
+	wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i], NULL);
 }
 
 static int
@@ -259,7 +90,7 @@ setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
 	for (i = 0; i < NODES; i++)
-		f->ports[i] = free_port();
+		f->ports[i] = wt_free_port();
 	write_config(f);
 	for (i = 0; i < NODES; i++)
 		node_start(f, i);
@@ -285,7 +116,8 @@ teardown(void **state)
 	weft_loop_group_free(f->group);
 	for (i = 0; i < NODES; i++) {
 		if (f->p[i].pid > 0)
-			assert_int_equal(node_signal_exit(f, i, SIGTERM), 0);
+			assert_int_equal(wt_node_signal_exit(&f->p[i], SIGTERM),
+			                 0);
 		unlink(f->p[i].err_path);
 	}
 	unlink(f->config);
@@ -417,10 +249,10 @@ run_kv(struct fixture *f, const char *node, const char *cmd, const char *key,
 	int fd, status;
 	pid_t pid;
 
-	pid = spawn(argv, NULL, &fd);
-	if (read_line(fd, out, cap, WAIT_MS) < 0)
+	pid = wt_spawn(argv, NULL, &fd);
+	if (wt_read_line(fd, out, cap, WAIT_MS) < 0)
 		out[0] = '\0';
-	status = wait_exit(pid, WAIT_MS);
+	status = wt_wait_exit(pid, WAIT_MS);
 	close(fd);
 	assert_true(status != -1 && WIFEXITED(status));
 	return WEXITSTATUS(status);
@@ -452,29 +284,6 @@ test_weft_kv_across_nodes(void **state)
 	                 2);
 }
 
-/* Waits until the file holds needle; returns whether it did. */
-static bool
-file_contains(const char *path, const char *needle, uint64_t timeout_ms)
-{
-	uint64_t start = weft_now_ns();
-	static char buf[1 << 20];
-	bool found = false;
-	size_t n;
-	FILE *fp;
-
-	while (!found && ms_since(start) < timeout_ms) {
-		if ((fp = fopen(path, "r")) != NULL) {
-			n = fread(buf, 1, sizeof(buf) - 1, fp);
-			buf[n] = '\0';
-			fclose(fp);
-			found = strstr(buf, needle) != NULL;
-		}
-		if (!found)
-			pause_ms(10);
-	}
-	return found;
-}
-
 static void
 test_sigusr1_dumps_metrics_to_stderr(void **state)
 {
@@ -482,10 +291,10 @@ test_sigusr1_dumps_metrics_to_stderr(void **state)
 
 	assert_int_equal(kill(f->p[0].pid, SIGUSR1), 0);
 	assert_true(
-	    file_contains(f->p[0].err_path, "weft_kv_gets_total", WAIT_MS));
-	assert_true(file_contains(f->p[0].err_path, "weft_msvc_", WAIT_MS));
-	assert_true(
-	    file_contains(f->p[0].err_path, "weftd_uptime_seconds", WAIT_MS));
+	    wt_file_contains(f->p[0].err_path, "weft_kv_gets_total", WAIT_MS));
+	assert_true(wt_file_contains(f->p[0].err_path, "weft_msvc_", WAIT_MS));
+	assert_true(wt_file_contains(f->p[0].err_path, "weftd_uptime_seconds",
+	                             WAIT_MS));
 	/* And the node still serves. */
 	assert_int_equal(echo(f, 0, "still here"), 0);
 }
@@ -508,7 +317,7 @@ http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
 	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
 	         path);
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while (n + 1 < cap && ms_since(start) < WAIT_MS) {
+	while (n + 1 < cap && wt_ms_since(start) < WAIT_MS) {
 		if (poll(&pfd, 1, WAIT_MS) <= 0 ||
 		    (r = read(fd, buf + n, cap - 1 - n)) <= 0)
 			break;
@@ -649,9 +458,9 @@ load_wait(struct load *l, bool (*cond)(struct load *, int), int arg,
 	uint64_t start = weft_now_ns();
 
 	while (!cond(l, arg)) {
-		if (ms_since(start) >= timeout_ms)
+		if (wt_ms_since(start) >= timeout_ms)
 			return false;
-		pause_ms(2);
+		wt_pause_ms(2);
 	}
 	return true;
 }
@@ -702,7 +511,7 @@ test_sigkill_and_restart_under_load(void **state)
 	assert_true(load_wait(l, completed_at_least, 2000, WAIT_MS));
 	/* n2 dies with requests in flight... */
 	assert_int_equal(kill(f->p[1].pid, SIGKILL), 0);
-	assert_int_not_equal(wait_exit(f->p[1].pid, EXIT_MS), -1);
+	assert_int_not_equal(wt_wait_exit(f->p[1].pid, WT_EXIT_MS), -1);
 	close(f->p[1].out_fd);
 	/* ...the others keep serving while it is away... */
 	atomic_store(&l->ok_since_mark[0], 0);
@@ -724,11 +533,11 @@ test_sigterm_drains_and_exits_zero_under_traffic(void **state)
 
 	assert_true(load_wait(l, completed_at_least, 2000, WAIT_MS));
 	start = weft_now_ns();
-	status = node_signal_exit(f, 2, SIGTERM);
+	status = wt_node_signal_exit(&f->p[2], SIGTERM);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	/* Within the drain timeout (2 s) plus start-up slack. */
-	assert_true(ms_since(start) < 5000);
+	assert_true(wt_ms_since(start) < 5000);
 	atomic_store(&l->ok_since_mark[0], 0);
 	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
 	load_finish(l);
@@ -747,11 +556,11 @@ run_weftd(struct fixture *f, const char *config_text, const char *id)
 	pid_t pid;
 
 	snprintf(path, sizeof(path), "%s/bad.ini", f->dir);
-	write_file(path, config_text);
-	pid = spawn(argv, NULL, &fd);
-	if (read_line(fd, line, sizeof(line), 5000) > 0) /* started: stop */
+	wt_write_file(path, config_text);
+	pid = wt_spawn(argv, NULL, &fd);
+	if (wt_read_line(fd, line, sizeof(line), 5000) > 0) /* started: stop */
 		kill(pid, SIGTERM);
-	status = wait_exit(pid, EXIT_MS);
+	status = wt_wait_exit(pid, WT_EXIT_MS);
 	close(fd);
 	unlink(path);
 	assert_true(status != -1 && WIFEXITED(status));

@@ -1,0 +1,201 @@
+/* procs.c: weftd and weft-kv processes for the weftd tests. */
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <weft/core.h>
+
+#include "procs.h"
+
+uint64_t
+wt_ms_since(uint64_t start_ns)
+{
+	return (weft_now_ns() - start_ns) / 1000000;
+}
+
+void
+wt_pause_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+uint16_t
+wt_free_port(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	uint16_t port;
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
+
+void
+wt_write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_true(fputs(text, f) >= 0);
+	assert_int_equal(fclose(f), 0);
+}
+
+ssize_t
+wt_read_line(int fd, char *buf, size_t cap, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		uint64_t spent = wt_ms_since(start);
+
+		if (spent >= timeout_ms ||
+		    poll(&pfd, 1, (int)(timeout_ms - spent)) <= 0)
+			return -1;
+		if (read(fd, buf + n, 1) <= 0)
+			return -1;
+		if (buf[n] == '\n') {
+			buf[n] = '\0';
+			return (ssize_t)n;
+		}
+		n++;
+	}
+	return -1;
+}
+
+pid_t
+wt_spawn(char *const argv[], const char *err_path, int *out_fd)
+{
+	int fds[2], err;
+	pid_t pid;
+
+	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		err = open(err_path ? err_path : "/dev/null",
+		           O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (err < 0 || dup2(fds[1], 1) < 0 || dup2(err, 2) < 0)
+			_exit(126);
+		/* The tests read info lines (a TLS reload) from the log. */
+		setenv("WEFT_LOG", "info", 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	*out_fd = fds[0];
+	return pid;
+}
+
+int
+wt_wait_exit(pid_t pid, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), status = -1;
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	pid_t r;
+
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
+		if (wt_ms_since(start) >= timeout_ms)
+			break;
+		/* A pidfd turns readable at the exit; without one, poll. */
+		if (pfd >= 0)
+			poll(&p, 1, (int)(timeout_ms - wt_ms_since(start)));
+		else
+			wt_pause_ms(5);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return r == pid ? status : -1;
+}
+
+bool
+wt_file_contains(const char *path, const char *needle, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	size_t cap = 1 << 20, n;
+	char *buf = malloc(cap);
+	bool found = false;
+	FILE *fp;
+
+	assert_non_null(buf);
+	while (!found && wt_ms_since(start) < timeout_ms) {
+		if ((fp = fopen(path, "r")) != NULL) {
+			n = fread(buf, 1, cap - 1, fp);
+			buf[n] = '\0';
+			fclose(fp);
+			found = strstr(buf, needle) != NULL;
+		}
+		if (!found)
+			wt_pause_ms(10);
+	}
+	free(buf);
+	return found;
+}
+
+void
+wt_node_start(struct wt_proc *p, const char *config, const char *dir,
+              const char *id, uint16_t port, char *const extra[])
+{
+	char *argv[16] = {WEFTD_PATH, "--config", (char *)config, "--id",
+	                  (char *)id};
+	char path[sizeof(p->err_path)], line[256];
+	unsigned got_port, mport;
+	size_t n = 5;
+
+	while (extra != NULL && *extra != NULL && n < 15)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	snprintf(path, sizeof(path), "%s/%s.err", dir, id);
+	memcpy(p->err_path, path, sizeof(path));
+	p->pid = wt_spawn(argv, p->err_path, &p->out_fd);
+	assert_true(wt_read_line(p->out_fd, line, sizeof(line), WT_READY_MS) >
+	            0);
+	assert_int_equal(sscanf(line,
+	                        "weftd ready node=%*s port=%u "
+	                        "metrics=127.0.0.1:%u",
+	                        &got_port, &mport),
+	                 2);
+	assert_int_equal(got_port, port);
+	p->port = (uint16_t)got_port;
+	p->metrics_port = (uint16_t)mport;
+}
+
+int
+wt_node_signal_exit(struct wt_proc *p, int sig)
+{
+	int status;
+
+	assert_int_equal(kill(p->pid, sig), 0);
+	status = wt_wait_exit(p->pid, WT_EXIT_MS);
+	if (status == -1) {
+		kill(p->pid, SIGKILL);
+		wt_wait_exit(p->pid, WT_EXIT_MS);
+	}
+	close(p->out_fd);
+	p->pid = 0;
+	return status;
+}
