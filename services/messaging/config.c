@@ -133,7 +133,7 @@ weft__msvc_config_find(const weft_msvc_config *cfg, const char *id)
 
 int
 weft_msvc_config_add_node(weft_msvc_config *cfg, const char *id,
-			  const char *host, uint16_t port)
+                          const char *host, uint16_t port)
 {
 	struct weft__msvc_node *nodes, *n;
 	size_t cap;
@@ -185,8 +185,7 @@ dup_opt(const char **dst, const char *src)
 }
 
 int
-weft_msvc_config_set_tls(weft_msvc_config *cfg,
-			 const weft_msvc_tls_config *tls)
+weft_msvc_config_set_tls(weft_msvc_config *cfg, const weft_msvc_tls_config *tls)
 {
 	weft_msvc_tls_config t = {.mode = tls->mode};
 
@@ -224,7 +223,7 @@ weft_msvc_config_node_count(const weft_msvc_config *cfg)
 
 int
 weft_msvc_config_node(const weft_msvc_config *cfg, size_t i, const char **id,
-		      const char **host, uint16_t *port)
+                      const char **host, uint16_t *port)
 {
 	if (i >= cfg->nodes_len)
 		return WEFT_EINVAL;
@@ -239,7 +238,7 @@ weft_msvc_config_node(const weft_msvc_config *cfg, size_t i, const char **id,
 
 const char *
 weft_msvc_config_get(const weft_msvc_config *cfg, const char *section,
-		     const char *key)
+                     const char *key)
 {
 	size_t i;
 
@@ -252,7 +251,7 @@ weft_msvc_config_get(const weft_msvc_config *cfg, const char *section,
 
 int
 weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
-			    const char *key, const char *value)
+                            const char *key, const char *value)
 {
 	struct weft__msvc_kv *kv;
 	size_t cap;
@@ -281,7 +280,7 @@ weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
 
 int
 weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
-			   size_t errlen)
+                           size_t errlen)
 {
 	const weft_msvc_limits *l = &cfg->limits;
 	int c;
@@ -305,8 +304,8 @@ weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++) {
 		if (l->connections[c] > MAX_CONNECTIONS_PER_CLASS) {
 			snprintf(err, errlen,
-				 "more than %d connections per class",
-				 MAX_CONNECTIONS_PER_CLASS);
+			         "more than %d connections per class",
+			         MAX_CONNECTIONS_PER_CLASS);
 			return WEFT_ECONFIG;
 		}
 	}
@@ -328,15 +327,15 @@ weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out)
 		goto err_free;
 	for (i = 0; i < src->nodes_len; i++) {
 		rv = weft_msvc_config_add_node(cfg, src->nodes[i].id,
-					       src->nodes[i].host,
-					       src->nodes[i].port);
+		                               src->nodes[i].host,
+		                               src->nodes[i].port);
 		if (rv != 0)
 			goto err_free;
 	}
 	for (i = 0; i < src->extra_len; i++) {
 		rv = weft__msvc_config_add_extra(cfg, src->extra[i].section,
-						 src->extra[i].key,
-						 src->extra[i].value);
+		                                 src->extra[i].key,
+		                                 src->extra[i].value);
 		if (rv != 0)
 			goto err_free;
 	}

@@ -23,25 +23,27 @@ struct limit_key {
 };
 
 #define LIMIT(name, kind, field)                                               \
-	{name, kind, offsetof(weft_msvc_limits, field), 0}
+	{                                                                      \
+		name, kind, offsetof(weft_msvc_limits, field), 0               \
+	}
 static const struct limit_key limit_keys[] = {
-	LIMIT("max_frame", V_SIZE, max_frame_bytes),
-	LIMIT("outbound_queue", V_SIZE, outbound_queue_bytes),
-	LIMIT("inbound_inflight", V_SIZE, inbound_inflight_bytes),
-	LIMIT("max_pending_requests", V_U32, max_pending_requests),
-	LIMIT("large_message", V_SIZE, large_message_bytes),
-	LIMIT("connect_timeout", V_DURATION, connect_timeout_ms),
-	LIMIT("heartbeat_interval", V_DURATION, heartbeat_interval_ms),
-	LIMIT("heartbeat_misses", V_U32, heartbeat_misses),
-	LIMIT("reconnect_min", V_DURATION, reconnect_min_ms),
-	LIMIT("reconnect_max", V_DURATION, reconnect_max_ms),
-	LIMIT("request_timeout", V_DURATION, request_timeout_ms),
-	LIMIT("loops", V_U32, loops),
-	LIMIT("worker_threads", V_U32, worker_threads),
-	LIMIT("allow_clients", V_BOOL, allow_clients),
-	{"connections_urgent", V_CONNS, 0, WEFT_MSVC_URGENT},
-	{"connections_small", V_CONNS, 0, WEFT_MSVC_SMALL},
-	{"connections_large", V_CONNS, 0, WEFT_MSVC_LARGE},
+    LIMIT("max_frame", V_SIZE, max_frame_bytes),
+    LIMIT("outbound_queue", V_SIZE, outbound_queue_bytes),
+    LIMIT("inbound_inflight", V_SIZE, inbound_inflight_bytes),
+    LIMIT("max_pending_requests", V_U32, max_pending_requests),
+    LIMIT("large_message", V_SIZE, large_message_bytes),
+    LIMIT("connect_timeout", V_DURATION, connect_timeout_ms),
+    LIMIT("heartbeat_interval", V_DURATION, heartbeat_interval_ms),
+    LIMIT("heartbeat_misses", V_U32, heartbeat_misses),
+    LIMIT("reconnect_min", V_DURATION, reconnect_min_ms),
+    LIMIT("reconnect_max", V_DURATION, reconnect_max_ms),
+    LIMIT("request_timeout", V_DURATION, request_timeout_ms),
+    LIMIT("loops", V_U32, loops),
+    LIMIT("worker_threads", V_U32, worker_threads),
+    LIMIT("allow_clients", V_BOOL, allow_clients),
+    {"connections_urgent", V_CONNS, 0, WEFT_MSVC_URGENT},
+    {"connections_small", V_CONNS, 0, WEFT_MSVC_SMALL},
+    {"connections_large", V_CONNS, 0, WEFT_MSVC_LARGE},
 };
 #define N_LIMIT_KEYS (sizeof(limit_keys) / sizeof(limit_keys[0]))
 
@@ -52,16 +54,16 @@ struct parse {
 	weft_msvc_config *cfg;
 	const char *name;
 	const char *text, *pos;
-	int line;       /* the line the reader last returned */
-	int err_line;   /* first error's line, 0 if none */
-	int rv;         /* first error's code */
-	char msg[200];  /* first error's message */
+	int line;      /* the line the reader last returned */
+	int err_line;  /* first error's line, 0 if none */
+	int rv;        /* first error's code */
+	char msg[200]; /* first error's message */
 	char section[128];
 	int section_line;
 	int header_line; /* the last "[...]" line the reader returned */
 	enum section_kind kind;
-	ssize_t node;   /* S_NODE: index in cfg->nodes */
-	uint32_t seen;  /* keys seen in this section, a bit per key */
+	ssize_t node;  /* S_NODE: index in cfg->nodes */
+	uint32_t seen; /* keys seen in this section, a bit per key */
 	bool have_name;
 	uint32_t limits_seen;
 };
@@ -134,10 +136,10 @@ parse_size(const char *s, uint64_t *out)
 	static const struct {
 		const char *suffix;
 		uint64_t mult;
-	} units[] = {{"", 1},        {"b", 1},         {"k", 1 << 10},
-		     {"kib", 1 << 10}, {"kb", 1 << 10}, {"m", 1 << 20},
-		     {"mib", 1 << 20}, {"mb", 1 << 20}, {"g", 1u << 30},
-		     {"gib", 1u << 30}, {"gb", 1u << 30}};
+	} units[] = {{"", 1},           {"b", 1},        {"k", 1 << 10},
+	             {"kib", 1 << 10},  {"kb", 1 << 10}, {"m", 1 << 20},
+	             {"mib", 1 << 20},  {"mb", 1 << 20}, {"g", 1u << 30},
+	             {"gib", 1u << 30}, {"gb", 1u << 30}};
 	const char *rest;
 	uint64_t v;
 	size_t i;
@@ -178,7 +180,7 @@ parse_bool(const char *s, bool *out)
 	    strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0)
 		*out = true;
 	else if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 ||
-		 strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0)
+	         strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0)
 		*out = false;
 	else
 		return false;
@@ -196,18 +198,18 @@ set_limit(struct parse *p, const struct limit_key *k, const char *value)
 	case V_BOOL:
 		if (!parse_bool(value, &b))
 			return fail(p, WEFT_ECONFIG, "%s: not a boolean: '%s'",
-				    k->name, value);
+			            k->name, value);
 		*(bool *)base = b;
 		return 1;
 	case V_SIZE:
 		if (!parse_size(value, &v) || v > SIZE_MAX)
 			return fail(p, WEFT_ECONFIG, "%s: not a size: '%s'",
-				    k->name, value);
+			            k->name, value);
 		break;
 	case V_DURATION:
 		if (!parse_duration(value, &v))
-			return fail(p, WEFT_ECONFIG,
-				    "%s: not a duration: '%s'", k->name, value);
+			return fail(p, WEFT_ECONFIG, "%s: not a duration: '%s'",
+			            k->name, value);
 		break;
 	case V_U32:
 	case V_CONNS:
@@ -215,12 +217,12 @@ set_limit(struct parse *p, const struct limit_key *k, const char *value)
 		    strspn(value, "0123456789") != strlen(value) ||
 		    v > UINT32_MAX)
 			return fail(p, WEFT_ECONFIG, "%s: not a number: '%s'",
-				    k->name, value);
+			            k->name, value);
 		break;
 	}
 	if (v == 0 && k->kind != V_U32)
 		return fail(p, WEFT_ECONFIG, "%s: must not be 0%s", k->name,
-			    "");
+		            "");
 	if (k->kind == V_SIZE)
 		*(size_t *)base = (size_t)v;
 	else if (k->kind == V_DURATION)
@@ -242,12 +244,12 @@ on_limits(struct parse *p, const char *key, const char *value)
 			continue;
 		if (p->seen & (1u << i))
 			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-				    key, "");
+			            key, "");
 		p->seen |= 1u << i;
 		return set_limit(p, &limit_keys[i], value);
 	}
 	return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-		    p->section);
+	            p->section);
 }
 
 static int
@@ -255,13 +257,14 @@ on_cluster(struct parse *p, const char *key, const char *value)
 {
 	if (strcmp(key, "name") != 0)
 		return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-			    p->section);
+		            p->section);
 	if (p->have_name)
 		return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s", key, "");
 	if (!weft__msvc_id_is_valid(value))
-		return fail(p, WEFT_ECONFIG,
-			    "bad cluster name '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
-			    value, "");
+		return fail(
+		    p, WEFT_ECONFIG,
+		    "bad cluster name '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
+		    value, "");
 	strcpy(p->cfg->cluster, value);
 	p->have_name = true;
 	return 1;
@@ -278,12 +281,12 @@ on_node(struct parse *p, const char *key, const char *value)
 	if (strcmp(key, "host") == 0) {
 		if (p->seen & 1)
 			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-				    key, "");
+			            key, "");
 		if (value[0] == '\0')
 			return fail(p, WEFT_ECONFIG, "empty host%s%s", "", "");
 		if ((host = strdup(value)) == NULL)
 			return fail(p, WEFT_ENOMEM, "out of memory%s%s", "",
-				    "");
+			            "");
 		free(n->host);
 		n->host = host;
 		p->seen |= 1;
@@ -292,17 +295,17 @@ on_node(struct parse *p, const char *key, const char *value)
 	if (strcmp(key, "port") == 0) {
 		if (p->seen & 2)
 			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-				    key, "");
+			            key, "");
 		if (!parse_number(value, &port, &end) || *end != '\0' ||
 		    port > 65535)
 			return fail(p, WEFT_ECONFIG, "bad port '%s'%s", value,
-				    "");
+			            "");
 		n->port = (uint16_t)port;
 		p->seen |= 2;
 		return 1;
 	}
 	return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-		    p->section);
+	            p->section);
 }
 
 static int
@@ -320,8 +323,8 @@ on_tls(struct parse *p, const char *key, const char *value)
 			t->mode = WEFT_MSVC_TLS_OPTIONAL;
 		else
 			return fail(p, WEFT_ECONFIG,
-				    "tls mode '%s'%s: none, all or optional",
-				    value, "");
+			            "tls mode '%s'%s: none, all or optional",
+			            value, "");
 		return 1;
 	}
 	if (strcmp(key, "cert") == 0)
@@ -333,12 +336,12 @@ on_tls(struct parse *p, const char *key, const char *value)
 	else if (strcmp(key, "min_version") == 0) {
 		if (strcmp(value, "1.2") != 0 && strcmp(value, "1.3") != 0)
 			return fail(p, WEFT_ECONFIG,
-				    "tls min_version '%s'%s: 1.2 or 1.3", value,
-				    "");
+			            "tls min_version '%s'%s: 1.2 or 1.3", value,
+			            "");
 		slot = &t->min_version;
 	} else
 		return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-			    p->section);
+		            p->section);
 	free((char *)*slot);
 	if ((*slot = strdup(value)) == NULL)
 		return fail(p, WEFT_ENOMEM, "out of memory%s%s", "", "");
@@ -368,8 +371,8 @@ begin_node(struct parse *p, const char *id)
 
 	if (!weft__msvc_id_is_valid(id))
 		return fail(p, WEFT_ECONFIG,
-			    "bad node id '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
-			    id, "");
+		            "bad node id '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
+		            id, "");
 	rv = weft_msvc_config_add_node(p->cfg, id, "-", 0);
 	if (rv == WEFT_EEXIST)
 		return fail(p, WEFT_ECONFIG, "duplicate node '%s'%s", id, "");
@@ -395,19 +398,18 @@ begin_section(struct parse *p, const char *section)
 	else if (strcmp(section, "tls") == 0)
 		p->kind = S_TLS;
 	else if (strcmp(section, "node") == 0)
-		return fail(p, WEFT_ECONFIG, "[node] needs an id: [node ID]%s%s",
-			    "", "");
+		return fail(p, WEFT_ECONFIG,
+		            "[node] needs an id: [node ID]%s%s", "", "");
 	else
 		p->kind = S_EXTRA;
 	if (p->kind == S_LIMITS && p->limits_seen++ > 0)
 		return fail(p, WEFT_ECONFIG, "duplicate section [%s]%s",
-			    section, "");
+		            section, "");
 	return 1;
 }
 
 static int
-on_entry(void *user, const char *section, const char *key,
-	 const char *value)
+on_entry(void *user, const char *section, const char *key, const char *value)
 {
 	struct parse *p = user;
 
@@ -431,7 +433,7 @@ on_entry(void *user, const char *section, const char *key,
 	switch (p->kind) {
 	case S_NONE:
 		return fail(p, WEFT_ECONFIG, "'%s' outside of any section%s",
-			    key, "");
+		            key, "");
 	case S_CLUSTER:
 		return on_cluster(p, key, value);
 	case S_NODE:
@@ -443,7 +445,7 @@ on_entry(void *user, const char *section, const char *key,
 	case S_EXTRA:
 		if (weft__msvc_config_add_extra(p->cfg, section, key, value))
 			return fail(p, WEFT_ENOMEM, "out of memory%s%s", "",
-				    "");
+			            "");
 		return 1;
 	}
 	return 1;
@@ -475,7 +477,7 @@ finish(struct parse *p, int ini_rv, char *err, size_t errlen)
 		return 0;
 	if (errlen > 0 && p->err_line > 0)
 		snprintf(err, errlen, "%s:%d: %s", p->name, p->err_line,
-			 p->msg);
+		         p->msg);
 	else if (errlen > 0)
 		snprintf(err, errlen, "%s: %s", p->name, p->msg);
 	return p->rv;
@@ -483,7 +485,7 @@ finish(struct parse *p, int ini_rv, char *err, size_t errlen)
 
 int
 weft_msvc_config_parse(const char *text, const char *name,
-		       weft_msvc_config **out, char *err, size_t errlen)
+                       weft_msvc_config **out, char *err, size_t errlen)
 {
 	struct parse p = {.name = name ? name : "<config>", .text = text};
 	int rv;
@@ -505,7 +507,7 @@ weft_msvc_config_parse(const char *text, const char *name,
 
 int
 weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
-		      size_t errlen)
+                      size_t errlen)
 {
 	char *text;
 	size_t n;
@@ -525,7 +527,7 @@ weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
 	fclose(f);
 	if (rv == 0 && n > MAX_FILE_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path,
-			 MAX_FILE_BYTES);
+		         MAX_FILE_BYTES);
 		rv = WEFT_ECONFIG;
 	} else if (rv != 0) {
 		snprintf(err, errlen, "%s: read error", path);
@@ -536,7 +538,7 @@ weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
 			rv = WEFT_ECONFIG;
 		} else {
 			rv = weft_msvc_config_parse(text, path, out, err,
-						    errlen);
+			                            errlen);
 		}
 	}
 	free(text);

@@ -63,8 +63,8 @@ crc_of_buffer(uint32_t crc, struct evbuffer *buf)
 
 		got = evbuffer_peek(buf, -1, &pos, v, 16);
 		for (i = 0; i < got && i < 16; i++) {
-			crc = weft__msvc_crc32c(crc, v[i].iov_base,
-						v[i].iov_len);
+			crc =
+			    weft__msvc_crc32c(crc, v[i].iov_base, v[i].iov_len);
 			adv += v[i].iov_len;
 		}
 		if (got <= 16)
@@ -76,7 +76,7 @@ crc_of_buffer(uint32_t crc, struct evbuffer *buf)
 /* A large payload: header, payload and trailer go to tx separately. */
 static void
 encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
-	     size_t len, struct evbuffer *buf)
+             size_t len, struct evbuffer *buf)
 {
 	uint32_t crc = 0;
 	uint8_t tail[4];
@@ -102,9 +102,8 @@ encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
 
 size_t
 weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
-		       uint32_t flags, uint64_t created_ms,
-		       uint64_t expires_ms, const void *data, size_t len,
-		       struct evbuffer *buf)
+                       uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
+                       const void *data, size_t len, struct evbuffer *buf)
 {
 	size_t body = WEFT__MSVC_ENV_HEADER + len;
 	size_t n = 4 + body + (c->crc ? 4 : 0);
@@ -117,17 +116,17 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 		h = c->scratch + c->scratch_len;
 		put_be32(h, (uint32_t)body);
 		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
-				      expires_ms, (uint32_t)len);
+		                      expires_ms, (uint32_t)len);
 		if (len > 0)
 			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
 		if (c->crc)
 			put_be32(h + 4 + body,
-				 weft__msvc_crc32c(0, h, 4 + body));
+			         weft__msvc_crc32c(0, h, 4 + body));
 		c->scratch_len += n;
 	} else {
 		put_be32(big, (uint32_t)body);
 		weft__msvc_env_header(big + 4, id, verb, flags, created_ms,
-				      expires_ms, (uint32_t)len);
+		                      expires_ms, (uint32_t)len);
 		encode_large(c, big, data, len, buf);
 	}
 	weft__msvc_count1(&c->ml->rs.messages_out, 1);
@@ -208,9 +207,8 @@ flush_conn(struct weft__msvc_conn *c)
 		}
 	}
 	c->tx_accounted = 0;
-	if (c->ch == NULL ||
-	    weft_channel_write(c->ch, c->tx, on_written,
-			       (void *)(uintptr_t)n) != 0) {
+	if (c->ch == NULL || weft_channel_write(c->ch, c->tx, on_written,
+	                                        (void *)(uintptr_t)n) != 0) {
 		evbuffer_drain(c->tx, evbuffer_get_length(c->tx));
 		if (c->peer != NULL)
 			weft__msvc_release_queued(c->peer, n);
@@ -269,7 +267,7 @@ unlink_dirty(struct weft__msvc_conn *c)
 /* Counts every write the socket takes, for bytes per write. */
 static void
 on_output_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info,
-		  void *arg)
+                  void *arg)
 {
 	struct weft__msvc_conn *c = arg;
 
@@ -292,7 +290,7 @@ weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why)
 	}
 	if (c->ch != NULL && weft_channel_is_open(c->ch)) {
 		weft_debug("msvc %s: closing %s: %s", c->svc->id, c->peer_addr,
-			   why);
+		           why);
 		weft_channel_close(c->ch);
 	}
 }
@@ -302,7 +300,7 @@ static void
 conn_reject(struct weft__msvc_conn *c, const char *why)
 {
 	weft_warn("msvc %s: closing connection from %s (%s): %s", c->svc->id,
-		  c->peer_addr, c->peer != NULL ? c->peer->id : "?", why);
+	          c->peer_addr, c->peer != NULL ? c->peer->id : "?", why);
 	if (c->ch != NULL)
 		weft_channel_close(c->ch);
 	c->state = WEFT__MSVC_CLOSED;
@@ -396,8 +394,8 @@ report_truncated(struct weft__msvc_conn *c)
 		return;
 	weft__msvc_count(&c->svc->st.bad_frames, 1);
 	weft_warn("msvc %s: connection from %s closed inside a frame "
-		  "(%zu byte(s) left)",
-		  c->svc->id, c->peer_addr, left);
+	          "(%zu byte(s) left)",
+	          c->svc->id, c->peer_addr, left);
 }
 
 static void
@@ -445,9 +443,9 @@ h_removed(weft_ctx *ctx)
 }
 
 static const weft_handler msvc_handler = {
-	.read = h_read,
-	.inactive = h_inactive,
-	.removed = h_removed,
+    .read = h_read,
+    .inactive = h_inactive,
+    .removed = h_removed,
 };
 
 static int
@@ -460,10 +458,10 @@ attach(struct weft__msvc_conn *c, weft_channel *ch)
 	weft_channel_set_data(ch, c);
 	c->ch = ch;
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s",
-		 weft_channel_peer(ch));
+	         weft_channel_peer(ch));
 	if (weft_channel_bev(ch) != NULL)
 		evbuffer_add_cb(bufferevent_get_output(weft_channel_bev(ch)),
-				on_output_drained, c);
+		                on_output_drained, c);
 	atomic_fetch_add(&c->svc->st.connections_open, 1);
 	return 0;
 }
@@ -548,8 +546,8 @@ refuse(struct weft__msvc_conn *c, int status, const char *reason)
 	snprintf(r.reason, sizeof(r.reason), "%s", reason);
 	if (status == WEFT__MSVC_R_VERSION)
 		snprintf(r.reason, sizeof(r.reason),
-			 "no common version: this node speaks %d..%d",
-			 WEFT__MSVC_VERSION_MIN, WEFT__MSVC_VERSION_MAX);
+		         "no common version: this node speaks %d..%d",
+		         WEFT__MSVC_VERSION_MIN, WEFT__MSVC_VERSION_MAX);
 	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
 	if (buf != NULL && weft__msvc_reply_encode(buf, &r) == 0)
 		weft_channel_write(c->ch, buf, NULL, NULL);
@@ -569,12 +567,12 @@ touch_task(weft_loop *loop, int status, void *arg)
 
 static int
 check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
-	    ssize_t *member, const char **why)
+            ssize_t *member, const char **why)
 {
 	weft_msvc *svc = c->svc;
 	uint64_t v = h->max_version < WEFT__MSVC_VERSION_MAX
-			     ? h->max_version
-			     : WEFT__MSVC_VERSION_MAX;
+	                 ? h->max_version
+	                 : WEFT__MSVC_VERSION_MAX;
 
 	*member = weft__msvc_config_find(svc->cfg, h->id);
 	if (v < h->min_version || v < WEFT__MSVC_VERSION_MIN)
@@ -628,12 +626,12 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	c->cls = (uint8_t)h.cls;
 	c->index = (uint32_t)h.index;
 	r.version = WEFT__MSVC_VERSION_MAX < h.max_version
-			    ? WEFT__MSVC_VERSION_MAX
-			    : h.max_version;
+	                ? WEFT__MSVC_VERSION_MAX
+	                : h.max_version;
 	snprintf(r.id, sizeof(r.id), "%s", svc->id);
 	/* CRCs go only where TLS protects every byte already. */
 	c->crc = !(svc->opts.tls != NULL &&
-		   svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && (h.flags & 1));
+	           svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && (h.flags & 1));
 	r.flags = c->crc ? 1 : 0;
 	r.max_frame = svc->cfg->limits.max_frame_bytes;
 	if ((buf = evbuffer_new()) == NULL ||
@@ -651,7 +649,7 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		if (c->peer->home == c->ml)
 			weft__msvc_peer_touch(c->peer);
 		else if (weft_loop_post(c->peer->home->loop, touch_task,
-					c->peer) == 0)
+		                        c->peer) == 0)
 			weft__msvc_count1(&c->ml->rs.handoffs, 1);
 	}
 }
@@ -669,15 +667,15 @@ send_hello(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_hello h = {
-		.min_version = WEFT__MSVC_VERSION_MIN,
-		.max_version = WEFT__MSVC_VERSION_MAX,
-		.role = svc->member ? 0 : 1,
-		.cls = c->cls,
-		.index = c->index,
-		.flags = svc->opts.tls != NULL &&
-				 svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE
-			 ? 1
-			 : 0,
+	    .min_version = WEFT__MSVC_VERSION_MIN,
+	    .max_version = WEFT__MSVC_VERSION_MAX,
+	    .role = svc->member ? 0 : 1,
+	    .cls = c->cls,
+	    .index = c->index,
+	    .flags = svc->opts.tls != NULL &&
+	                     svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE
+	                 ? 1
+	                 : 0,
 	};
 	struct evbuffer *buf = evbuffer_new();
 
@@ -700,7 +698,7 @@ on_connected(weft_channel *ch, int status, void *arg)
 	if (status != 0) {
 		weft__msvc_count(&c->peer->st.connect_failures, 1);
 		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
-			   c->peer->id, c->peer_addr, weft_strerror(status));
+		           c->peer->id, c->peer_addr, weft_strerror(status));
 		outbound_lost(c, status);
 		return;
 	}
@@ -725,10 +723,10 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	pthread_mutex_lock(&peer->addr_lock);
 	if (strchr(peer->host, ':') != NULL)
 		snprintf(addr, sizeof(addr), "[%s]:%u", peer->host,
-			 (unsigned)peer->port);
+		         (unsigned)peer->port);
 	else
 		snprintf(addr, sizeof(addr), "%s:%u", peer->host,
-			 (unsigned)peer->port);
+		         (unsigned)peer->port);
 	pthread_mutex_unlock(&peer->addr_lock);
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s", addr);
 	o.timeout_ms = svc->cfg->limits.connect_timeout_ms;
@@ -738,12 +736,12 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 		o.tls = svc->opts.tls;
 	c->state = WEFT__MSVC_CONNECTING;
 	rv = weft_connect_start(c->ml->loop, addr, &o, on_connected, c,
-				&c->connecting);
+	                        &c->connecting);
 	if (rv != 0) {
 		c->connecting = NULL;
 		weft__msvc_count(&peer->st.connect_failures, 1);
 		weft_warn("msvc %s: cannot dial %s at %s: %s", svc->id,
-			  peer->id, addr, weft_strerror(rv));
+		          peer->id, addr, weft_strerror(rv));
 		outbound_lost(c, rv);
 		return;
 	}
@@ -763,8 +761,8 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	if (r.status != 0) {
 		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
 		weft_warn("msvc %s: %s refused our connection: %s (%u)",
-			  c->svc->id, c->peer->id, r.reason,
-			  (unsigned)r.status);
+		          c->svc->id, c->peer->id, r.reason,
+		          (unsigned)r.status);
 		weft_channel_close(c->ch);
 		return;
 	}
@@ -807,8 +805,7 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 		weft__msvc_response(c->ml, env);
 		return;
 	}
-	if (li >= svc->nloops ||
-	    (h = malloc(sizeof(*h) + env->len)) == NULL) {
+	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->len)) == NULL) {
 		weft__msvc_count(&svc->st.late_responses, 1);
 		return;
 	}
@@ -825,7 +822,7 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 
 static void
 on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
-	   size_t frame_bytes)
+           size_t frame_bytes)
 {
 	struct weft__msvc_env env;
 
@@ -850,8 +847,7 @@ should_pause(struct weft__msvc_conn *c)
 	weft_msvc *svc = c->svc;
 	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
 
-	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) <
-	    limit)
+	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) < limit)
 		return false;
 	c->paused = true;
 	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
@@ -867,7 +863,7 @@ should_pause(struct weft__msvc_conn *c)
 /* Handles one whole frame at the start of in; returns false to stop. */
 static bool
 handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
-	     size_t total)
+             size_t total)
 {
 	uint32_t crc;
 
@@ -897,8 +893,8 @@ static size_t
 frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 {
 	uint32_t max = c->state == WEFT__MSVC_UP
-			       ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
-			       : WEFT__MSVC_HELLO_MAX;
+	                   ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
+	                   : WEFT__MSVC_HELLO_MAX;
 
 	*len = be32(p);
 	if (*len > max || *len == 0 ||
@@ -907,8 +903,8 @@ frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 			weft__msvc_count(&c->svc->st.oversized_frames, 1);
 		else
 			weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-		conn_reject(c, *len > max ? "frame too large"
-					  : "frame too short");
+		conn_reject(c,
+		            *len > max ? "frame too large" : "frame too short");
 		return 0;
 	}
 	return 4 + (size_t)*len + (c->crc ? 4 : 0);
@@ -917,8 +913,7 @@ frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 /* Handles every whole frame inside the contiguous bytes p[0..n); returns
  * how many bytes they took, and false in *go when reading must stop. */
 static size_t
-frames_in_place(struct weft__msvc_conn *c, const uint8_t *p, size_t n,
-		bool *go)
+frames_in_place(struct weft__msvc_conn *c, const uint8_t *p, size_t n, bool *go)
 {
 	size_t used = 0, total;
 	uint32_t len;
@@ -1017,7 +1012,7 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 		return;
 	while ((c = LIST_FIRST(&ml->paused)) != NULL &&
 	       atomic_load(&svc->inflight) <
-		       svc->cfg->limits.inbound_inflight_bytes) {
+	           svc->cfg->limits.inbound_inflight_bytes) {
 		LIST_REMOVE(c, paused_link);
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
@@ -1032,7 +1027,7 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 
 int
 weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
-			      struct weft__msvc_conn *c)
+                              struct weft__msvc_conn *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->svc = peer->svc;

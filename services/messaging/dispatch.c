@@ -74,7 +74,7 @@ msg_copy(const weft_msvc_msg *src)
  */
 static int
 respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
-	struct evbuffer *buf)
+        struct evbuffer *buf)
 {
 	weft_msvc *svc = msg->svc;
 	weft_msvc_peer *peer = msg->peer;
@@ -91,18 +91,18 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	out.flags = WEFT__MSVC_F_RESPONSE | flags;
 	out.key = msg->conn_index;
 	out.created_ms = msg->ml != NULL && weft_loop_in_thread(msg->ml->loop)
-				 ? weft__msvc_wall_ms(msg->ml)
-				 : weft_wall_ms();
+	                     ? weft__msvc_wall_ms(msg->ml)
+	                     : weft_wall_ms();
 	out.expires_ms = msg->expires_ms;
 	out.cls = msg->verb == WEFT__MSVC_VERB_HEARTBEAT
-			  ? WEFT_MSVC_URGENT
-			  : (uint8_t)weft__msvc_class_for(svc, len);
+	              ? WEFT_MSVC_URGENT
+	              : (uint8_t)weft__msvc_class_for(svc, len);
 	out.internal = msg->verb == WEFT__MSVC_VERB_HEARTBEAT;
 	out.ptr = data;
 	out.len = len;
 	out.buf = buf;
 	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
-		    svc->cfg->limits.outbound_queue_bytes &&
+	        svc->cfg->limits.outbound_queue_bytes &&
 	    !out.internal) {
 		weft__msvc_release_queued(peer, frame);
 		weft__msvc_count(&peer->st.dropped_overload, 1);
@@ -302,8 +302,8 @@ weft__msvc_pool_start(weft_msvc *svc)
 	if ((pool->threads = calloc(n, sizeof(*pool->threads))) == NULL)
 		return WEFT_ENOMEM;
 	for (i = 0; i < n; i++) {
-		if (pthread_create(&pool->threads[i], NULL, worker_main,
-				   svc) != 0)
+		if (pthread_create(&pool->threads[i], NULL, worker_main, svc) !=
+		    0)
 			break;
 		pthread_setname_np(pool->threads[i], "weft-msvc-work");
 	}
@@ -355,17 +355,17 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	struct weft__msvc_verb *v = NULL;
 	char text[64];
 	weft_msvc_msg msg = {
-		.svc = svc,
-		.ml = c->ml,
-		.peer = c->peer,
-		.id = env->id,
-		.created_ms = env->created_ms,
-		.expires_ms = env->expires_ms,
-		.verb = env->verb,
-		.flags = env->flags,
-		.conn_index = c->index,
-		.data = env->payload,
-		.len = env->len,
+	    .svc = svc,
+	    .ml = c->ml,
+	    .peer = c->peer,
+	    .id = env->id,
+	    .created_ms = env->created_ms,
+	    .expires_ms = env->expires_ms,
+	    .verb = env->verb,
+	    .flags = env->flags,
+	    .conn_index = c->index,
+	    .data = env->payload,
+	    .len = env->len,
 	};
 
 	if (env->verb < WEFT_MSVC_MAX_VERBS)
@@ -384,7 +384,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	if (v == NULL || v->cb == NULL) {
 		weft__msvc_count(&svc->st.unknown_verbs, 1);
 		snprintf(text, sizeof(text), "unknown verb %u",
-			 (unsigned)env->verb);
+		         (unsigned)env->verb);
 		answer_now(&msg, WEFT_EUNKNOWNVERB, text);
 		return;
 	}

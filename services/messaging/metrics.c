@@ -47,8 +47,7 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 }
 
 void
-weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer,
-			 weft_msvc_peer_stats *out)
+weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer, weft_msvc_peer_stats *out)
 {
 	weft_msvc_peer *peer = (weft_msvc_peer *)cpeer;
 	struct weft__msvc_pstats *s = &peer->st;
@@ -77,7 +76,7 @@ weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer,
 
 void
 weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
-			 weft_msvc_verb_stats *out)
+                         weft_msvc_verb_stats *out)
 {
 	struct weft__msvc_verb *v;
 
@@ -146,65 +145,71 @@ struct metric {
 };
 
 #define NODE_METRIC(field, type, help)                                         \
-	{#field, type, help, offsetof(weft_msvc_stats, field)}
+	{                                                                      \
+#field, type, help, offsetof(weft_msvc_stats, field)           \
+	}
 static const struct metric node_metrics[] = {
-	NODE_METRIC(read_batches, "counter", "Inbound read events handled."),
-	NODE_METRIC(messages_in, "counter", "Messages decoded."),
-	NODE_METRIC(drain_batches, "counter", "Outbound queue drains."),
-	NODE_METRIC(messages_out, "counter", "Messages encoded."),
-	NODE_METRIC(handoffs, "counter", "Messages passed between threads."),
-	NODE_METRIC(write_calls, "counter", "Socket writes."),
-	NODE_METRIC(bytes_written, "counter", "Bytes taken by socket writes."),
-	NODE_METRIC(loop_wakeups, "counter", "Cross-thread loop wake-ups."),
-	NODE_METRIC(expired_in_queue, "counter", "Expired before sending."),
-	NODE_METRIC(expired_on_arrival, "counter", "Expired on arrival."),
-	NODE_METRIC(expired_before_handler, "counter",
-		    "Expired waiting for a worker."),
-	NODE_METRIC(overloaded, "counter", "Sends refused by a limit."),
-	NODE_METRIC(read_pauses, "counter", "Reads paused for inflight bytes."),
-	NODE_METRIC(inflight_bytes, "gauge", "Inbound bytes being handled."),
-	NODE_METRIC(pending_requests, "gauge", "Requests awaiting answers."),
-	NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),
-	NODE_METRIC(oversized_frames, "counter", "Frames over the limit."),
-	NODE_METRIC(bad_envelopes, "counter", "Invalid envelopes."),
-	NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
-	NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
-	NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
-	NODE_METRIC(connections_accepted, "counter", "Connections accepted."),
-	NODE_METRIC(connections_open, "gauge", "Connections open."),
-	NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),
-	NODE_METRIC(peer_downs, "counter", "Peers marked down."),
-	NODE_METRIC(worker_jobs, "counter", "Handlers run on workers."),
+    NODE_METRIC(read_batches, "counter", "Inbound read events handled."),
+    NODE_METRIC(messages_in, "counter", "Messages decoded."),
+    NODE_METRIC(drain_batches, "counter", "Outbound queue drains."),
+    NODE_METRIC(messages_out, "counter", "Messages encoded."),
+    NODE_METRIC(handoffs, "counter", "Messages passed between threads."),
+    NODE_METRIC(write_calls, "counter", "Socket writes."),
+    NODE_METRIC(bytes_written, "counter", "Bytes taken by socket writes."),
+    NODE_METRIC(loop_wakeups, "counter", "Cross-thread loop wake-ups."),
+    NODE_METRIC(expired_in_queue, "counter", "Expired before sending."),
+    NODE_METRIC(expired_on_arrival, "counter", "Expired on arrival."),
+    NODE_METRIC(expired_before_handler, "counter",
+                "Expired waiting for a worker."),
+    NODE_METRIC(overloaded, "counter", "Sends refused by a limit."),
+    NODE_METRIC(read_pauses, "counter", "Reads paused for inflight bytes."),
+    NODE_METRIC(inflight_bytes, "gauge", "Inbound bytes being handled."),
+    NODE_METRIC(pending_requests, "gauge", "Requests awaiting answers."),
+    NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),
+    NODE_METRIC(oversized_frames, "counter", "Frames over the limit."),
+    NODE_METRIC(bad_envelopes, "counter", "Invalid envelopes."),
+    NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
+    NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
+    NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
+    NODE_METRIC(connections_accepted, "counter", "Connections accepted."),
+    NODE_METRIC(connections_open, "gauge", "Connections open."),
+    NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),
+    NODE_METRIC(peer_downs, "counter", "Peers marked down."),
+    NODE_METRIC(worker_jobs, "counter", "Handlers run on workers."),
 };
 
 #define PEER_METRIC(field, type, help)                                         \
-	{#field, type, help, offsetof(weft_msvc_peer_stats, field)}
+	{                                                                      \
+#field, type, help, offsetof(weft_msvc_peer_stats, field)      \
+	}
 static const struct metric peer_metrics[] = {
-	PEER_METRIC(sent, "counter", "Messages written to the peer."),
-	PEER_METRIC(received, "counter", "Messages read from the peer."),
-	PEER_METRIC(bytes_sent, "counter", "Frame bytes written."),
-	PEER_METRIC(bytes_received, "counter", "Frame bytes read."),
-	PEER_METRIC(dropped_expired, "counter", "Messages dropped expired."),
-	PEER_METRIC(dropped_overload, "counter", "Sends refused: queue full."),
-	PEER_METRIC(timed_out, "counter", "Requests timed out."),
-	PEER_METRIC(failed_peer_down, "counter", "Requests failed: peer down."),
-	PEER_METRIC(pending, "gauge", "Requests awaiting answers."),
-	PEER_METRIC(queued_bytes, "gauge", "Outbound bytes not yet written."),
-	PEER_METRIC(connects, "counter", "Handshakes completed."),
-	PEER_METRIC(connect_failures, "counter", "Dials that failed."),
-	PEER_METRIC(downs, "counter", "Times marked down."),
+    PEER_METRIC(sent, "counter", "Messages written to the peer."),
+    PEER_METRIC(received, "counter", "Messages read from the peer."),
+    PEER_METRIC(bytes_sent, "counter", "Frame bytes written."),
+    PEER_METRIC(bytes_received, "counter", "Frame bytes read."),
+    PEER_METRIC(dropped_expired, "counter", "Messages dropped expired."),
+    PEER_METRIC(dropped_overload, "counter", "Sends refused: queue full."),
+    PEER_METRIC(timed_out, "counter", "Requests timed out."),
+    PEER_METRIC(failed_peer_down, "counter", "Requests failed: peer down."),
+    PEER_METRIC(pending, "gauge", "Requests awaiting answers."),
+    PEER_METRIC(queued_bytes, "gauge", "Outbound bytes not yet written."),
+    PEER_METRIC(connects, "counter", "Handshakes completed."),
+    PEER_METRIC(connect_failures, "counter", "Dials that failed."),
+    PEER_METRIC(downs, "counter", "Times marked down."),
 };
 
 #define VERB_METRIC(field, help)                                               \
-	{#field, "counter", help, offsetof(weft_msvc_verb_stats, field)}
+	{                                                                      \
+#field, "counter", help, offsetof(weft_msvc_verb_stats, field) \
+	}
 static const struct metric verb_metrics[] = {
-	VERB_METRIC(received, "Messages that arrived."),
-	VERB_METRIC(handled, "Handler calls."),
-	VERB_METRIC(responded, "Responses sent."),
-	VERB_METRIC(sent, "Messages sent."),
-	VERB_METRIC(expired, "Dropped before the handler."),
-	VERB_METRIC(bytes_received, "Payload bytes received."),
-	VERB_METRIC(bytes_sent, "Payload bytes sent."),
+    VERB_METRIC(received, "Messages that arrived."),
+    VERB_METRIC(handled, "Handler calls."),
+    VERB_METRIC(responded, "Responses sent."),
+    VERB_METRIC(sent, "Messages sent."),
+    VERB_METRIC(expired, "Dropped before the handler."),
+    VERB_METRIC(bytes_received, "Payload bytes received."),
+    VERB_METRIC(bytes_sent, "Payload bytes sent."),
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -215,9 +220,9 @@ header(struct evbuffer *out, const char *group, const struct metric *m)
 	const char *suffix = strcmp(m->type, "counter") == 0 ? "_total" : "";
 
 	evbuffer_add_printf(out, "# HELP weft_msvc_%s_%s%s %s\n", group,
-			    m->name, suffix, m->help);
+	                    m->name, suffix, m->help);
 	evbuffer_add_printf(out, "# TYPE weft_msvc_%s_%s%s %s\n", group,
-			    m->name, suffix, m->type);
+	                    m->name, suffix, m->type);
 }
 
 static void
@@ -232,12 +237,10 @@ dump_node(weft_msvc *svc, struct evbuffer *out)
 		uint64_t v = *(const uint64_t *)((const char *)&s + m->offset);
 
 		header(out, "node", m);
-		evbuffer_add_printf(out,
-				    "weft_msvc_node_%s%s{node=\"%s\"} %" PRIu64
-				    "\n",
-				    m->name,
-				    strcmp(m->type, "counter") ? "" : "_total",
-				    svc->id, v);
+		evbuffer_add_printf(
+		    out, "weft_msvc_node_%s%s{node=\"%s\"} %" PRIu64 "\n",
+		    m->name, strcmp(m->type, "counter") ? "" : "_total",
+		    svc->id, v);
 	}
 }
 
@@ -258,35 +261,34 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 		header(out, "peer", m);
 		for (p = 0; p < svc->npeers; p++)
 			evbuffer_add_printf(
-				out,
-				"weft_msvc_peer_%s%s{node=\"%s\",peer=\"%s\"} "
-				"%" PRIu64 "\n",
-				m->name,
-				strcmp(m->type, "counter") ? "" : "_total",
-				svc->id, svc->peers[p]->id,
-				*(const uint64_t *)((const char *)&ps[p] +
-						    m->offset));
+			    out,
+			    "weft_msvc_peer_%s%s{node=\"%s\",peer=\"%s\"} "
+			    "%" PRIu64 "\n",
+			    m->name, strcmp(m->type, "counter") ? "" : "_total",
+			    svc->id, svc->peers[p]->id,
+			    *(const uint64_t *)((const char *)&ps[p] +
+			                        m->offset));
 	}
 	evbuffer_add_printf(out, "# HELP weft_msvc_peer_latency_seconds "
-				 "Request round trips (last second's "
-				 "snapshot).\n"
-				 "# TYPE weft_msvc_peer_latency_seconds "
-				 "summary\n");
+	                         "Request round trips (last second's "
+	                         "snapshot).\n"
+	                         "# TYPE weft_msvc_peer_latency_seconds "
+	                         "summary\n");
 	for (p = 0; p < svc->npeers; p++) {
 		uint64_t v[2] = {ps[p].latency_p50_ns, ps[p].latency_p99_ns};
 
 		for (i = 0; i < 2; i++)
 			evbuffer_add_printf(
-				out,
-				"weft_msvc_peer_latency_seconds{node=\"%s\","
-				"peer=\"%s\",quantile=\"%g\"} %.9f\n",
-				svc->id, svc->peers[p]->id, q[i],
-				(double)v[i] / 1e9);
+			    out,
+			    "weft_msvc_peer_latency_seconds{node=\"%s\","
+			    "peer=\"%s\",quantile=\"%g\"} %.9f\n",
+			    svc->id, svc->peers[p]->id, q[i],
+			    (double)v[i] / 1e9);
 		evbuffer_add_printf(
-			out,
-			"weft_msvc_peer_latency_seconds_count{node=\"%s\","
-			"peer=\"%s\"} %" PRIu64 "\n",
-			svc->id, svc->peers[p]->id, ps[p].latency_count);
+		    out,
+		    "weft_msvc_peer_latency_seconds_count{node=\"%s\","
+		    "peer=\"%s\"} %" PRIu64 "\n",
+		    svc->id, svc->peers[p]->id, ps[p].latency_count);
 	}
 	free(ps);
 }
@@ -307,13 +309,11 @@ dump_verbs(weft_msvc *svc, struct evbuffer *out)
 				continue;
 			weft_msvc_verb_get_stats(svc, v, &vs);
 			evbuffer_add_printf(
-				out,
-				"weft_msvc_verb_%s_total{node=\"%s\","
-				"verb=\"%s\",number=\"%u\"} %" PRIu64 "\n",
-				m->name, svc->id, svc->verbs[v].name,
-				(unsigned)v,
-				*(const uint64_t *)((const char *)&vs +
-						    m->offset));
+			    out,
+			    "weft_msvc_verb_%s_total{node=\"%s\","
+			    "verb=\"%s\",number=\"%u\"} %" PRIu64 "\n",
+			    m->name, svc->id, svc->verbs[v].name, (unsigned)v,
+			    *(const uint64_t *)((const char *)&vs + m->offset));
 		}
 	}
 }

@@ -38,11 +38,10 @@ bool weft__msvc_id_is_valid(const char *id);
 void weft__msvc_limits_defaults(weft_msvc_limits *l);
 ssize_t weft__msvc_config_find(const weft_msvc_config *cfg, const char *id);
 int weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
-				const char *key, const char *value);
+                                const char *key, const char *value);
 int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
-			       size_t errlen);
-int weft__msvc_config_copy(const weft_msvc_config *src,
-			   weft_msvc_config **out);
+                               size_t errlen);
+int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 
 /* ---- Wire format (wire.c, docs/PROTOCOL.md) ---------------------------- */
 
@@ -104,28 +103,28 @@ struct weft__msvc_reply {
 uint32_t weft__msvc_crc32c(uint32_t crc, const void *data, size_t len);
 /* Encodes the fixed envelope header into out (WEFT__MSVC_ENV_HEADER). */
 void weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb,
-			   uint32_t flags, uint64_t created_ms,
-			   uint64_t expires_ms, uint32_t payload_len);
+                           uint32_t flags, uint64_t created_ms,
+                           uint64_t expires_ms, uint32_t payload_len);
 /* Decodes a frame body; returns 0 or WEFT_EPROTO. */
 int weft__msvc_env_decode(const uint8_t *p, size_t n,
-			  struct weft__msvc_env *out);
+                          struct weft__msvc_env *out);
 /* Builds a handshake frame body (magic + array) into buf. */
 int weft__msvc_hello_encode(struct evbuffer *buf,
-			    const struct weft__msvc_hello *h);
+                            const struct weft__msvc_hello *h);
 int weft__msvc_hello_decode(const uint8_t *p, size_t n,
-			    struct weft__msvc_hello *out);
+                            struct weft__msvc_hello *out);
 int weft__msvc_reply_encode(struct evbuffer *buf,
-			    const struct weft__msvc_reply *r);
+                            const struct weft__msvc_reply *r);
 int weft__msvc_reply_decode(const uint8_t *p, size_t n,
-			    struct weft__msvc_reply *out);
+                            struct weft__msvc_reply *out);
 /* Appends a whole frame (length, body, CRC if crc) to out. */
 int weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n,
-			 bool crc);
+                         bool crc);
 /* Error payloads: [code, text]. */
 size_t weft__msvc_error_encode(uint8_t *out, size_t cap, int status,
-			       const char *text);
+                               const char *text);
 int weft__msvc_error_decode(const uint8_t *p, size_t n, int *status,
-			    const uint8_t **text, size_t *text_len);
+                            const uint8_t **text, size_t *text_len);
 
 /* ---- Runtime ----------------------------------------------------------- */
 
@@ -135,10 +134,10 @@ struct weft__msvc_conn;
 /* A message waiting to be encoded: on a peer's queue or a backlog. */
 struct weft__msvc_out {
 	struct weft__msvc_out *_Atomic next; /* peer queue */
-	TAILQ_ENTRY(weft__msvc_out) link;   /* backlog */
-	struct weft__msvc_conn *conn;       /* whose backlog */
-	const uint8_t *ptr;  /* payload: data below or the caller's */
-	uint64_t id;         /* response: the request's id */
+	TAILQ_ENTRY(weft__msvc_out) link;    /* backlog */
+	struct weft__msvc_conn *conn;        /* whose backlog */
+	const uint8_t *ptr; /* payload: data below or the caller's */
+	uint64_t id;        /* response: the request's id */
 	uint64_t key;
 	uint64_t created_ms, expires_ms;
 	uint64_t timeout_ms; /* request */
@@ -146,23 +145,23 @@ struct weft__msvc_out {
 	void *arg;
 	uint32_t verb;
 	uint32_t flags;
-	uint32_t slot;       /* request: its pending slot, once drained */
+	uint32_t slot; /* request: its pending slot, once drained */
 	uint8_t cls;
-	bool internal;       /* heartbeat: exempt from limits */
-	size_t len;          /* payload bytes */
-	size_t accounted;    /* bytes counted in the peer's queued_bytes */
+	bool internal;        /* heartbeat: exempt from limits */
+	size_t len;           /* payload bytes */
+	size_t accounted;     /* bytes counted in the peer's queued_bytes */
 	struct evbuffer *buf; /* payload, when not inline */
-	uint8_t data[];      /* inline payload */
+	uint8_t data[];       /* inline payload */
 };
 TAILQ_HEAD(weft__msvc_outq, weft__msvc_out);
 
 enum weft__msvc_conn_state {
-	WEFT__MSVC_IDLE,        /* outbound, never dialed or waiting for use */
-	WEFT__MSVC_CONNECTING,  /* outbound, TCP (and TLS) connect */
-	WEFT__MSVC_HANDSHAKE,   /* HELLO sent / awaited */
+	WEFT__MSVC_IDLE,       /* outbound, never dialed or waiting for use */
+	WEFT__MSVC_CONNECTING, /* outbound, TCP (and TLS) connect */
+	WEFT__MSVC_HANDSHAKE,  /* HELLO sent / awaited */
 	WEFT__MSVC_UP,
-	WEFT__MSVC_BACKOFF,     /* outbound, waiting to redial */
-	WEFT__MSVC_CLOSED,      /* inbound, closed */
+	WEFT__MSVC_BACKOFF, /* outbound, waiting to redial */
+	WEFT__MSVC_CLOSED,  /* inbound, closed */
 };
 
 /*
@@ -181,18 +180,18 @@ struct weft__msvc_conn {
 	bool crc;
 	bool dirty;
 	bool paused;
-	bool timer_is_backoff;      /* else the handshake deadline */
+	bool timer_is_backoff; /* else the handshake deadline */
 	uint8_t cls;
 	uint32_t index;
-	struct evbuffer *tx;        /* encoded, not yet handed to ch */
-	uint8_t *scratch;           /* small frames, before tx */
+	struct evbuffer *tx; /* encoded, not yet handed to ch */
+	uint8_t *scratch;    /* small frames, before tx */
 	size_t scratch_len;
-	size_t tx_accounted;        /* queued_bytes those encodings hold */
+	size_t tx_accounted; /* queued_bytes those encodings hold */
 	struct weft__msvc_outq backlog;
-	uint32_t pending_head;      /* slots sent here, UINT32_MAX: none */
-	uint32_t attempts;          /* failed dials in a row */
+	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
+	uint32_t attempts;     /* failed dials in a row */
 	unsigned jitter_seed;
-	weft_timer *timer;          /* back-off or handshake deadline */
+	weft_timer *timer; /* back-off or handshake deadline */
 	struct weft__msvc_conn *dirty_next;
 	LIST_ENTRY(weft__msvc_conn) paused_link;
 	LIST_ENTRY(weft__msvc_conn) inbound_link;
@@ -202,10 +201,10 @@ struct weft__msvc_conn {
 /* A pending request. */
 struct weft__msvc_slot {
 	uint32_t gen;
-	uint32_t next;        /* free list, wheel bucket or conn list */
+	uint32_t next; /* free list, wheel bucket or conn list */
 	uint32_t prev;
 	uint32_t c_next, c_prev; /* the conn's pending list */
-	uint32_t bucket;      /* wheel bucket, UINT32_MAX: none */
+	uint32_t bucket;         /* wheel bucket, UINT32_MAX: none */
 	bool live;
 	bool sent;
 	bool internal;
@@ -267,7 +266,7 @@ struct weft__msvc_pstats {
 
 struct weft_msvc_peer {
 	weft_msvc *svc;
-	uint32_t index;          /* member index, UINT32_MAX: a client */
+	uint32_t index; /* member index, UINT32_MAX: a client */
 	char id[WEFT_MSVC_MAX_ID + 1];
 	bool is_self;
 	bool is_client;
@@ -277,7 +276,7 @@ struct weft_msvc_peer {
 	weft_task drain_task;
 	_Atomic size_t queued_bytes;
 	_Atomic bool up;
-	_Atomic int refs;        /* clients: the conn and detached messages */
+	_Atomic int refs; /* clients: the conn and detached messages */
 	pthread_mutex_t addr_lock;
 	char *host;
 	uint16_t port;
@@ -328,21 +327,21 @@ struct weft__msvc_pool {
 /* An inbound message as a handler sees it. */
 struct weft_msvc_msg {
 	weft_msvc *svc;
-	weft_msvc_peer *peer;    /* member or client peer */
+	weft_msvc_peer *peer;       /* member or client peer */
 	struct weft_msvc_msg *next; /* worker queue */
 	struct weft__msvc_loop *ml; /* the loop that read it */
 	uint64_t id;
 	uint64_t created_ms, expires_ms;
 	uint32_t verb;
 	uint32_t flags;
-	uint32_t conn_index;     /* the request's connection index */
-	bool heap;               /* allocated: freed after responding */
+	uint32_t conn_index; /* the request's connection index */
+	bool heap;           /* allocated: freed after responding */
 	bool detached;
 	bool responded;
-	bool counted;            /* len counts in svc->inflight */
+	bool counted; /* len counts in svc->inflight */
 	const uint8_t *data;
 	size_t len;
-	uint8_t own[];           /* heap: the payload copy */
+	uint8_t own[]; /* heap: the payload copy */
 };
 
 struct weft_msvc {
@@ -354,7 +353,7 @@ struct weft_msvc {
 	_Atomic bool started;
 	_Atomic bool stopping;
 	_Atomic bool stopped;
-	_Atomic int callers;      /* API calls in progress, for stop */
+	_Atomic int callers; /* API calls in progress, for stop */
 	uint32_t self_index;
 	weft_server *server;
 	_Atomic uint16_t port;
@@ -375,7 +374,7 @@ struct weft_msvc {
 	pthread_mutex_t wait_lock;
 	pthread_cond_t wait_cond;
 	uint32_t wait_count;
-	uint32_t busy;            /* stop: loops still closing things */
+	uint32_t busy; /* stop: loops still closing things */
 };
 
 /* service.c */
@@ -385,7 +384,7 @@ uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);
 void weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up);
 void weft__msvc_peer_unref(weft_msvc_peer *peer);
 int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
-			       const char *id, weft_msvc_peer **out);
+                               const char *id, weft_msvc_peer **out);
 
 /* peer.c: queues, class choice, heartbeats. */
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
@@ -396,14 +395,13 @@ void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_peer_drain(weft_loop *loop, int status, void *arg);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
 void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
-void weft__msvc_peer_conn_up(weft_msvc_peer *peer,
-			     struct weft__msvc_conn *c);
+void weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c);
 void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
 void weft__msvc_hb_start(weft_msvc_peer *peer);
 
 /* conn.c: channels, frames, handshakes, dialing. */
-int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls,
-				  uint32_t index, struct weft__msvc_conn *c);
+int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
+                                  struct weft__msvc_conn *c);
 void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);
 void weft__msvc_conn_dial(struct weft__msvc_conn *c);
@@ -415,26 +413,26 @@ void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
 void weft__msvc_conn_process(struct weft__msvc_conn *c);
 /* Encodes one message into c->tx; returns the frame bytes. */
 size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
-			      uint32_t verb, uint32_t flags,
-			      uint64_t created_ms, uint64_t expires_ms,
-			      const void *data, size_t len,
-			      struct evbuffer *buf);
+                              uint32_t verb, uint32_t flags,
+                              uint64_t created_ms, uint64_t expires_ms,
+                              const void *data, size_t len,
+                              struct evbuffer *buf);
 void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
 
 /* pending.c: pending requests and the timer wheel, per loop. */
 int weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out);
 struct weft__msvc_slot *weft__msvc_slot_at(struct weft__msvc_loop *ml,
-					   uint32_t i);
+                                           uint32_t i);
 uint64_t weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i);
 void weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
-			 uint64_t timeout_ms);
+                         uint64_t timeout_ms);
 void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
-			  struct weft__msvc_conn *c);
+                          struct weft__msvc_conn *c);
 void weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i);
 void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
-			      int status, const void *data, size_t len);
+                              int status, const void *data, size_t len);
 void weft__msvc_response(struct weft__msvc_loop *ml,
-			 const struct weft__msvc_env *env);
+                         const struct weft__msvc_env *env);
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
 int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);
@@ -442,7 +440,7 @@ void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 
 /* dispatch.c: handlers, responses, the worker pool. */
 void weft__msvc_dispatch(struct weft__msvc_conn *c,
-			 const struct weft__msvc_env *env);
+                         const struct weft__msvc_env *env);
 int weft__msvc_pool_start(weft_msvc *svc);
 void weft__msvc_pool_stop(weft_msvc *svc);
 void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
@@ -500,9 +498,9 @@ weft__msvc_count(_Atomic uint64_t *a, uint64_t n)
 static inline void
 weft__msvc_count1(_Atomic uint64_t *a, uint64_t n)
 {
-	atomic_store_explicit(
-		a, atomic_load_explicit(a, memory_order_relaxed) + n,
-		memory_order_relaxed);
+	atomic_store_explicit(a,
+	                      atomic_load_explicit(a, memory_order_relaxed) + n,
+	                      memory_order_relaxed);
 }
 
 #endif

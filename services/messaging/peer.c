@@ -41,14 +41,14 @@ weft__msvc_release_queued(weft_msvc_peer *peer, size_t n)
 {
 	if (n != 0)
 		atomic_fetch_sub_explicit(&peer->queued_bytes, n,
-					  memory_order_relaxed);
+		                          memory_order_relaxed);
 }
 
 uint64_t
 weft__msvc_class_for(const weft_msvc *svc, size_t len)
 {
 	return len > svc->cfg->limits.large_message_bytes ? WEFT_MSVC_LARGE
-							   : WEFT_MSVC_SMALL;
+	                                                  : WEFT_MSVC_SMALL;
 }
 
 static struct weft__msvc_conn *
@@ -74,7 +74,7 @@ drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
 		weft__msvc_count(&svc->st.responses_dropped, 1);
 	if (out->flags & WEFT__MSVC_F_REQUEST) {
 		atomic_fetch_sub_explicit(&svc->pending, 1,
-					  memory_order_relaxed);
+		                          memory_order_relaxed);
 		out->cb(svc, status, NULL, 0, out->arg);
 	}
 	weft__msvc_out_free(out);
@@ -104,12 +104,11 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 
 /* Writes out into c's output batch. */
 static void
-encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out,
-	   uint32_t slot)
+encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
 {
 	weft__msvc_conn_encode(c, out->id, out->verb, out->flags,
-			       out->created_ms, out->expires_ms, out->ptr,
-			       out->len, out->buf);
+	                       out->created_ms, out->expires_ms, out->ptr,
+	                       out->len, out->buf);
 	c->tx_accounted += out->accounted;
 	if (out->flags & WEFT__MSVC_F_REQUEST)
 		weft__msvc_slot_sent(c->ml, slot, c);
@@ -200,8 +199,8 @@ weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
 			weft__msvc_count(&peer->st.dropped_expired, 1);
 			if (out->flags & WEFT__MSVC_F_REQUEST) {
 				weft__msvc_release_queued(peer, out->accounted);
-				weft__msvc_slot_complete(c->ml, out->slot,
-							 WEFT_EEXPIRED, NULL, 0);
+				weft__msvc_slot_complete(
+				    c->ml, out->slot, WEFT_EEXPIRED, NULL, 0);
 				weft__msvc_out_free(out);
 			} else {
 				drop_out(peer, out, WEFT_EEXPIRED);
@@ -250,8 +249,8 @@ weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	weft__msvc_batch_begin(ml);
 	now = ml->now_ms;
-	out = atomic_exchange_explicit(&peer->queue, NULL,
-				       memory_order_acquire);
+	out =
+	    atomic_exchange_explicit(&peer->queue, NULL, memory_order_acquire);
 	for (; out != NULL; out = next) {
 		next = atomic_load_explicit(&out->next, memory_order_relaxed);
 		atomic_store_explicit(&out->next, fifo, memory_order_relaxed);
@@ -294,9 +293,9 @@ weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out)
 	old = atomic_load_explicit(&peer->queue, memory_order_relaxed);
 	do {
 		atomic_store_explicit(&out->next, old, memory_order_relaxed);
-	} while (!atomic_compare_exchange_weak_explicit(
-		&peer->queue, &old, out, memory_order_release,
-		memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(&peer->queue, &old, out,
+	                                                memory_order_release,
+	                                                memory_order_relaxed));
 	if (old != NULL)
 		return 0;
 	rv = weft_loop_post_task(peer->home->loop, &peer->drain_task);
@@ -342,7 +341,7 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 		weft__msvc_count(&svc->st.peer_downs, 1);
 	}
 	weft_info("msvc %s: peer %s is %s", svc->id, peer->id,
-		  up ? "up" : "down");
+	          up ? "up" : "down");
 	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
 		svc->peer_cb(svc, peer, up, svc->peer_cb_arg);
 }
@@ -372,7 +371,7 @@ weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c)
 
 static void
 on_heartbeat_reply(weft_msvc *svc, int status, const void *data, size_t len,
-		   void *arg)
+                   void *arg)
 {
 	weft_msvc_peer *peer = arg;
 
@@ -402,8 +401,7 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 		if (++peer->hb_misses >= l->heartbeat_misses) {
 			peer->hb_misses = 0;
 			if (atomic_load(&peer->up))
-				weft__msvc_peer_down(peer,
-						     "missed heartbeats");
+				weft__msvc_peer_down(peer, "missed heartbeats");
 		}
 	}
 	out.verb = WEFT__MSVC_VERB_HEARTBEAT;
@@ -432,7 +430,7 @@ weft__msvc_hb_start(weft_msvc_peer *peer)
 
 	if (peer->hb_timer == NULL &&
 	    weft_timer_new(peer->home->loop, on_heartbeat_timer, peer,
-			   &peer->hb_timer) != 0)
+	                   &peer->hb_timer) != 0)
 		return;
 	weft_timer_start(peer->hb_timer, 1, ms);
 }

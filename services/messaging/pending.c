@@ -116,13 +116,12 @@ wheel_insert(struct weft__msvc_loop *ml, uint32_t i)
 	if (ml->wheel_count++ == 0 && !weft_timer_is_pending(ml->tick_timer)) {
 		ml->wheel_tick = now_tick();
 		weft_timer_start(ml->tick_timer, WEFT__MSVC_TICK_MS,
-				 WEFT__MSVC_TICK_MS);
+		                 WEFT__MSVC_TICK_MS);
 	}
 }
 
 void
-weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
-		    uint64_t timeout_ms)
+weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms)
 {
 	struct weft__msvc_slot *s = &ml->slots[i];
 
@@ -150,7 +149,7 @@ conn_unlink(struct weft__msvc_loop *ml, uint32_t i)
 
 void
 weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
-		     struct weft__msvc_conn *c)
+                     struct weft__msvc_conn *c)
 {
 	struct weft__msvc_slot *s = &ml->slots[i];
 
@@ -184,7 +183,7 @@ weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
  * requests, so the slot is released first. */
 void
 weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
-			 const void *data, size_t len)
+                         const void *data, size_t len)
 {
 	struct weft__msvc_slot *s = &ml->slots[i];
 	weft_msvc_peer *peer = s->peer;
@@ -261,7 +260,7 @@ on_tick(weft_timer *t, void *arg)
 /* A response arrived: complete the matching slot, or count it late. */
 void
 weft__msvc_response(struct weft__msvc_loop *ml,
-		    const struct weft__msvc_env *env)
+                    const struct weft__msvc_env *env)
 {
 	uint32_t i = (uint32_t)(env->id & (MAX_SLOTS - 1));
 	uint32_t gen = (uint32_t)(env->id >> 32);
@@ -278,7 +277,7 @@ weft__msvc_response(struct weft__msvc_loop *ml,
 	s = &ml->slots[i];
 	if (env->flags & WEFT__MSVC_F_ERROR) {
 		weft__msvc_error_decode(env->payload, env->len, &status, &text,
-					&text_len);
+		                        &text_len);
 		weft__msvc_slot_complete(ml, i, status, text, text_len);
 		return;
 	}
@@ -294,8 +293,8 @@ weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status)
 
 	while ((i = c->pending_head) != NONE) {
 		if (!ml->slots[i].internal)
-			weft__msvc_count(&ml->slots[i].peer->st.failed_peer_down,
-					 1);
+			weft__msvc_count(
+			    &ml->slots[i].peer->st.failed_peer_down, 1);
 		weft__msvc_slot_complete(ml, i, status, NULL, 0);
 	}
 }
@@ -328,7 +327,7 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 	if ((rv = weft_timer_new(ml->loop, on_tick, ml, &ml->tick_timer)))
 		return rv;
 	rv = weft_timer_new(ml->loop, weft__msvc_stats_tick, ml,
-			    &ml->stats_timer);
+	                    &ml->stats_timer);
 	if (rv != 0)
 		goto err_free_tick;
 	if ((rv = weft_timer_start(ml->stats_timer, 1000, 1000)) != 0)

@@ -126,7 +126,7 @@ member_new(weft_msvc *svc, uint32_t index, weft_msvc_peer **out)
 			return WEFT_ENOMEM;
 		for (i = 0; i < n; i++) {
 			rv = weft__msvc_conn_init_outbound(
-				peer, (int)cls, i, &peer->conns[cls][i]);
+			    peer, (int)cls, i, &peer->conns[cls][i]);
 			if (rv != 0)
 				return rv;
 		}
@@ -136,7 +136,7 @@ member_new(weft_msvc *svc, uint32_t index, weft_msvc_peer **out)
 
 int
 weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
-			   const char *id, weft_msvc_peer **out)
+                           const char *id, weft_msvc_peer **out)
 {
 	weft_msvc_peer *peer;
 
@@ -173,7 +173,7 @@ loop_setup(struct weft__msvc_loop *ml)
 
 static int
 svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
-	  const char *node_id, weft_msvc **out)
+          const char *node_id, weft_msvc **out)
 {
 	weft_msvc *svc;
 	char err[200];
@@ -215,8 +215,7 @@ static void free_all(weft_msvc *svc);
 
 int
 weft_msvc_new(weft_loop_group *group, const weft_msvc_config *cfg,
-	      const char *node_id, const weft_msvc_opts *opts,
-	      weft_msvc **out)
+              const char *node_id, const weft_msvc_opts *opts, weft_msvc **out)
 {
 	weft_msvc *svc = NULL;
 	uint32_t i;
@@ -264,19 +263,19 @@ listen_on(weft_msvc *svc)
 
 	host = svc->opts.listen_host ? svc->opts.listen_host : self->host;
 	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
-		 host, (unsigned)self->port);
+	         host, (unsigned)self->port);
 	o.address = addr;
 	o.init = weft__msvc_accept_init;
 	o.init_arg = svc;
 	if (svc->opts.tls != NULL && svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE) {
 		o.tls = svc->opts.tls;
 		o.tls_mode = svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL
-				     ? WEFT_TLS_MODE_OPTIONAL
-				     : WEFT_TLS_MODE_REQUIRED;
+		                 ? WEFT_TLS_MODE_OPTIONAL
+		                 : WEFT_TLS_MODE_REQUIRED;
 	}
 	if ((rv = weft_server_new(svc->group, &o, &svc->server)) != 0) {
 		weft_error("msvc %s: cannot listen on %s: %s", svc->id, addr,
-			   weft_strerror(rv));
+		           weft_strerror(rv));
 		return rv;
 	}
 	atomic_store(&svc->port, weft_server_port(svc->server));
@@ -286,7 +285,7 @@ listen_on(weft_msvc *svc)
 		pthread_mutex_unlock(&self->addr_lock);
 	}
 	weft_info("msvc %s: listening on %s", svc->id,
-		  weft_server_address(svc->server));
+	          weft_server_address(svc->server));
 	return 0;
 }
 
@@ -346,7 +345,7 @@ loop_shutdown(struct weft__msvc_loop *ml)
 	{
 		if (c->peer != NULL && c->peer->is_client)
 			weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN,
-					      c->peer);
+			                      c->peer);
 		weft__msvc_conn_close(c, "shutting down");
 	}
 	weft__msvc_loop_flush(ml->loop, 0, ml);
@@ -358,7 +357,8 @@ loop_count_busy(struct weft__msvc_loop *ml)
 	weft_msvc *svc = ml->svc;
 
 	pthread_mutex_lock(&svc->wait_lock);
-	svc->busy += ml->connects_in_progress + (LIST_EMPTY(&ml->inbound) ? 0 : 1);
+	svc->busy +=
+	    ml->connects_in_progress + (LIST_EMPTY(&ml->inbound) ? 0 : 1);
 	pthread_mutex_unlock(&svc->wait_lock);
 }
 
@@ -401,7 +401,7 @@ wait_quiet(weft_msvc *svc, uint64_t deadline_ns)
 
 	do {
 		quiet = atomic_load(&svc->pending) == 0 &&
-			atomic_load(&svc->inflight) == 0;
+		        atomic_load(&svc->inflight) == 0;
 		for (p = 0; quiet && p < svc->npeers; p++)
 			quiet = atomic_load(&svc->peers[p]->queued_bytes) == 0;
 		if (quiet)
@@ -483,7 +483,7 @@ weft_msvc_free(weft_msvc *svc)
 
 int
 weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
-		   weft_msvc_handler_cb cb, void *arg, unsigned flags)
+                   weft_msvc_handler_cb cb, void *arg, unsigned flags)
 {
 	struct weft__msvc_verb *v;
 
@@ -519,8 +519,8 @@ weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb, void *arg)
  * Returns 0, or an error with nothing taken. */
 static int
 prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
-	const weft_msvc_call_opts *opts, bool request,
-	struct weft__msvc_out *out)
+        const weft_msvc_call_opts *opts, bool request,
+        struct weft__msvc_out *out)
 {
 	const weft_msvc_limits *l = &svc->cfg->limits;
 	uint64_t timeout = opts != NULL ? opts->timeout_ms : 0;
@@ -539,16 +539,16 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	out->flags = request ? WEFT__MSVC_F_REQUEST : WEFT__MSVC_F_ONEWAY;
 	out->key = opts != NULL ? opts->key : 0;
 	out->created_ms = weft_loop_in_thread(peer->home->loop)
-				  ? weft__msvc_wall_ms(peer->home)
-				  : weft_wall_ms();
+	                      ? weft__msvc_wall_ms(peer->home)
+	                      : weft_wall_ms();
 	out->expires_ms = timeout ? out->created_ms + timeout : 0;
 	if (opts != NULL && opts->deadline_ms != 0 &&
 	    (out->expires_ms == 0 || opts->deadline_ms < out->expires_ms))
 		out->expires_ms = opts->deadline_ms;
 	if (out->expires_ms != 0 && out->expires_ms <= out->created_ms)
 		return WEFT_EEXPIRED;
-	out->timeout_ms = out->expires_ms ? out->expires_ms - out->created_ms
-					  : 0;
+	out->timeout_ms =
+	    out->expires_ms ? out->expires_ms - out->created_ms : 0;
 	out->cls = (uint8_t)weft__msvc_class_for(svc, len);
 	out->len = len;
 	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
@@ -556,8 +556,8 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		weft__msvc_release_queued(peer, frame);
 		goto err_overload;
 	}
-	if (request && atomic_fetch_add(&svc->pending, 1) >=
-			       l->max_pending_requests) {
+	if (request &&
+	    atomic_fetch_add(&svc->pending, 1) >= l->max_pending_requests) {
 		atomic_fetch_sub(&svc->pending, 1);
 		weft__msvc_release_queued(peer, frame);
 		goto err_overload;
@@ -629,16 +629,15 @@ out:
 
 int
 weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
-	       const void *data, size_t len, const weft_msvc_call_opts *opts)
+               const void *data, size_t len, const weft_msvc_call_opts *opts)
 {
 	return call(svc, peer, verb, data, len, NULL, opts, NULL, NULL);
 }
 
 int
 weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
-		  const void *data, size_t len,
-		  const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
-		  void *arg)
+                  const void *data, size_t len, const weft_msvc_call_opts *opts,
+                  weft_msvc_reply_cb cb, void *arg)
 {
 	if (cb == NULL)
 		return WEFT_EINVAL;
@@ -649,8 +648,8 @@ weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
  * so it is consumed whatever happens. */
 static int
 call_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
-	 struct evbuffer *payload, const weft_msvc_call_opts *opts,
-	 weft_msvc_reply_cb cb, void *arg)
+         struct evbuffer *payload, const weft_msvc_call_opts *opts,
+         weft_msvc_reply_cb cb, void *arg)
 {
 	struct evbuffer *buf;
 	int rv;
@@ -661,7 +660,7 @@ call_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 	}
 	evbuffer_add_buffer(buf, payload);
 	rv = call(svc, peer, verb, NULL, evbuffer_get_length(buf), buf, opts,
-		  cb, arg);
+	          cb, arg);
 	/* On success the queued copy owns buf unless it was encoded at
 	 * once (then buf is empty and still ours). */
 	if (rv != 0 || evbuffer_get_length(buf) == 0)
@@ -671,16 +670,15 @@ call_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 
 int
 weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
-		   struct evbuffer *payload, const weft_msvc_call_opts *opts)
+                   struct evbuffer *payload, const weft_msvc_call_opts *opts)
 {
 	return call_buf(svc, peer, verb, payload, opts, NULL, NULL);
 }
 
 int
 weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
-		      struct evbuffer *payload,
-		      const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
-		      void *arg)
+                      struct evbuffer *payload, const weft_msvc_call_opts *opts,
+                      weft_msvc_reply_cb cb, void *arg)
 {
 	if (cb == NULL) {
 		evbuffer_drain(payload, evbuffer_get_length(payload));
@@ -749,7 +747,7 @@ weft_msvc_peer_is_up(const weft_msvc_peer *peer)
 
 int
 weft_msvc_set_peer_addr(weft_msvc *svc, const char *id, const char *host,
-			uint16_t port)
+                        uint16_t port)
 {
 	weft_msvc_peer *peer = weft_msvc_peer_find(svc, id);
 	char *h;

@@ -88,9 +88,9 @@ get_be(const uint8_t *p, size_t n)
 }
 
 void
-weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb,
-		      uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
-		      uint32_t payload_len)
+weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
+                      uint64_t created_ms, uint64_t expires_ms,
+                      uint32_t payload_len)
 {
 	out[0] = 0x96;
 	out[1] = 0xcf;
@@ -231,9 +231,8 @@ weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
 
 	/* The common case: exactly our own fixed layout. */
 	if (n >= WEFT__MSVC_ENV_HEADER && p[0] == 0x96 && p[1] == 0xcf &&
-	    p[10] == 0xce && p[15] <= 0x7f && p[16] == 0xcf &&
-	    p[25] == 0xcf && p[34] == 0xc6 &&
-	    get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
+	    p[10] == 0xce && p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
+	    p[34] == 0xc6 && get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
 		out->id = get_be(p + 2, 8);
 		out->verb = (uint32_t)get_be(p + 11, 4);
 		out->flags = p[15];
@@ -243,10 +242,9 @@ weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
 		out->len = n - WEFT__MSVC_ENV_HEADER;
 		return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
 	}
-	if (!rd_array(&r, 6) || !rd_uint(&r, &out->id) ||
-	    !rd_uint(&r, &verb) || verb > UINT32_MAX || !rd_uint(&r, &flags) ||
-	    flags > UINT32_MAX || !rd_uint(&r, &out->created_ms) ||
-	    !rd_uint(&r, &out->expires_ms) ||
+	if (!rd_array(&r, 6) || !rd_uint(&r, &out->id) || !rd_uint(&r, &verb) ||
+	    verb > UINT32_MAX || !rd_uint(&r, &flags) || flags > UINT32_MAX ||
+	    !rd_uint(&r, &out->created_ms) || !rd_uint(&r, &out->expires_ms) ||
 	    !rd_bin(&r, &out->payload, &out->len) || r.p != r.end)
 		return WEFT_EPROTO;
 	out->verb = (uint32_t)verb;
@@ -315,8 +313,7 @@ wr_u8(struct wr *w, uint8_t v)
 }
 
 int
-weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n,
-		     bool crc)
+weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n, bool crc)
 {
 	uint8_t hdr[4], trailer[4];
 	uint32_t c;
@@ -355,7 +352,7 @@ weft__msvc_hello_encode(struct evbuffer *buf, const struct weft__msvc_hello *h)
 
 int
 weft__msvc_hello_decode(const uint8_t *p, size_t n,
-			struct weft__msvc_hello *out)
+                        struct weft__msvc_hello *out)
 {
 	struct rd r = {p + 4, p + n};
 
@@ -364,10 +361,9 @@ weft__msvc_hello_decode(const uint8_t *p, size_t n,
 	if (!rd_array(&r, 8) || !rd_uint(&r, &out->min_version) ||
 	    !rd_uint(&r, &out->max_version) ||
 	    !rd_str(&r, out->cluster, sizeof(out->cluster)) ||
-	    !rd_str(&r, out->id, sizeof(out->id)) ||
-	    !rd_uint(&r, &out->role) || !rd_uint(&r, &out->cls) ||
-	    !rd_uint(&r, &out->index) || !rd_uint(&r, &out->flags) ||
-	    r.p != r.end)
+	    !rd_str(&r, out->id, sizeof(out->id)) || !rd_uint(&r, &out->role) ||
+	    !rd_uint(&r, &out->cls) || !rd_uint(&r, &out->index) ||
+	    !rd_uint(&r, &out->flags) || r.p != r.end)
 		return WEFT_EPROTO;
 	return 0;
 }
@@ -393,7 +389,7 @@ weft__msvc_reply_encode(struct evbuffer *buf, const struct weft__msvc_reply *r)
 
 int
 weft__msvc_reply_decode(const uint8_t *p, size_t n,
-			struct weft__msvc_reply *out)
+                        struct weft__msvc_reply *out)
 {
 	struct rd r = {p + 4, p + n};
 
@@ -413,10 +409,10 @@ static const struct {
 	int code;
 	int status;
 } error_map[] = {
-	{1, WEFT_EUNKNOWNVERB}, {2, WEFT_EEXPIRED},   {3, WEFT_EOVERLOAD},
-	{4, WEFT_ESHUTDOWN},    {5, WEFT_ETOOBIG},    {6, WEFT_EINVAL},
-	{7, WEFT_ENOTFOUND},    {8, WEFT_ETIMEDOUT},  {9, WEFT_EPEERDOWN},
-	{10, WEFT_EREMOTE},
+    {1, WEFT_EUNKNOWNVERB}, {2, WEFT_EEXPIRED},  {3, WEFT_EOVERLOAD},
+    {4, WEFT_ESHUTDOWN},    {5, WEFT_ETOOBIG},   {6, WEFT_EINVAL},
+    {7, WEFT_ENOTFOUND},    {8, WEFT_ETIMEDOUT}, {9, WEFT_EPEERDOWN},
+    {10, WEFT_EREMOTE},
 };
 #define N_ERRORS (sizeof(error_map) / sizeof(error_map[0]))
 #define WIRE_APPLICATION 10
@@ -444,8 +440,7 @@ weft__msvc_wire_to_error_status(int code)
 }
 
 size_t
-weft__msvc_error_encode(uint8_t *out, size_t cap, int status,
-			const char *text)
+weft__msvc_error_encode(uint8_t *out, size_t cap, int status, const char *text)
 {
 	struct wr w = {out, out + cap, true};
 
@@ -457,7 +452,7 @@ weft__msvc_error_encode(uint8_t *out, size_t cap, int status,
 
 int
 weft__msvc_error_decode(const uint8_t *p, size_t n, int *status,
-			const uint8_t **text, size_t *text_len)
+                        const uint8_t **text, size_t *text_len)
 {
 	struct rd r = {p, p + n};
 	uint64_t code;
@@ -469,7 +464,7 @@ weft__msvc_error_decode(const uint8_t *p, size_t n, int *status,
 		*text_len = 0;
 		return WEFT_EPROTO;
 	}
-	*status = weft__msvc_wire_to_error_status(
-		code > 1000 ? WIRE_APPLICATION : (int)code);
+	*status = weft__msvc_wire_to_error_status(code > 1000 ? WIRE_APPLICATION
+	                                                      : (int)code);
 	return 0;
 }

@@ -65,7 +65,7 @@ test_wait(bool (*done)(void *arg), void *arg, uint64_t timeout_ms)
 
 	/* Conditions on counters nobody pokes for: look every 2 ms. */
 	ev = event_new(weft_loop_base(test_loop), -1, EV_PERSIST, on_recheck,
-		       NULL);
+	               NULL);
 	if (ev != NULL)
 		event_add(ev, &tv);
 	rv = weft_loop_run_until(test_loop, done, arg, timeout_ms);
@@ -194,9 +194,9 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	rv |= weft_msvc_register(svc, VERB_SINK, "sink", on_sink, cl, 0);
 	rv |= weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, cl, 0);
 	rv |= weft_msvc_register(svc, VERB_SLOW, "slow", on_slow, cl,
-				 WEFT_MSVC_BLOCKING);
+	                         WEFT_MSVC_BLOCKING);
 	rv |= weft_msvc_register(svc, VERB_ECHO_BLOCK, "echo_block", on_echo,
-				 cl, WEFT_MSVC_BLOCKING);
+	                         cl, WEFT_MSVC_BLOCKING);
 	return rv;
 }
 
@@ -212,10 +212,9 @@ share_ports(struct cluster *cl)
 		snprintf(id, sizeof(id), "n%d", i + 1);
 		for (j = 0; j < cl->n; j++)
 			if (cl->svc[j] != NULL && j != i)
-				weft_msvc_set_peer_addr(cl->svc[j], id,
-							"127.0.0.1",
-							weft_msvc_port(
-								cl->svc[i]));
+				weft_msvc_set_peer_addr(
+				    cl->svc[j], id, "127.0.0.1",
+				    weft_msvc_port(cl->svc[i]));
 	}
 }
 
@@ -229,7 +228,7 @@ cluster_start_node(struct cluster *cl, int i)
 	if ((rv = weft_loop_group_new(1, &cl->groups[i])) != 0)
 		return rv;
 	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, NULL,
-				&cl->svc[i])) != 0)
+	                        &cl->svc[i])) != 0)
 		return rv;
 	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
 		return rv;

@@ -15,10 +15,10 @@
 #define CLUSTER_MAX 3
 
 /* Verbs every test cluster registers. */
-#define VERB_ECHO 16      /* responds with the request's payload */
-#define VERB_SINK 17      /* one-way: counts and checks order */
-#define VERB_HOLD 18      /* detaches requests and never answers */
-#define VERB_SLOW 19      /* blocking: waits for the test to release it */
+#define VERB_ECHO 16       /* responds with the request's payload */
+#define VERB_SINK 17       /* one-way: counts and checks order */
+#define VERB_HOLD 18       /* detaches requests and never answers */
+#define VERB_SLOW 19       /* blocking: waits for the test to release it */
 #define VERB_ECHO_BLOCK 20 /* echo on the worker pool */
 
 struct cluster {
@@ -61,7 +61,7 @@ struct tally {
 	int want;
 };
 void tally_cb(weft_msvc *svc, int status, const void *data, size_t len,
-	      void *arg);
+              void *arg);
 bool tally_complete(void *arg);
 
 /*
@@ -69,8 +69,7 @@ bool tally_complete(void *arg);
  * tuned by tune (may be NULL), starts them, and tells each the others'
  * ports. Returns 0 or a WEFT_E code.
  */
-int cluster_start(struct cluster *cl, int n,
-		  void (*tune)(weft_msvc_limits *l));
+int cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l));
 /* cluster_start_node (re)starts node i after cluster_stop_node. */
 int cluster_start_node(struct cluster *cl, int i);
 void cluster_stop_node(struct cluster *cl, int i, uint64_t timeout_ms);

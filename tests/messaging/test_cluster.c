@@ -23,7 +23,7 @@ struct pair_check {
 
 static void
 on_pair_reply(weft_msvc *svc, int status, const void *data, size_t len,
-	      void *arg)
+              void *arg)
 {
 	struct pair_check *pc = arg;
 	char want[32];
@@ -65,17 +65,14 @@ test_requests_between_every_pair(void **state)
 			for (j = 0; j < 3; j++) {
 				if (i == j)
 					continue;
-				snprintf(text, sizeof(text), "from n%d",
-					 i + 1);
+				snprintf(text, sizeof(text), "from n%d", i + 1);
 				assert_int_equal(
-					weft_msvc_request(
-						cl.svc[i],
-						cluster_peer(&cl, i, j),
-						k % 2 ? VERB_ECHO
-						      : VERB_ECHO_BLOCK,
-						text, strlen(text), NULL,
-						on_pair_reply, &pc),
-					0);
+				    weft_msvc_request(
+				        cl.svc[i], cluster_peer(&cl, i, j),
+				        k % 2 ? VERB_ECHO : VERB_ECHO_BLOCK,
+				        text, strlen(text), NULL, on_pair_reply,
+				        &pc),
+				    0);
 			}
 	assert_true(test_wait(pairs_done, &pc, 5000));
 	assert_int_equal(atomic_load(&pc.bad), 0);
@@ -84,7 +81,7 @@ test_requests_between_every_pair(void **state)
 		for (j = 0; j < 3; j++)
 			if (i != j)
 				assert_true(weft_msvc_peer_is_up(
-					cluster_peer(&cl, i, j)));
+				    cluster_peer(&cl, i, j)));
 	cluster_stop(&cl);
 }
 
@@ -97,16 +94,16 @@ test_unknown_verb_gets_error_response(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
-					   99, "x", 1, NULL, tally_cb, &t),
-			 0);
+	                                   99, "x", 1, NULL, tally_cb, &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EUNKNOWNVERB]), 1);
 	weft_msvc_get_stats(cl.svc[1], &st);
 	assert_int_equal(st.unknown_verbs, 1);
 	/* Verbs out of range are refused locally. */
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
-					   5, "x", 1, NULL, tally_cb, &t),
-			 WEFT_EINVAL);
+	                                   5, "x", 1, NULL, tally_cb, &t),
+	                 WEFT_EINVAL);
 	cluster_stop(&cl);
 }
 
@@ -124,11 +121,10 @@ test_oneway_messages_keep_their_order(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	for (seq = 0; seq < 2000; seq++)
-		assert_int_equal(weft_msvc_send(cl.svc[0],
-						cluster_peer(&cl, 0, 1),
-						VERB_SINK, &seq, sizeof(seq),
-						NULL),
-				 0);
+		assert_int_equal(
+		    weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1),
+		                   VERB_SINK, &seq, sizeof(seq), NULL),
+		    0);
 	assert_true(test_wait(sink_has, (void *)(uintptr_t)2000, 5000));
 	assert_int_equal(atomic_load(&cl.sink_disorder[1]), 0);
 	cluster_stop(&cl);
@@ -153,7 +149,7 @@ stat_reached(void *arg)
 #define WAIT_STAT(svc_, field, n)                                              \
 	do {                                                                   \
 		struct stat_wait w_ = {svc_, offsetof(weft_msvc_stats, field), \
-				       n};                                     \
+		                       n};                                     \
 		assert_true(test_wait(stat_reached, &w_, 5000));               \
 	} while (0)
 
@@ -177,9 +173,8 @@ test_request_times_out_and_late_answer_is_dropped(void **state)
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	t0 = weft_now_ns();
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
-					   VERB_HOLD, "?", 1, &o, tally_cb,
-					   &t),
-			 0);
+	                                   VERB_HOLD, "?", 1, &o, tally_cb, &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ETIMEDOUT]), 1);
 	/* On time: not before the timeout, not long after (wheel ticks). */
@@ -213,15 +208,14 @@ test_expired_in_send_queue(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, unreachable_tune), 0);
 	/* n1 believes n2 is where nobody listens. */
-	assert_int_equal(weft_msvc_set_peer_addr(cl.svc[0], "n2",
-						 "127.0.0.1", 1),
-			 0);
+	assert_int_equal(
+	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", 1), 0);
 	p = cluster_peer(&cl, 0, 1);
 	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
-			 0);
-	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "b", 1,
-					   &o, tally_cb, &t),
-			 0);
+	                 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "b", 1, &o,
+	                                   tally_cb, &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EEXPIRED]), 1);
 	WAIT_STAT(cl.svc[0], expired_in_queue, 2);
@@ -230,7 +224,7 @@ test_expired_in_send_queue(void **state)
 	o.timeout_ms = 0;
 	o.deadline_ms = weft_wall_ms() - 1;
 	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
-			 WEFT_EEXPIRED);
+	                 WEFT_EEXPIRED);
 	cluster_stop(&cl);
 }
 
@@ -253,13 +247,13 @@ test_expired_before_handler(void **state)
 	p = cluster_peer(&cl, 0, 1);
 	/* The only worker is busy with a slow job... */
 	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_SLOW, "s", 1,
-					   NULL, tally_cb, &slow),
-			 0);
+	                                   NULL, tally_cb, &slow),
+	                 0);
 	assert_true(test_wait(slow_started, NULL, 5000));
 	/* ...so this one waits for a worker past its deadline. */
 	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO_BLOCK, "e",
-					   1, &o, tally_cb, &t),
-			 0);
+	                                   1, &o, tally_cb, &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ETIMEDOUT]), 1);
 	atomic_store(&cl.slow_release, true);
@@ -326,8 +320,8 @@ test_large_message_does_not_delay_small_ones(void **state)
 	p = cluster_peer(&cl, 0, 1);
 	/* Warm the small connections up first. */
 	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "w", 1,
-					   NULL, on_timed, &small[0]),
-			 0);
+	                                   NULL, on_timed, &small[0]),
+	                 0);
 	assert_true(test_wait(timed_done, &small[0], 5000));
 	memset(small, 0, sizeof(small));
 	payload = malloc(big);
@@ -335,14 +329,14 @@ test_large_message_does_not_delay_small_ones(void **state)
 	memset(payload, 0xab, big);
 	t0 = weft_now_ns();
 	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, payload,
-					   big, &o, on_timed, &large),
-			 0);
+	                                   big, &o, on_timed, &large),
+	                 0);
 	free(payload);
 	for (i = 0; i < 20; i++)
 		assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO,
-						   "small", 5, NULL, on_timed,
-						   &small[i]),
-				 0);
+		                                   "small", 5, NULL, on_timed,
+		                                   &small[i]),
+		                 0);
 	assert_true(test_wait(smalls_done, small, 10000));
 	assert_true(test_wait(timed_done, &large, 20000));
 	assert_int_equal(atomic_load(&large.status), 0);
@@ -355,9 +349,9 @@ test_large_message_does_not_delay_small_ones(void **state)
 		small_max = d > small_max ? d : small_max;
 	}
 	print_message("16 MiB echo: %.1f ms; 20 small echoes sent right "
-		      "after it all done by %.2f ms\n",
-		      (double)(atomic_load(&large.done_ns) - t0) / 1e6,
-		      (double)small_last / 1e6);
+	              "after it all done by %.2f ms\n",
+	              (double)(atomic_load(&large.done_ns) - t0) / 1e6,
+	              (double)small_last / 1e6);
 	/* The small ones finish long before the large round trip. */
 	assert_true(small_last < atomic_load(&large.done_ns) - t0);
 	cluster_stop(&cl);
@@ -373,19 +367,20 @@ test_metrics_dump_is_prometheus_text(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
-					   VERB_ECHO, "m", 1, NULL, tally_cb,
-					   &t),
-			 0);
+	                                   VERB_ECHO, "m", 1, NULL, tally_cb,
+	                                   &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(weft_msvc_metrics_dump(cl.svc[1], out), 0);
 	evbuffer_add(out, "", 1);
 	text = (char *)evbuffer_pullup(out, -1);
 	assert_non_null(strstr(text, "# TYPE weft_msvc_node_messages_in_total "
-				     "counter\n"));
+	                             "counter\n"));
 	assert_non_null(strstr(text, "weft_msvc_peer_received_total{node=\"n2\""
-				     ",peer=\"n1\"} "));
-	assert_non_null(strstr(text, "weft_msvc_verb_received_total{node="
-				     "\"n2\",verb=\"echo\",number=\"16\"} 1\n"));
+	                             ",peer=\"n1\"} "));
+	assert_non_null(strstr(text,
+	                       "weft_msvc_verb_received_total{node="
+	                       "\"n2\",verb=\"echo\",number=\"16\"} 1\n"));
 	assert_non_null(strstr(text, "quantile=\"0.99\""));
 	evbuffer_free(out);
 	cluster_stop(&cl);
@@ -395,15 +390,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_requests_between_every_pair),
-		cmocka_unit_test(test_unknown_verb_gets_error_response),
-		cmocka_unit_test(test_oneway_messages_keep_their_order),
-		cmocka_unit_test(
-			test_request_times_out_and_late_answer_is_dropped),
-		cmocka_unit_test(test_expired_in_send_queue),
-		cmocka_unit_test(test_expired_before_handler),
-		cmocka_unit_test(test_large_message_does_not_delay_small_ones),
-		cmocka_unit_test(test_metrics_dump_is_prometheus_text),
+	    cmocka_unit_test(test_requests_between_every_pair),
+	    cmocka_unit_test(test_unknown_verb_gets_error_response),
+	    cmocka_unit_test(test_oneway_messages_keep_their_order),
+	    cmocka_unit_test(test_request_times_out_and_late_answer_is_dropped),
+	    cmocka_unit_test(test_expired_in_send_queue),
+	    cmocka_unit_test(test_expired_before_handler),
+	    cmocka_unit_test(test_large_message_does_not_delay_small_ones),
+	    cmocka_unit_test(test_metrics_dump_is_prometheus_text),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

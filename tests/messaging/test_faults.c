@@ -33,7 +33,7 @@ static int
 raw_connect(uint16_t port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons(port)};
+	                         .sin_port = htons(port)};
 	struct timeval tv = {5, 0};
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -107,9 +107,9 @@ hello(struct evbuffer *b, const char *cluster, const char *id, int role,
       int version)
 {
 	struct weft__msvc_hello h = {.min_version = (uint64_t)version,
-				     .max_version = (uint64_t)version,
-				     .role = (uint64_t)role,
-				     .cls = 1};
+	                             .max_version = (uint64_t)version,
+	                             .role = (uint64_t)role,
+	                             .cls = 1};
 
 	snprintf(h.cluster, sizeof(h.cluster), "%s", cluster);
 	snprintf(h.id, sizeof(h.id), "%s", id);
@@ -120,7 +120,7 @@ hello(struct evbuffer *b, const char *cluster, const char *id, int role,
  * in *refusal). */
 static int
 raw_handshake(uint16_t port, const char *cluster, const char *id, int role,
-	      int version, int *refusal)
+              int version, int *refusal)
 {
 	struct evbuffer *b = evbuffer_new();
 	struct weft__msvc_reply r;
@@ -148,18 +148,17 @@ raw_handshake(uint16_t port, const char *cluster, const char *id, int role,
 /* Sends one envelope frame (with CRC). */
 static void
 raw_message(int fd, uint64_t id, uint32_t verb, uint32_t flags,
-	    uint64_t expires, const void *payload, size_t len)
+            uint64_t expires, const void *payload, size_t len)
 {
 	uint8_t *body = malloc(WEFT__MSVC_ENV_HEADER + len);
 	struct evbuffer *b = evbuffer_new();
 
 	weft__msvc_env_header(body, id, verb, flags, weft_wall_ms(), expires,
-			      (uint32_t)len);
+	                      (uint32_t)len);
 	memcpy(body + WEFT__MSVC_ENV_HEADER, payload, len);
-	assert_int_equal(weft__msvc_frame_add(b, body,
-					      WEFT__MSVC_ENV_HEADER + len,
-					      true),
-			 0);
+	assert_int_equal(
+	    weft__msvc_frame_add(b, body, WEFT__MSVC_ENV_HEADER + len, true),
+	    0);
 	raw_send_buf(fd, b);
 	evbuffer_free(b);
 	free(body);
@@ -172,9 +171,9 @@ assert_still_serving(void)
 	struct tally t = {.want = 1};
 
 	assert_int_equal(weft_msvc_request(cl.svc[1], cluster_peer(&cl, 1, 0),
-					   VERB_ECHO, "ok", 2, NULL, tally_cb,
-					   &t),
-			 0);
+	                                   VERB_ECHO, "ok", 2, NULL, tally_cb,
+	                                   &t),
+	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.ok), 1);
 }
@@ -206,7 +205,7 @@ stat_reached(void *arg)
 #define WAIT_STAT(node_, field, n)                                             \
 	do {                                                                   \
 		struct stat_wait w_ = {node_,                                  \
-				       offsetof(weft_msvc_stats, field), n};   \
+		                       offsetof(weft_msvc_stats, field), n};   \
 		assert_true(test_wait(stat_reached, &w_, 5000));               \
 	} while (0)
 
@@ -222,16 +221,13 @@ test_wrong_handshakes_are_refused(void **state)
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	port = weft_msvc_port(cl.svc[0]);
 	assert_int_equal(raw_handshake(port, "other", "n2", 0, 1, &refusal),
-			 -1);
+	                 -1);
 	assert_int_equal(refusal, WEFT__MSVC_R_CLUSTER);
-	assert_int_equal(raw_handshake(port, "test", "n9", 0, 1, &refusal),
-			 -1);
+	assert_int_equal(raw_handshake(port, "test", "n9", 0, 1, &refusal), -1);
 	assert_int_equal(refusal, WEFT__MSVC_R_UNKNOWN_NODE);
-	assert_int_equal(raw_handshake(port, "test", "n2", 0, 7, &refusal),
-			 -1);
+	assert_int_equal(raw_handshake(port, "test", "n2", 0, 7, &refusal), -1);
 	assert_int_equal(refusal, WEFT__MSVC_R_VERSION);
-	assert_int_equal(raw_handshake(port, "test", "n1", 1, 1, &refusal),
-			 -1);
+	assert_int_equal(raw_handshake(port, "test", "n1", 1, 1, &refusal), -1);
 	assert_int_equal(refusal, WEFT__MSVC_R_UNKNOWN_NODE);
 	WAIT_STAT(0, handshakes_refused, 4);
 	assert_still_serving();
@@ -244,7 +240,7 @@ test_garbage_and_bad_frames_close_only_that_connection(void **state)
 	static const char garbage[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 	uint8_t big[4] = {0x7f, 0xff, 0xff, 0xff};
 	uint8_t junk[16] = {0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1,
-			    0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
+	                    0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
 	struct evbuffer *b = evbuffer_new();
 	uint16_t port;
 	int fd, refusal;
@@ -307,13 +303,13 @@ test_client_gets_answers_on_its_own_connection(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	fd = raw_handshake(weft_msvc_port(cl.svc[0]), "test", "kv-tool", 1, 1,
-			   &refusal);
+	                   &refusal);
 	assert_true(fd >= 0);
 	/* Expired in transit: dropped on arrival, no answer. */
-	raw_message(fd, 7, VERB_ECHO, WEFT__MSVC_F_REQUEST,
-		    weft_wall_ms() - 10, "old", 3);
+	raw_message(fd, 7, VERB_ECHO, WEFT__MSVC_F_REQUEST, weft_wall_ms() - 10,
+	            "old", 3);
 	raw_message(fd, 8, VERB_ECHO, WEFT__MSVC_F_REQUEST,
-		    weft_wall_ms() + 5000, "hello", 5);
+	            weft_wall_ms() + 5000, "hello", 5);
 	n = raw_read_frame(fd, body, sizeof(body), true);
 	assert_true(n > 0);
 	assert_int_equal(weft__msvc_env_decode(body, (size_t)n, &env), 0);
@@ -327,8 +323,7 @@ test_client_gets_answers_on_its_own_connection(void **state)
 	assert_true(n > 0);
 	assert_int_equal(weft__msvc_env_decode(body, (size_t)n, &env), 0);
 	assert_int_equal(env.id, 9);
-	assert_int_equal(env.flags,
-			 WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR);
+	assert_int_equal(env.flags, WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR);
 	assert_int_equal(stats(0).expired_on_arrival, 1);
 	close(fd);
 	assert_still_serving();
@@ -351,8 +346,8 @@ static void *
 fake_peer_main(void *arg)
 {
 	struct fake_peer *fp = arg;
-	struct weft__msvc_reply r = {.version = 1, .flags = 1,
-				     .max_frame = 1u << 25};
+	struct weft__msvc_reply r = {
+	    .version = 1, .flags = 1, .max_frame = 1u << 25};
 	struct evbuffer *b = evbuffer_new();
 	struct pollfd pfd = {.fd = fp->lfd, .events = POLLIN};
 	uint8_t body[512];
@@ -396,7 +391,7 @@ fake_peer_start(struct fake_peer *fp)
 	getsockname(fp->lfd, (struct sockaddr *)&sa, &len);
 	fp->port = ntohs(sa.sin_port);
 	assert_int_equal(pthread_create(&fp->thread, NULL, fake_peer_main, fp),
-			 0);
+	                 0);
 }
 
 static void
@@ -436,7 +431,7 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 	p = cluster_peer(&cl, 0, 1);
 	for (i = 0; i < 20000; i++) {
 		rv = weft_msvc_send(cl.svc[0], p, VERB_SINK, chunk,
-				    sizeof(chunk), NULL);
+		                    sizeof(chunk), NULL);
 		weft_msvc_peer_get_stats(p, &ps);
 		if (ps.queued_bytes > max_queued)
 			max_queued = ps.queued_bytes;
@@ -446,8 +441,8 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 		sent++;
 	}
 	print_message("stalled peer: %d x 8 KiB accepted, then overloaded; "
-		      "queued at most %llu bytes (limit %u)\n",
-		      sent, (unsigned long long)max_queued, 1u << 20);
+	              "queued at most %llu bytes (limit %u)\n",
+	              sent, (unsigned long long)max_queued, 1u << 20);
 	assert_int_equal(rv, WEFT_EOVERLOAD);
 	assert_true(max_queued <= 1u << 20);
 	weft_msvc_peer_get_stats(p, &ps);
@@ -456,7 +451,6 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 	cluster_stop(&cl);
 	fake_peer_stop(&fp);
 }
-
 
 static void
 heartbeat_tune(weft_msvc_limits *l)
@@ -492,8 +486,8 @@ test_silent_peer_is_marked_down_by_heartbeats(void **state)
 	/* It handshakes (so it is up), then never answers anything. */
 	t0 = weft_now_ns();
 	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "?", 1, &o,
-					   tally_cb, &t),
-			 0);
+	                                   tally_cb, &t),
+	                 0);
 	assert_true(test_wait(one_down, NULL, 5000));
 	assert_false(weft_msvc_peer_is_up(p));
 	/* The request in flight fails now, not at its 10 s timeout. */
@@ -534,9 +528,9 @@ test_reading_pauses_while_handlers_are_behind(void **state)
 	p = cluster_peer(&cl, 0, 1);
 	/* The single worker blocks on the first; the rest pile up. */
 	for (i = 0; i < 40; i++)
-		assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SLOW,
-						chunk, sizeof(chunk), NULL),
-				 0);
+		assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SLOW, chunk,
+		                                sizeof(chunk), NULL),
+		                 0);
 	WAIT_STAT(1, read_pauses, 1);
 	assert_true(stats(1).inflight_bytes <= 8192 + sizeof(chunk));
 	atomic_store(&cl.slow_release, true);
@@ -549,13 +543,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_wrong_handshakes_are_refused),
-		cmocka_unit_test(
-			test_garbage_and_bad_frames_close_only_that_connection),
-		cmocka_unit_test(test_client_gets_answers_on_its_own_connection),
-		cmocka_unit_test(test_stalled_peer_gets_overloaded_not_memory),
-		cmocka_unit_test(test_silent_peer_is_marked_down_by_heartbeats),
-		cmocka_unit_test(test_reading_pauses_while_handlers_are_behind),
+	    cmocka_unit_test(test_wrong_handshakes_are_refused),
+	    cmocka_unit_test(
+	        test_garbage_and_bad_frames_close_only_that_connection),
+	    cmocka_unit_test(test_client_gets_answers_on_its_own_connection),
+	    cmocka_unit_test(test_stalled_peer_gets_overloaded_not_memory),
+	    cmocka_unit_test(test_silent_peer_is_marked_down_by_heartbeats),
+	    cmocka_unit_test(test_reading_pauses_while_handlers_are_behind),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

@@ -34,7 +34,7 @@ struct token {
 };
 
 static void on_load_reply(weft_msvc *svc, int status, const void *data,
-			  size_t len, void *arg);
+                          size_t len, void *arg);
 
 static void
 issue(weft_msvc *svc)
@@ -45,7 +45,7 @@ issue(weft_msvc *svc)
 	t->magic = 0x600d;
 	atomic_fetch_add(&load.issued, 1);
 	rv = weft_msvc_request(svc, weft_msvc_peer_find(svc, "n2"), load.verb,
-			       "ping", 4, &load.opts, on_load_reply, t);
+	                       "ping", 4, &load.opts, on_load_reply, t);
 	if (rv != 0) {
 		/* Refused at once: the callback will never run. */
 		atomic_fetch_sub(&load.issued, 1);
@@ -56,7 +56,7 @@ issue(weft_msvc *svc)
 
 static void
 on_load_reply(weft_msvc *svc, int status, const void *data, size_t len,
-	      void *arg)
+              void *arg)
 {
 	struct token *t = arg;
 
@@ -132,16 +132,16 @@ test_peer_restarted_mid_load(void **state)
 	atomic_store(&load.stop, true);
 	assert_true(test_wait(all_completed, NULL, 5000));
 	print_message("restart: %llu ok, %llu failed (peer down %d, expired "
-		      "%d, timed out %d), %llu refused at once\n",
-		      (unsigned long long)atomic_load(&load.ok),
-		      (unsigned long long)atomic_load(&load.failed),
-		      atomic_load(&load.by_status[-WEFT_EPEERDOWN]),
-		      atomic_load(&load.by_status[-WEFT_EEXPIRED]),
-		      atomic_load(&load.by_status[-WEFT_ETIMEDOUT]),
-		      (unsigned long long)atomic_load(&load.refused));
+	              "%d, timed out %d), %llu refused at once\n",
+	              (unsigned long long)atomic_load(&load.ok),
+	              (unsigned long long)atomic_load(&load.failed),
+	              atomic_load(&load.by_status[-WEFT_EPEERDOWN]),
+	              atomic_load(&load.by_status[-WEFT_EEXPIRED]),
+	              atomic_load(&load.by_status[-WEFT_ETIMEDOUT]),
+	              (unsigned long long)atomic_load(&load.refused));
 	assert_true(atomic_load(&load.failed) > 0);
 	assert_int_equal(atomic_load(&load.completed),
-			 atomic_load(&load.issued));
+	                 atomic_load(&load.issued));
 	cluster_stop(&cl);
 }
 
@@ -159,21 +159,21 @@ test_graceful_stop_with_requests_in_flight(void **state)
 		issue(cl.svc[0]);
 	for (i = 0; i < 200; i++)
 		weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1), VERB_SINK,
-			       "x", 1, NULL);
+		               "x", 1, NULL);
 	/* Stop the requester: every callback runs before stop returns. */
 	weft_msvc_stop(cl.svc[0], 1000);
 	atomic_store(&load.stop, true);
 	assert_int_equal(atomic_load(&load.completed),
-			 atomic_load(&load.issued));
+	                 atomic_load(&load.issued));
 	weft_msvc_get_stats(cl.svc[0], &st);
 	assert_int_equal(st.pending_requests, 0);
 	print_message("graceful stop: %llu answered, %llu failed\n",
-		      (unsigned long long)atomic_load(&load.ok),
-		      (unsigned long long)atomic_load(&load.failed));
+	              (unsigned long long)atomic_load(&load.ok),
+	              (unsigned long long)atomic_load(&load.failed));
 	/* A stopped service refuses new work at once. */
 	assert_int_equal(weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1),
-					VERB_SINK, "x", 1, NULL),
-			 WEFT_ESHUTDOWN);
+	                                VERB_SINK, "x", 1, NULL),
+	                 WEFT_ESHUTDOWN);
 	cluster_stop(&cl);
 }
 
@@ -206,11 +206,11 @@ test_responder_stops_with_requests_in_flight(void **state)
 	assert_true(test_wait(all_completed, NULL, 5000));
 	assert_true(atomic_load(&load.ok) > 0);
 	print_message("responder stopped: %llu answered, %llu failed "
-		      "(shut down %d, peer down %d)\n",
-		      (unsigned long long)atomic_load(&load.ok),
-		      (unsigned long long)atomic_load(&load.failed),
-		      atomic_load(&load.by_status[-WEFT_ESHUTDOWN]),
-		      atomic_load(&load.by_status[-WEFT_EPEERDOWN]));
+	              "(shut down %d, peer down %d)\n",
+	              (unsigned long long)atomic_load(&load.ok),
+	              (unsigned long long)atomic_load(&load.failed),
+	              atomic_load(&load.by_status[-WEFT_ESHUTDOWN]),
+	              atomic_load(&load.by_status[-WEFT_EPEERDOWN]));
 	cluster_stop(&cl);
 }
 
@@ -218,9 +218,9 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_peer_restarted_mid_load),
-		cmocka_unit_test(test_graceful_stop_with_requests_in_flight),
-		cmocka_unit_test(test_responder_stops_with_requests_in_flight),
+	    cmocka_unit_test(test_peer_restarted_mid_load),
+	    cmocka_unit_test(test_graceful_stop_with_requests_in_flight),
+	    cmocka_unit_test(test_responder_stops_with_requests_in_flight),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

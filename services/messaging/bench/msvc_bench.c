@@ -101,20 +101,20 @@ print_reactor(const char *who, weft_msvc *svc)
 
 	weft_msvc_get_stats(svc, &st);
 	fprintf(stderr,
-		"%s: in %llu msgs in %llu reads (%.1f/read), out %llu msgs, "
-		"%llu writes (%.0f B/write), loop wake-ups %llu "
-		"(%.1f msgs/wake-up), hand-offs %llu\n",
-		who, (unsigned long long)st.messages_in,
-		(unsigned long long)st.read_batches,
-		st.read_batches ? (double)st.messages_in / st.read_batches : 0,
-		(unsigned long long)st.messages_out,
-		(unsigned long long)st.write_calls,
-		st.write_calls ? (double)st.bytes_written / st.write_calls : 0,
-		(unsigned long long)st.loop_wakeups,
-		st.loop_wakeups ? (double)(st.messages_in + st.messages_out) /
-					  st.loop_wakeups
-				: 0,
-		(unsigned long long)st.handoffs);
+	        "%s: in %llu msgs in %llu reads (%.1f/read), out %llu msgs, "
+	        "%llu writes (%.0f B/write), loop wake-ups %llu "
+	        "(%.1f msgs/wake-up), hand-offs %llu\n",
+	        who, (unsigned long long)st.messages_in,
+	        (unsigned long long)st.read_batches,
+	        st.read_batches ? (double)st.messages_in / st.read_batches : 0,
+	        (unsigned long long)st.messages_out,
+	        (unsigned long long)st.write_calls,
+	        st.write_calls ? (double)st.bytes_written / st.write_calls : 0,
+	        (unsigned long long)st.loop_wakeups,
+	        st.loop_wakeups ? (double)(st.messages_in + st.messages_out) /
+	                              st.loop_wakeups
+	                        : 0,
+	        (unsigned long long)st.handoffs);
 }
 
 static volatile sig_atomic_t server_quit;
@@ -127,8 +127,8 @@ on_term(int sig)
 }
 
 static int
-run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns,
-	   bool blocking, int ready_fd)
+run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns, bool blocking,
+           int ready_fd)
 {
 	weft_msvc_config *cfg = make_config(srv_port, cli_port, conns);
 	weft_loop_group *group;
@@ -139,7 +139,7 @@ run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns,
 	if (weft_loop_group_new(1, &group) != 0 ||
 	    weft_msvc_new(group, cfg, "srv", NULL, &svc) != 0 ||
 	    weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, NULL,
-			       blocking ? WEFT_MSVC_BLOCKING : 0) != 0 ||
+	                       blocking ? WEFT_MSVC_BLOCKING : 0) != 0 ||
 	    weft_msvc_start(svc) != 0)
 		return 1;
 	if (write(ready_fd, &c, 1) != 1)
@@ -152,8 +152,8 @@ run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns,
 
 		weft_msvc_get_stats(svc, &st);
 		fprintf(stderr, "server: %.2f us CPU per request\n",
-			cpu_seconds() * 1e6 /
-				(double)(st.messages_in ? st.messages_in : 1));
+		        cpu_seconds() * 1e6 /
+		            (double)(st.messages_in ? st.messages_in : 1));
 	}
 	weft_msvc_stop(svc, 100);
 	weft_msvc_free(svc);
@@ -162,17 +162,16 @@ run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns,
 	return 0;
 }
 
-static void on_reply(weft_msvc *svc, int status, const void *data,
-		     size_t len, void *arg);
+static void on_reply(weft_msvc *svc, int status, const void *data, size_t len,
+                     void *arg);
 
 static void
 issue(struct bench *b, uint32_t slot)
 {
 	weft_msvc_call_opts o = {.key = slot % b->conns};
 
-	if (weft_msvc_request(b->svc, b->server, VERB_ECHO, b->payload,
-			      b->size, &o, on_reply,
-			      (void *)(uintptr_t)slot) != 0) {
+	if (weft_msvc_request(b->svc, b->server, VERB_ECHO, b->payload, b->size,
+	                      &o, on_reply, (void *)(uintptr_t)slot) != 0) {
 		atomic_fetch_add(&b->errors, 1);
 		atomic_fetch_sub(&b->outstanding, 1);
 	}
@@ -181,8 +180,7 @@ issue(struct bench *b, uint32_t slot)
 static struct bench bench;
 
 static void
-on_reply(weft_msvc *svc, int status, const void *data, size_t len,
-	 void *arg)
+on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 {
 	uint32_t slot = (uint32_t)(uintptr_t)arg;
 
@@ -220,8 +218,7 @@ sleep_ms(long ms)
 }
 
 static int
-run_client(uint16_t srv_port, uint16_t cli_port, struct bench *b,
-	   int seconds)
+run_client(uint16_t srv_port, uint16_t cli_port, struct bench *b, int seconds)
 {
 	weft_msvc_config *cfg = make_config(srv_port, cli_port, b->conns);
 	weft_msvc_peer_stats ps;
@@ -257,8 +254,7 @@ run_client(uint16_t srv_port, uint16_t cli_port, struct bench *b,
 	       "p99 %.1f us (service's own histogram), errors %llu\n",
 	       b->conns, b->depth, b->size,
 	       (double)(d1 - d0) * 1e9 / (double)(t1 - t0),
-	       (double)ps.latency_p50_ns / 1e3,
-	       (double)ps.latency_p99_ns / 1e3,
+	       (double)ps.latency_p50_ns / 1e3, (double)ps.latency_p99_ns / 1e3,
 	       (unsigned long long)atomic_load(&b->errors));
 	printf("client: %.2f us CPU per request (1 core per side would "
 	       "allow %.0f requests/s on this side)\n",
@@ -304,9 +300,10 @@ main(int argc, char **argv)
 			blocking = true;
 			break;
 		default:
-			fprintf(stderr, "usage: %s [-c conns] [-d depth] "
-					"[-s size] [-t seconds] [-b]\n",
-				argv[0]);
+			fprintf(stderr,
+			        "usage: %s [-c conns] [-d depth] "
+			        "[-s size] [-t seconds] [-b]\n",
+			        argv[0]);
 			return 2;
 		}
 	}
@@ -319,7 +316,7 @@ main(int argc, char **argv)
 	if (child == 0) {
 		close(pipefd[0]);
 		_exit(run_server(srv_port, cli_port, bench.conns, blocking,
-				 pipefd[1]));
+		                 pipefd[1]));
 	}
 	close(pipefd[1]);
 	if (read(pipefd[0], &c, 1) != 1) {

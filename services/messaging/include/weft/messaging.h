@@ -61,21 +61,22 @@ enum weft_msvc_class {
  * service starts; weft_msvc_config_new() fills the defaults in.
  */
 typedef struct weft_msvc_limits {
-	size_t max_frame_bytes;        /* 32 MiB: larger frames close the link */
-	size_t outbound_queue_bytes;   /* 64 MiB per peer, queued + unwritten */
-	size_t inbound_inflight_bytes; /* 64 MiB per node: then reading pauses */
-	uint32_t max_pending_requests; /* 65536 per node */
-	size_t large_message_bytes;    /* 64 KiB: above this, class LARGE */
-	uint64_t connect_timeout_ms;   /* 2000, TCP connect plus handshake */
+	size_t max_frame_bytes;      /* 32 MiB: larger frames close the link */
+	size_t outbound_queue_bytes; /* 64 MiB per peer, queued + unwritten */
+	size_t
+	    inbound_inflight_bytes; /* 64 MiB per node: then reading pauses */
+	uint32_t max_pending_requests;  /* 65536 per node */
+	size_t large_message_bytes;     /* 64 KiB: above this, class LARGE */
+	uint64_t connect_timeout_ms;    /* 2000, TCP connect plus handshake */
 	uint64_t heartbeat_interval_ms; /* 1000 */
-	uint32_t heartbeat_misses;     /* 3 missed in a row: peer down */
-	uint64_t reconnect_min_ms;     /* 50: first back-off */
-	uint64_t reconnect_max_ms;     /* 5000: back-off cap */
-	uint64_t request_timeout_ms;   /* 5000: default request timeout */
-	uint32_t loops;                /* 0: one per CPU (for weftd) */
-	uint32_t worker_threads;       /* 2: runs handlers marked BLOCKING */
+	uint32_t heartbeat_misses;      /* 3 missed in a row: peer down */
+	uint64_t reconnect_min_ms;      /* 50: first back-off */
+	uint64_t reconnect_max_ms;      /* 5000: back-off cap */
+	uint64_t request_timeout_ms;    /* 5000: default request timeout */
+	uint32_t loops;                 /* 0: one per CPU (for weftd) */
+	uint32_t worker_threads;        /* 2: runs handlers marked BLOCKING */
 	uint32_t connections[WEFT_MSVC_CLASSES]; /* 1, 1, 1 per peer */
-	bool allow_clients;            /* true: accept non-member clients */
+	bool allow_clients; /* true: accept non-member clients */
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -100,8 +101,7 @@ typedef struct weft_msvc_tls_config {
  * weft_msvc_config_free(). Returns 0, WEFT_EINVAL (bad name) or
  * WEFT_ENOMEM. Any thread.
  */
-WEFT_API int weft_msvc_config_new(const char *cluster,
-				  weft_msvc_config **out);
+WEFT_API int weft_msvc_config_new(const char *cluster, weft_msvc_config **out);
 
 /*
  * weft_msvc_config_load reads an INI file (format in docs/PROTOCOL.md,
@@ -111,13 +111,13 @@ WEFT_API int weft_msvc_config_new(const char *cluster,
  * NUL-terminated when errlen > 0); *out is then untouched. Any thread.
  */
 WEFT_API int weft_msvc_config_load(const char *path, weft_msvc_config **out,
-				   char *err, size_t errlen);
+                                   char *err, size_t errlen);
 
 /* weft_msvc_config_parse is weft_msvc_config_load for INI text in memory;
  * name is used in error messages. */
 WEFT_API int weft_msvc_config_parse(const char *text, const char *name,
-				    weft_msvc_config **out, char *err,
-				    size_t errlen);
+                                    weft_msvc_config **out, char *err,
+                                    size_t errlen);
 
 /* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
  * own copy, so a config may be freed once the services using it exist. */
@@ -130,7 +130,7 @@ WEFT_API void weft_msvc_config_free(weft_msvc_config *cfg);
  * Returns 0, WEFT_EEXIST, WEFT_EINVAL or WEFT_ENOMEM.
  */
 WEFT_API int weft_msvc_config_add_node(weft_msvc_config *cfg, const char *id,
-				       const char *host, uint16_t port);
+                                       const char *host, uint16_t port);
 
 /* weft_msvc_config_limits returns the limits, to read or change in place
  * before the config is given to a service. Never NULL. */
@@ -140,7 +140,7 @@ weft_msvc_config_limits_const(const weft_msvc_config *cfg);
 
 /* weft_msvc_config_set_tls stores TLS settings (strings copied). */
 WEFT_API int weft_msvc_config_set_tls(weft_msvc_config *cfg,
-				      const weft_msvc_tls_config *tls);
+                                      const weft_msvc_tls_config *tls);
 /* weft_msvc_config_tls returns the stored settings; never NULL. */
 WEFT_API const weft_msvc_tls_config *
 weft_msvc_config_tls(const weft_msvc_config *cfg);
@@ -150,8 +150,8 @@ WEFT_API size_t weft_msvc_config_node_count(const weft_msvc_config *cfg);
 /* weft_msvc_config_node reads member i (i < count); strings are borrowed
  * from cfg. Returns 0 or WEFT_EINVAL. */
 WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
-				   const char **id, const char **host,
-				   uint16_t *port);
+                                   const char **id, const char **host,
+                                   uint16_t *port);
 
 /*
  * weft_msvc_config_get returns the value of key in a section the messaging
@@ -159,8 +159,7 @@ WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
  * components, or NULL. The string is borrowed from cfg.
  */
 WEFT_API const char *weft_msvc_config_get(const weft_msvc_config *cfg,
-					  const char *section,
-					  const char *key);
+                                          const char *section, const char *key);
 
 /* Service options; zero fields take the defaults shown. */
 typedef struct weft_msvc_opts {
@@ -181,9 +180,9 @@ typedef struct weft_msvc_opts {
  * Returns 0, WEFT_EINVAL (bad id), WEFT_ECONFIG (invalid config) or
  * WEFT_ENOMEM. Any thread that is not one of group's loops.
  */
-WEFT_API int weft_msvc_new(weft_loop_group *group,
-			   const weft_msvc_config *cfg, const char *node_id,
-			   const weft_msvc_opts *opts, weft_msvc **out);
+WEFT_API int weft_msvc_new(weft_loop_group *group, const weft_msvc_config *cfg,
+                           const char *node_id, const weft_msvc_opts *opts,
+                           weft_msvc **out);
 
 /*
  * weft_msvc_start binds the listener (members) and opens the service for
@@ -235,7 +234,7 @@ WEFT_API bool weft_msvc_peer_is_up(const weft_msvc_peer *peer);
  * Returns 0, WEFT_ENOTFOUND or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
-				     const char *host, uint16_t port);
+                                     const char *host, uint16_t port);
 
 /*
  * A verb handler. msg is borrowed until the handler returns. For a request
@@ -246,7 +245,7 @@ WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
  * message and must not block; blocking handlers run on a worker thread.
  */
 typedef void (*weft_msvc_handler_cb)(weft_msvc *svc, weft_msvc_msg *msg,
-				     void *arg);
+                                     void *arg);
 
 enum weft_msvc_verb_flags {
 	WEFT_MSVC_INLINE = 0,   /* run on the loop thread (default) */
@@ -259,9 +258,9 @@ enum weft_msvc_verb_flags {
  * weft_msvc_start only. Returns 0, WEFT_EINVAL, WEFT_EEXIST, WEFT_EBUSY
  * (already started) or WEFT_ENOMEM.
  */
-WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb,
-				const char *name, weft_msvc_handler_cb cb,
-				void *arg, unsigned flags);
+WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
+                                weft_msvc_handler_cb cb, void *arg,
+                                unsigned flags);
 
 /* What a handler reads from its message. The payload is borrowed until
  * the handler returns (or, when detached, until the message is
@@ -299,11 +298,11 @@ WEFT_API weft_msvc_msg *weft_msvc_msg_detach(weft_msvc_msg *msg);
  * WEFT_ETOOBIG or WEFT_ESHUTDOWN. Any thread (for a detached message).
  */
 WEFT_API int weft_msvc_respond(weft_msvc_msg *msg, const void *data,
-			       size_t len);
+                               size_t len);
 /* weft_msvc_respond_buf is weft_msvc_respond moving payload's bytes out
  * (payload stays the caller's), on success and failure. */
 WEFT_API int weft_msvc_respond_buf(weft_msvc_msg *msg,
-				   struct evbuffer *payload);
+                                   struct evbuffer *payload);
 /*
  * weft_msvc_respond_error answers with an error: status is a negative
  * WEFT_E code (WEFT_ENOTFOUND, WEFT_EINVAL, ...; codes without a wire
@@ -311,7 +310,7 @@ WEFT_API int weft_msvc_respond_buf(weft_msvc_msg *msg,
  * explanation. The requester's callback sees status and the text.
  */
 WEFT_API int weft_msvc_respond_error(weft_msvc_msg *msg, int status,
-				     const char *text);
+                                     const char *text);
 
 /* Per-call options; NULL or zero fields take the defaults shown. */
 typedef struct weft_msvc_call_opts {
@@ -340,8 +339,8 @@ typedef struct weft_msvc_call_opts {
  * when data and len hold its text. data is borrowed until the callback
  * returns. Runs on one of the service's loops.
  */
-typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status,
-				   const void *data, size_t len, void *arg);
+typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status, const void *data,
+                                   size_t len, void *arg);
 
 /*
  * weft_msvc_send sends a one-way message with a copy of data. Returns 0
@@ -350,14 +349,14 @@ typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status,
  * WEFT_EEXPIRED (the deadline has passed already), WEFT_EINVAL,
  * WEFT_ESHUTDOWN (stopping, or not started) or WEFT_ENOMEM. Any thread.
  */
-WEFT_API int weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer,
-			    uint32_t verb, const void *data, size_t len,
-			    const weft_msvc_call_opts *opts);
+WEFT_API int weft_msvc_send(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+                            const void *data, size_t len,
+                            const weft_msvc_call_opts *opts);
 /* weft_msvc_send_buf is weft_msvc_send moving payload's bytes out
  * (payload stays the caller's), on success and failure. */
 WEFT_API int weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer,
-				uint32_t verb, struct evbuffer *payload,
-				const weft_msvc_call_opts *opts);
+                                uint32_t verb, struct evbuffer *payload,
+                                const weft_msvc_call_opts *opts);
 
 /*
  * weft_msvc_request sends a request with a copy of data. Returns 0, and
@@ -367,26 +366,26 @@ WEFT_API int weft_msvc_send_buf(weft_msvc *svc, weft_msvc_peer *peer,
  * WEFT_EINVAL, WEFT_ESHUTDOWN or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_msvc_request(weft_msvc *svc, weft_msvc_peer *peer,
-			       uint32_t verb, const void *data, size_t len,
-			       const weft_msvc_call_opts *opts,
-			       weft_msvc_reply_cb cb, void *arg);
+                               uint32_t verb, const void *data, size_t len,
+                               const weft_msvc_call_opts *opts,
+                               weft_msvc_reply_cb cb, void *arg);
 /* weft_msvc_request_buf is weft_msvc_request moving payload's bytes out
  * (payload stays the caller's), on success and failure. */
 WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
-				   uint32_t verb, struct evbuffer *payload,
-				   const weft_msvc_call_opts *opts,
-				   weft_msvc_reply_cb cb, void *arg);
+                                   uint32_t verb, struct evbuffer *payload,
+                                   const weft_msvc_call_opts *opts,
+                                   weft_msvc_reply_cb cb, void *arg);
 
 /* A peer state change: up after a handshake or heartbeat answer, down
  * when its urgent connection fails or it misses heartbeat_misses beats in
  * a row. Runs on one of the service's loops. */
-typedef void (*weft_msvc_peer_cb)(weft_msvc *svc, weft_msvc_peer *peer,
-				  bool up, void *arg);
+typedef void (*weft_msvc_peer_cb)(weft_msvc *svc, weft_msvc_peer *peer, bool up,
+                                  void *arg);
 
 /* weft_msvc_on_peer_event sets the peer callback. Before weft_msvc_start
  * only. Returns 0 or WEFT_EBUSY. */
 WEFT_API int weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb,
-				     void *arg);
+                                     void *arg);
 
 /* Counters for one peer. Read at any time from any thread; each field is
  * exact, the set is not a single snapshot. */
@@ -410,35 +409,35 @@ typedef struct weft_msvc_peer_stats {
 } weft_msvc_peer_stats;
 
 WEFT_API void weft_msvc_peer_get_stats(const weft_msvc_peer *peer,
-				       weft_msvc_peer_stats *out);
+                                       weft_msvc_peer_stats *out);
 
 /* Counters for one verb, handled and sent. */
 typedef struct weft_msvc_verb_stats {
-	uint64_t received;        /* messages of this verb that arrived */
-	uint64_t handled;         /* handler calls */
-	uint64_t responded;       /* responses sent (errors included) */
-	uint64_t sent;            /* sent or requested by this node */
-	uint64_t expired;         /* dropped before its handler ran */
-	uint64_t bytes_received;  /* payload bytes */
-	uint64_t bytes_sent;      /* payload bytes */
+	uint64_t received;       /* messages of this verb that arrived */
+	uint64_t handled;        /* handler calls */
+	uint64_t responded;      /* responses sent (errors included) */
+	uint64_t sent;           /* sent or requested by this node */
+	uint64_t expired;        /* dropped before its handler ran */
+	uint64_t bytes_received; /* payload bytes */
+	uint64_t bytes_sent;     /* payload bytes */
 } weft_msvc_verb_stats;
 
 /* weft_msvc_verb_get_stats reads verb's counters (zeros for an unknown
  * verb). Any thread. */
 WEFT_API void weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
-				       weft_msvc_verb_stats *out);
+                                       weft_msvc_verb_stats *out);
 
 /* Node-wide counters: the reactor's own behaviour and every bad input. */
 typedef struct weft_msvc_stats {
 	/* Reactor: is batching working? */
-	uint64_t read_batches;     /* inbound read events handled */
-	uint64_t messages_in;      /* messages decoded */
-	uint64_t drain_batches;    /* outbound queue drains */
-	uint64_t messages_out;     /* messages encoded */
-	uint64_t handoffs;         /* messages passed between threads */
-	uint64_t write_calls;      /* socket writes (bytes left the buffer) */
-	uint64_t bytes_written;    /* bytes those writes took */
-	uint64_t loop_wakeups;     /* sum of the loops' wake-ups */
+	uint64_t read_batches;  /* inbound read events handled */
+	uint64_t messages_in;   /* messages decoded */
+	uint64_t drain_batches; /* outbound queue drains */
+	uint64_t messages_out;  /* messages encoded */
+	uint64_t handoffs;      /* messages passed between threads */
+	uint64_t write_calls;   /* socket writes (bytes left the buffer) */
+	uint64_t bytes_written; /* bytes those writes took */
+	uint64_t loop_wakeups;  /* sum of the loops' wake-ups */
 	/* Expiry, by stage. */
 	uint64_t expired_in_queue;
 	uint64_t expired_on_arrival;
@@ -449,18 +448,18 @@ typedef struct weft_msvc_stats {
 	uint64_t inflight_bytes;   /* inbound bytes received, not handled */
 	uint64_t pending_requests; /* requests awaiting a response */
 	/* Bad input, each closing one connection. */
-	uint64_t bad_frames;       /* checksum failures, frames cut short */
-	uint64_t oversized_frames; /* length above max_frame_bytes */
-	uint64_t bad_envelopes;    /* invalid msgpack or envelope */
+	uint64_t bad_frames;         /* checksum failures, frames cut short */
+	uint64_t oversized_frames;   /* length above max_frame_bytes */
+	uint64_t bad_envelopes;      /* invalid msgpack or envelope */
 	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
-	uint64_t unknown_verbs;    /* answered with an error */
-	uint64_t late_responses;   /* responses to no pending request */
+	uint64_t unknown_verbs;      /* answered with an error */
+	uint64_t late_responses;     /* responses to no pending request */
 	/* Connections. */
 	uint64_t connections_accepted;
 	uint64_t connections_open;
 	uint64_t heartbeats_missed;
 	uint64_t peer_downs;
-	uint64_t worker_jobs;      /* handlers run on the worker pool */
+	uint64_t worker_jobs; /* handlers run on the worker pool */
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */
