@@ -11,9 +11,17 @@
  * Port 0 makes a server bind an ephemeral port (see weft_server_port).
  *
  * Every transport only creates the connection: it builds a bufferevent on
- * the channel's loop, wraps it with weft_channel_new, names the peer, calls
- * the init callback to build the pipeline, and activates the channel. From
- * then on the channel (core) owns the connection.
+ * the channel's loop (TCP sockets get TCP_NODELAY), wraps it with
+ * weft_channel_new, names the peer, calls the init callback to build the
+ * pipeline, and activates the channel. From then on the channel (core)
+ * owns the connection. A TLS channel becomes active only once its
+ * handshake is done.
+ *
+ * Transports put handlers of their own first in the pipeline, after init:
+ * "weft.read" (plain sockets: each read event takes up to max_read_bytes,
+ * where libevent 2.1 alone takes 4 KiB), "weft.tls" (TLS channels) and
+ * "weft.server" (accepted channels, for the server's counters). Leave them
+ * in place; the names are reserved.
  */
 #ifndef WEFT_TRANSPORT_H
 #define WEFT_TRANSPORT_H
@@ -66,7 +74,7 @@ typedef struct weft_server_stats {
 	uint64_t accept_errors;  /* accept() failures (EMFILE, ...) */
 	uint64_t rejected;       /* closed at once: over max_channels */
 	uint64_t setup_failures; /* failed before active (init, TLS, ...) */
-	uint64_t channels_open;  /* accepted channels not yet inactive */
+	uint64_t channels_open;  /* accepted channels not yet torn down */
 } weft_server_stats;
 
 /*
