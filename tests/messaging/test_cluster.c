@@ -386,6 +386,46 @@ test_metrics_dump_is_prometheus_text(void **state)
 	cluster_stop(&cl);
 }
 
+static void
+test_non_member_client_service(void **state)
+{
+	struct tally t = {.want = 40};
+	weft_loop_group *group;
+	weft_msvc *client;
+	weft_msvc_peer *n1, *n2;
+	int i;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	assert_int_equal(weft_loop_group_new(1, &group), 0);
+	/* An id the config does not list: a client that only dials. */
+	assert_int_equal(weft_msvc_new(group, cl.cfg, "kv-tool", NULL, &client),
+	                 0);
+	assert_false(weft_msvc_is_member(client));
+	assert_int_equal(weft_msvc_start(client), 0);
+	assert_int_equal(weft_msvc_port(client), 0);
+	weft_msvc_set_peer_addr(client, "n1", "127.0.0.1",
+	                        weft_msvc_port(cl.svc[0]));
+	weft_msvc_set_peer_addr(client, "n2", "127.0.0.1",
+	                        weft_msvc_port(cl.svc[1]));
+	n1 = weft_msvc_peer_find(client, "n1");
+	n2 = weft_msvc_peer_find(client, "n2");
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(weft_msvc_request(client, n1, VERB_ECHO, "a",
+		                                   1, NULL, tally_cb, &t),
+		                 0);
+		assert_int_equal(weft_msvc_request(client, n2, VERB_ECHO_BLOCK,
+		                                   "b", 1, NULL, tally_cb, &t),
+		                 0);
+	}
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.ok), 40);
+	weft_msvc_stop(client, 1000);
+	weft_msvc_free(client);
+	weft_loop_group_free(group);
+	cluster_stop(&cl);
+}
+
 int
 main(void)
 {
@@ -398,6 +438,7 @@ main(void)
 	    cmocka_unit_test(test_expired_before_handler),
 	    cmocka_unit_test(test_large_message_does_not_delay_small_ones),
 	    cmocka_unit_test(test_metrics_dump_is_prometheus_text),
+	    cmocka_unit_test(test_non_member_client_service),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);
