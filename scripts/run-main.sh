@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # run-main.sh [BUILD_DIR]: the project's main job, run by `make run` after the
-# build.
+# build (about a minute and a half).
 #
-# For now: weft-bench throughput and latency at 64 B, 1 KiB and 64 KiB
-# messages over TCP loopback, weft's full pipeline beside the raw-socket
-# reference, each the median of WEFT_BENCH_REPEAT runs (default 3). Every
-# figure also goes to BUILD_DIR/bench-results/*.json.
-# TODO(bench): the cluster benchmark (issue 5) once the messaging service is
-# in.
+# 1. The cluster benchmark: P node processes on loopback, each keeping 64
+#    requests of 64 B in flight round-robin over the others, at P = 3 and 16,
+#    with weft's messaging service (--io=loop) beside the thread-per-peer
+#    baseline (--io=threads), 1 s warm-up and a 2 s window.
+# 2. The pipeline benchmarks: throughput and ping-pong latency at 64 B, 1 KiB
+#    and 64 KiB, weft's full pipeline beside the raw-socket reference.
+#
+# WEFT_BENCH_PEERS (default 3,16) and WEFT_BENCH_REPEAT (default 1: runs of
+# each pipeline figure, the median is shown) change the amount of work.
+# Every figure also goes to BUILD_DIR/bench-results/*.json. docs/BENCHMARKS.md
+# explains the method and what the columns mean.
 set -euo pipefail
 
 build_dir=${1:-build}
 bench="$build_dir/bench/weft-bench/weft-bench"
-repeat=${WEFT_BENCH_REPEAT:-3}
+peers=${WEFT_BENCH_PEERS:-3,16}
+repeat=${WEFT_BENCH_REPEAT:-1}
 results="$build_dir/bench-results"
 
 if [ ! -x "$bench" ]; then
@@ -22,25 +28,22 @@ fi
 mkdir -p "$results"
 
 run() {
-	local workload=$1 size=$2
-	shift 2
-	echo "== weft-bench $workload --size $size --impl both" \
-		"--repeat $repeat $*"
-	"$bench" "$workload" --size "$size" --impl both --repeat "$repeat" \
-		--json "$results/$workload-$size.json" "$@"
+	echo "\$ weft-bench $*"
+	"$bench" "$@"
 	echo
 }
 
-for size in 64 1K 64K; do
-	run throughput "$size"
-done
-for size in 64 1K 64K; do
-	run latency "$size" --count 20k
-done
+echo "== Cluster: weft's event loops against two blocking threads per peer"
+run cluster --peers "$peers" --io both --outstanding 64 --size 64 \
+	--warmup 1 --duration 2 --quiet --json "$results/cluster.json"
 
-cat <<'NOTE'
-Targets: weft >= 70% of a bare libevent loop at 64 B and
-1 KiB (about 9-11 M msgs/s at 64 B on the reference machine), >= 3 GB/s at
-64 KiB, and a ping-pong p50 within 1.15x of the raw blocking sockets.
-NOTE
+echo "== Pipeline: weft against raw blocking sockets (same frames, same checks)"
+for size in 64 1K 64K; do
+	run throughput --size "$size" --impl both --repeat "$repeat" --quiet \
+		--json "$results/throughput-$size.json"
+done
+for size in 64 1K 64K; do
+	run latency --size "$size" --count 10k --impl both \
+		--repeat "$repeat" --quiet --json "$results/latency-$size.json"
+done
 echo "JSON results: $results/"
