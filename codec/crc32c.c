@@ -1,6 +1,7 @@
 /*
  * crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), with the
- * SSE4.2 crc32 instruction when the CPU has it and a byte table otherwise.
+ * SSE4.2 crc32 instruction when the CPU has it (three streams at once, and
+ * PCLMUL to join them, for long buffers) and a byte table otherwise.
  */
 #include <stdint.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
+#include <wmmintrin.h>
 #define HAVE_SSE42_PATH 1
 #endif
 
@@ -96,6 +98,56 @@ crc_sse42(uint32_t reg, const unsigned char *p, size_t len)
 	return reg;
 }
 
+/*
+ * The crc32 instruction takes 3 cycles but can start every cycle, so three
+ * independent streams over three consecutive blocks go three times as fast.
+ * The block CRCs are then joined: the CRC of A then B is the CRC of A
+ * shifted over B's length, xor the CRC of B from a zero register. Shifting
+ * r over n bytes multiplies it by x^(8n) mod P, which is one carry-less
+ * multiply by K(n) = x^(8n-33) mod P (33: 32 for the crc32 instruction's
+ * own shift, 1 for the bit-reflected product) and one crc32 to reduce.
+ */
+#define BLOCK 1024
+#define K_BLOCK 0x170076fau   /* x^(8 * 1024 - 33) mod P, reflected */
+#define K_2BLOCKS 0xa51b6135u /* x^(8 * 2048 - 33) mod P, reflected */
+
+__attribute__((target("sse4.2,pclmul"))) static uint32_t
+shift(uint64_t reg, uint32_t k)
+{
+	__m128i prod = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)reg),
+	                                    _mm_cvtsi32_si128((int)k), 0);
+
+	return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(prod));
+}
+
+__attribute__((target("sse4.2,pclmul"))) static uint32_t
+crc_sse42_3way(uint32_t reg, const unsigned char *p, size_t len)
+{
+	uint64_t a, b, c, word;
+	const unsigned char *end;
+
+	for (; len >= 3 * BLOCK; len -= 3 * BLOCK, p += 2 * BLOCK) {
+		a = reg;
+		b = c = 0;
+		for (end = p + BLOCK; p < end; p += 8) {
+			memcpy(&word, p, sizeof(word));
+			a = _mm_crc32_u64(a, word);
+			memcpy(&word, p + BLOCK, sizeof(word));
+			b = _mm_crc32_u64(b, word);
+			memcpy(&word, p + 2 * BLOCK, sizeof(word));
+			c = _mm_crc32_u64(c, word);
+		}
+		reg = shift(a, K_2BLOCKS) ^ shift(b, K_BLOCK) ^ (uint32_t)c;
+	}
+	return crc_sse42(reg, p, len);
+}
+
+static bool
+has_pclmul(void)
+{
+	return __builtin_cpu_supports("pclmul");
+}
+
 bool
 weft__crc32c_hw_available(void)
 {
@@ -105,6 +157,8 @@ weft__crc32c_hw_available(void)
 uint32_t
 weft__crc32c_hw(uint32_t reg, const void *data, size_t len)
 {
+	if (len >= 3 * BLOCK && has_pclmul())
+		return crc_sse42_3way(reg, data, len);
 	return crc_sse42(reg, data, len);
 }
 #else
@@ -128,7 +182,7 @@ weft_crc32c(uint32_t crc, const void *data, size_t len)
 
 #ifdef HAVE_SSE42_PATH
 	if (__builtin_cpu_supports("sse4.2"))
-		return ~crc_sse42(reg, data, len);
+		return ~weft__crc32c_hw(reg, data, len);
 #endif
 	return ~weft__crc32c_table(reg, data, len);
 }

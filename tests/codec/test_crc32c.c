@@ -79,6 +79,30 @@ test_engines_agree(void **state)
 	assert_int_equal(~weft__crc32c_table(~0u, "123456789", 9), 0xE3069283u);
 }
 
+/* Long buffers take three streams at once: around every block edge. */
+static void
+test_long_buffers_agree(void **state)
+{
+	static unsigned char buf[20000];
+	static const size_t lens[] = {3071, 3072, 3073, 3080,  4095, 6143,
+	                              6144, 6145, 9216, 12345, 19990};
+	size_t i, off;
+
+	(void)state;
+	if (!weft__crc32c_hw_available())
+		skip();
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(i * 2654435761u >> 13);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (off = 0; off < 9; off += 4)
+			assert_int_equal(
+			    weft__crc32c_hw(0x12345678u, buf + off, lens[i]),
+			    weft__crc32c_table(0x12345678u, buf + off,
+			                       lens[i]));
+	assert_int_equal(weft_crc32c(0, buf, 12345),
+	                 ~weft__crc32c_table(~0u, buf, 12345));
+}
+
 static void
 test_evbuffer_across_chains(void **state)
 {
@@ -111,6 +135,7 @@ main(void)
 	    cmocka_unit_test(test_rfc3720_vectors),
 	    cmocka_unit_test(test_pieces_equal_whole),
 	    cmocka_unit_test(test_engines_agree),
+	    cmocka_unit_test(test_long_buffers_agree),
 	    cmocka_unit_test(test_evbuffer_across_chains),
 	};
 
