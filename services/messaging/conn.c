@@ -730,6 +730,7 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	pthread_mutex_unlock(&peer->addr_lock);
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s", addr);
 	o.timeout_ms = svc->cfg->limits.connect_timeout_ms;
+	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = outbound_init;
 	o.init_arg = c;
 	if (svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE)

@@ -58,6 +58,9 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 
 /* The fixed envelope header our encoder writes before the payload. */
 #define WEFT__MSVC_ENV_HEADER 39
+/* How long a closing connection may take to write what it holds: the
+ * service waits for every channel to close before it is freed. */
+#define WEFT__MSVC_LINGER_MS 500
 /* Small frames are gathered in a buffer of this size per connection. */
 #define WEFT__MSVC_SCRATCH 16384
 /* Length prefix plus envelope header. */

@@ -265,6 +265,7 @@ listen_on(weft_msvc *svc)
 	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
 	         host, (unsigned)self->port);
 	o.address = addr;
+	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = weft__msvc_accept_init;
 	o.init_arg = svc;
 	if (svc->opts.tls != NULL && svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE) {
@@ -357,8 +358,9 @@ loop_count_busy(struct weft__msvc_loop *ml)
 	weft_msvc *svc = ml->svc;
 
 	pthread_mutex_lock(&svc->wait_lock);
-	svc->busy +=
-	    ml->connects_in_progress + (LIST_EMPTY(&ml->inbound) ? 0 : 1);
+	svc->busy += ml->connects_in_progress +
+	             (LIST_EMPTY(&ml->inbound) ? 0 : 1) +
+	             (atomic_load(&svc->st.connections_open) > 0 ? 1 : 0);
 	pthread_mutex_unlock(&svc->wait_lock);
 }
 
@@ -443,7 +445,9 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	while (atomic_load(&svc->callers) > 0)
 		sched_yield();
 	on_each_loop(svc, loop_shutdown);
-	wait_closed(svc, weft_now_ns() + 2000000000ull);
+	/* Channels close within their linger time; wait a little longer. */
+	wait_closed(svc,
+	            weft_now_ns() + (WEFT__MSVC_LINGER_MS + 1000) * 1000000ull);
 	if (svc->pool.threads != NULL)
 		weft__msvc_pool_stop(svc);
 	on_each_loop(svc, loop_teardown);
