@@ -66,7 +66,7 @@ struct generation {
 static int generation_index = -1;
 static pthread_once_t generation_once = PTHREAD_ONCE_INIT;
 
-/* ---- Errors ------------------------------------------------------------ */
+/* ---- Errors ------------------------------------------------------------- */
 
 const char *
 weft__tls_errors(char *buf, size_t len)
@@ -90,7 +90,7 @@ weft__tls_errors(char *buf, size_t len)
 	return buf;
 }
 
-/* ---- Shared counters --------------------------------------------------- */
+/* ---- Shared counters ---------------------------------------------------- */
 
 static struct weft__tls_shared *
 shared_new(void)
@@ -121,7 +121,7 @@ count(atomic_uint_fast64_t *counter)
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 }
 
-/* ---- Generations and the client session cache -------------------------- */
+/* ---- Generations and the client session cache --------------------------- */
 
 static void
 generation_free(struct generation *gen)
@@ -490,7 +490,7 @@ load(const weft_tls_opts *o, struct weft__tls_shared *shared, SSL_CTX **out)
 	return 0;
 }
 
-/* ---- Contexts ------------------------------------------------------------ */
+/* ---- Contexts ----------------------------------------------------------- */
 
 static int
 check_opts(const weft_tls_opts *o)
@@ -648,8 +648,7 @@ weft_tls_version_parse(const char *text, int *out)
 	return 0;
 }
 
-/* ---- Connections ----------------------------------------------------------
- */
+/* ---- Connections -------------------------------------------------------- */
 
 static bool
 is_ip_literal(const char *name)

@@ -3,11 +3,9 @@
  * and, in optional mode, telling a TLS client from a plaintext one by the
  * first byte it sends.
  *
- * A bufferevent_openssl writes to OpenSSL as soon as bytes reach its output
- * buffer, one record and one write(2) per call. Its output buffer's
- * callbacks are deferred to the loop instead, so every flush of one loop
- * iteration becomes one batch of full-sized records (a plaintext socket
- * batches the same way, by waiting for its write event).
+ * A bufferevent_openssl encrypts and writes as soon as bytes reach its
+ * output buffer; the "weft.tls" handler (tls_channel.c) gathers the
+ * flushes of one loop pass so that this happens once per pass.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -66,7 +64,6 @@ weft__tls_bev_new(weft_tls_ctx *tls, struct event_base *base,
 		return WEFT_ENOMEM;
 	}
 	bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-	evbuffer_defer_callbacks(bufferevent_get_output(bev), base);
 	*out = bev;
 	return 0;
 

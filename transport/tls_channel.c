@@ -13,10 +13,18 @@
  * record (read ahead off, it finishes the last one exactly), and libevent
  * reads exactly, one record at a time, as it expects.
  *
+ * Writes. bufferevent_openssl encrypts and writes the moment bytes reach
+ * its output buffer: one record and one write(2) per flush. The handler
+ * holds flushes back until the end of the loop pass that asked for them,
+ * so everything written in one pass goes out as full-sized records in
+ * one go, as a plaintext socket does by waiting for its write event
+ * (Netty's FlushConsolidationHandler).
+ *
  * Close. bufferevent_openssl frees the SSL without sending close_notify
  * (its flush is a no-op in 2.1). The channel fires inactive before it
  * frees the bufferevent, so the handler sends close_notify there when the
- * close was graceful: no TLS error, every byte written.
+ * close is ours and graceful: no TLS error, every byte written, and the
+ * peer has not closed first.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -26,6 +34,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -35,7 +44,10 @@
 #define RECORD_MAX 16384
 
 struct tls_state {
+	weft_ctx *ctx;
+	struct event *flush_ev; /* runs the held-back flush */
 	size_t max_read_bytes;
+	bool flush_pending;
 	bool failed; /* an OpenSSL error was seen: no close_notify */
 };
 
@@ -47,8 +59,7 @@ channel_ssl(weft_channel *ch)
 	return bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
 }
 
-/* ---- Reading ----------------------------------------------------------------
- */
+/* ---- Reading ------------------------------------------------------------ */
 
 /* One top-up: what the socket held when it started. */
 struct top_up {
@@ -164,8 +175,7 @@ tls_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	}
 }
 
-/* ---- Errors and close ------------------------------------------------------
- */
+/* ---- Errors and close --------------------------------------------------- */
 
 /* log_bev_errors logs the OpenSSL errors libevent kept for bev; returns
  * how many there were. */
@@ -223,24 +233,71 @@ tls_inactive(weft_ctx *ctx)
 	struct bufferevent *bev = weft_channel_bev(ch);
 	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
 
+	/* Only when we close first: a peer that sent close_notify (or
+	 * vanished) is likely gone, and a write to a reset socket raises
+	 * SIGPIPE in a process that does not ignore it. */
 	if (ssl != NULL && !st->failed && SSL_is_init_finished(ssl) &&
-	    !(SSL_get_shutdown(ssl) & SSL_SENT_SHUTDOWN) &&
+	    SSL_get_shutdown(ssl) == 0 &&
 	    weft_channel_pending_write_bytes(ch) == 0)
 		send_close_notify(ch, ssl);
 	weft_ctx_fire_inactive(ctx);
 }
 
+/* ---- Writing ------------------------------------------------------------ */
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct tls_state *st = arg;
+
+	(void)fd;
+	(void)what;
+	st->flush_pending = false;
+	weft_ctx_flush(st->ctx);
+}
+
+/* An active event runs in the same loop pass, after the callbacks that
+ * are running now: no extra wait. */
+static void
+tls_flush(weft_ctx *ctx)
+{
+	struct tls_state *st = weft_ctx_state(ctx);
+
+	if (st->flush_pending)
+		return;
+	st->flush_pending = true;
+	event_active(st->flush_ev, EV_TIMEOUT, 0);
+}
+
+static void
+state_free(struct tls_state *st)
+{
+	if (st->flush_ev != NULL)
+		event_free(st->flush_ev);
+	free(st);
+}
+
+static void
+tls_added(weft_ctx *ctx)
+{
+	struct tls_state *st = weft_ctx_state(ctx);
+
+	st->ctx = ctx;
+}
+
 static void
 tls_removed(weft_ctx *ctx)
 {
-	free(weft_ctx_state(ctx));
+	state_free(weft_ctx_state(ctx));
 }
 
 static const weft_handler tls_handler = {
+    .added = tls_added,
     .removed = tls_removed,
     .read = tls_read,
     .error = tls_error,
     .inactive = tls_inactive,
+    .flush = tls_flush,
 };
 
 int
@@ -253,15 +310,20 @@ weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes)
 		return 0;
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return WEFT_ENOMEM;
+	st->flush_ev = event_new(weft_loop_base(weft_channel_loop(ch)), -1, 0,
+	                         on_flush, st);
 	st->max_read_bytes =
 	    max_read_bytes ? max_read_bytes : WEFT__DEFAULT_MAX_READ;
-	if ((rv = weft_pipeline_add_first(ch, "weft.tls", &tls_handler, st)))
-		free(st);
+	if (st->flush_ev == NULL)
+		rv = WEFT_ENOMEM;
+	else
+		rv = weft_pipeline_add_first(ch, "weft.tls", &tls_handler, st);
+	if (rv != 0)
+		state_free(st);
 	return rv;
 }
 
-/* ---- The peer
- * ---------------------------------------------------------------- */
+/* ---- The peer ----------------------------------------------------------- */
 
 bool
 weft_tls_is_active(weft_channel *ch)

@@ -215,7 +215,7 @@ test_server_with_the_wrong_name_is_refused(void **state)
 	refused_by_client("node-a", "node-x", "hostname mismatch");
 }
 
-/* ---- Plaintext on a TLS port --------------------------------------------- */
+/* ---- Plaintext on a TLS port -------------------------------------------- */
 
 static int
 raw_connect(uint16_t port)

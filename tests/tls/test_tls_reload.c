@@ -192,7 +192,7 @@ test_broken_reload_keeps_the_old_certificate(void **state)
 	weft_tls_ctx_unref(server_tls);
 }
 
-/* ---- Reloads from another thread ----------------------------------------- */
+/* ---- Reloads from another thread ---------------------------------------- */
 
 struct reloader {
 	weft_tls_ctx *tls;

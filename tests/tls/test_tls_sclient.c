@@ -57,8 +57,7 @@ teardown(void **state)
 	return 0;
 }
 
-/* ---- Running s_client ------------------------------------------------------
- */
+/* ---- Running s_client --------------------------------------------------- */
 
 typedef struct sclient {
 	pid_t pid;
@@ -192,8 +191,7 @@ with_cert(char *buf, size_t len, const char *more)
 	return buf;
 }
 
-/* ---- Tests ----------------------------------------------------------------
- */
+/* ---- Tests -------------------------------------------------------------- */
 
 static void
 test_s_client_with_certificate_gets_its_echo(void **state)

@@ -15,7 +15,7 @@
 #include "tls_int.h"
 #include "tls_test.h"
 
-/* ---- Certificates -------------------------------------------------------- */
+/* ---- Certificates ------------------------------------------------------- */
 
 static int
 add_ext(X509 *cert, X509 *issuer, int nid, const char *value)
@@ -207,7 +207,7 @@ tt_ctx(const tt_pki *p, const char *file, const weft_tls_opts *base,
 	return weft_tls_ctx_new(&o, out);
 }
 
-/* ---- Echo server ------------------------------------------------------- */
+/* ---- Echo server -------------------------------------------------------- */
 
 static void
 server_active(weft_ctx *ctx)
@@ -545,8 +545,7 @@ tt_run_bytes(weft_loop *loop, tt_client *c, uint64_t n)
 	return weft_loop_run_until(loop, bytes_done, &w, TT_DEADLINE_MS);
 }
 
-/* ---- Log capture ----------------------------------------------------------
- */
+/* ---- Log capture -------------------------------------------------------- */
 
 /* The sink may run on any loop thread. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
