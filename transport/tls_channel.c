@@ -127,10 +127,15 @@ top_up(weft_channel *ch, SSL *ssl, struct evbuffer *in, size_t max)
 	char why[512];
 	int avail = 0;
 
+	/* Less than a full record came in: the peer sent a short burst, most
+	 * likely all there is (if not, the socket stays readable). Spare the
+	 * request-response case a system call. */
+	if (have >= max || (have < RECORD_MAX && !SSL_has_pending(ssl)))
+		return 0;
 	if (ioctl(SSL_get_fd(ssl), FIONREAD, &avail) != 0 || avail < 0)
 		avail = 0;
 	t.target = BIO_number_read(t.rbio) + (uint64_t)avail;
-	if (have >= max || drained(&t))
+	if (drained(&t))
 		return 0;
 	SSL_set_read_ahead(ssl, 1);
 	while (t.err == 0 && !drained(&t)) {

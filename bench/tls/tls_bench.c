@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -361,8 +362,19 @@ out:
 
 typedef struct result {
 	double msgs_per_s, bytes_per_s, p50_us, p99_us, us_per_connect;
+	double cpu_ns_per_byte; /* both threads: what a quiet machine needs */
 	bool ok;
 } result;
+
+static double
+cpu_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
 
 static result
 measure(enum workload w, size_t size, uint64_t count, weft_tls_ctx *stls,
@@ -370,15 +382,18 @@ measure(enum workload w, size_t size, uint64_t count, weft_tls_ctx *stls,
 {
 	run r = {.workload = w, .size = size, .count = count};
 	result res = {0};
-	double secs;
+	double secs, cpu;
 
 	r.server_tls = stls;
 	r.client_tls = ctls;
+	cpu = cpu_seconds();
 	if (execute(&r) != 0) {
 		fprintf(stderr, "weft-tls-bench: run failed\n");
 		return res;
 	}
 	res.ok = true;
+	res.cpu_ns_per_byte = (cpu_seconds() - cpu) * 1e9 / (double)count /
+	                      (double)(size ? size : 1);
 	secs = (double)(r.end_ns - r.start_ns) / 1e9;
 	if (w == THROUGHPUT) {
 		res.msgs_per_s = (double)(count - 1) / secs;
@@ -401,6 +416,9 @@ report_throughput(const char *name, result p, result t)
 	       name, p.msgs_per_s / 1e6, p.bytes_per_s / 1e9,
 	       t.msgs_per_s / 1e6, t.bytes_per_s / 1e9,
 	       p.ok && t.ok ? t.msgs_per_s / p.msgs_per_s : 0.0);
+	printf("%-22s %12.3f CPU ns/B %10s | %12.3f CPU ns/B %10s | %.2fx\n",
+	       "", p.cpu_ns_per_byte, "", t.cpu_ns_per_byte, "",
+	       p.ok && t.ok ? t.cpu_ns_per_byte / p.cpu_ns_per_byte : 0.0);
 }
 
 static int
@@ -438,7 +456,7 @@ main(int argc, char **argv)
 	uint64_t scale = 1;
 	result p = {0}, t = {0}, tr = {0};
 	const char *only = "all";
-	bool tls_only = false;
+	bool tls_only = false, plain_only = false;
 	int i;
 
 	/* A write to a peer that has gone must fail, not kill us. */
@@ -451,6 +469,8 @@ main(int argc, char **argv)
 			dir = argv[++i];
 		else if (strcmp(argv[i], "--tls-only") == 0)
 			tls_only = true;
+		else if (strcmp(argv[i], "--plain-only") == 0)
+			plain_only = true;
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
 			only = argv[++i];
 		else {
@@ -479,21 +499,25 @@ main(int argc, char **argv)
 		p = tls_only
 		        ? p
 		        : measure(THROUGHPUT, 64, 5000000 / scale, NULL, NULL);
-		t = measure(THROUGHPUT, 64, 5000000 / scale, stls, ctls);
+		t = plain_only
+		        ? t
+		        : measure(THROUGHPUT, 64, 5000000 / scale, stls, ctls);
 		report_throughput("one-way 64 B", p, t);
 	}
 	if (WANT("large")) {
 		p = tls_only
 		        ? p
 		        : measure(THROUGHPUT, 65536, 40000 / scale, NULL, NULL);
-		t = measure(THROUGHPUT, 65536, 40000 / scale, stls, ctls);
+		t = plain_only
+		        ? t
+		        : measure(THROUGHPUT, 65536, 40000 / scale, stls, ctls);
 		report_throughput("one-way 64 KiB", p, t);
 	}
 	if (!WANT("latency"))
 		goto connect;
 
 	p = tls_only ? p : measure(LATENCY, 64, 50000 / scale, NULL, NULL);
-	t = measure(LATENCY, 64, 50000 / scale, stls, ctls);
+	t = plain_only ? t : measure(LATENCY, 64, 50000 / scale, stls, ctls);
 	printf("%-22s p50 %6.1f us p99 %6.1f us      | p50 %6.1f us p99 %6.1f "
 	       "us      | %.2fx p50\n",
 	       "ping-pong 64 B", p.p50_us, p.p99_us, t.p50_us, t.p99_us,
@@ -503,8 +527,8 @@ connect:
 	if (!WANT("connect"))
 		goto out;
 	p = tls_only ? p : measure(CONNECT, 0, 2000 / scale, NULL, NULL);
-	t = measure(CONNECT, 0, 2000 / scale, stls, cfull);
-	tr = measure(CONNECT, 0, 2000 / scale, stls, ctls);
+	t = plain_only ? t : measure(CONNECT, 0, 2000 / scale, stls, cfull);
+	tr = plain_only ? tr : measure(CONNECT, 0, 2000 / scale, stls, ctls);
 	printf("%-22s %8.1f us per connect         | full %6.1f us, resumed "
 	       "%6.1f us\n",
 	       "new connection", p.us_per_connect, t.us_per_connect,
