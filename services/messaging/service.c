@@ -364,6 +364,22 @@ loop_count_busy(struct weft__msvc_loop *ml)
 	pthread_mutex_unlock(&svc->wait_lock);
 }
 
+/* Timers belong to their loop: freed there, not by weft_msvc_free. */
+static void
+free_conn_timers(weft_msvc_peer *peer)
+{
+	struct weft__msvc_conn *c;
+	uint32_t cls, i;
+
+	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
+		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++) {
+			c = &peer->conns[cls][i];
+			if (c->timer != NULL)
+				weft_timer_free(c->timer);
+			c->timer = NULL;
+		}
+}
+
 /* Last stage: free what must be freed on the loop thread. */
 static void
 loop_teardown(struct weft__msvc_loop *ml)
@@ -380,6 +396,7 @@ loop_teardown(struct weft__msvc_loop *ml)
 		if (peer->hb_timer != NULL)
 			weft_timer_free(peer->hb_timer);
 		peer->hb_timer = NULL;
+		free_conn_timers(peer);
 	}
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
 	weft__msvc_loop_fini(ml);
