@@ -46,7 +46,8 @@
 struct tls_state {
 	weft_ctx *ctx;
 	struct event *flush_ev; /* runs the held-back flush */
-	size_t max_read_bytes;
+	size_t max_read_bytes;  /* most plaintext one top-up takes */
+	uint64_t bio_read;      /* the socket's byte count at the last top-up */
 	bool flush_pending;
 	bool failed; /* an OpenSSL error was seen: no close_notify */
 };
@@ -66,6 +67,7 @@ struct top_up {
 	SSL *ssl;
 	BIO *rbio;
 	uint64_t target; /* rbio's count once the socket's bytes are in */
+	size_t avail;    /* the socket's bytes when we started */
 	int err;         /* SSL_get_error of the read that stopped us, or 0 */
 	bool finishing;  /* past max: only empty OpenSSL's buffer */
 };
@@ -113,6 +115,16 @@ top_up_step(struct top_up *t, struct evbuffer *in, size_t want)
 	return v.iov_len;
 }
 
+/* next_want is how much space the next step reserves: what the socket
+ * held (plaintext is never longer) plus a record, within the budget. */
+static size_t
+next_want(const struct top_up *t, size_t budget)
+{
+	size_t want = t->avail + RECORD_MAX;
+
+	return t->finishing ? RECORD_MAX : (want < budget ? want : budget);
+}
+
 /*
  * top_up decrypts what the socket holds into in, up to max bytes (a few
  * records more to empty OpenSSL's buffer). Returns 0, or WEFT_ETLS after a
@@ -120,42 +132,45 @@ top_up_step(struct top_up *t, struct evbuffer *in, size_t want)
  * libevent's own next read, which will see them again.
  */
 static int
-top_up(weft_channel *ch, SSL *ssl, struct evbuffer *in, size_t max)
+top_up(struct tls_state *st, SSL *ssl, struct evbuffer *in)
 {
 	struct top_up t = {.ssl = ssl, .rbio = SSL_get_rbio(ssl)};
-	size_t have = evbuffer_get_length(in), got;
+	uint64_t seen = st->bio_read;
+	size_t done = 0, got;
 	char why[512];
 	int avail = 0;
 
-	/* Less than a full record came in: the peer sent a short burst, most
-	 * likely all there is (if not, the socket stays readable). Spare the
-	 * request-response case a system call. */
-	if (have >= max || (have < RECORD_MAX && !SSL_has_pending(ssl)))
+	/* libevent read one record since we last looked. A short one means
+	 * the peer sent a short burst, most likely all there is (if not, the
+	 * socket stays readable): spare request-response a system call. */
+	st->bio_read = BIO_number_read(t.rbio);
+	if (st->bio_read - seen < RECORD_MAX && !SSL_has_pending(ssl))
 		return 0;
 	if (ioctl(SSL_get_fd(ssl), FIONREAD, &avail) != 0 || avail < 0)
 		avail = 0;
-	t.target = BIO_number_read(t.rbio) + (uint64_t)avail;
-	if (drained(&t))
-		return 0;
+	t.avail = (size_t)avail;
+	t.target = st->bio_read + t.avail;
 	SSL_set_read_ahead(ssl, 1);
 	while (t.err == 0 && !drained(&t)) {
-		/* Past max, finish only what OpenSSL already holds: read ahead
+		/* Past the budget, finish only what OpenSSL holds: read ahead
 		 * off, it reads no further than the end of its last record. */
-		if (have >= max && !t.finishing) {
+		if (done >= st->max_read_bytes && !t.finishing) {
 			t.finishing = true;
 			SSL_set_read_ahead(ssl, 0);
 		}
-		got = top_up_step(&t, in, have < max ? max - have : RECORD_MAX);
+		got = top_up_step(&t, in,
+		                  next_want(&t, st->max_read_bytes - done));
 		if (got == 0 && t.err == 0)
 			break; /* no memory: libevent will read on */
-		have += got;
+		done += got;
 	}
 	SSL_set_read_ahead(ssl, 0);
+	st->bio_read = BIO_number_read(t.rbio);
 	if (t.err != SSL_ERROR_SSL) {
 		ERR_clear_error();
 		return 0;
 	}
-	weft_warn("%s: TLS: %s", weft_channel_peer(ch),
+	weft_warn("%s: TLS: %s", weft_channel_peer(weft_ctx_channel(st->ctx)),
 	          weft__tls_errors(why, sizeof(why)));
 	return WEFT_ETLS;
 }
@@ -171,7 +186,7 @@ tls_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 
 	if (bev != NULL && msg == bufferevent_get_input(bev) &&
 	    (ssl = bufferevent_openssl_get_ssl(bev)) != NULL && !st->failed)
-		rv = top_up(ch, ssl, msg, st->max_read_bytes);
+		rv = top_up(st, ssl, msg);
 	weft_ctx_fire_read(ctx, type, msg);
 	if (rv != 0 && !st->failed) {
 		st->failed = true;
