@@ -177,9 +177,10 @@ test_request_times_out_and_late_answer_is_dropped(void **state)
 	                 0);
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ETIMEDOUT]), 1);
-	/* On time: not before the timeout, not long after (wheel ticks). */
+	/* Not before the timeout; the bound above it is loose for loaded
+	 * machines and sanitizers. */
 	assert_true(weft_now_ns() - t0 >= 95 * 1000000ull);
-	assert_true(weft_now_ns() - t0 < 1000 * 1000000ull);
+	assert_true(weft_now_ns() - t0 < 4000 * 1000000ull);
 	weft_msvc_peer_get_stats(cluster_peer(&cl, 0, 1), &ps);
 	assert_int_equal(ps.timed_out, 1);
 	assert_int_equal(ps.pending, 0);
