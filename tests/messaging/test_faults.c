@@ -493,7 +493,7 @@ test_silent_peer_is_marked_down_by_heartbeats(void **state)
 	/* The request in flight fails now, not at its 10 s timeout. */
 	assert_true(test_wait(tally_complete, &t, 5000));
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EPEERDOWN]), 1);
-	assert_true(weft_now_ns() - t0 < 2000000000ull);
+	assert_true(weft_now_ns() - t0 < 4000000000ull);
 	weft_msvc_peer_get_stats(p, &ps);
 	assert_int_equal(ps.downs, 1);
 	assert_true(stats(0).heartbeats_missed >= 3);
