@@ -42,6 +42,8 @@
 
 /* The most plaintext one TLS record carries. */
 #define RECORD_MAX 16384
+/* Records up to this size are not worth a look for more. */
+#define SMALL_RECORD 1024
 
 struct tls_state {
 	weft_ctx *ctx;
@@ -140,11 +142,11 @@ top_up(struct tls_state *st, SSL *ssl, struct evbuffer *in)
 	char why[512];
 	int avail = 0;
 
-	/* libevent read one record since we last looked. A short one means
-	 * the peer sent a short burst, most likely all there is (if not, the
-	 * socket stays readable): spare request-response a system call. */
+	/* libevent read one record since we last looked. A small one means
+	 * a request or a response, most likely all there is (if not, the
+	 * socket stays readable): spare it a system call. */
 	st->bio_read = BIO_number_read(t.rbio);
-	if (st->bio_read - seen < RECORD_MAX && !SSL_has_pending(ssl))
+	if (st->bio_read - seen < SMALL_RECORD && !SSL_has_pending(ssl))
 		return 0;
 	if (ioctl(SSL_get_fd(ssl), FIONREAD, &avail) != 0 || avail < 0)
 		avail = 0;
