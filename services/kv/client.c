@@ -1,7 +1,6 @@
 /* client.c: requests to the key-value service, from any weft_msvc. */
+#include <stdlib.h>
 #include <string.h>
-
-#include <event2/buffer.h>
 
 #include "kv_int.h"
 
@@ -58,35 +57,36 @@ weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node, const void *key,
 	                   cb, arg);
 }
 
+/*
+ * The value is copied once into one buffer with the header (then once more
+ * by weft_msvc_request).
+ * TODO: pass large values through weft_msvc_request_buf without the first
+ * copy once the _buf calls no longer race with the loop that frees their
+ * buffer.
+ */
 int
 weft_kv_client_put(weft_msvc *svc, weft_msvc_peer *node, const void *key,
                    size_t key_len, const void *value, size_t value_len,
                    const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
                    void *arg)
 {
-	uint8_t head[HEAD_MAX];
-	struct evbuffer *buf;
+	uint8_t stack[HEAD_MAX + 4096], *p = stack;
 	size_t n;
 	int rv;
 
 	if (!key_is_valid(key, key_len) || value_len > UINT32_MAX ||
 	    (value == NULL && value_len > 0))
 		return WEFT_EINVAL;
-	n = encode_key(head, 2, key, key_len);
-	n += weft__kv_enc_bin(head + n, (uint32_t)value_len);
-	if (value_len <= sizeof(head) - n) {
-		if (value_len > 0)
-			memcpy(head + n, value, value_len);
-		return weft_msvc_request(svc, node, WEFT_KV_VERB_PUT, head,
-		                         n + value_len, opts, cb, arg);
-	}
-	if ((buf = evbuffer_new()) == NULL)
+	if (value_len > sizeof(stack) - HEAD_MAX &&
+	    (p = malloc(HEAD_MAX + value_len)) == NULL)
 		return WEFT_ENOMEM;
-	rv = WEFT_ENOMEM;
-	if (evbuffer_add(buf, head, n) == 0 &&
-	    evbuffer_add(buf, value, value_len) == 0)
-		rv = weft_msvc_request_buf(svc, node, WEFT_KV_VERB_PUT, buf,
-		                           opts, cb, arg);
-	evbuffer_free(buf);
+	n = encode_key(p, 2, key, key_len);
+	n += weft__kv_enc_bin(p + n, (uint32_t)value_len);
+	if (value_len > 0)
+		memcpy(p + n, value, value_len);
+	rv = weft_msvc_request(svc, node, WEFT_KV_VERB_PUT, p, n + value_len,
+	                       opts, cb, arg);
+	if (p != stack)
+		free(p);
 	return rv;
 }

@@ -8,9 +8,6 @@
 
 #define DEFAULT_REPLICATE_TIMEOUT_MS 2000
 #define DEFAULT_MAX_VALUE (16u << 20)
-/* Values up to this size are copied into a get's response; larger ones
- * are lent to it by reference. */
-#define COPY_MAX 4096
 
 uint64_t
 weft__kv_clock_next(weft_kv *kv)
@@ -33,33 +30,16 @@ weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
 		;
 }
 
-static void
-unref_blob_cb(const void *data, size_t len, void *arg)
-{
-	(void)data;
-	(void)len;
-	weft__kv_blob_unref(arg);
-}
-
-/* Answers a get with the value; consumes the caller's reference on b. */
+/*
+ * Answers a get with the value; consumes the caller's reference on b.
+ * TODO: lend large values by reference (weft_msvc_respond_buf) once the
+ * _buf calls no longer race with the loop that frees their buffer.
+ */
 static void
 respond_value(weft_msvc_msg *msg, struct weft__kv_blob *b)
 {
-	struct evbuffer *buf;
-
-	if (b->len <= COPY_MAX || (buf = evbuffer_new()) == NULL) {
-		weft_msvc_respond(msg, b->data, b->len);
-		weft__kv_blob_unref(b);
-		return;
-	}
-	if (evbuffer_add_reference(buf, b->data, b->len, unref_blob_cb, b) !=
-	    0) {
-		weft_msvc_respond(msg, b->data, b->len);
-		weft__kv_blob_unref(b);
-	} else {
-		weft_msvc_respond_buf(msg, buf);
-	}
-	evbuffer_free(buf);
+	weft_msvc_respond(msg, b->data, b->len);
+	weft__kv_blob_unref(b);
 }
 
 static void

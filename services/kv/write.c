@@ -9,13 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-
 #include "kv_int.h"
 
-/* Values up to this size are copied into each replication request; larger
- * ones are lent to them by reference. */
-#define COPY_MAX 4096
+/* Values up to this size are encoded on the stack. */
+#define STACK_VALUE_MAX 4096
 /* The encoded replicate request around the key and value. */
 #define REPLICATE_OVERHEAD (6 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID)
 
@@ -127,75 +124,48 @@ encode_tail(uint8_t *out, const struct weft__kv_version *ver)
 	return n + olen;
 }
 
-static void
-unref_blob_cb(const void *data, size_t len, void *arg)
-{
-	(void)data;
-	(void)len;
-	weft__kv_blob_unref(arg);
-}
-
-/* Sends one replicate request whose value travels by reference. */
-static int
-send_large(struct kv_write *w, struct kv_ack *a, const uint8_t *head,
-           size_t head_len, const uint8_t *tail, size_t tail_len,
-           struct weft__kv_blob *b, const weft_msvc_call_opts *opts)
-{
-	struct evbuffer *buf;
-	int rv = WEFT_ENOMEM;
-
-	if ((buf = evbuffer_new()) == NULL)
-		return rv;
-	if (evbuffer_add(buf, head, head_len) != 0)
-		goto out;
-	weft__kv_blob_ref(b);
-	if (evbuffer_add_reference(buf, b->data, b->len, unref_blob_cb, b)) {
-		weft__kv_blob_unref(b);
-		goto out;
-	}
-	if (evbuffer_add(buf, tail, tail_len) != 0)
-		goto out;
-	rv = weft_msvc_request_buf(w->kv->svc, a->peer, WEFT_KV_VERB_REPLICATE,
-	                           buf, opts, on_replica_reply, a);
-out:
-	evbuffer_free(buf);
-	return rv;
-}
-
-/* Sends the write to every other member. */
+/*
+ * Sends the write to every other member. Each request gets a copy of one
+ * encoded payload (on the stack for small values).
+ * TODO: lend large values to the requests by reference
+ * (evbuffer_add_reference and weft_msvc_request_buf) once the _buf calls
+ * no longer race with the loop that frees their buffer.
+ */
 static void
 replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
           struct weft__kv_blob *b, const struct weft__kv_version *ver,
           const weft_msvc_call_opts *opts)
 {
-	uint8_t head[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + COPY_MAX];
-	size_t value_len = b ? b->len : 0, head_len, tail_len;
-	uint8_t tail[2 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID];
-	bool copy = value_len <= COPY_MAX;
+	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
+	size_t value_len = b ? b->len : 0, n;
+	uint8_t *p = stack;
 	uint32_t i;
-	int rv;
+	int rv = 0;
 
-	head_len = encode_head(head, op, req->key, req->key_len, value_len);
-	tail_len = encode_tail(tail, ver);
-	if (copy) {
+	if (value_len > STACK_VALUE_MAX &&
+	    (p = malloc(REPLICATE_OVERHEAD + req->key_len + value_len)) == NULL)
+		rv = WEFT_ENOMEM;
+	if (rv == 0) {
+		n = encode_head(p, op, req->key, req->key_len, value_len);
 		if (value_len > 0)
-			memcpy(head + head_len, b->data, value_len);
-		memcpy(head + head_len + value_len, tail, tail_len);
+			memcpy(p + n, b->data, value_len);
+		n += value_len;
+		n += encode_tail(p + n, ver);
 	}
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
+		int sent = rv;
 
-		if (copy)
-			rv = weft_msvc_request(w->kv->svc, a->peer,
-			                       WEFT_KV_VERB_REPLICATE, head,
-			                       head_len + value_len + tail_len,
-			                       opts, on_replica_reply, a);
-		else
-			rv = send_large(w, a, head, head_len, tail, tail_len, b,
-			                opts);
-		if (rv != 0)
-			on_replica_reply(w->kv->svc, rv, NULL, 0, a);
+		if (sent == 0)
+			sent = weft_msvc_request(w->kv->svc, a->peer,
+			                         WEFT_KV_VERB_REPLICATE, p, n,
+			                         opts, on_replica_reply, a);
+		/* Refused at once: that replica's answer is this error. */
+		if (sent != 0)
+			on_replica_reply(w->kv->svc, sent, NULL, 0, a);
 	}
+	if (p != stack)
+		free(p);
 }
 
 static struct kv_write *

@@ -346,27 +346,37 @@ test_metrics_endpoint_serves_prometheus_text(void **state)
 
 /* ---- Load: closed loops of requests, each tracked to its one end --------- */
 
-#define LOAD_MAX 400000
 #define LOAD_DEPTH 16 /* requests kept outstanding per node */
+#define LOAD_SLOTS (LOAD_DEPTH * NODES)
+#define LOAD_MAX 20000000 /* a bound on the count; the waits bound time */
+
+struct load;
+
+/*
+ * One place in a closed loop: its requests go to one node, one at a time,
+ * each reissued from the previous one's callback. The payload is (slot,
+ * seq), which the echo sends back.
+ */
+struct slot {
+	struct load *l;
+	uint32_t index;
+	uint32_t seq;
+	int node;
+	_Atomic bool in_flight;
+};
 
 struct load {
 	struct fixture *f;
-	_Atomic uint8_t done[LOAD_MAX]; /* completions per request */
-	_Atomic int next;               /* requests issued */
-	_Atomic int completed;
+	struct slot slots[LOAD_SLOTS];
+	_Atomic long issued;
+	_Atomic long completed;
+	_Atomic long twice; /* completions of a request not in flight */
 	_Atomic int outstanding;
 	_Atomic int ok[NODES];
 	_Atomic int failed[NODES];
 	_Atomic int ok_since_mark[NODES];
 	_Atomic bool stopping;
 	_Atomic int bad_status; /* an error no fault explains */
-};
-
-/* One request; its payload is its index, which the echo sends back. */
-struct tagged {
-	struct load *l;
-	int index;
-	int node;
 };
 
 static bool
@@ -377,23 +387,28 @@ is_fault_status(int status)
 	       status == WEFT_EOVERLOAD || status == WEFT_ECONNREFUSED;
 }
 
-static void issue(struct load *l, int node);
+static void issue(struct slot *s);
 
-/* Accounts for one ended request; reissue keeps the loop going. */
+/* Accounts for the end of the slot's request; reissue keeps the loop
+ * going. */
 static void
-finish_one(struct load *l, int node, int status, bool reissue)
+finish_one(struct slot *s, int status, bool reissue)
 {
+	struct load *l = s->l;
+
+	if (!atomic_exchange(&s->in_flight, false))
+		atomic_fetch_add(&l->twice, 1);
 	if (status == 0) {
-		atomic_fetch_add(&l->ok[node], 1);
-		atomic_fetch_add(&l->ok_since_mark[node], 1);
+		atomic_fetch_add(&l->ok[s->node], 1);
+		atomic_fetch_add(&l->ok_since_mark[s->node], 1);
 	} else {
-		atomic_fetch_add(&l->failed[node], 1);
+		atomic_fetch_add(&l->failed[s->node], 1);
 		if (!is_fault_status(status))
 			atomic_store(&l->bad_status, status);
 	}
 	atomic_fetch_add(&l->completed, 1);
 	if (reissue)
-		issue(l, node);
+		issue(s);
 	atomic_fetch_sub(&l->outstanding, 1);
 }
 
@@ -401,52 +416,50 @@ static void
 on_load_reply(weft_msvc *svc, int status, const void *data, size_t len,
               void *arg)
 {
-	struct tagged *t = arg;
-	struct load *l = t->l;
-	int node = t->node;
+	struct slot *s = arg;
+	uint32_t want[2] = {s->index, s->seq};
 
 	(void)svc;
-	atomic_fetch_add(&l->done[t->index], 1);
 	if (status == 0 &&
-	    (len != sizeof(t->index) || memcmp(data, &t->index, len) != 0))
-		atomic_store(&l->bad_status, WEFT_EPROTO); /* mismatched */
-	free(t);
-	finish_one(l, node, status, true);
+	    (len != sizeof(want) || memcmp(data, want, len) != 0))
+		atomic_store(&s->l->bad_status, WEFT_EPROTO); /* mismatched */
+	finish_one(s, status, true);
 }
 
-/* Issues one request to node unless the load is over. */
+/* Issues the slot's next request unless the load is over. */
 static void
-issue(struct load *l, int node)
+issue(struct slot *s)
 {
-	struct tagged *t;
-	int i, rv;
+	struct load *l = s->l;
+	uint32_t payload[2];
+	int rv;
 
-	if (atomic_load(&l->stopping) ||
-	    (i = atomic_fetch_add(&l->next, 1)) >= LOAD_MAX)
+	if (atomic_load(&l->stopping) || atomic_load(&l->issued) >= LOAD_MAX)
 		return;
-	if ((t = malloc(sizeof(*t))) == NULL)
-		abort();
-	*t = (struct tagged){l, i, node};
+	atomic_fetch_add(&l->issued, 1);
+	payload[0] = s->index;
+	payload[1] = ++s->seq;
+	atomic_store(&s->in_flight, true);
 	atomic_fetch_add(&l->outstanding, 1);
-	rv = weft_msvc_request(l->f->client, peer(l->f, node), VERB_ECHO, &i,
-	                       sizeof(i), NULL, on_load_reply, t);
-	if (rv != 0) { /* refused at once: it ends here, exactly once */
-		atomic_fetch_add(&l->done[i], 1);
-		free(t);
-		finish_one(l, node, rv, false);
-	}
+	rv =
+	    weft_msvc_request(l->f->client, peer(l->f, s->node), VERB_ECHO,
+	                      payload, sizeof(payload), NULL, on_load_reply, s);
+	if (rv != 0) /* refused at once: it ends here, exactly once */
+		finish_one(s, rv, false);
 }
 
 static struct load *
 load_start(struct fixture *f)
 {
 	struct load *l = calloc(1, sizeof(*l));
-	int i;
+	uint32_t i;
 
 	assert_non_null(l);
 	l->f = f;
-	for (i = 0; i < LOAD_DEPTH * NODES; i++)
-		issue(l, i % NODES);
+	for (i = 0; i < LOAD_SLOTS; i++)
+		l->slots[i] = (struct slot){l, i, 0, (int)(i % NODES), false};
+	for (i = 0; i < LOAD_SLOTS; i++)
+		issue(&l->slots[i]);
 	return l;
 }
 
@@ -488,16 +501,16 @@ none_outstanding(struct load *l, int unused)
 static void
 load_finish(struct load *l)
 {
-	int i, issued;
+	long issued;
+	int i;
 
 	atomic_store(&l->stopping, true);
 	assert_true(load_wait(l, none_outstanding, 0, WAIT_MS));
-	issued = atomic_load(&l->next);
-	if (issued > LOAD_MAX)
-		issued = LOAD_MAX;
-	assert_int_equal(atomic_load(&l->completed), issued);
-	for (i = 0; i < issued; i++)
-		assert_int_equal(atomic_load(&l->done[i]), 1);
+	issued = atomic_load(&l->issued);
+	assert_true(atomic_load(&l->completed) == issued);
+	assert_int_equal(atomic_load(&l->twice), 0);
+	for (i = 0; i < LOAD_SLOTS; i++)
+		assert_false(atomic_load(&l->slots[i].in_flight));
 	assert_int_equal(atomic_load(&l->bad_status), 0);
 	free(l);
 }
@@ -513,6 +526,7 @@ test_sigkill_and_restart_under_load(void **state)
 	assert_int_equal(kill(f->p[1].pid, SIGKILL), 0);
 	assert_int_not_equal(wt_wait_exit(f->p[1].pid, WT_EXIT_MS), -1);
 	close(f->p[1].out_fd);
+	f->p[1].pid = 0;
 	/* ...the others keep serving while it is away... */
 	atomic_store(&l->ok_since_mark[0], 0);
 	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
@@ -536,8 +550,9 @@ test_sigterm_drains_and_exits_zero_under_traffic(void **state)
 	status = wt_node_signal_exit(&f->p[2], SIGTERM);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
-	/* Within the drain timeout (2 s) plus start-up slack. */
-	assert_true(wt_ms_since(start) < 5000);
+	/* Within the drain timeout (2 s), with room for a sanitizer's exit
+	 * checks on a busy machine (it is usually done in tens of ms). */
+	assert_true(wt_ms_since(start) < 7000);
 	atomic_store(&l->ok_since_mark[0], 0);
 	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
 	load_finish(l);
