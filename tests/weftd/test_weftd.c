@@ -207,7 +207,7 @@ test_every_node_and_every_pair_answers(void **state)
 {
 	struct fixture *f = *state;
 	struct call c;
-	char key[16];
+	char key[32];
 	int i;
 
 	for (i = 0; i < NODES; i++) {

@@ -298,7 +298,7 @@ static void
 test_tls_cluster_answers_every_node_and_pair(void **state)
 {
 	struct fixture *f = *state;
-	char key[16], out[64];
+	char key[32], out[64];
 	int i;
 
 	for (i = 0; i < NODES; i++)
