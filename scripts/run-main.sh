@@ -5,12 +5,14 @@
 # 1. The cluster benchmark: P node processes on loopback, each keeping 64
 #    requests of 64 B in flight round-robin over the others, at P = 3 and 16,
 #    with weft's messaging service (--io=loop) beside the thread-per-peer
-#    baseline (--io=threads), 1 s warm-up and a 2 s window.
+#    baseline (--io=threads), 1 s warm-up and a 2 s window, over mutual TLS
+#    (certificates made by scripts/gen-certs.sh in BUILD_DIR/bench-certs).
 # 2. The pipeline benchmarks: throughput and ping-pong latency at 64 B, 1 KiB
 #    and 64 KiB, weft's full pipeline beside the raw-socket reference.
 #
 # WEFT_BENCH_PEERS (default 3,16) and WEFT_BENCH_REPEAT (default 1: runs of
-# each pipeline figure, the median is shown) change the amount of work.
+# each pipeline figure, the median is shown) change the amount of work;
+# WEFT_BENCH_TLS=0 runs the cluster in plaintext.
 # Every figure also goes to BUILD_DIR/bench-results/*.json. docs/BENCHMARKS.md
 # explains the method and what the columns mean.
 set -euo pipefail
@@ -20,6 +22,9 @@ bench="$build_dir/bench/weft-bench/weft-bench"
 peers=${WEFT_BENCH_PEERS:-3,16}
 repeat=${WEFT_BENCH_REPEAT:-1}
 results="$build_dir/bench-results"
+certs="$build_dir/bench-certs"
+script_dir=$(cd "$(dirname "$0")" && pwd)
+
 
 if [ ! -x "$bench" ]; then
 	echo "run-main: $bench is missing: build first (make build)" >&2
@@ -33,9 +38,21 @@ run() {
 	echo
 }
 
+tls=()
+if [ "${WEFT_BENCH_TLS:-1}" != 0 ]; then
+	# One certificate per node id, n0 to n(P-1) of the largest P.
+	max=$(echo "$peers" | tr ',' '\n' | sort -n | tail -1)
+	ids=$(seq -f 'n%g' 0 $((max - 1)))
+	# shellcheck disable=SC2086 # one argument per id
+	sh "$script_dir/gen-certs.sh" "$certs" $ids >/dev/null
+	tls=(--tls "$certs")
+fi
+
 echo "== Cluster: weft's event loops against two blocking threads per peer"
 run cluster --peers "$peers" --io both --outstanding 64 --size 64 \
-	--warmup 1 --duration 2 --quiet --json "$results/cluster.json"
+	--warmup 1 --duration 2 --quiet "${tls[@]}" \
+	--json "$results/cluster.json"
+
 
 echo "== Pipeline: weft against raw blocking sockets (same frames, same checks)"
 for size in 64 1K 64K; do

@@ -17,6 +17,33 @@
 #define WBASE_MAX_VERBS 4096
 #define WBASE_STACK_BYTES (256u << 10)
 
+/* ---- tls.c: a connection's bytes, plain or through OpenSSL --------------- */
+
+typedef struct ssl_st SSL;
+
+/* One socket, and its TLS session when the node runs TLS. A session is
+ * only ever used by one thread after its handshake: the dialer's writer or
+ * the acceptor's reader. */
+typedef struct wbase_io {
+	int fd;
+	SSL *ssl;
+} wbase_io;
+
+/* wbase__io_read reads what is there (at most n): > 0, 0 at the end, -1. */
+long wbase__io_read(const wbase_io *io, void *buf, size_t n);
+/* wbase__io_write writes all n bytes: 0 or -1. */
+int wbase__io_write(const wbase_io *io, const void *buf, size_t n);
+/* wbase__io_buffered is true when TLS holds decrypted bytes unread. */
+bool wbase__io_buffered(const wbase_io *io);
+/* The handshakes, blocking; 0 or -1 (io->ssl is then NULL). */
+int wbase__tls_connect(wbase_node *node, wbase_io *io, const char *peer_id);
+int wbase__tls_accept(wbase_node *node, wbase_io *io);
+/* wbase__tls_peer_is checks that the peer's certificate names id. */
+bool wbase__tls_peer_is(const wbase_io *io, const char *id);
+/* wbase__io_close frees the TLS session and closes the socket. */
+void wbase__io_close(wbase_io *io);
+void wbase__tls_free(wbase_node *node);
+
 /* ---- wire.c ------------------------------------------------------------ */
 
 /* A decoded envelope; payload points into the frame. */
@@ -31,14 +58,14 @@ typedef struct wbase_env {
 
 /* A blocking frame reader over one socket. */
 typedef struct wbase_reader {
-	int fd;
+	const wbase_io *io;
 	bool crc;
 	size_t max_frame;
 	uint8_t *buf;
 	size_t cap, off, have;
 } wbase_reader;
 
-int wbase__reader_init(wbase_reader *r, int fd, size_t max_frame);
+int wbase__reader_init(wbase_reader *r, const wbase_io *io, size_t max_frame);
 void wbase__reader_fini(wbase_reader *r);
 /* wbase__read_frame blocks until one whole frame is in; its body stays
  * valid until the next call. Returns 0, or -1 on EOF, error or a bad
@@ -54,12 +81,13 @@ void wbase__frame(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
 int wbase__env_decode(const uint8_t *body, size_t len, wbase_env *env);
 
 /* The handshake, in blocking calls with a time limit. */
-int wbase__hello_send(int fd, const char *cluster, const char *id, bool member);
+int wbase__hello_send(const wbase_io *io, const char *cluster, const char *id,
+                      bool member);
 /* Reads a HELLO: fills id (size 64) and *member. */
 int wbase__hello_recv(wbase_reader *r, const char *cluster, char *id,
                       bool *member, uint64_t timeout_ms);
-int wbase__reply_send(int fd, unsigned status, const char *id, size_t max_frame,
-                      const char *reason);
+int wbase__reply_send(const wbase_io *io, unsigned status, const char *id,
+                      size_t max_frame, const char *reason);
 int wbase__reply_recv(wbase_reader *r, uint64_t timeout_ms);
 
 /* ---- conn.c: outbound queues and their writer threads -------------------- */
@@ -71,13 +99,14 @@ typedef struct wbase_out {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct evbuffer *queue; /* whole frames, awaiting the writer */
-	int fd;                 /* -1 until dialed */
+	wbase_io io;            /* fd -1 until dialed */
 	bool started, stopping, failed, exited;
 	uint64_t retry_ms; /* a failed connection is dialed again after */
 	pthread_t thread;
 } wbase_out;
 
-int wbase__out_init(wbase_out *o, wbase_node *node, size_t peer, int fd);
+int wbase__out_init(wbase_out *o, wbase_node *node, size_t peer,
+                    const wbase_io *io);
 /* wbase__out_push queues one frame, starting the writer thread (which
  * dials) if needed. Returns 0, WEFT_EOVERLOAD or WEFT_ESHUTDOWN. */
 int wbase__out_push(wbase_out *o, const uint8_t *frame, size_t len);
@@ -107,7 +136,7 @@ typedef struct wbase_pending {
 typedef struct wbase_in {
 	struct wbase_in *next;
 	wbase_node *node;
-	int fd;
+	wbase_io io;
 	pthread_t thread;
 	wbase_out *client_out; /* a client's own connection, or NULL */
 } wbase_in;
@@ -133,6 +162,7 @@ struct wbase_node {
 	} verbs[WBASE_MAX_VERBS];
 	int listen_fd;
 	uint16_t port;
+	struct ssl_ctx_st *tls; /* NULL: plaintext */
 	pthread_t acceptor;
 	bool started;
 	atomic_bool stopping;
@@ -158,8 +188,8 @@ int wbase__start_thread(wbase_node *node, pthread_t *t, void *(*fn)(void *),
 void wbase__thread_exit(wbase_node *node);
 /* wbase__reader_main is an accepted connection's reader thread. */
 void *wbase__reader_main(void *arg);
-/* wbase__dial connects to peer and shakes hands; returns the fd or -1. */
-int wbase__dial(wbase_node *node, size_t peer);
+/* wbase__dial connects to peer and shakes hands; 0 or -1. */
+int wbase__dial(wbase_node *node, size_t peer, wbase_io *io);
 /* wbase__deliver_response completes the pending request of env. */
 void wbase__deliver_response(wbase_node *node, const wbase_env *env);
 

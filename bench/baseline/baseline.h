@@ -16,7 +16,8 @@
  *
  * Deviations from weft's service, none of which the benchmark exercises:
  * one connection per peer (every class on it), no heartbeats sent (those
- * received are answered), no TLS, no expiry on arrival, no inbound limit.
+ * received are answered), no expiry on arrival, no inbound limit, CRCs
+ * kept under TLS, no clients under TLS.
  *
  * Threads: every function may be called from any thread; callbacks run on
  * the node's reader threads, with no baseline lock held.
@@ -63,6 +64,14 @@ typedef struct wbase_stats {
  */
 int wbase_node_new(const weft_msvc_config *cfg, const char *id,
                    wbase_node **out);
+/*
+ * wbase_node_set_tls makes the node dial and accept only TLS (1.3, mutual:
+ * both sides present a certificate chaining to ca_file, and a dialer's
+ * certificate must name the node id it claims). Before start. Returns 0
+ * or WEFT_ECONFIG (files unreadable, key and certificate do not match).
+ */
+int wbase_node_set_tls(wbase_node *node, const char *cert_file,
+                       const char *key_file, const char *ca_file);
 /* wbase_register sets verb's handler (verbs 16 and up). Before start. */
 int wbase_register(wbase_node *node, uint32_t verb, wbase_handler_cb cb,
                    void *arg);

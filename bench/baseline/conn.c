@@ -16,12 +16,12 @@
 #include "base_int.h"
 
 int
-wbase__out_init(wbase_out *o, wbase_node *node, size_t peer, int fd)
+wbase__out_init(wbase_out *o, wbase_node *node, size_t peer, const wbase_io *io)
 {
 	memset(o, 0, sizeof(*o));
 	o->node = node;
 	o->peer = peer;
-	o->fd = fd;
+	o->io = *io;
 	if ((o->queue = evbuffer_new()) == NULL)
 		return WEFT_ENOMEM;
 	pthread_mutex_init(&o->lock, NULL);
@@ -38,17 +38,37 @@ wbase__out_fini(wbase_out *o)
 	pthread_mutex_destroy(&o->lock);
 	evbuffer_free(o->queue);
 	o->queue = NULL;
-	if (o->fd >= 0 && o->peer != SIZE_MAX) /* a client's fd is its in's */
-		close(o->fd);
-	o->fd = -1;
+	if (o->peer != SIZE_MAX) /* a client's socket is its reader's */
+		wbase__io_close(&o->io);
+}
+
+/* write_tls writes the batch through TLS, 64 KiB at a time. */
+static int
+write_tls(wbase_out *o, struct evbuffer *batch)
+{
+	size_t left;
+
+	while ((left = evbuffer_get_length(batch)) > 0) {
+		size_t n = left < (64u << 10) ? left : (64u << 10);
+		const unsigned char *p = evbuffer_pullup(batch, (ev_ssize_t)n);
+
+		atomic_fetch_add_explicit(&o->node->write_calls, 1,
+		                          memory_order_relaxed);
+		if (p == NULL || wbase__io_write(&o->io, p, n) != 0)
+			return -1;
+		evbuffer_drain(batch, n);
+	}
+	return 0;
 }
 
 /* write_all writes the whole batch; returns 0 or -1. */
 static int
 write_all(wbase_out *o, struct evbuffer *batch)
 {
+	if (o->io.ssl != NULL)
+		return write_tls(o, batch);
 	while (evbuffer_get_length(batch) > 0) {
-		int n = evbuffer_write(batch, o->fd);
+		int n = evbuffer_write(batch, o->io.fd);
 
 		atomic_fetch_add_explicit(&o->node->write_calls, 1,
 		                          memory_order_relaxed);
@@ -70,9 +90,8 @@ fail(wbase_out *o)
 	o->retry_ms =
 	    weft_now_ns() / 1000000 + o->node->limits.reconnect_min_ms;
 	evbuffer_drain(o->queue, evbuffer_get_length(o->queue));
-	if (o->fd >= 0 && o->peer != SIZE_MAX) {
-		close(o->fd);
-		o->fd = -1;
+	if (o->io.fd >= 0 && o->peer != SIZE_MAX) {
+		wbase__io_close(&o->io);
 		atomic_fetch_sub(&o->node->connections, 1);
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -85,14 +104,17 @@ fail(wbase_out *o)
 static int
 dial_once(wbase_out *o)
 {
-	int fd = wbase__dial(o->node, o->peer);
+	wbase_io io;
+	int rv = wbase__dial(o->node, o->peer, &io);
 
 	pthread_mutex_lock(&o->lock);
-	o->fd = fd;
-	if (fd >= 0 && o->stopping)
-		shutdown(fd, SHUT_RDWR);
+	if (rv == 0) {
+		o->io = io;
+		if (o->stopping)
+			shutdown(io.fd, SHUT_RDWR);
+	}
 	pthread_mutex_unlock(&o->lock);
-	return fd >= 0 ? 0 : -1;
+	return rv;
 }
 
 static void *
@@ -180,8 +202,8 @@ wbase__out_stop(wbase_out *o)
 	o->stopping = true;
 	pthread_cond_signal(&o->cond);
 	/* A writer blocked in write() or connect() needs the socket shut. */
-	if (o->fd >= 0)
-		shutdown(o->fd, SHUT_RDWR);
+	if (o->io.fd >= 0)
+		shutdown(o->io.fd, SHUT_RDWR);
 	pthread_mutex_unlock(&o->lock);
 }
 

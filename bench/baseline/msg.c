@@ -259,9 +259,11 @@ handshake(wbase_in *in, wbase_reader *r, size_t *peer)
 	bool member;
 	int i;
 
+	if (n->tls != NULL && wbase__tls_accept(n, &in->io) != 0)
+		return -1;
 	if (wbase__hello_recv(r, n->cluster, id, &member,
 	                      n->limits.connect_timeout_ms) != 0) {
-		wbase__reply_send(in->fd, 1, self, n->limits.max_frame_bytes,
+		wbase__reply_send(&in->io, 1, self, n->limits.max_frame_bytes,
 		                  "malformed hello or wrong cluster");
 		return -1;
 	}
@@ -270,18 +272,28 @@ handshake(wbase_in *in, wbase_reader *r, size_t *peer)
 		if (strcmp(n->peers[k].id, id) == 0 && k != n->self)
 			i = (int)k;
 	if (i < 0) {
-		wbase__reply_send(in->fd, 4, self, n->limits.max_frame_bytes,
+		wbase__reply_send(&in->io, 4, self, n->limits.max_frame_bytes,
 		                  "unknown node");
+		return -1;
+	}
+	/* Under TLS a member must be who its certificate says; clients
+	 * would need their reader and writer on one TLS session, which
+	 * OpenSSL does not allow from two threads at once. */
+	if (n->tls != NULL && (!member || !wbase__tls_peer_is(&in->io, id))) {
+		wbase__reply_send(&in->io, member ? 6 : 5, self,
+		                  n->limits.max_frame_bytes,
+		                  member ? "certificate does not name the id"
+		                         : "no clients over TLS");
 		return -1;
 	}
 	*peer = member ? (size_t)i : SIZE_MAX;
 	if (!member) {
 		if ((in->client_out = malloc(sizeof(*in->client_out))) ==
 		        NULL ||
-		    wbase__out_init(in->client_out, n, SIZE_MAX, in->fd) != 0)
+		    wbase__out_init(in->client_out, n, SIZE_MAX, &in->io) != 0)
 			return -1;
 	}
-	return wbase__reply_send(in->fd, 0, self, n->limits.max_frame_bytes,
+	return wbase__reply_send(&in->io, 0, self, n->limits.max_frame_bytes,
 	                         "");
 }
 
@@ -316,7 +328,7 @@ wbase__reader_main(void *arg)
 	size_t peer;
 
 	atomic_fetch_add(&n->connections, 1);
-	if (wbase__reader_init(&r, in->fd, n->limits.max_frame_bytes) == 0 &&
+	if (wbase__reader_init(&r, &in->io, n->limits.max_frame_bytes) == 0 &&
 	    handshake(in, &r, &peer) == 0)
 		read_loop(in, &r, peer);
 	wbase__reader_fini(&r);
@@ -327,7 +339,7 @@ wbase__reader_main(void *arg)
 		free(in->client_out);
 		in->client_out = NULL;
 	}
-	shutdown(in->fd, SHUT_RDWR);
+	shutdown(in->io.fd, SHUT_RDWR);
 	atomic_fetch_sub(&n->connections, 1);
 	wbase__thread_exit(n);
 	return NULL;

@@ -41,7 +41,8 @@ load_peers(wbase_node *n, const char *id)
 		snprintf(p->host, sizeof(p->host), "%s", host);
 		p->port = port;
 		p->self = strcmp(pid, id) == 0;
-		if ((rv = wbase__out_init(&p->out, n, i, -1)) != 0)
+		if ((rv = wbase__out_init(&p->out, n, i,
+		                          &(wbase_io){.fd = -1})) != 0)
 			return rv;
 	}
 	return find_peer(n, id) < 0 ? WEFT_ENOTFOUND : 0;
@@ -187,7 +188,7 @@ listen_on(wbase_node *n)
 }
 
 int
-wbase__dial(wbase_node *n, size_t peer)
+wbase__dial(wbase_node *n, size_t peer, wbase_io *io)
 {
 	const wbase_peer *p = &n->peers[peer];
 	struct addrinfo *ai = NULL;
@@ -203,17 +204,22 @@ wbase__dial(wbase_node *n, size_t peer)
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	*io = (wbase_io){.fd = fd};
+	if (n->tls != NULL && wbase__tls_connect(n, io, p->id) != 0) {
+		wbase__io_close(io);
+		return -1;
+	}
 	/* The reply is the only thing this side ever reads. */
-	if (wbase__reader_init(&r, fd, WBASE_HELLO_MAX) != 0 ||
-	    wbase__hello_send(fd, n->cluster, n->peers[n->self].id, true) ||
+	if (wbase__reader_init(&r, io, WBASE_HELLO_MAX) != 0 ||
+	    wbase__hello_send(io, n->cluster, n->peers[n->self].id, true) ||
 	    wbase__reply_recv(&r, n->limits.connect_timeout_ms) != 0) {
 		wbase__reader_fini(&r);
-		close(fd);
+		wbase__io_close(io);
 		return -1;
 	}
 	wbase__reader_fini(&r);
 	atomic_fetch_add(&n->connections, 1);
-	return fd;
+	return 0;
 }
 
 /* ---- Accepting ------------------------------------------------------------
@@ -233,7 +239,7 @@ accept_one(wbase_node *n)
 		return;
 	}
 	in->node = n;
-	in->fd = fd;
+	in->io.fd = fd;
 	pthread_mutex_lock(&n->in_lock);
 	if (atomic_load(&n->stopping) ||
 	    wbase__start_thread(n, &in->thread, wbase__reader_main, in) != 0) {
@@ -308,14 +314,14 @@ stop_ins(wbase_node *n)
 
 	pthread_mutex_lock(&n->in_lock);
 	for (in = n->ins; in != NULL; in = in->next)
-		shutdown(in->fd, SHUT_RDWR);
+		shutdown(in->io.fd, SHUT_RDWR);
 	in = n->ins;
 	n->ins = NULL;
 	pthread_mutex_unlock(&n->in_lock);
 	for (; in != NULL; in = next) {
 		next = in->next;
 		pthread_join(in->thread, NULL);
-		close(in->fd);
+		wbase__io_close(&in->io);
 		free(in);
 	}
 }
@@ -347,6 +353,7 @@ wbase_node_free(wbase_node *n)
 		wbase__out_fini(&n->peers[i].out);
 	free(n->peers);
 	free(n->pending);
+	wbase__tls_free(n);
 	pthread_mutex_destroy(&n->in_lock);
 	pthread_mutex_destroy(&n->pending_lock);
 	free(n);

@@ -43,10 +43,10 @@ get_be(const uint8_t *p, size_t n)
 /* ---- Reading frames ----------------------------------------------------- */
 
 int
-wbase__reader_init(wbase_reader *r, int fd, size_t max_frame)
+wbase__reader_init(wbase_reader *r, const wbase_io *io, size_t max_frame)
 {
 	memset(r, 0, sizeof(*r));
-	r->fd = fd;
+	r->io = io;
 	r->crc = true; /* always on the handshake */
 	r->max_frame = max_frame;
 	r->cap = 256u << 10;
@@ -65,7 +65,7 @@ wbase__reader_fini(wbase_reader *r)
 static int
 fill(wbase_reader *r, size_t need, uint64_t timeout_ms)
 {
-	ssize_t n;
+	long n;
 
 	if (r->off > 0 && r->off + need > r->cap) {
 		memmove(r->buf, r->buf + r->off, r->have);
@@ -79,16 +79,14 @@ fill(wbase_reader *r, size_t need, uint64_t timeout_ms)
 		r->buf = b;
 		r->cap = need;
 	}
-	if (timeout_ms > 0) {
-		struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+	if (timeout_ms > 0 && !wbase__io_buffered(r->io)) {
+		struct pollfd pfd = {.fd = r->io->fd, .events = POLLIN};
 
 		if (poll(&pfd, 1, (int)timeout_ms) <= 0)
 			return -1;
 	}
-	do
-		n = read(r->fd, r->buf + r->off + r->have,
-		         r->cap - r->off - r->have);
-	while (n < 0 && errno == EINTR);
+	n = wbase__io_read(r->io, r->buf + r->off + r->have,
+	                   r->cap - r->off - r->have);
 	if (n <= 0)
 		return -1;
 	r->have += (size_t)n;
@@ -250,12 +248,11 @@ wbase__env_decode(const uint8_t *body, size_t len, wbase_env *env)
 
 /* send_body frames a handshake body (magic + packed array) with a CRC. */
 static int
-send_body(int fd, const msgpack_sbuffer *sb)
+send_body(const wbase_io *io, const msgpack_sbuffer *sb)
 {
 	size_t len = 4 + sb->size, n = 4 + len + 4;
 	uint8_t *f = malloc(n);
-	const uint8_t *p = f;
-	int rv = 0;
+	int rv;
 
 	if (f == NULL)
 		return -1;
@@ -263,18 +260,7 @@ send_body(int fd, const msgpack_sbuffer *sb)
 	memcpy(f + 4, magic, 4);
 	memcpy(f + 8, sb->data, sb->size);
 	put_be32(f + 4 + len, weft_crc32c(0, f, 4 + len));
-	while (n > 0 && rv == 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			rv = -1;
-		else {
-			p += w;
-			n -= (size_t)w;
-		}
-	}
+	rv = wbase__io_write(io, f, n);
 	free(f);
 	return rv;
 }
@@ -289,7 +275,8 @@ pack_str(msgpack_packer *pk, const char *s)
 }
 
 int
-wbase__hello_send(int fd, const char *cluster, const char *id, bool member)
+wbase__hello_send(const wbase_io *io, const char *cluster, const char *id,
+                  bool member)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
@@ -305,15 +292,15 @@ wbase__hello_send(int fd, const char *cluster, const char *id, bool member)
 	msgpack_pack_uint32(&pk, member ? 0 : 1);
 	msgpack_pack_uint32(&pk, 1); /* class small: everything goes here */
 	msgpack_pack_uint32(&pk, 0);
-	msgpack_pack_uint32(&pk, 0);
-	rv = send_body(fd, &sb);
+	msgpack_pack_uint32(&pk, 0); /* flags: keep CRCs, even under TLS */
+	rv = send_body(io, &sb);
 	msgpack_sbuffer_destroy(&sb);
 	return rv;
 }
 
 int
-wbase__reply_send(int fd, unsigned status, const char *id, size_t max_frame,
-                  const char *reason)
+wbase__reply_send(const wbase_io *io, unsigned status, const char *id,
+                  size_t max_frame, const char *reason)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
@@ -328,7 +315,7 @@ wbase__reply_send(int fd, unsigned status, const char *id, size_t max_frame,
 	msgpack_pack_uint32(&pk, 1); /* CRC on: plaintext */
 	msgpack_pack_uint64(&pk, max_frame);
 	pack_str(&pk, reason);
-	rv = send_body(fd, &sb);
+	rv = send_body(io, &sb);
 	msgpack_sbuffer_destroy(&sb);
 	return rv;
 }

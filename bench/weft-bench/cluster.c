@@ -32,7 +32,7 @@ typedef struct child {
 	size_t have;
 	uint16_t port;
 	uint64_t ticks;
-	bool ready, done, reported, hist, dead;
+	bool addressed, ready, done, reported, hist, dead;
 	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
 	uint64_t wakeups, msgs_in, sent, replies, duplicates;
 	int first_error;
@@ -88,6 +88,8 @@ spawn_node(cluster *c, unsigned i)
 	                warm,
 	                "--duration",
 	                dur,
+	                o->tls_dir ? "--tls" : NULL,
+	                (char *)o->tls_dir,
 	                NULL};
 	posix_spawn_file_actions_t fa;
 	int in[2], out[2], rv;
@@ -157,6 +159,8 @@ on_line(cluster *c, child *k, const char *line)
 		k->port = (uint16_t)atoi(line + 5);
 	else if (strncmp(line, "tick ", 5) == 0)
 		k->ticks = strtoull(line + 5, NULL, 10);
+	else if (strcmp(line, "addressed") == 0)
+		k->addressed = true;
 	else if (strcmp(line, "ready") == 0)
 		k->ready = true;
 	else if (strcmp(line, "done") == 0)
@@ -212,7 +216,7 @@ progress(cluster *c)
 	c->last_ticks = ticks;
 }
 
-enum phase { LISTENING, READY, DONE, REPORTED };
+enum phase { LISTENING, ADDRESSED, READY, DONE, REPORTED };
 
 static bool
 reached(const child *k, enum phase ph)
@@ -220,6 +224,8 @@ reached(const child *k, enum phase ph)
 	switch (ph) {
 	case LISTENING:
 		return k->port != 0;
+	case ADDRESSED:
+		return k->addressed;
 	case READY:
 		return k->ready;
 	case DONE:
@@ -376,7 +382,8 @@ run_phases(cluster *c)
 		fprintf(stderr, "weft-bench: the nodes did not all start\n");
 		return -1;
 	}
-	if (send_ports(c) != 0 || pump(c, READY, 30000) != 0) {
+	if (send_ports(c) != 0 || pump(c, ADDRESSED, 30000) != 0 ||
+	    tell_all(c, "prime\n") != 0 || pump(c, READY, 150000) != 0) {
 		fprintf(stderr,
 		        "weft-bench: the nodes did not all get ready\n");
 		return -1;
@@ -417,8 +424,9 @@ print_header(const wbench_opts *o, FILE *out)
 {
 	fprintf(out,
 	        "weft-bench cluster: K=%u requests in flight per node, %zu B "
-	        "payloads echoed, warm-up %g s, window %g s\n",
-	        o->outstanding, o->size, o->warmup_s, o->duration_s);
+	        "payloads echoed, warm-up %g s, window %g s%s\n",
+	        o->outstanding, o->size, o->warmup_s, o->duration_s,
+	        o->tls_dir ? ", mutual TLS" : "");
 	fprintf(out,
 	        "  %4s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
 	        "%8s %7s %8s %6s\n",
@@ -491,8 +499,9 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 	fprintf(f,
 	        "{\n  \"workload\": \"cluster\",\n  \"outstanding\": %u,\n"
 	        "  \"size\": %zu,\n  \"warmup_s\": %g,\n  \"duration_s\": %g,"
-	        "\n  \"runs\": [",
-	        o->outstanding, o->size, o->warmup_s, o->duration_s);
+	        "\n  \"tls\": %s,\n  \"runs\": [",
+	        o->outstanding, o->size, o->warmup_s, o->duration_s,
+	        o->tls_dir ? "true" : "false");
 	for (unsigned i = 0; i < n; i++)
 		json_row(f, &rows[i], i == 0);
 	fprintf(f, "\n  ]\n}\n");
@@ -518,7 +527,9 @@ wbench_cluster_run(const wbench_opts *o)
 				failed = 1;
 				continue;
 			}
-			failed |= r->errors != 0;
+			/* Failed requests are a result; a request answered
+			 * twice or never is a broken run. */
+			failed |= r->lost != 0 || r->duplicates != 0;
 			print_row(r, stdout);
 			if (io == WBENCH_IO_THREADS && n > 0 &&
 			    rows[n - 1].peers == r->peers &&

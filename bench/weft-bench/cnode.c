@@ -8,7 +8,10 @@
  *
  *   node -> "port N"            once listening
  *   coord -> "ports P0 P1 ..."  every node's port
- *   node -> "ready"             it knows where everybody is
+ *   node -> "addressed"         it knows where everybody is
+ *   coord -> "prime"            everybody knows
+ *   node -> "ready"             it asked every other node once, so every
+ *                               connection (and TLS session) is up
  *   coord -> "go"               the clock starts
  *   node -> "tick OPS"          each second: completions so far
  *   node -> "done"              its window closed and its slots are idle
@@ -25,6 +28,7 @@
 
 #include <weft/loop.h>
 #include <weft/messaging.h>
+#include <weft/tls.h>
 
 #include "baseline.h"
 #include "wbench.h"
@@ -52,6 +56,7 @@ struct cnode {
 	weft_msvc_config *cfg;
 	weft_loop_group *group;
 	weft_msvc *svc;
+	weft_tls_ctx *tls;
 	weft_msvc_peer **peers; /* by node index, for svc */
 	wbase_node *base;
 	size_t self;
@@ -60,6 +65,7 @@ struct cnode {
 	uint64_t window_start_ns, window_end_ns;
 	atomic_uint_fast64_t completed; /* replies, any time */
 	atomic_uint active;             /* slots with a request in flight */
+	atomic_uint primed;             /* answers to the first requests */
 	atomic_int first_error;
 };
 
@@ -164,6 +170,60 @@ slot_send(slot *s)
 }
 
 static void
+msvc_primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	cnode *n = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status == 0)
+		atomic_fetch_add(&n->primed, 1);
+}
+
+static void
+base_primed(wbase_node *b, int status, const void *data, size_t len, void *arg)
+{
+	cnode *n = arg;
+
+	(void)b;
+	(void)data;
+	(void)len;
+	if (status == 0)
+		atomic_fetch_add(&n->primed, 1);
+}
+
+/* prime asks every other node once and waits for the answers, so that
+ * connection set-up (dials, handshakes) stays out of the measurement. */
+static int
+prime(cnode *n)
+{
+	uint64_t deadline = weft_now_ns() + 120000000000u;
+	unsigned want = n->o->peers - 1;
+
+	for (unsigned i = 0; i < n->o->peers; i++) {
+		int rv;
+
+		if (i == n->self)
+			continue;
+		if (n->svc != NULL)
+			rv = weft_msvc_request(n->svc, n->peers[i], VERB_ECHO,
+			                       "", 0, NULL, msvc_primed, n);
+		else
+			rv = wbase_request(n->base, i, VERB_ECHO, "", 0, 0,
+			                   base_primed, n);
+		if (rv != 0)
+			return -1;
+	}
+	while (atomic_load(&n->primed) < want && weft_now_ns() < deadline) {
+		struct timespec ts = {0, 1000000};
+
+		nanosleep(&ts, NULL);
+	}
+	return atomic_load(&n->primed) == want ? 0 : -1;
+}
+
+static void
 msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	(void)svc;
@@ -205,22 +265,66 @@ make_config(cnode *n)
 	return 0;
 }
 
+/* tls_files names this node's certificate, key and CA under --tls. */
+static void
+tls_files(const cnode *n, char cert[256], char key[256], char ca[256])
+{
+	snprintf(cert, 256, "%s/n%u.crt", n->o->tls_dir, n->o->node_index);
+	snprintf(key, 256, "%s/n%u.key", n->o->tls_dir, n->o->node_index);
+	snprintf(ca, 256, "%s/ca.crt", n->o->tls_dir);
+}
+
+/* setup_tls prepares the weft service's TLS: the config's [tls] section
+ * and a context. Returns 0 or -1. */
+static int
+setup_tls(cnode *n, weft_msvc_opts *mo)
+{
+	char cert[256], key[256], ca[256];
+	weft_msvc_tls_config tc = {.mode = WEFT_MSVC_TLS_ALL};
+	weft_tls_opts to = {0};
+
+	tls_files(n, cert, key, ca);
+	tc.cert_file = to.cert_file = cert;
+	tc.key_file = to.key_file = key;
+	tc.ca_file = to.ca_file = ca;
+	if (weft_msvc_config_set_tls(n->cfg, &tc) != 0 ||
+	    weft_tls_ctx_new(&to, &n->tls) != 0)
+		return -1;
+	mo->tls = n->tls;
+	return 0;
+}
+
+static uint16_t
+start_baseline(cnode *n, const char *id)
+{
+	char cert[256], key[256], ca[256];
+
+	if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
+	    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0)
+		return 0;
+	tls_files(n, cert, key, ca);
+	if (n->o->tls_dir != NULL &&
+	    wbase_node_set_tls(n->base, cert, key, ca) != 0)
+		return 0;
+	if (wbase_node_start(n->base) != 0)
+		return 0;
+	return wbase_node_port(n->base);
+}
+
 /* start_service starts the node's service; returns its port or 0. */
 static uint16_t
 start_service(cnode *n)
 {
+	weft_msvc_opts mo = {0};
 	char id[16];
 
 	snprintf(id, sizeof(id), "n%u", n->o->node_index);
-	if (n->o->io == WBENCH_IO_THREADS) {
-		if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
-		    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0 ||
-		    wbase_node_start(n->base) != 0)
-			return 0;
-		return wbase_node_port(n->base);
-	}
+	if (n->o->io == WBENCH_IO_THREADS)
+		return start_baseline(n, id);
+	if (n->o->tls_dir != NULL && setup_tls(n, &mo) != 0)
+		return 0;
 	if (weft_loop_group_new(1, &n->group) != 0 ||
-	    weft_msvc_new(n->group, n->cfg, id, NULL, &n->svc) != 0 ||
+	    weft_msvc_new(n->group, n->cfg, id, &mo, &n->svc) != 0 ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
 	                       WEFT_MSVC_INLINE) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
@@ -414,6 +518,8 @@ node_fini(cnode *n)
 	}
 	if (n->group != NULL)
 		weft_loop_group_free(n->group);
+	if (n->tls != NULL)
+		weft_tls_ctx_unref(n->tls);
 	wbase_node_free(n->base);
 	weft_msvc_config_free(n->cfg);
 	free(n->peers);
@@ -445,6 +551,16 @@ wbench_cluster_node(const wbench_opts *o)
 	if (fgets(line, sizeof(line), stdin) == NULL ||
 	    set_ports(&n, line) != 0)
 		goto out;
+	printf("addressed\n");
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin) == NULL ||
+	    strncmp(line, "prime", 5) != 0)
+		goto out;
+	if (prime(&n) != 0) {
+		fprintf(stderr, "weft-bench: node %u: could not reach all\n",
+		        o->node_index);
+		goto out;
+	}
 	printf("ready\n");
 	fflush(stdout);
 	if (fgets(line, sizeof(line), stdin) == NULL ||

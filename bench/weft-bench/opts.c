@@ -46,7 +46,10 @@ wbench_usage(FILE *out)
 	      "(the thread-per-peer\n"
 	      "                  baseline) or both (default)\n"
 	      "  --warmup SEC    seconds before the window (default 1)\n"
-	      "  --duration SEC  the measured window (default 2)\n",
+	      "  --duration SEC  the measured window (default 2)\n"
+	      "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
+	      "nI.key for node I\n"
+	      "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n",
 	      out);
 }
 
@@ -177,6 +180,7 @@ static const struct option long_opts[] = {
     {"duration", required_argument, NULL, 'D'},
     {"io", required_argument, NULL, 'I'},
     {"node", required_argument, NULL, 'N'},
+    {"tls", required_argument, NULL, 'T'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -288,6 +292,9 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 		if (parse_num(arg, false, &v) || v > 1024)
 			return -1;
 		o->node_index = (unsigned)v;
+		return 0;
+	case 'T':
+		o->tls_dir = arg;
 		return 0;
 	}
 	return set_opt(o, c, arg);

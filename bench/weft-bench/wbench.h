@@ -83,6 +83,7 @@ typedef struct wbench_opts {
 	unsigned outstanding;               /* K requests in flight per node */
 	double warmup_s, duration_s;
 	unsigned node_index; /* cluster-node: which node this is */
+	const char *tls_dir; /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
 } wbench_opts;
 
 /* The figures of one run (or the medians of several). */
