@@ -46,7 +46,8 @@ parse_args(struct weftd *d, int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:i:C:K:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:i:C:K:h", longopts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'c':
 			d->config_path = optarg;
