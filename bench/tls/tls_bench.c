@@ -30,8 +30,6 @@
 #include <weft/tls.h>
 #include <weft/transport.h>
 
-#include "tls_int.h"
-
 #define NODE "bench-node"
 #define PUMP_BUDGET_BYTES (4u << 20)
 #define BATCH 64
@@ -84,9 +82,7 @@ add_pipeline(weft_channel *ch, const weft_handler *h, run *r)
 	weft_frame_codec_opts fo = {.max_frame_bytes = 1u << 20};
 	int rv;
 
-	/* Until the transport installs it on TLS channels itself. */
-	if ((rv = weft__tls_channel_install(ch, 0)) != 0 ||
-	    (rv = weft_frame_codec_add(ch, "frame", &fo)) != 0)
+	if ((rv = weft_frame_codec_add(ch, "frame", &fo)) != 0)
 		return rv;
 	return weft_pipeline_add_last(ch, "bench", h, r);
 }
@@ -254,7 +250,7 @@ client_init(weft_channel *ch, void *arg)
 	run *r = arg;
 
 	if (r->workload == CONNECT)
-		return weft__tls_channel_install(ch, 0);
+		return 0;
 	return add_pipeline(ch, r->workload == THROUGHPUT ? &sender : &pinger,
 	                    r);
 }

@@ -61,6 +61,8 @@ test_small_messages_come_back_byte_exact(void **state)
 	assert_int_equal(
 	    tt_client_connect(loop, s.port, client_tls, "node-a", &c), 0);
 	assert_true(weft_tls_is_active(c.ch));
+	/* The transport put the TLS handler in. */
+	assert_non_null(weft_pipeline_get(c.ch, "weft.tls"));
 	for (i = 0; i < msgs; i++) {
 		n = 1 + (size_t)(i * 7919 % 97);
 		assert_int_equal(tt_send(&c, off, n), 0);

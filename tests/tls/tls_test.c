@@ -272,22 +272,13 @@ static const weft_handler echo_handler = {
 int
 tt_echo_init(weft_channel *ch, void *arg)
 {
-	int rv;
-
 	(void)arg;
-	if ((rv = weft__tls_channel_install(ch, 0)) != 0)
-		return rv;
 	return weft_pipeline_add_last(ch, "echo", &echo_handler, NULL);
 }
 
 static int
 server_init(weft_channel *ch, void *arg)
 {
-	int rv;
-
-	/* Until the transport installs it itself (idempotent). */
-	if ((rv = weft__tls_channel_install(ch, 0)) != 0)
-		return rv;
 	return weft_pipeline_add_last(ch, "echo", &server_handler, arg);
 }
 
@@ -380,10 +371,6 @@ static const weft_handler client_handler = {
 static int
 client_init(weft_channel *ch, void *arg)
 {
-	int rv;
-
-	if ((rv = weft__tls_channel_install(ch, 0)) != 0)
-		return rv;
 	return weft_pipeline_add_last(ch, "client", &client_handler, arg);
 }
 
