@@ -55,6 +55,31 @@ answer_ok(weft_kv *kv, weft_msvc_msg *msg)
 	weft_msvc_respond(msg, "", 0);
 }
 
+/*
+ * What the client is told when a replica's failure costs the quorum: a
+ * replica too slow is a timeout, one refusing work is overload, one that
+ * answered with an error is a remote error, and one that could not be
+ * reached (or is stopping) is a peer down.
+ */
+static int
+client_status(int status)
+{
+	switch (status) {
+	case WEFT_ETIMEDOUT:
+	case WEFT_EEXPIRED:
+		return WEFT_ETIMEDOUT;
+	case WEFT_EOVERLOAD:
+		return WEFT_EOVERLOAD;
+	case WEFT_EINVAL:
+	case WEFT_ETOOBIG:
+	case WEFT_EUNKNOWNVERB:
+	case WEFT_EREMOTE:
+		return WEFT_EREMOTE;
+	default:
+		return WEFT_EPEERDOWN;
+	}
+}
+
 static void
 answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 {
@@ -66,10 +91,7 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 	         w->quorum, w->replicas, weft_msvc_peer_id(peer),
 	         weft_strerror(status));
 	weft_debug("kv: %s", text);
-	/* A stopping replica is a replica down, as far as the client goes. */
-	if (status == WEFT_ESHUTDOWN)
-		status = WEFT_EPEERDOWN;
-	weft_msvc_respond_error(w->msg, status, text);
+	weft_msvc_respond_error(w->msg, client_status(status), text);
 }
 
 static void

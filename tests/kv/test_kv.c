@@ -163,17 +163,27 @@ on_stub_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	pthread_mutex_unlock(&st->lock);
 }
 
-/* Acknowledges every write the stub holds. */
+/* Answers every write the stub holds: an ack, or an error. */
 static void
-stub_release(struct stub *st)
+stub_answer(struct stub *st, int status)
 {
 	int i;
 
 	pthread_mutex_lock(&st->lock);
-	for (i = 0; i < atomic_load(&st->count); i++)
-		weft_msvc_respond(st->held[i], "", 0);
+	for (i = 0; i < atomic_load(&st->count); i++) {
+		if (status == 0)
+			weft_msvc_respond(st->held[i], "", 0);
+		else
+			weft_msvc_respond_error(st->held[i], status, "stub");
+	}
 	atomic_store(&st->count, 0);
 	pthread_mutex_unlock(&st->lock);
+}
+
+static void
+stub_release(struct stub *st)
+{
+	stub_answer(st, 0);
 }
 
 static void
@@ -439,8 +449,7 @@ test_write_quorum_with_a_node_stopped(void **state)
 	wait_peer_down(c, 0, 2);
 	start = weft_now_ns();
 	status = put_str(c, 0, "strict", "fails");
-	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN ||
-	            status == WEFT_EEXPIRED);
+	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN);
 	/* It fails by the replicate timeout, not the client's. */
 	assert_true(weft_now_ns() - start < 2900 * 1000000ull);
 	weft_kv_get_stats(c->n[0].kv, &st);
@@ -487,6 +496,31 @@ test_reads_do_not_wait_for_a_pending_write(void **state)
 	stub_release(&c->stub);
 	assert_int_equal(call_wait(&pending), 0);
 	call_fini(&pending);
+	cluster_stop(c);
+}
+
+static void
+test_a_replica_error_fails_the_write(void **state)
+{
+	static const uint32_t q[NODES] = {3, 2, STUB};
+	struct cluster *c = cluster_start(q);
+	struct call pending;
+	weft_kv_stats st;
+
+	(void)state;
+	call_init(&pending);
+	assert_int_equal(weft_kv_client_put(c->client, node_peer(c, 0), "k", 1,
+	                                    "v", 1, NULL, on_reply, &pending),
+	                 0);
+	assert_true(stub_holds_one(c));
+	stub_answer(&c->stub, WEFT_EINVAL);
+	assert_int_equal(call_wait(&pending), WEFT_EREMOTE);
+	assert_true(
+	    evbuffer_search(pending.data, "write quorum not reached", 24, NULL)
+	        .pos >= 0);
+	call_fini(&pending);
+	weft_kv_get_stats(c->n[0].kv, &st);
+	assert_true(st.quorum_failures == 1 && st.replica_failures == 1);
 	cluster_stop(c);
 }
 
@@ -634,6 +668,7 @@ main(void)
 	    cmocka_unit_test(test_delete_removes_the_key_everywhere),
 	    cmocka_unit_test(test_write_quorum_with_a_node_stopped),
 	    cmocka_unit_test(test_reads_do_not_wait_for_a_pending_write),
+	    cmocka_unit_test(test_a_replica_error_fails_the_write),
 	    cmocka_unit_test(test_concurrent_writers_converge),
 	    cmocka_unit_test(test_one_mebibyte_value),
 	    cmocka_unit_test(test_malformed_requests_are_refused),

@@ -27,8 +27,11 @@
  *   replicate request [op: uint (1 put, 2 delete), key: bin, value: bin,
  *                      version: uint, origin: str]  response: empty
  * Errors travel as messaging error responses: NOT_FOUND (no such key),
- * INVALID (malformed request, key or value too long), TIMEOUT or
- * PEER_DOWN (write quorum not reached), SHUTTING_DOWN.
+ * INVALID (malformed request, key too long), TOO_BIG (value above
+ * max_value), and when the write quorum is out of reach, from the replica
+ * failure that decided it: TIMEOUT (too slow), PEER_DOWN (unreachable or
+ * stopping), OVERLOADED, or APPLICATION (it answered with an error); the
+ * text says how many replicas were needed and which one failed.
  */
 #ifndef WEFT_KV_H
 #define WEFT_KV_H
