@@ -3,7 +3,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -19,6 +21,8 @@
 /* Writes up to this size are copied into the channel's buffer, so that one
  * writev carries many small messages; larger ones move their chains. */
 #define SMALL_WRITE_BYTES 2048
+/* Most buffer pieces one direct write hands to sendmsg. */
+#define DIRECT_IOVECS 64
 
 const weft_msg_type weft_msg_evbuffer = {"evbuffer", NULL};
 const weft_msg_type weft_msg_bytes = {"bytes", NULL};
@@ -233,16 +237,67 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		set_writable(ch, false);
 }
 
+/*
+ * Writes what the flush would queue straight to the socket when nothing is
+ * queued before it and no write waits for a callback (those complete from
+ * libevent's write callback, never inside a flush).
+ */
+static void
+write_directly(weft_channel *ch, struct evbuffer *out)
+{
+	struct evbuffer_iovec v[DIRECT_IOVECS];
+	struct iovec iov[DIRECT_IOVECS];
+	struct msghdr mh = {0};
+	evutil_socket_t fd;
+	ssize_t sent;
+	int i, n;
+
+	if (!ch->direct_writes || ch->waits_len > 0 || !ch->writable ||
+	    evbuffer_get_length(out) > 0 ||
+	    (fd = bufferevent_getfd(ch->bev)) < 0)
+		return;
+	n = evbuffer_peek(ch->unflushed, -1, NULL, v, DIRECT_IOVECS);
+	if (n > DIRECT_IOVECS)
+		n = DIRECT_IOVECS;
+	for (i = 0; i < n; i++) {
+		iov[i].iov_base = v[i].iov_base;
+		iov[i].iov_len = v[i].iov_len;
+	}
+	mh.msg_iov = iov;
+	mh.msg_iovlen = (size_t)n;
+	/* Errors are left for libevent's own write to find and report. */
+	sent = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (sent <= 0)
+		return;
+	evbuffer_drain(ch->unflushed, (size_t)sent);
+	ch->bytes_flushed += (uint64_t)sent;
+	ch->bytes_drained += (uint64_t)sent;
+	ch->direct_write_calls++;
+}
+
 static void
 head_flush(weft_ctx *ctx)
 {
 	weft_channel *ch = ctx->ch;
 	size_t n = evbuffer_get_length(ch->unflushed);
+	struct evbuffer *out;
 
 	if (ch->bev == NULL || n == 0)
 		return;
+	out = bufferevent_get_output(ch->bev);
+	write_directly(ch, out);
+	if ((n = evbuffer_get_length(ch->unflushed)) == 0)
+		return;
 	ch->bytes_flushed += n;
-	evbuffer_add_buffer(bufferevent_get_output(ch->bev), ch->unflushed);
+	/* Many small flushes would each leave a chain of their own, and a
+	 * writev carries at most 128: copy small ones instead. */
+	if (n <= SMALL_WRITE_BYTES) {
+		evbuffer_add(out, evbuffer_pullup(ch->unflushed, (ssize_t)n),
+		             n);
+		evbuffer_drain(ch->unflushed, n);
+	} else {
+		evbuffer_add_buffer(out, ch->unflushed);
+	}
 }
 
 static void
@@ -548,6 +603,11 @@ weft_channel_activate(weft_channel *ch)
 	if (ch->auto_read)
 		bufferevent_enable(ch->bev, EV_READ);
 	weft_ctx_fire_active(ch->head);
+	/* Bytes that arrived before activation (read during a handshake)
+	 * would otherwise wait for the next read event. */
+	if (ch->auto_read && !ch->closing &&
+	    evbuffer_get_length(bufferevent_get_input(ch->bev)) > 0)
+		on_read(ch->bev, ch);
 	leave(ch);
 }
 
@@ -591,6 +651,13 @@ bool
 weft_channel_is_open(const weft_channel *ch)
 {
 	return atomic_load_explicit(&ch->open, memory_order_relaxed);
+}
+
+void
+weft_channel_enable_direct_writes(weft_channel *ch)
+{
+	WEFT_ASSERT_IN_LOOP(ch->loop);
+	ch->direct_writes = true;
 }
 
 void

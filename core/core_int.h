@@ -54,11 +54,13 @@ struct weft_channel {
 	/* Write completions, a ring of waits ordered by end_offset. */
 	struct weft__write_wait *waits;
 	size_t waits_cap, waits_head, waits_len;
-	uint64_t bytes_written; /* appended to unflushed, ever */
-	uint64_t bytes_drained; /* handed to the socket, ever */
-	uint64_t bytes_flushed; /* moved to the socket's buffer, ever */
+	uint64_t bytes_written;      /* appended to unflushed, ever */
+	uint64_t bytes_drained;      /* handed to the socket, ever */
+	uint64_t bytes_flushed;      /* moved to the socket's buffer, ever */
+	uint64_t direct_write_calls; /* flushes written at once */
 	struct event *linger_ev;
 
+	bool direct_writes;
 	bool activated;
 	bool closing;
 	bool teardown_queued;

@@ -1,5 +1,6 @@
 /* log.c: leveled logging to stderr or a user sink. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,14 +109,24 @@ weft_wall_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* GLOBAL: set once by weft_init(), read-only after. */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status;
 
 static void
 init_globals(void)
 {
+	struct sigaction sa;
+
 	if (evthread_use_pthreads() != 0)
 		init_status = WEFT_ENOMEM;
+	/* libevent writes to sockets with writev, which cannot say
+	 * MSG_NOSIGNAL: a peer's reset must be an error, not a SIGPIPE that
+	 * kills the process. A handler the program installed stays. */
+	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+		sa.sa_handler = SIG_IGN;
+		sigaction(SIGPIPE, &sa, NULL);
+	}
 	(void)weft_log_get_level();
 }
 

@@ -35,7 +35,7 @@ struct weft_loop {
 	struct shutdown_hook *hooks;
 	size_t hooks_len, hooks_cap;
 	weft_channel *channels;
-	size_t channels_len;
+	_Atomic size_t channels_len; /* read by weft_loop_get_stats */
 	bool shutting_down;
 	struct event *shutdown_ev;
 
@@ -172,8 +172,11 @@ weft_loop_run(weft_loop *loop)
 	while (
 	    !atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
 		event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
-	/* Run what was queued before the stop, then hand the loop back. */
+	/* Run what was queued before the stop, and one more non-blocking
+	 * pass so that libevent's finalizers close the sockets of channels
+	 * torn down during the last pass; then hand the loop back. */
 	stat_add(&loop->tasks_run, run_tasks(loop, 0));
+	event_base_loop(loop->base, EVLOOP_NONBLOCK);
 	atomic_store(&loop->stop_requested, false);
 	release(loop);
 	return 0;
@@ -398,26 +401,33 @@ on_shutdown_deadline(evutil_socket_t fd, short what, void *arg)
 	weft_loop_stop(loop);
 }
 
+/* Runs the shutdown hooks, once. Hooks may unregister themselves: run a
+ * copy. */
+static void
+run_hooks(weft_loop *loop, uint64_t deadline_ns)
+{
+	struct shutdown_hook *hooks;
+	size_t i, n = loop->hooks_len;
+
+	loop->shutting_down = true;
+	if (n == 0 || (hooks = malloc(n * sizeof(*hooks))) == NULL)
+		return;
+	memcpy(hooks, loop->hooks, n * sizeof(*hooks));
+	for (i = 0; i < n; i++)
+		hooks[i].cb(loop, deadline_ns, hooks[i].arg);
+	free(hooks);
+}
+
 static void
 begin_shutdown(weft_loop *loop, int status, void *arg)
 {
 	uint64_t timeout_ms = (uint64_t)(uintptr_t)arg;
-	uint64_t deadline_ns = weft_now_ns() + timeout_ms * 1000000u;
-	struct shutdown_hook *hooks;
-	size_t i, n = loop->hooks_len;
 	weft_channel *ch, *next;
 	struct timeval tv;
 
 	if (status != 0 || loop->shutting_down)
 		return;
-	loop->shutting_down = true;
-	/* Hooks may unregister themselves: run a copy. */
-	if (n > 0 && (hooks = malloc(n * sizeof(*hooks))) != NULL) {
-		memcpy(hooks, loop->hooks, n * sizeof(*hooks));
-		for (i = 0; i < n; i++)
-			hooks[i].cb(loop, deadline_ns, hooks[i].arg);
-		free(hooks);
-	}
+	run_hooks(loop, weft_now_ns() + timeout_ms * 1000000u);
 	for (ch = loop->channels; ch != NULL; ch = next) {
 		next = ch->loop_next;
 		weft__channel_close_within(ch, timeout_ms);
@@ -494,6 +504,10 @@ weft_loop_free(weft_loop *loop)
 	atomic_store(&loop->closed, true);
 	while (atomic_load(&loop->posters) > 0)
 		sched_yield();
+	/* A loop freed without a shutdown still tells its hooks, so that
+	 * pending operations (connects, requests) end. */
+	if (!loop->shutting_down)
+		run_hooks(loop, weft_now_ns());
 	abort_all_channels(loop);
 	/* Let deferred callbacks and queued tasks run out; posts are
 	 * refused now, so this ends. */

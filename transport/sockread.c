@@ -88,6 +88,7 @@ weft__sock_read_install(weft_channel *ch, size_t max_read_bytes)
 		return 0;
 	if (max_read_bytes == 0)
 		max_read_bytes = WEFT__DEFAULT_MAX_READ;
+	weft_channel_enable_direct_writes(ch);
 	return weft_pipeline_add_first(ch, "weft.read", &sock_read_handler,
 	                               (void *)(uintptr_t)max_read_bytes);
 }

@@ -139,6 +139,15 @@ WEFT_API void *weft_channel_data(const weft_channel *ch);
 WEFT_API const char *weft_channel_peer(const weft_channel *ch);
 WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
 
+/*
+ * weft_channel_enable_direct_writes tells the channel that its bufferevent
+ * is a plain socket: a flush that finds nothing queued then writes to the
+ * socket at once (one sendmsg, MSG_NOSIGNAL) and leaves only what the
+ * kernel did not take to libevent's write event, saving a loop pass and
+ * two epoll changes per batch. Transports call it. Loop thread.
+ */
+WEFT_API void weft_channel_enable_direct_writes(weft_channel *ch);
+
 /* weft_channel_is_open is false once close started or the peer went away. */
 WEFT_API bool weft_channel_is_open(const weft_channel *ch);
 /* weft_channel_is_writable is false above the high-water mark. Loop

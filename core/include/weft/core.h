@@ -63,8 +63,10 @@ WEFT_API const char *weft_errname(int err);
 WEFT_API int weft_from_errno(int errnum);
 
 /*
- * weft_init sets up libevent for threads. It is idempotent and thread-safe;
- * every constructor calls it, so calling it yourself is optional. Returns 0 or
+ * weft_init sets up libevent for threads and, unless the program installed
+ * a handler of its own, ignores SIGPIPE (socket writes then fail with EPIPE
+ * instead of killing the process). It is idempotent and thread-safe; every
+ * constructor calls it, so calling it yourself is optional. Returns 0 or
  * WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_init(void);
