@@ -100,55 +100,106 @@ weft_msgpack_fn_new(weft_msgpack_pack_cb pack, void *arg,
 	return 0;
 }
 
+/* The zone bytes a census's arrays and maps take (all multiples of 8). */
+static uint64_t
+object_bytes(const weft__msgpack_census *census)
+{
+	return census->array_elems * sizeof(msgpack_object) +
+	       census->map_pairs * sizeof(msgpack_object_kv);
+}
+
 /*
- * Unpacks checked bytes into a zone sized from the census, so that one
- * chunk holds everything: the message, a copy of the bytes (strings point
- * into it) and every array and map.
+ * A zone whose first chunk holds the message, room for len bytes (copy)
+ * and extra bytes more. Everything is a multiple of 8, so the objects
+ * msgpack-c puts there later fit without padding.
  */
 static int
-unpack_checked(const void *data, size_t len, const weft__msgpack_census *census,
-               weft_msgpack_msg **out)
+zone_new(size_t len, uint64_t extra, weft_msgpack_msg **m, char **copy)
 {
-	uint64_t need = ALIGN8(sizeof(weft_msgpack_msg)) + ALIGN8(len) +
-	                census->array_elems * sizeof(msgpack_object) +
-	                census->map_pairs * sizeof(msgpack_object_kv);
+	uint64_t need = ALIGN8(sizeof(**m)) + ALIGN8(len) + extra;
 	msgpack_zone *zone;
-	weft_msgpack_msg *m;
-	size_t off = 0;
-	char *copy;
 
 	if (need > SIZE_MAX || (zone = msgpack_zone_new(need)) == NULL)
 		return WEFT_ENOMEM;
-	m = msgpack_zone_malloc(zone, sizeof(*m));
-	copy = msgpack_zone_malloc(zone, ALIGN8(len));
-	if (m == NULL || copy == NULL)
-		goto err_free_zone;
-	memcpy(copy, data, len);
-	m->zone = zone;
-	/* The checked bytes can only fail to unpack for want of memory. */
-	if (msgpack_unpack(copy, len, &off, zone, &m->obj) !=
-	    MSGPACK_UNPACK_SUCCESS)
-		goto err_free_zone;
-	*out = m;
+	*m = msgpack_zone_malloc(zone, sizeof(**m));
+	*copy = msgpack_zone_malloc(zone, ALIGN8(len));
+	if (*m == NULL || *copy == NULL) {
+		msgpack_zone_free(zone);
+		return WEFT_ENOMEM;
+	}
+	(*m)->zone = zone;
 	return 0;
-
-err_free_zone:
-	msgpack_zone_free(zone);
-	return WEFT_ENOMEM;
 }
 
+/* Unpacks checked bytes that lie in m's zone; frees the zone on failure,
+ * which for checked bytes only a want of memory can cause. */
+static int
+unpack_checked(weft_msgpack_msg *m, const char *copy, size_t len,
+               weft_msgpack_msg **out)
+{
+	size_t off = 0;
+
+	if (msgpack_unpack(copy, len, &off, m->zone, &m->obj) !=
+	    MSGPACK_UNPACK_SUCCESS) {
+		msgpack_zone_free(m->zone);
+		return WEFT_ENOMEM;
+	}
+	*out = m;
+	return 0;
+}
+
+/* Checks contiguous bytes first, then copies them into a zone sized so
+ * that one chunk holds everything. */
 static int
 decode(const void *data, size_t len, unsigned max_depth, weft_msgpack_msg **out,
        const char **why)
 {
 	weft__msgpack_census census;
+	weft_msgpack_msg *m;
+	char *copy;
 
 	if (weft__msgpack_walk(data, len, max_depth, &census) != 0) {
 		*why = census.why;
 		return WEFT_EPROTO;
 	}
 	*why = "no memory to unpack it";
-	return unpack_checked(data, len, &census, out);
+	if (zone_new(len, object_bytes(&census), &m, &copy) != 0)
+		return WEFT_ENOMEM;
+	memcpy(copy, data, len);
+	return unpack_checked(m, copy, len, out);
+}
+
+/*
+ * Decodes bytes spread over chains: copies them into a zone first (one
+ * copy, as many bytes as the frame holds), checks the copy, and has the
+ * zone's next chunk sized for exactly the objects the census found.
+ */
+static int
+decode_chains(struct evbuffer *frame, size_t len, unsigned max_depth,
+              weft_msgpack_msg **out, const char **why)
+{
+	weft__msgpack_census census;
+	weft_msgpack_msg *m;
+	char *copy;
+
+	*why = "no memory to gather it";
+	if (zone_new(len, 0, &m, &copy) != 0)
+		return WEFT_ENOMEM;
+	evbuffer_copyout(frame, copy, len);
+	if (weft__msgpack_walk(copy, len, max_depth, &census) != 0) {
+		msgpack_zone_free(m->zone);
+		*why = census.why;
+		return WEFT_EPROTO;
+	}
+	*why = "no memory to unpack it";
+	if (object_bytes(&census) > SIZE_MAX / 2) {
+		msgpack_zone_free(m->zone);
+		return WEFT_ENOMEM;
+	}
+	/* msgpack-c asks for align - 1 bytes more when it grows a zone. */
+	m->zone->chunk_size =
+	    (size_t)object_bytes(&census) + MSGPACK_ZONE_ALIGN;
+	return unpack_checked(m, copy, len, out);
 }
 
 int
@@ -175,22 +226,19 @@ weft_msgpack_packer_init(msgpack_packer *pk, struct evbuffer *out)
 	return 0;
 }
 
-/* Decodes a whole frame; msgpack-c wants it contiguous, which it is
- * unless it spans chains (large frames). */
+/* Decodes a whole frame, in place when it lies in one chain. */
 static int
 decode_frame(msgpack_codec *m, struct evbuffer *frame, size_t len,
              weft_msgpack_msg **out, const char **why)
 {
 	struct evbuffer_iovec v;
-	const void *data = NULL;
 
-	if (len > 0 && evbuffer_peek(frame, -1, NULL, &v, 1) == 1)
-		data = v.iov_base;
-	else if (len > 0 && (data = evbuffer_pullup(frame, -1)) == NULL) {
-		*why = "no memory to gather it";
-		return WEFT_ENOMEM;
-	}
-	return decode(data, len, m->max_depth, out, why);
+	/* With a length, peek counts the chains the bytes span. */
+	if (len > 0 && evbuffer_peek(frame, (ev_ssize_t)len, NULL, &v, 1) == 1)
+		return decode(v.iov_base, len, m->max_depth, out, why);
+	if (len == 0)
+		return decode(NULL, 0, m->max_depth, out, why);
+	return decode_chains(frame, len, m->max_depth, out, why);
 }
 
 static void

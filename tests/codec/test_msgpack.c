@@ -318,6 +318,50 @@ test_decode_through_pipeline(void **state)
 	fx_free(f);
 }
 
+/* A frame that arrives in pieces lies in several chains. */
+static void
+test_decode_frame_in_many_chains(void **state)
+{
+	static unsigned char buf[4 + 5 + 30000];
+	const msgpack_object *o;
+	size_t off, n = 5 + 30000, used;
+	fx *f = msgpack_fixture(0);
+
+	(void)state;
+	buf[0] = 0;
+	buf[1] = 0;
+	buf[2] = (unsigned char)(n >> 8);
+	buf[3] = (unsigned char)n;
+	buf[4] = 0xdd; /* an array of 30000 small integers */
+	buf[5] = buf[6] = 0;
+	buf[7] = 30000 >> 8;
+	buf[8] = 30000 & 0xff;
+	for (off = 0; off < 30000; off++)
+		buf[9 + off] = (unsigned char)(off % 128);
+	for (off = 0; off + 1000 < sizeof(buf); off += 1000)
+		fx_send(f, buf + off, 1000);
+	alloc_count_start();
+	fx_send(f, buf + off, sizeof(buf) - off);
+	used = alloc_count_stop();
+	print_message("%zu-byte frame in chains: %zu bytes in %zu "
+	              "allocations\n",
+	              n, used, alloc_calls);
+	assert_true(used <= 26 * n + 8192);
+	assert_int_equal(f->ntyped, 1);
+	o = weft_msgpack_msg_object(f->typed[0]);
+	assert_int_equal(o->type, MSGPACK_OBJECT_ARRAY);
+	assert_int_equal(o->via.array.size, 30000);
+	assert_int_equal(o->via.array.ptr[29999].via.u64, 29999 % 128);
+	/* And a bad one in pieces is refused the same way. */
+	buf[9 + 100] = 0xc1;
+	for (off = 0; off + 1000 < sizeof(buf); off += 1000)
+		fx_send(f, buf + off, 1000);
+	fx_send(f, buf + off, sizeof(buf) - off);
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(f->last_error, WEFT_EPROTO);
+	fx_free(f);
+}
+
 static void
 check_closes(const void *frame, size_t len, unsigned max_depth)
 {
@@ -531,6 +575,7 @@ main(void)
 	    cmocka_unit_test(test_huge_claim_allocates_nothing),
 	    cmocka_unit_test(test_decode_allocation_is_bounded),
 	    cmocka_unit_test(test_decode_through_pipeline),
+	    cmocka_unit_test(test_decode_frame_in_many_chains),
 	    cmocka_unit_test(test_invalid_msgpack_closes),
 	    cmocka_unit_test(test_huge_claim_frame_closes_cheaply),
 	    cmocka_unit_test(test_encode_object_and_fn),
