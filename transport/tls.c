@@ -4,11 +4,8 @@
  * files and swaps it in under a lock. Every SSL holds a reference to the
  * SSL_CTX it was made from, so open connections keep their configuration.
  *
- * Each SSL_CTX carries a generation (in an ex_data slot): the counters
- * shared with its weft_tls_ctx, and the client session cache of that
- * configuration. OpenSSL frees it with the SSL_CTX, after the last
- * connection made from it; so a callback never sees freed state, and a
- * reload (perhaps of a new CA) never resumes a session from before.
+ * Each SSL_CTX also carries a generation (tls_session.c): the shared
+ * counters and the client session cache of that configuration.
  */
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -31,12 +28,7 @@
 #define DEFAULT_LIFETIME_S 7200
 #define DEFAULT_READ_BUFFER (64u << 10)
 #define MAX_READ_BUFFER (16u << 20)
-#define SESSION_SLOTS 64
 #define SESSION_ID_CONTEXT "weft"
-
-/* Bits kept in an SSL's app data: which handshake events were counted. */
-#define SEEN_START 1u
-#define SEEN_DONE 2u
 
 struct weft_tls_ctx {
 	atomic_int refs;
@@ -45,26 +37,6 @@ struct weft_tls_ctx {
 	struct weft__tls_shared *shared;
 	weft_tls_opts opts; /* the strings are our copies */
 };
-
-/* A client session kept for resumption, by server name. */
-struct session_slot {
-	char *name;
-	SSL_SESSION *sess;
-	uint64_t stored_at; /* the generation's clock, for eviction */
-};
-
-/* What one SSL_CTX carries. */
-struct generation {
-	struct weft__tls_shared *shared; /* a counted reference */
-	pthread_mutex_t lock;            /* guards clock and slots */
-	uint64_t clock;
-	struct session_slot slots[SESSION_SLOTS];
-};
-
-/* GLOBAL: set once by pthread_once, read-only after: the SSL_CTX ex_data
- * slot holding a struct generation. */
-static int generation_index = -1;
-static pthread_once_t generation_once = PTHREAD_ONCE_INIT;
 
 /* ---- Errors ------------------------------------------------------------- */
 
@@ -102,179 +74,11 @@ shared_new(void)
 	return s;
 }
 
-static void
-shared_ref(struct weft__tls_shared *s)
-{
-	atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-}
-
 void
 weft__tls_shared_unref(struct weft__tls_shared *s)
 {
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
 		free(s);
-}
-
-static void
-count(atomic_uint_fast64_t *counter)
-{
-	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-}
-
-/* ---- Generations and the client session cache --------------------------- */
-
-static void
-generation_free(struct generation *gen)
-{
-	size_t i;
-
-	for (i = 0; i < SESSION_SLOTS; i++) {
-		free(gen->slots[i].name);
-		if (gen->slots[i].sess != NULL)
-			SSL_SESSION_free(gen->slots[i].sess);
-	}
-	pthread_mutex_destroy(&gen->lock);
-	weft__tls_shared_unref(gen->shared);
-	free(gen);
-}
-
-/* OpenSSL calls this for every SSL_CTX freed in the process; ptr is NULL
- * for those that are not ours. */
-static void
-generation_free_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx,
-                   long argl, void *argp)
-{
-	(void)parent;
-	(void)ad;
-	(void)idx;
-	(void)argl;
-	(void)argp;
-	if (ptr != NULL)
-		generation_free(ptr);
-}
-
-static void
-make_generation_index(void)
-{
-	generation_index =
-	    SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, generation_free_cb);
-}
-
-static struct generation *
-generation_of(const SSL *ssl)
-{
-	return SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), generation_index);
-}
-
-/* slot_for picks the slot of name, else an empty one, else the oldest.
- * Requires gen->lock. */
-static struct session_slot *
-slot_for(struct generation *gen, const char *name)
-{
-	struct session_slot *pick = &gen->slots[0];
-	size_t i;
-
-	for (i = 0; i < SESSION_SLOTS; i++) {
-		struct session_slot *s = &gen->slots[i];
-
-		if (s->name != NULL && strcmp(s->name, name) == 0)
-			return s;
-		if (pick->name != NULL &&
-		    (s->name == NULL || s->stored_at < pick->stored_at))
-			pick = s;
-	}
-	return pick;
-}
-
-/* session_store keeps sess (taking the caller's reference) for name.
- * Returns 1 if it kept it, 0 if not (the caller still owns it). */
-static int
-session_store(struct generation *gen, const char *name, SSL_SESSION *sess)
-{
-	struct session_slot *slot;
-	int kept = 0;
-
-	pthread_mutex_lock(&gen->lock);
-	slot = slot_for(gen, name);
-	if (slot->name == NULL || strcmp(slot->name, name) != 0) {
-		free(slot->name);
-		slot->name = strdup(name);
-	}
-	if (slot->sess != NULL)
-		SSL_SESSION_free(slot->sess);
-	slot->sess = NULL;
-	if (slot->name != NULL) {
-		slot->sess = sess;
-		slot->stored_at = ++gen->clock;
-		kept = 1;
-	}
-	pthread_mutex_unlock(&gen->lock);
-	return kept;
-}
-
-/* session_find returns a new reference to name's session, or NULL. */
-static SSL_SESSION *
-session_find(struct generation *gen, const char *name)
-{
-	SSL_SESSION *sess = NULL;
-	size_t i;
-
-	pthread_mutex_lock(&gen->lock);
-	for (i = 0; i < SESSION_SLOTS; i++) {
-		struct session_slot *s = &gen->slots[i];
-
-		if (s->name != NULL && s->sess != NULL &&
-		    strcmp(s->name, name) == 0) {
-			if (SSL_SESSION_up_ref(s->sess) == 1)
-				sess = s->sess;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&gen->lock);
-	return sess;
-}
-
-/* A client got a session ticket: keep it under the name it dialed. */
-static int
-on_new_session(SSL *ssl, SSL_SESSION *sess)
-{
-	struct generation *gen = generation_of(ssl);
-	const char *name;
-
-	if (gen == NULL || SSL_is_server(ssl) ||
-	    !SSL_SESSION_is_resumable(sess))
-		return 0;
-	name = X509_VERIFY_PARAM_get0_host(SSL_get0_param(ssl), 0);
-	if (name == NULL)
-		return 0;
-	return session_store(gen, name, sess);
-}
-
-/* Counts each connection's handshake once: TLS 1.3 reports the
- * post-handshake messages (tickets, key updates) as handshakes too. */
-static void
-on_info(const SSL *ssl, int where, int ret)
-{
-	struct generation *gen;
-	uintptr_t seen;
-
-	(void)ret;
-	if (!(where & (SSL_CB_HANDSHAKE_START | SSL_CB_HANDSHAKE_DONE)) ||
-	    (gen = generation_of(ssl)) == NULL)
-		return;
-	seen = (uintptr_t)SSL_get_app_data(ssl);
-	if ((where & SSL_CB_HANDSHAKE_START) && !(seen & SEEN_START)) {
-		count(&gen->shared->handshakes_started);
-		seen |= SEEN_START;
-	}
-	if ((where & SSL_CB_HANDSHAKE_DONE) && !(seen & SEEN_DONE)) {
-		count(&gen->shared->handshakes_completed);
-		if (SSL_session_reused((SSL *)ssl))
-			count(&gen->shared->handshakes_resumed);
-		seen |= SEEN_DONE;
-	}
-	/* The SSL is ours (made in weft__tls_ssl_new); app data is free. */
-	SSL_set_app_data((SSL *)ssl, (void *)seen);
 }
 
 /* ---- Building an SSL_CTX ------------------------------------------------ */
@@ -328,7 +132,6 @@ set_protocol(SSL_CTX *sctx, const weft_tls_opts *o)
 	SSL_CTX_clear_mode(sctx, SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_mode(sctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_default_read_buffer_len(sctx, rbuf);
-	SSL_CTX_set_info_callback(sctx, on_info);
 	SSL_CTX_set_default_passwd_cb(sctx, no_password);
 	return 0;
 }
@@ -439,31 +242,12 @@ set_sessions(SSL_CTX *sctx, const weft_tls_opts *o)
 	    sctx, (const unsigned char *)SESSION_ID_CONTEXT,
 	    sizeof(SESSION_ID_CONTEXT) - 1);
 	/* Stateless tickets, one per connection; clients keep the last one
-	 * per server name (on_new_session). */
+	 * per server name (tls_session.c). */
 	SSL_CTX_set_num_tickets(sctx, 1);
 	SSL_CTX_set_timeout(sctx, o->session_lifetime_s ? o->session_lifetime_s
 	                                                : DEFAULT_LIFETIME_S);
 	SSL_CTX_set_session_cache_mode(sctx, SSL_SESS_CACHE_BOTH |
 	                                         SSL_SESS_CACHE_NO_INTERNAL);
-	SSL_CTX_sess_set_new_cb(sctx, on_new_session);
-}
-
-static int
-attach_generation(SSL_CTX *sctx, struct weft__tls_shared *shared)
-{
-	struct generation *gen = calloc(1, sizeof(*gen));
-
-	if (gen == NULL)
-		return WEFT_ENOMEM;
-	pthread_mutex_init(&gen->lock, NULL);
-	shared_ref(shared);
-	gen->shared = shared;
-	if (SSL_CTX_set_ex_data(sctx, generation_index, gen) != 1) {
-		ERR_clear_error();
-		generation_free(gen);
-		return WEFT_ENOMEM;
-	}
-	return 0;
 }
 
 /* load builds an SSL_CTX from o. Returns 0 or a WEFT_E code (logged). */
@@ -478,7 +262,7 @@ load(const weft_tls_opts *o, struct weft__tls_shared *shared, SSL_CTX **out)
 		return WEFT_ENOMEM;
 	}
 	/* From here on, SSL_CTX_free also frees the generation. */
-	if ((rv = attach_generation(sctx, shared)) != 0 ||
+	if ((rv = weft__tls_generation_attach(sctx, shared)) != 0 ||
 	    (rv = set_protocol(sctx, o)) != 0 ||
 	    (rv = set_identity(sctx, o)) != 0 ||
 	    (rv = set_verify(sctx, o)) != 0) {
@@ -548,9 +332,8 @@ weft_tls_ctx_new(const weft_tls_opts *opts, weft_tls_ctx **out)
 
 	if ((rv = check_opts(opts)) != 0 || (rv = weft_init()) != 0)
 		return rv;
-	pthread_once(&generation_once, make_generation_index);
-	if (generation_index < 0)
-		return WEFT_ENOMEM;
+	if ((rv = weft__tls_generation_init()) != 0)
+		return rv;
 	if ((ctx = calloc(1, sizeof(*ctx))) == NULL)
 		return WEFT_ENOMEM;
 	if ((rv = copy_opts(&ctx->opts, opts)) != 0)
@@ -600,7 +383,7 @@ weft_tls_ctx_reload(weft_tls_ctx *ctx)
 	int rv;
 
 	if ((rv = load(&ctx->opts, ctx->shared, &fresh)) != 0) {
-		count(&ctx->shared->reload_failures);
+		weft__tls_count(&ctx->shared->reload_failures);
 		weft_warn("TLS reload failed (%s): keeping the certificates "
 		          "loaded before",
 		          weft_strerror(rv));
@@ -611,7 +394,7 @@ weft_tls_ctx_reload(weft_tls_ctx *ctx)
 	ctx->current = fresh;
 	pthread_mutex_unlock(&ctx->lock);
 	SSL_CTX_free(old); /* open connections hold their own references */
-	count(&ctx->shared->reloads);
+	weft__tls_count(&ctx->shared->reloads);
 	weft_info("TLS reload: new connections use %s",
 	          ctx->opts.cert_file ? ctx->opts.cert_file : "no certificate");
 	return 0;
@@ -633,7 +416,7 @@ weft_tls_ctx_get_stats(const weft_tls_ctx *ctx, weft_tls_stats *out)
 void
 weft__tls_count_plaintext(weft_tls_ctx *tls)
 {
-	count(&tls->shared->plaintext_accepted);
+	weft__tls_count(&tls->shared->plaintext_accepted);
 }
 
 int
@@ -663,9 +446,6 @@ is_ip_literal(const char *name)
 static int
 client_setup(SSL *ssl, const char *name)
 {
-	struct generation *gen;
-	SSL_SESSION *sess;
-
 	if (name == NULL || name[0] == '\0')
 		return 0;
 	if (is_ip_literal(name)) {
@@ -679,11 +459,7 @@ client_setup(SSL *ssl, const char *name)
 	    SSL_set1_host(ssl, name) != 1)
 		goto err_name;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	if ((gen = generation_of(ssl)) != NULL &&
-	    (sess = session_find(gen, name)) != NULL) {
-		SSL_set_session(ssl, sess);
-		SSL_SESSION_free(sess);
-	}
+	weft__tls_session_offer(ssl, name);
 	return 0;
 
 err_name:

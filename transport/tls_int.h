@@ -27,6 +27,38 @@ struct weft__tls_shared {
 /* weft__tls_shared_unref drops a reference to the counters. */
 void weft__tls_shared_unref(struct weft__tls_shared *shared);
 
+static inline void
+weft__tls_shared_ref(struct weft__tls_shared *shared)
+{
+	atomic_fetch_add_explicit(&shared->refs, 1, memory_order_relaxed);
+}
+
+static inline void
+weft__tls_count(atomic_uint_fast64_t *counter)
+{
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+/* ---- Generations (tls_session.c) --------------------------------------- */
+
+/* weft__tls_generation_init sets up the ex_data slot, once per process.
+ * Returns 0 or WEFT_ENOMEM. Any thread. */
+int weft__tls_generation_init(void);
+
+/*
+ * weft__tls_generation_attach gives a new SSL_CTX its generation (taking a
+ * reference to shared) and the callbacks that use it: handshake counting
+ * and the client session cache. SSL_CTX_free frees the generation. Returns
+ * 0 or WEFT_ENOMEM.
+ */
+int weft__tls_generation_attach(SSL_CTX *sctx, struct weft__tls_shared *shared);
+
+/* weft__tls_session_offer offers a client SSL the session cached for
+ * name, if any. */
+void weft__tls_session_offer(SSL *ssl, const char *name);
+
+/* ---- Contexts and connections (tls.c) ---------------------------------- */
+
 /*
  * weft__tls_ssl_new makes a connection's SSL from the context's current
  * SSL_CTX (the SSL holds its own reference, so a reload leaves it alone).
