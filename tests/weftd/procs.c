@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -100,6 +101,8 @@ wt_spawn(char *const argv[], const char *err_path, int *out_fd)
 		           O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (err < 0 || dup2(fds[1], 1) < 0 || dup2(err, 2) < 0)
 			_exit(126);
+		/* No node outlives a test that dies (a ctest timeout). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		/* The tests read info lines (a TLS reload) from the log. */
 		setenv("WEFT_LOG", "info", 1);
 		execv(argv[0], argv);
@@ -198,4 +201,48 @@ wt_node_signal_exit(struct wt_proc *p, int sig)
 	close(p->out_fd);
 	p->pid = 0;
 	return status;
+}
+
+/* Copies the last bytes of path to stderr. */
+static void
+dump_tail(const char *path)
+{
+	char buf[4096];
+	size_t n;
+	FILE *fp;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return;
+	if (fseek(fp, -(long)sizeof(buf), SEEK_END) != 0)
+		rewind(fp);
+	n = fread(buf, 1, sizeof(buf), fp);
+	fclose(fp);
+	fprintf(stderr, "---- end of %s ----\n%.*s\n----\n", path, (int)n, buf);
+}
+
+int
+wt_nodes_stop(struct wt_proc *p, size_t n)
+{
+	int bad = 0, status;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (p[i].pid <= 0)
+			continue;
+		kill(p[i].pid, SIGTERM);
+		status = wt_wait_exit(p[i].pid, WT_EXIT_MS);
+		if (status == -1) {
+			kill(p[i].pid, SIGKILL);
+			wt_wait_exit(p[i].pid, WT_EXIT_MS);
+		}
+		close(p[i].out_fd);
+		p[i].pid = 0;
+		if (status != 0) {
+			fprintf(stderr, "weftd %s: wait status %d\n",
+			        p[i].err_path, status);
+			dump_tail(p[i].err_path);
+			bad++;
+		}
+	}
+	return bad;
 }

@@ -55,4 +55,12 @@ void wt_node_start(struct wt_proc *p, const char *config, const char *dir,
  * status (-1 if it had to be killed). */
 int wt_node_signal_exit(struct wt_proc *p, int sig);
 
+/*
+ * wt_nodes_stop stops every node still running with SIGTERM and returns
+ * how many did not exit with 0; for those, the end of their stderr goes
+ * to the test's stderr. Does not assert, so that a teardown stops them
+ * all.
+ */
+int wt_nodes_stop(struct wt_proc *p, size_t n);
+
 #endif

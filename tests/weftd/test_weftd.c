@@ -109,20 +109,18 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	int i;
+	int i, bad;
 
 	weft_msvc_stop(f->client, 0);
 	weft_msvc_free(f->client);
 	weft_loop_group_free(f->group);
-	for (i = 0; i < NODES; i++) {
-		if (f->p[i].pid > 0)
-			assert_int_equal(wt_node_signal_exit(&f->p[i], SIGTERM),
-			                 0);
+	bad = wt_nodes_stop(f->p, NODES);
+	for (i = 0; i < NODES; i++)
 		unlink(f->p[i].err_path);
-	}
 	unlink(f->config);
 	rmdir(f->dir);
 	free(f);
+	assert_int_equal(bad, 0);
 	return 0;
 }
 

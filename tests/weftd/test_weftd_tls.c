@@ -175,19 +175,17 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	int i;
+	int bad;
 
 	weft_msvc_stop(f->client, 0);
 	weft_msvc_free(f->client);
 	weft_loop_group_free(f->group);
 	weft_tls_ctx_unref(f->tls);
-	for (i = 0; i < NODES; i++)
-		if (f->p[i].pid > 0)
-			assert_int_equal(wt_node_signal_exit(&f->p[i], SIGTERM),
-			                 0);
+	bad = wt_nodes_stop(f->p, NODES);
 	shell(f->dir, "rm -f *.crt *.key *.srl *.err cluster.ini");
 	rmdir(f->dir);
 	free(f);
+	assert_int_equal(bad, 0);
 	return 0;
 }
 
