@@ -12,6 +12,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include <weft/tls.h>
+
 #include "msvc_int.h"
 
 #define NONE UINT32_MAX
@@ -592,11 +594,12 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
 	if (atomic_load(&svc->stopped))
 		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
-	/*
-	 * TODO(tls): with a TLS channel, ask the transport for the
-	 * certificate identity of the peer and refuse with
-	 * WEFT__MSVC_R_AUTH unless it matches h->id.
-	 */
+	/* With TLS, a member must be the node its certificate names: a valid
+	 * cluster certificate does not let one node speak for another. */
+	if (h->role == 0 && c->ch != NULL && weft_tls_is_active(c->ch) &&
+	    weft_tls_peer_check(c->ch, h->id) != 0)
+		return *why = "certificate does not name this node id",
+		       WEFT__MSVC_R_AUTH;
 	return WEFT__MSVC_OK;
 }
 
@@ -630,8 +633,7 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	                : h.max_version;
 	snprintf(r.id, sizeof(r.id), "%s", svc->id);
 	/* CRCs go only where TLS protects every byte already. */
-	c->crc = !(svc->opts.tls != NULL &&
-	           svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && (h.flags & 1));
+	c->crc = !(weft_tls_is_active(c->ch) && (h.flags & 1));
 	r.flags = c->crc ? 1 : 0;
 	r.max_frame = svc->cfg->limits.max_frame_bytes;
 	if ((buf = evbuffer_new()) == NULL ||
@@ -672,10 +674,7 @@ send_hello(struct weft__msvc_conn *c)
 	    .role = svc->member ? 0 : 1,
 	    .cls = c->cls,
 	    .index = c->index,
-	    .flags = svc->opts.tls != NULL &&
-	                     svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE
-	                 ? 1
-	                 : 0,
+	    .flags = weft_tls_is_active(c->ch) ? 1 : 0,
 	};
 	struct evbuffer *buf = evbuffer_new();
 
@@ -696,6 +695,16 @@ on_connected(weft_channel *ch, int status, void *arg)
 	c->connecting = NULL;
 	c->ml->connects_in_progress--;
 	if (status != 0) {
+		/* In optional mode a peer that has no TLS yet (a rolling
+		 * change) is dialed in plaintext from then on. */
+		if ((status == WEFT_ETLS || status == WEFT_ECLOSED) &&
+		    c->svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+		    c->svc->opts.tls != NULL && !c->plain_fallback) {
+			c->plain_fallback = true;
+			weft_info("msvc %s: %s does not speak TLS; optional "
+			          "mode dials it in plaintext",
+			          c->svc->id, c->peer->id);
+		}
 		weft__msvc_count(&c->peer->st.connect_failures, 1);
 		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
 		           c->peer->id, c->peer_addr, weft_strerror(status));
@@ -733,7 +742,9 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = outbound_init;
 	o.init_arg = c;
-	if (svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE)
+	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL ||
+	    (svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+	     !c->plain_fallback))
 		o.tls = svc->opts.tls;
 	c->state = WEFT__MSVC_CONNECTING;
 	rv = weft_connect_start(c->ml->loop, addr, &o, on_connected, c,
@@ -764,6 +775,20 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		weft_warn("msvc %s: %s refused our connection: %s (%u)",
 		          c->svc->id, c->peer->id, r.reason,
 		          (unsigned)r.status);
+		weft_channel_close(c->ch);
+		return;
+	}
+	/* The node that answered must be the one we dialed, and with TLS
+	 * its certificate must say so too. */
+	if (strcmp(r.id, c->peer->id) != 0 ||
+	    (weft_tls_is_active(c->ch) &&
+	     weft_tls_peer_check(c->ch, c->peer->id) != 0)) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft_warn("msvc %s: dialed %s but %s answered%s", c->svc->id,
+		          c->peer->id, r.id,
+		          strcmp(r.id, c->peer->id) == 0
+		              ? " with a certificate for another name"
+		              : "");
 		weft_channel_close(c->ch);
 		return;
 	}

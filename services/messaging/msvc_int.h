@@ -184,6 +184,7 @@ struct weft__msvc_conn {
 	bool dirty;
 	bool paused;
 	bool timer_is_backoff; /* else the handshake deadline */
+	bool plain_fallback;   /* optional TLS mode: the peer has no TLS */
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
