@@ -167,9 +167,8 @@ weft_msvc_respond_buf(weft_msvc_msg *msg, struct evbuffer *payload)
 	}
 	evbuffer_add_buffer(buf, payload);
 	rv = respond(msg, 0, NULL, evbuffer_get_length(buf), buf);
-	/* Unless a queued copy took it, buf is ours (and empty). */
-	if (rv != 0 || evbuffer_get_length(buf) == 0)
-		evbuffer_free(buf);
+	/* Encoded at once or moved into a queued copy: buf stays ours. */
+	evbuffer_free(buf);
 	return respond_end(msg, rv);
 }
 

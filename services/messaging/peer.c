@@ -125,8 +125,16 @@ out_keep(const struct weft__msvc_out *src)
 		return NULL;
 	memcpy(out, src, sizeof(*out));
 	out->ptr = out->data;
-	if (src->buf != NULL && evbuffer_get_length(src->buf) == 0)
-		out->buf = NULL; /* nothing to own: the caller frees it */
+	out->buf = NULL;
+	/* The copy gets an evbuffer of its own, so the caller's stays the
+	 * caller's whatever the loop does with the copy. */
+	if (src->buf != NULL && evbuffer_get_length(src->buf) > 0) {
+		if ((out->buf = evbuffer_new()) == NULL) {
+			free(out);
+			return NULL;
+		}
+		evbuffer_add_buffer(out->buf, src->buf);
+	}
 	if (src->buf == NULL && src->len > 0)
 		memcpy(out->data, src->ptr, src->len);
 	return out;
@@ -320,10 +328,8 @@ weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out)
 		return emit(peer, out, false);
 	if ((kept = out_keep(out)) == NULL)
 		return WEFT_ENOMEM;
-	if ((rv = weft__msvc_submit(peer, kept)) != 0) {
-		kept->buf = NULL; /* still the caller's */
+	if ((rv = weft__msvc_submit(peer, kept)) != 0)
 		weft__msvc_out_free(kept);
-	}
 	return rv;
 }
 

@@ -627,7 +627,8 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 	bool request = cb != NULL, on_home;
 	int rv;
 
-	if (svc == NULL || (data == NULL && len > 0) || peer == NULL)
+	if (svc == NULL || (data == NULL && payload == NULL && len > 0) ||
+	    peer == NULL)
 		return WEFT_EINVAL;
 	/* On the peer's own loop, stop cannot overtake us (its clean-up
 	 * runs as a task on this very thread): no need to count. */
@@ -682,10 +683,8 @@ call_buf(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 	evbuffer_add_buffer(buf, payload);
 	rv = call(svc, peer, verb, NULL, evbuffer_get_length(buf), buf, opts,
 	          cb, arg);
-	/* On success the queued copy owns buf unless it was encoded at
-	 * once (then buf is empty and still ours). */
-	if (rv != 0 || evbuffer_get_length(buf) == 0)
-		evbuffer_free(buf);
+	/* Encoded at once or moved into a queued copy: buf stays ours. */
+	evbuffer_free(buf);
 	return rv;
 }
 
