@@ -199,6 +199,17 @@ weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len)
 }
 
 void
+weft__codec_deliver_bytes(weft__codec *c, weft_ctx *ctx, const void *data,
+                          size_t len)
+{
+	weft_bytes run = {data, len};
+
+	c->stats.msgs_in++;
+	c->stats.bytes_in += len;
+	weft_ctx_fire_read(ctx, &weft_msg_bytes, &run);
+}
+
+void
 weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
                        void (*decode)(weft__codec *c, weft_ctx *ctx,
                                       struct evbuffer *in))

@@ -85,6 +85,11 @@ void weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt,
  * counts it, and empties c->msg afterwards. */
 void weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len);
 
+/* weft__codec_deliver_bytes fires read with a borrowed run of len bytes at
+ * data (weft_msg_bytes), counting it like weft__codec_deliver. */
+void weft__codec_deliver_bytes(weft__codec *c, weft_ctx *ctx, const void *data,
+                               size_t len);
+
 /*
  * weft__codec_out_begin returns the buffer to encode one outbound message
  * into: c->out, or a new one when a write re-enters; NULL when memory ran

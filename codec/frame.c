@@ -16,6 +16,7 @@ typedef struct frame_codec {
 	weft__codec base; /* first: see weft__codec */
 	size_t max_frame_bytes;
 	bool crc32c;
+	bool emit_bytes;
 } frame_codec;
 
 static void
@@ -92,6 +93,13 @@ decode_first_chain(frame_codec *f, weft_ctx *ctx, struct evbuffer *in)
 				fail_crc(f, ctx, len, want, got);
 				break;
 			}
+		}
+		if (f->emit_bytes) {
+			off += need;
+			n++;
+			weft__codec_deliver_bytes(&f->base, ctx,
+			                          p + off - need + HDR, len);
+			continue;
 		}
 		if (evbuffer_add(f->base.msg, p + off + HDR, len) != 0) {
 			weft__codec_fail(&f->base, ctx, WEFT_ENOMEM,
@@ -241,22 +249,18 @@ weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
 	return encode(out, payload, max, crc);
 }
 
+/* Encodes an evbuffer payload (above the copy limit, or too big). */
 static void
-frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
-            weft_write_cb cb, void *cb_arg)
+frame_write_evbuffer(frame_codec *f, weft_ctx *ctx, struct evbuffer *msg,
+                     weft_write_cb cb, void *cb_arg)
 {
-	frame_codec *f = weft_ctx_state(ctx);
-	size_t len;
+	size_t len = evbuffer_get_length(msg);
 	struct evbuffer *out;
 	int rv;
 
-	if (type != &weft_msg_evbuffer) {
-		weft_ctx_write(ctx, type, msg, cb, cb_arg);
-		return;
-	}
-	len = evbuffer_get_length(msg);
 	if ((out = weft__codec_out_begin(&f->base)) == NULL) {
-		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ENOMEM);
+		weft_ctx_fail_write(ctx, &weft_msg_evbuffer, msg, cb, cb_arg,
+		                    WEFT_ENOMEM);
 		return;
 	}
 	rv = encode(out, msg, f->max_frame_bytes, f->crc32c);
@@ -267,11 +271,75 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 			    "%zu bytes, above the %zu-byte limit",
 			    weft_channel_peer(weft_ctx_channel(ctx)),
 			    weft_ctx_name(ctx), len, f->max_frame_bytes);
-		weft_msg_free(type, msg);
+		weft_msg_free(&weft_msg_evbuffer, msg);
 		weft__codec_out_fail(&f->base, ctx, out, cb, cb_arg, rv);
 		return;
 	}
 	weft__codec_out_send(&f->base, ctx, out, len, cb, cb_arg);
+}
+
+/*
+ * Builds a small frame on the stack and passes it on as a borrowed byte
+ * run, which the next handler copies: no allocation per frame. The
+ * payload is consumed (an evbuffer drained) like any written message.
+ */
+static void
+write_small(frame_codec *f, weft_ctx *ctx, const weft_msg_type *type, void *msg,
+            size_t len, weft_write_cb cb, void *cb_arg)
+{
+	unsigned char frame[HDR + WEFT__CODEC_COPY_MAX + CRC];
+	weft_bytes run = {frame, HDR + len + trailer_bytes(f)};
+
+	weft__store_be32(frame, (uint32_t)len);
+	weft_msg_copyout(type, msg, frame + HDR, len);
+	if (type == &weft_msg_evbuffer)
+		evbuffer_drain(msg, len);
+	if (f->crc32c)
+		weft__store_be32(frame + HDR + len,
+		                 weft_crc32c(0, frame, HDR + len));
+	f->base.stats.msgs_out++;
+	f->base.stats.bytes_out += len;
+	weft__codec_enter(&f->base);
+	weft_ctx_write(ctx, &weft_msg_bytes, &run, cb, cb_arg);
+	weft__codec_leave(&f->base);
+}
+
+/* A large borrowed byte run takes the evbuffer path as a copy. */
+static void
+write_bytes_large(frame_codec *f, weft_ctx *ctx, const weft_bytes *b,
+                  weft_write_cb cb, void *cb_arg)
+{
+	struct evbuffer *tmp = evbuffer_new();
+
+	if (tmp == NULL || evbuffer_add(tmp, b->data, b->len) != 0) {
+		if (tmp != NULL)
+			evbuffer_free(tmp);
+		weft_ctx_fail_write(ctx, &weft_msg_bytes, NULL, cb, cb_arg,
+		                    WEFT_ENOMEM);
+		return;
+	}
+	frame_write_evbuffer(f, ctx, tmp, cb, cb_arg);
+	evbuffer_free(tmp);
+}
+
+static void
+frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+            weft_write_cb cb, void *cb_arg)
+{
+	frame_codec *f = weft_ctx_state(ctx);
+	size_t len;
+
+	if (!weft_msg_is_bytes(type)) {
+		weft_ctx_write(ctx, type, msg, cb, cb_arg);
+		return;
+	}
+	len = weft_msg_length(type, msg);
+	if (len <= WEFT__CODEC_COPY_MAX && len <= f->max_frame_bytes)
+		write_small(f, ctx, type, msg, len, cb, cb_arg);
+	else if (type == &weft_msg_bytes)
+		write_bytes_large(f, ctx, msg, cb, cb_arg);
+	else
+		frame_write_evbuffer(f, ctx, msg, cb, cb_arg);
 }
 
 static const weft_handler frame_handler = {
@@ -297,6 +365,7 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 		return rv;
 	}
 	opts_resolve(opts, &f->max_frame_bytes, &f->crc32c);
+	f->emit_bytes = opts != NULL && opts->emit_bytes;
 	return weft__codec_add(ch, base, name, &frame_handler, &f->base);
 }
 

@@ -25,6 +25,15 @@ sink_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	fx *f = fx_of(ctx);
 	size_t len;
 
+	if (type == &weft_msg_bytes) {
+		const weft_bytes *b = msg;
+
+		assert_true(f->msgs < FX_MAX_MSGS);
+		f->lens[f->msgs++] = b->len;
+		f->byte_runs++;
+		evbuffer_add(f->got, b->data, b->len);
+		return;
+	}
 	if (type != &weft_msg_evbuffer) {
 		assert_true(f->ntyped < FX_MAX_MSGS);
 		f->typed_type[f->ntyped] = type;

@@ -28,6 +28,7 @@ typedef struct fx {
 	struct evbuffer *got;     /* every byte message, concatenated */
 	size_t lens[FX_MAX_MSGS]; /* the length of each */
 	size_t msgs;              /* byte messages read */
+	size_t byte_runs;         /* of which came as weft_msg_bytes */
 	void *typed[FX_MAX_MSGS]; /* typed messages, owned by the fixture */
 	const weft_msg_type *typed_type[FX_MAX_MSGS];
 	size_t ntyped;

@@ -81,10 +81,15 @@ check_frames(fx *f)
 	}
 }
 
+/* Set by the emit_bytes tests for the fixtures they make. */
+static bool fixture_emit_bytes;
+
 static fx *
 frame_fixture(size_t max, bool crc)
 {
-	weft_frame_codec_opts o = {.max_frame_bytes = max, .crc32c = crc};
+	weft_frame_codec_opts o = {.max_frame_bytes = max,
+	                           .crc32c = crc,
+	                           .emit_bytes = fixture_emit_bytes};
 	fx *f = fx_new();
 
 	assert_int_equal(weft_frame_codec_add(f->ch, "frame", &o), 0);
@@ -127,6 +132,59 @@ test_frames_with_crc_split_at_every_byte(void **state)
 {
 	(void)state;
 	split_everywhere(true);
+}
+
+static void check_encoded(struct evbuffer *buf, const size_t *lens, size_t n,
+                          bool crc);
+
+static void
+test_emit_bytes_frames_split_at_every_byte(void **state)
+{
+	static unsigned char stream[8 * 8192];
+	size_t n;
+	fx *f;
+
+	(void)state;
+	fixture_emit_bytes = true;
+	split_everywhere(false);
+	split_everywhere(true);
+	/* Whole in one read, every small frame comes as a byte run; the
+	 * 4200-byte one, above the copy limit, as an evbuffer. */
+	n = build_stream(stream, false);
+	f = frame_fixture(0, false);
+	fx_send(f, stream, n);
+	check_frames(f);
+	assert_int_equal(f->byte_runs, NSIZES - 1);
+	fx_free(f);
+	fixture_emit_bytes = false;
+}
+
+static void
+test_byte_runs_written_leave_as_frames(void **state)
+{
+	unsigned char payload[8192];
+	weft_bytes run;
+	size_t i, j, lens[NSIZES], total = 0;
+	fx *f = frame_fixture(0, true);
+
+	(void)state;
+	for (i = 0; i < NSIZES; i++) {
+		for (j = 0; j < sizes[i]; j++)
+			payload[j] = pattern(i, j);
+		run.data = payload;
+		run.len = sizes[i];
+		lens[i] = sizes[i];
+		total += 8 + sizes[i];
+		assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_bytes,
+		                                        &run, fx_write_cb, f),
+		                 0);
+		memset(payload, 0, sizeof(payload)); /* taken at once */
+	}
+	fx_run_until_write_cbs(f, (int)NSIZES);
+	assert_int_equal(f->write_status, 0);
+	fx_run_until_peer_has(f, total);
+	check_encoded(fx_peer_input(f), lens, NSIZES, true);
+	fx_free(f);
 }
 
 static void
@@ -502,6 +560,8 @@ main(void)
 	    cmocka_unit_test(test_frames_split_at_every_byte),
 	    cmocka_unit_test(test_frames_with_crc_split_at_every_byte),
 	    cmocka_unit_test(test_many_frames_in_one_read),
+	    cmocka_unit_test(test_emit_bytes_frames_split_at_every_byte),
+	    cmocka_unit_test(test_byte_runs_written_leave_as_frames),
 	    cmocka_unit_test(test_zero_length_frame),
 	    cmocka_unit_test(test_oversized_frame_rejected_without_buffering),
 	    cmocka_unit_test(test_frame_at_the_limit_accepted),

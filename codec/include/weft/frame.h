@@ -8,9 +8,13 @@
  * The frame codec is one handler for both directions. Inbound, it takes the
  * bytes from the channel's input and fires read once per complete frame,
  * with the payload as a weft_msg_evbuffer that the next handler borrows for
- * the call (see weft_msg_type); read_complete follows once per batch.
- * Outbound, a weft_msg_evbuffer written through it leaves as one frame;
- * other message types pass on unchanged.
+ * the call (see weft_msg_type); read_complete follows once per batch. With
+ * the emit_bytes option, frames that lie whole in one piece of the input
+ * come as a weft_msg_bytes pointing into the input instead: no copy and no
+ * allocation per frame, for receivers that accept both kinds.
+ * Outbound, a weft_msg_evbuffer or weft_msg_bytes written through it leaves
+ * as one frame (small frames are built without allocating); other message
+ * types pass on unchanged.
  *
  * Bad input closes the channel: a length above max_frame_bytes (checked as
  * soon as the 4 length bytes arrive, before any payload is buffered) fires
@@ -38,6 +42,7 @@ typedef struct weft_frame_codec_opts {
 	size_t max_frame_bytes; /* 16 MiB: largest payload, either way;
 	                           at most WEFT_FRAME_LIMIT */
 	bool crc32c;            /* false: no CRC32C trailer */
+	bool emit_bytes;        /* false: every frame as a weft_msg_evbuffer */
 } weft_frame_codec_opts;
 
 /*
