@@ -58,6 +58,9 @@ top_up(evutil_socket_t fd, struct evbuffer *buf, size_t max)
 	evbuffer_commit_space(buf, v, n == 2 && v[1].iov_len > 0 ? 2 : 1);
 }
 
+/* What libevent 2.1 reads at most per read event (EVBUFFER_MAX_READ). */
+#define LIBEVENT_MAX_READ 4096
+
 static void
 sock_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
@@ -65,8 +68,11 @@ sock_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	size_t max = (size_t)(uintptr_t)weft_ctx_state(ctx);
 
 	/* A socket bufferevent keeps its input's end frozen except while
-	 * it reads itself; do as it does. */
-	if (bev != NULL && msg == bufferevent_get_input(bev)) {
+	 * it reads itself; do as it does. Below libevent's 4 KiB per read,
+	 * it took all the socket had (as FIONREAD told it): then there is
+	 * nothing to top up, and request-response traffic saves a syscall. */
+	if (bev != NULL && msg == bufferevent_get_input(bev) &&
+	    evbuffer_get_length(msg) >= LIBEVENT_MAX_READ) {
 		evbuffer_unfreeze(msg, 0);
 		top_up(bufferevent_getfd(bev), msg, max);
 		evbuffer_freeze(msg, 0);
