@@ -221,14 +221,15 @@ share_ports(struct cluster *cl)
 int
 cluster_start_node(struct cluster *cl, int i)
 {
+	weft_msvc_opts o = {.tls = cl->tls[i]};
 	char id[16];
 	int rv;
 
 	snprintf(id, sizeof(id), "n%d", i + 1);
 	if ((rv = weft_loop_group_new(1, &cl->groups[i])) != 0)
 		return rv;
-	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, NULL,
-	                        &cl->svc[i])) != 0)
+	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, &o, &cl->svc[i])) !=
+	    0)
 		return rv;
 	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
 		return rv;
@@ -242,12 +243,24 @@ cluster_start_node(struct cluster *cl, int i)
 int
 cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l))
 {
+	struct cluster_opts o = {.tune = tune};
+
+	return cluster_start_with(cl, n, &o);
+}
+
+int
+cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
+{
+	weft_msvc_tls_config tls = {.mode = o->tls_mode};
 	char id[16];
 	int i, rv;
 
 	memset(cl, 0, sizeof(*cl));
+	if (n < 1 || n > CLUSTER_MAX)
+		return WEFT_EINVAL;
 	the_cluster = cl;
 	cl->n = n;
+	memcpy(cl->tls, o->tls, sizeof(cl->tls));
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;
 	for (i = 0; i < n; i++) {
@@ -255,8 +268,10 @@ cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l))
 		weft_msvc_config_add_node(cl->cfg, id, "127.0.0.1", 0);
 	}
 	weft_msvc_config_limits(cl->cfg)->worker_threads = 1;
-	if (tune != NULL)
-		tune(weft_msvc_config_limits(cl->cfg));
+	if (o->tune != NULL)
+		o->tune(weft_msvc_config_limits(cl->cfg));
+	if ((rv = weft_msvc_config_set_tls(cl->cfg, &tls)) != 0)
+		return rv;
 	for (i = 0; i < n; i++)
 		if ((rv = cluster_start_node(cl, i)) != 0)
 			return rv;

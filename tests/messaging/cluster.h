@@ -12,7 +12,7 @@
 #include <weft/loop.h>
 #include <weft/messaging.h>
 
-#define CLUSTER_MAX 3
+#define CLUSTER_MAX 4
 
 /* Verbs every test cluster registers. */
 #define VERB_ECHO 16       /* responds with the request's payload */
@@ -25,6 +25,9 @@ struct cluster {
 	weft_msvc_config *cfg;
 	weft_loop_group *groups[CLUSTER_MAX];
 	weft_msvc *svc[CLUSTER_MAX];
+	/* Each node's TLS context (borrowed, NULL: none), kept for
+	 * restarts by cluster_start_node. */
+	weft_tls_ctx *tls[CLUSTER_MAX];
 	int n;
 	/* State the handlers update. */
 	_Atomic uint64_t sink_count[CLUSTER_MAX];
@@ -70,6 +73,19 @@ bool tally_complete(void *arg);
  * ports. Returns 0 or a WEFT_E code.
  */
 int cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l));
+
+/* What cluster_start_with adds to cluster_start. */
+struct cluster_opts {
+	void (*tune)(weft_msvc_limits *l); /* may be NULL */
+	enum weft_msvc_tls_mode tls_mode;  /* the config's [tls] mode */
+	/* Node i's context, NULL: none. Borrowed: keep each alive until
+	 * cluster_stop has returned. */
+	weft_tls_ctx *tls[CLUSTER_MAX];
+};
+
+/* cluster_start_with is cluster_start with TLS: n nodes (at most
+ * CLUSTER_MAX) in mode o->tls_mode, node i with context o->tls[i]. */
+int cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o);
 /* cluster_start_node (re)starts node i after cluster_stop_node. */
 int cluster_start_node(struct cluster *cl, int i);
 void cluster_stop_node(struct cluster *cl, int i, uint64_t timeout_ms);
