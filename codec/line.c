@@ -162,32 +162,55 @@ line_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	weft__codec_read_bytes(ctx, type, msg, decode);
 }
 
-/* Appends payload's len bytes and the delimiter to out: copied into one
- * contiguous run when small, chains moved otherwise. */
-static int
-encode(const line_codec *l, struct evbuffer *out, struct evbuffer *payload,
-       size_t len)
+/*
+ * Builds a small line on the stack and passes it on as a borrowed byte
+ * run, which the next handler copies: no allocation per line. The payload
+ * is consumed (an evbuffer drained) like any written message.
+ */
+static void
+write_small(line_codec *l, weft_ctx *ctx, const weft_msg_type *type, void *msg,
+            size_t len, weft_write_cb cb, void *cb_arg)
 {
-	struct evbuffer_iovec v;
+	unsigned char line[WEFT__CODEC_COPY_MAX + WEFT_LINE_MAX_DELIMITER];
+	weft_bytes run = {line, len + l->delim_len};
 
-	if (len > WEFT__CODEC_COPY_MAX) {
-		if (evbuffer_add_buffer(out, payload) != 0)
-			return WEFT_ENOMEM;
-		return evbuffer_add(out, l->delim, l->delim_len) == 0
-		           ? 0
-		           : WEFT_ENOMEM;
+	weft_msg_copyout(type, msg, line, len);
+	weft_msg_free(type, msg);
+	memcpy(line + len, l->delim, l->delim_len);
+	l->base.stats.msgs_out++;
+	l->base.stats.bytes_out += len;
+	weft__codec_enter(&l->base);
+	weft_ctx_write(ctx, &weft_msg_bytes, &run, cb, cb_arg);
+	weft__codec_leave(&l->base);
+}
+
+/* Larger lines leave as an evbuffer: an evbuffer payload's chains move,
+ * a byte run is copied. */
+static void
+write_large(line_codec *l, weft_ctx *ctx, const weft_msg_type *type, void *msg,
+            size_t len, weft_write_cb cb, void *cb_arg)
+{
+	struct evbuffer *out = weft__codec_out_begin(&l->base);
+	const weft_bytes *run = msg;
+	int rv;
+
+	if (out == NULL) {
+		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ENOMEM);
+		return;
 	}
-	if (evbuffer_reserve_space(out, (ev_ssize_t)(len + l->delim_len), &v,
-	                           1) < 1)
-		return WEFT_ENOMEM;
-	if (len > 0)
-		evbuffer_copyout(payload, v.iov_base, len);
-	memcpy((char *)v.iov_base + len, l->delim, l->delim_len);
-	v.iov_len = len + l->delim_len;
-	if (evbuffer_commit_space(out, &v, 1) != 0)
-		return WEFT_ENOMEM;
-	evbuffer_drain(payload, len);
-	return 0;
+	if (type == &weft_msg_bytes)
+		rv = evbuffer_add(out, run->data, run->len);
+	else
+		rv = evbuffer_add_buffer(out, msg);
+	if (rv == 0)
+		rv = evbuffer_add(out, l->delim, l->delim_len);
+	if (rv != 0) {
+		weft_msg_free(type, msg);
+		weft__codec_out_fail(&l->base, ctx, out, cb, cb_arg,
+		                     WEFT_ENOMEM);
+		return;
+	}
+	weft__codec_out_send(&l->base, ctx, out, len, cb, cb_arg);
 }
 
 static void
@@ -195,32 +218,25 @@ line_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
            weft_write_cb cb, void *cb_arg)
 {
 	line_codec *l = weft_ctx_state(ctx);
-	struct evbuffer *out;
 	size_t len;
-	int rv = WEFT_ETOOBIG;
 
-	if (type != &weft_msg_evbuffer) {
+	if (!weft_msg_is_bytes(type)) {
 		weft_ctx_write(ctx, type, msg, cb, cb_arg);
 		return;
 	}
-	len = evbuffer_get_length(msg);
-	if ((out = weft__codec_out_begin(&l->base)) == NULL) {
-		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ENOMEM);
+	len = weft_msg_length(type, msg);
+	if (len > l->max_line_bytes) {
+		weft_warn("%s: line codec '%s': not sending a line of %zu "
+		          "bytes, above the %zu-byte limit",
+		          weft_channel_peer(weft_ctx_channel(ctx)),
+		          weft_ctx_name(ctx), len, l->max_line_bytes);
+		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ETOOBIG);
 		return;
 	}
-	if (len <= l->max_line_bytes)
-		rv = encode(l, out, msg, len);
-	if (rv != 0) {
-		if (rv == WEFT_ETOOBIG)
-			weft_warn("%s: line codec '%s': not sending a line of "
-			          "%zu bytes, above the %zu-byte limit",
-			          weft_channel_peer(weft_ctx_channel(ctx)),
-			          weft_ctx_name(ctx), len, l->max_line_bytes);
-		weft_msg_free(type, msg);
-		weft__codec_out_fail(&l->base, ctx, out, cb, cb_arg, rv);
-		return;
-	}
-	weft__codec_out_send(&l->base, ctx, out, len, cb, cb_arg);
+	if (len <= WEFT__CODEC_COPY_MAX)
+		write_small(l, ctx, type, msg, len, cb, cb_arg);
+	else
+		write_large(l, ctx, type, msg, len, cb, cb_arg);
 }
 
 static const weft_handler line_handler = {

@@ -242,32 +242,43 @@ decode_frame(msgpack_codec *m, struct evbuffer *frame, size_t len,
 }
 
 static void
+fail_frame(msgpack_codec *m, weft_ctx *ctx, int rv, size_t len, const char *why)
+{
+	weft__codec_fail(&m->base, ctx, rv,
+	                 "frame of %zu bytes is not one msgpack object: %s",
+	                 len, why);
+}
+
+/* Frames come as evbuffers, or as byte runs (a frame codec's emit_bytes)
+ * that decode in place. */
+static void
 msgpack_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	msgpack_codec *m = weft_ctx_state(ctx);
-	struct evbuffer *frame = msg;
+	const weft_bytes *run = msg;
 	weft_msgpack_msg *obj;
 	const char *why;
 	size_t len;
 	int rv;
 
-	if (type != &weft_msg_evbuffer) {
+	if (!weft_msg_is_bytes(type)) {
 		weft_ctx_fire_read(ctx, type, msg);
 		return;
 	}
-	len = evbuffer_get_length(frame);
+	len = weft_msg_length(type, msg);
 	if (m->base.failed) {
-		evbuffer_drain(frame, len);
+		weft_msg_free(type, msg);
 		return;
 	}
 	weft__codec_enter(&m->base);
-	rv = decode_frame(m, frame, len, &obj, &why);
-	evbuffer_drain(frame, len);
+	if (type == &weft_msg_bytes) {
+		rv = decode(run->data, len, m->max_depth, &obj, &why);
+	} else {
+		rv = decode_frame(m, msg, len, &obj, &why);
+		evbuffer_drain(msg, len);
+	}
 	if (rv != 0) {
-		weft__codec_fail(&m->base, ctx, rv,
-		                 "frame of %zu bytes is not one msgpack "
-		                 "object: %s",
-		                 len, why);
+		fail_frame(m, ctx, rv, len, why);
 	} else {
 		m->base.stats.msgs_in++;
 		m->base.stats.bytes_in += len;

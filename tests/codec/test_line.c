@@ -223,6 +223,42 @@ test_encoder_appends_delimiter(void **state)
 }
 
 static void
+test_encoder_takes_byte_runs(void **state)
+{
+	static char big[6000];
+	weft_bytes run = {"hi", 2};
+	struct evbuffer *in;
+	char *text;
+	fx *f = line_fixture("\n", false, 8000);
+
+	(void)state;
+	memset(big, 'q', sizeof(big));
+	assert_int_equal(
+	    weft_channel_write_msg(f->ch, &weft_msg_bytes, &run, NULL, NULL),
+	    0);
+	run.data = big;
+	run.len = sizeof(big);
+	assert_int_equal(
+	    weft_channel_write_msg(f->ch, &weft_msg_bytes, &run, NULL, NULL),
+	    0);
+	run.len = 8001;
+	run.data = malloc(8001);
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_bytes, &run,
+	                                        fx_write_cb, f),
+	                 0);
+	free((void *)run.data);
+	fx_run_until_write_cbs(f, 1);
+	assert_int_equal(f->write_status, WEFT_ETOOBIG);
+	fx_run_until_peer_has(f, 3 + 6001);
+	in = fx_peer_input(f);
+	assert_int_equal(evbuffer_get_length(in), 3 + 6001);
+	text = (char *)evbuffer_pullup(in, -1);
+	assert_memory_equal(text, "hi\nqqq", 6);
+	assert_int_equal(text[3 + 6000], '\n');
+	fx_free(f);
+}
+
+static void
 test_bad_delimiter_rejected(void **state)
 {
 	weft_line_codec_opts o = {.delimiter = ""};
@@ -269,6 +305,7 @@ main(void)
 	    cmocka_unit_test(test_cr_does_not_stretch_the_limit),
 	    cmocka_unit_test(test_partial_line_at_close),
 	    cmocka_unit_test(test_encoder_appends_delimiter),
+	    cmocka_unit_test(test_encoder_takes_byte_runs),
 	    cmocka_unit_test(test_bad_delimiter_rejected),
 	    cmocka_unit_test(test_many_lines_in_one_read),
 	};

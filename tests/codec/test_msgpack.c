@@ -240,15 +240,22 @@ test_decode_allocation_is_bounded(void **state)
 }
 
 static fx *
-msgpack_fixture(unsigned max_depth)
+msgpack_fixture_with(unsigned max_depth, bool emit_bytes)
 {
 	weft_msgpack_codec_opts o = {.max_depth = max_depth};
+	weft_frame_codec_opts fo = {.emit_bytes = emit_bytes};
 	fx *f = fx_new();
 
-	assert_int_equal(weft_frame_codec_add(f->ch, "frame", NULL), 0);
+	assert_int_equal(weft_frame_codec_add(f->ch, "frame", &fo), 0);
 	assert_int_equal(weft_msgpack_codec_add(f->ch, "msgpack", &o), 0);
 	fx_start(f);
 	return f;
+}
+
+static fx *
+msgpack_fixture(unsigned max_depth)
+{
+	return msgpack_fixture_with(max_depth, false);
 }
 
 static void
@@ -314,6 +321,31 @@ test_decode_through_pipeline(void **state)
 	assert_int_equal(weft_codec_get_stats(f->ch, "msgpack", &st), 0);
 	assert_int_equal(st.msgs_in, 2);
 	assert_int_equal(st.bytes_in, 2 * len);
+	evbuffer_free(b);
+	fx_free(f);
+}
+
+/* Frames that come as byte runs decode in place, bad ones close. */
+static void
+test_decode_byte_run_frames(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	msgpack_packer pk;
+	size_t len;
+	fx *f = msgpack_fixture_with(0, true);
+
+	(void)state;
+	weft_msgpack_packer_init(&pk, b);
+	pack_sample(&pk);
+	len = evbuffer_get_length(b);
+	send_frame(f, evbuffer_pullup(b, -1), len);
+	assert_int_equal(f->ntyped, 1);
+	check_sample(weft_msgpack_msg_object(f->typed[0]));
+	send_frame(f, "\x91\xc1", 2);
+	assert_int_equal(f->ntyped, 1);
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(f->last_error, WEFT_EPROTO);
+	fx_run_until_inactive(f);
 	evbuffer_free(b);
 	fx_free(f);
 }
@@ -576,6 +608,7 @@ main(void)
 	    cmocka_unit_test(test_decode_allocation_is_bounded),
 	    cmocka_unit_test(test_decode_through_pipeline),
 	    cmocka_unit_test(test_decode_frame_in_many_chains),
+	    cmocka_unit_test(test_decode_byte_run_frames),
 	    cmocka_unit_test(test_invalid_msgpack_closes),
 	    cmocka_unit_test(test_huge_claim_frame_closes_cheaply),
 	    cmocka_unit_test(test_encode_object_and_fn),

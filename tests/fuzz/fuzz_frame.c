@@ -5,9 +5,10 @@
  * bufferevent pair) in chunks whose sizes the set-up byte also picks, then
  * the peer closes. Set-up bits: 0 CRC32C, 1 a 64-byte limit, 2 a msgpack
  * codec after the frame codec, 3 a line codec instead of frames (4: strip
- * '\r', 5: delimiter "\r\n"), 6-7 chunk size (whole, 1, up to 7, up to 61
- * bytes). Every message that comes out is written back (echo), so the
- * encoders see the same data. Nothing may crash, leak or hang.
+ * '\r', 5: delimiter "\r\n"; with frames, 4: emit_bytes, 5: echo bytes
+ * as byte runs), 6-7 chunk size (whole, 1, up to 7, up to 61 bytes). Every
+ * message that comes out is written back (echo), so the encoders see the
+ * same data. Nothing may crash, leak or hang.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct run {
+	uint8_t setup;
 	weft_loop *loop;
 	weft_channel *ch;
 	struct bufferevent *peer;
@@ -36,11 +38,20 @@ echo_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	struct run *r = weft_channel_data(weft_ctx_channel(ctx));
 
+	unsigned char copy[256];
+	weft_bytes run;
+
 	r->reads++;
-	if (type == &weft_msg_msgpack) {
-		/* What the codec let through must pass the check again. */
-		if (weft_msgpack_msg_object(msg) == NULL)
-			abort();
+	if (type == &weft_msg_msgpack && weft_msgpack_msg_object(msg) == NULL)
+		abort();
+	/* Echo a short evbuffer as a byte run of our own, sometimes. */
+	if ((r->setup & 0x28) == 0x20 && type == &weft_msg_evbuffer &&
+	    weft_msg_length(type, msg) <= sizeof(copy)) {
+		run.len = weft_msg_copyout(type, msg, copy, sizeof(copy));
+		run.data = copy;
+		weft_msg_free(type, msg);
+		weft_ctx_write(ctx, &weft_msg_bytes, &run, NULL, NULL);
+		return;
 	}
 	weft_ctx_write(ctx, type, msg, NULL, NULL);
 }
@@ -69,7 +80,8 @@ static int
 build(struct run *r, uint8_t setup)
 {
 	weft_frame_codec_opts fo = {.crc32c = setup & 1,
-	                            .max_frame_bytes = setup & 2 ? 64 : 0};
+	                            .max_frame_bytes = setup & 2 ? 64 : 0,
+	                            .emit_bytes = setup & 16};
 	weft_line_codec_opts lo = {
 	    .strip_cr = setup & 16,
 	    .delimiter = setup & 32 ? "\r\n" : "\n",
@@ -162,6 +174,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    weft_channel_new(r.loop, pair[0], NULL, &r.ch) != 0)
 		abort();
 	r.peer = pair[1];
+	r.setup = setup;
 	weft_channel_set_data(r.ch, &r);
 	bufferevent_enable(r.peer, EV_READ | EV_WRITE);
 	if (build(&r, setup) != 0)

@@ -4,8 +4,10 @@
  * The line codec is one handler for both directions. Inbound, it fires read
  * once per complete line, without its delimiter, as a weft_msg_evbuffer the
  * next handler borrows for the call; read_complete follows once per batch.
- * Outbound, a weft_msg_evbuffer written through it leaves with the
- * delimiter appended; other message types pass on unchanged.
+ * Outbound, a weft_msg_evbuffer or weft_msg_bytes written through it
+ * leaves with the delimiter appended (small lines are built without
+ * allocating); other message types pass on unchanged. The caller must not
+ * put the delimiter inside a line.
  *
  * A line longer than max_line_bytes closes the channel with error
  * WEFT_ETOOBIG as soon as that many bytes have arrived without a delimiter,

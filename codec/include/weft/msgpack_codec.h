@@ -2,8 +2,9 @@
  * weft/msgpack_codec.h: msgpack messages over frames (msgpack-c's C API).
  *
  * The msgpack codec sits after a frame codec: each inbound frame (a
- * weft_msg_evbuffer) must hold exactly one msgpack object, which goes on as
- * a weft_msg_msgpack message; the receiver owns it and frees it with
+ * weft_msg_evbuffer, or a weft_msg_bytes from a frame codec with
+ * emit_bytes) must hold exactly one msgpack object, which goes on as a
+ * weft_msg_msgpack message; the receiver owns it and frees it with
  * weft_msg_free() (or forwards it). Outbound, a weft_msg_msgpack or
  * weft_msg_msgpack_fn message is packed into bytes that go on as one
  * weft_msg_evbuffer; bytes written through it pass unchanged, so code that
