@@ -1,7 +1,7 @@
 /*
  * codec_bench.c: how fast the codecs go on one core.
  *
- *   weft-codec-bench [-s payload_bytes] [-c chain_bytes] [-k] [-t seconds]
+ *   weft-codec-bench [-s payload_bytes] [-c chain_bytes] [-k] [-b] [-t secs]
  *                    [-m decode|encode|crc]
  *
  * decode: batches of frames arrive in a channel's input in chains of
@@ -9,7 +9,8 @@
  * delivers each to one handler, which looks at its first byte and length.
  * encode: one handler writes payloads of that size through the frame codec
  * and flushes once per batch. crc32c: weft_crc32c over 64 KiB. -k turns the
- * CRC32C trailer on. Only the delivery is timed, not building the input.
+ * CRC32C trailer on; -b delivers frames as byte runs (emit_bytes). Only
+ * the delivery is timed, not building the input.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct bench {
 	size_t payload;
 	size_t chain;
 	bool crc;
+	bool emit_bytes;
 	double seconds;
 	weft_loop *loop;
 	weft_channel *ch;
@@ -43,12 +45,11 @@ static void
 sink_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	struct bench *b = weft_channel_data(weft_ctx_channel(ctx));
-	struct evbuffer_iovec v;
-	size_t len = evbuffer_get_length(msg);
+	size_t len = weft_msg_length(type, msg);
+	unsigned char first;
 
-	(void)type;
-	if (len > 0 && evbuffer_peek(msg, 1, NULL, &v, 1) == 1)
-		b->checksum += *(unsigned char *)v.iov_base;
+	if (weft_msg_copyout(type, msg, &first, 1) == 1)
+		b->checksum += first;
 	b->frames++;
 	b->bytes += len;
 }
@@ -69,7 +70,8 @@ static const weft_handler sink = {
 static void
 setup(struct bench *b)
 {
-	weft_frame_codec_opts o = {.crc32c = b->crc};
+	weft_frame_codec_opts o = {.crc32c = b->crc,
+	                           .emit_bytes = b->emit_bytes};
 	struct bufferevent *pair[2];
 
 	if (weft_loop_new(&b->loop) != 0 ||
@@ -157,9 +159,10 @@ bench_decode(struct bench *b)
 		evbuffer_free(batch);
 	}
 	free(bytes);
-	printf("decode  %7zu B %s: %6.2f M frames/s %6.2f GB/s (%.2f ns "
+	printf("decode  %7zu B %s%s: %6.2f M frames/s %6.2f GB/s (%.2f ns "
 	       "per frame)\n",
-	       b->payload, b->crc ? "crc" : "   ", b->frames * 1e3 / spent,
+	       b->payload, b->crc ? "crc" : "   ",
+	       b->emit_bytes ? " bytes" : "", b->frames * 1e3 / spent,
 	       (double)b->bytes / spent, (double)spent / b->frames);
 }
 
@@ -218,8 +221,11 @@ main(int argc, char **argv)
 	const char *only = "";
 	int c;
 
-	while ((c = getopt(argc, argv, "s:c:kt:m:")) != -1) {
+	while ((c = getopt(argc, argv, "s:c:kbt:m:")) != -1) {
 		switch (c) {
+		case 'b':
+			b.emit_bytes = true;
+			break;
 		case 'm':
 			only = optarg;
 			break;
@@ -236,10 +242,11 @@ main(int argc, char **argv)
 			b.seconds = strtod(optarg, NULL);
 			break;
 		default:
-			fprintf(stderr,
-			        "usage: %s [-s payload] [-c chain] "
-			        "[-k] [-t seconds] [-m decode|encode|crc]\n",
-			        argv[0]);
+			fprintf(
+			    stderr,
+			    "usage: %s [-s payload] [-c chain] "
+			    "[-k] [-b] [-t seconds] [-m decode|encode|crc]\n",
+			    argv[0]);
 			return 2;
 		}
 	}
