@@ -3,9 +3,9 @@
  * and, in optional mode, telling a TLS client from a plaintext one by the
  * first byte it sends.
  *
- * A bufferevent_openssl encrypts and writes as soon as bytes reach its
- * output buffer; the "weft.tls" handler (tls_channel.c) gathers the
- * flushes of one loop pass so that this happens once per pass.
+ * The bufferevents defer their callbacks to the loop: libevent then never
+ * calls the channel back inside one of its own calls, whichever way a
+ * later libevent schedules its TLS writes.
  */
 #include <errno.h>
 #include <stdlib.h>

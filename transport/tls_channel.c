@@ -13,12 +13,9 @@
  * record (read ahead off, it finishes the last one exactly), and libevent
  * reads exactly, one record at a time, as it expects.
  *
- * Writes. bufferevent_openssl encrypts and writes the moment bytes reach
- * its output buffer: one record and one write(2) per flush. The handler
- * holds flushes back until the end of the loop pass that asked for them,
- * so everything written in one pass goes out as full-sized records in
- * one go, as a plaintext socket does by waiting for its write event
- * (Netty's FlushConsolidationHandler).
+ * Writes need nothing: bufferevent_openssl (2.1.12, over a socket) waits
+ * for its write event, as a plaintext socket does, and then encrypts all
+ * that was flushed meanwhile, each buffer chain into records of 16 KiB.
  *
  * Close. bufferevent_openssl frees the SSL without sending close_notify
  * (its flush is a no-op in 2.1). The channel fires inactive before it
@@ -34,7 +31,6 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
@@ -47,11 +43,9 @@
 
 struct tls_state {
 	weft_ctx *ctx;
-	struct event *flush_ev; /* runs the held-back flush */
-	size_t max_read_bytes;  /* most plaintext one top-up takes */
-	uint64_t bio_read;      /* the socket's byte count at the last top-up */
-	bool flush_pending;
-	bool failed; /* an OpenSSL error was seen: no close_notify */
+	size_t max_read_bytes; /* most plaintext one top-up takes */
+	uint64_t bio_read;     /* the socket's byte count at the last top-up */
+	bool failed;           /* an OpenSSL error was seen: no close_notify */
 };
 
 static SSL *
@@ -265,40 +259,6 @@ tls_inactive(weft_ctx *ctx)
 	weft_ctx_fire_inactive(ctx);
 }
 
-/* ---- Writing ------------------------------------------------------------ */
-
-static void
-on_flush(evutil_socket_t fd, short what, void *arg)
-{
-	struct tls_state *st = arg;
-
-	(void)fd;
-	(void)what;
-	st->flush_pending = false;
-	weft_ctx_flush(st->ctx);
-}
-
-/* An active event runs in the same loop pass, after the callbacks that
- * are running now: no extra wait. */
-static void
-tls_flush(weft_ctx *ctx)
-{
-	struct tls_state *st = weft_ctx_state(ctx);
-
-	if (st->flush_pending)
-		return;
-	st->flush_pending = true;
-	event_active(st->flush_ev, EV_TIMEOUT, 0);
-}
-
-static void
-state_free(struct tls_state *st)
-{
-	if (st->flush_ev != NULL)
-		event_free(st->flush_ev);
-	free(st);
-}
-
 static void
 tls_added(weft_ctx *ctx)
 {
@@ -310,7 +270,7 @@ tls_added(weft_ctx *ctx)
 static void
 tls_removed(weft_ctx *ctx)
 {
-	state_free(weft_ctx_state(ctx));
+	free(weft_ctx_state(ctx));
 }
 
 static const weft_handler tls_handler = {
@@ -319,7 +279,6 @@ static const weft_handler tls_handler = {
     .read = tls_read,
     .error = tls_error,
     .inactive = tls_inactive,
-    .flush = tls_flush,
 };
 
 int
@@ -332,16 +291,10 @@ weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes)
 		return 0;
 	if ((st = calloc(1, sizeof(*st))) == NULL)
 		return WEFT_ENOMEM;
-	st->flush_ev = event_new(weft_loop_base(weft_channel_loop(ch)), -1, 0,
-	                         on_flush, st);
 	st->max_read_bytes =
 	    max_read_bytes ? max_read_bytes : WEFT__DEFAULT_MAX_READ;
-	if (st->flush_ev == NULL)
-		rv = WEFT_ENOMEM;
-	else
-		rv = weft_pipeline_add_first(ch, "weft.tls", &tls_handler, st);
-	if (rv != 0)
-		state_free(st);
+	if ((rv = weft_pipeline_add_first(ch, "weft.tls", &tls_handler, st)))
+		free(st);
 	return rv;
 }
 
