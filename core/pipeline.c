@@ -190,6 +190,12 @@ weft_ctx_name(const weft_ctx *ctx)
 	return ctx->name;
 }
 
+const weft_handler *
+weft_ctx_handler(const weft_ctx *ctx)
+{
+	return ctx->h;
+}
+
 /*
  * The next context towards the tail (inbound) or head (outbound) that
  * handles member. The sentinels handle every event of their direction, so

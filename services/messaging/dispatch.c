@@ -78,7 +78,7 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 {
 	weft_msvc *svc = msg->svc;
 	weft_msvc_peer *peer = msg->peer;
-	struct weft__msvc_out out = {0};
+	struct weft__msvc_out out = {.conn = NULL};
 	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
 	int rv;
 

@@ -397,7 +397,7 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 	weft_msvc_peer *peer = arg;
 	weft_msvc *svc = peer->svc;
 	const weft_msvc_limits *l = &svc->cfg->limits;
-	struct weft__msvc_out out = {0};
+	struct weft__msvc_out out = {.conn = NULL};
 
 	(void)t;
 	if (atomic_load(&svc->stopping))

@@ -623,7 +623,7 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
      size_t len, struct evbuffer *payload, const weft_msvc_call_opts *opts,
      weft_msvc_reply_cb cb, void *arg)
 {
-	struct weft__msvc_out out = {0};
+	struct weft__msvc_out out = {.conn = NULL};
 	bool request = cb != NULL, on_home;
 	int rv;
 

@@ -218,6 +218,8 @@ WEFT_API weft_ctx *weft_pipeline_get(weft_channel *ch, const char *name);
 WEFT_API weft_channel *weft_ctx_channel(const weft_ctx *ctx);
 WEFT_API void *weft_ctx_state(const weft_ctx *ctx);
 WEFT_API const char *weft_ctx_name(const weft_ctx *ctx);
+/* weft_ctx_handler is the handler table this context was added with. */
+WEFT_API const weft_handler *weft_ctx_handler(const weft_ctx *ctx);
 /* weft_ctx_remove takes this handler out of the pipeline. */
 WEFT_API void weft_ctx_remove(weft_ctx *ctx);
 
