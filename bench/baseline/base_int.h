@@ -162,7 +162,11 @@ struct wbase_node {
 	} verbs[WBASE_MAX_VERBS];
 	int listen_fd;
 	uint16_t port;
-	struct ssl_ctx_st *tls; /* NULL: plaintext */
+	/* TLS files, or NULL: plaintext. Each connection loads its own
+	 * context: OpenSSL 3.0 fills a shared certificate store's cache
+	 * under a read lock (a race ThreadSanitizer reports), and a
+	 * connection shakes hands only once. */
+	char *tls_cert, *tls_key, *tls_ca;
 	pthread_t acceptor;
 	bool started;
 	atomic_bool stopping;
@@ -171,6 +175,8 @@ struct wbase_node {
 	wbase_pending *pending;
 	size_t pending_cap, pending_len;
 	uint64_t next_id;
+	/* Peers' addresses may change until the first dial (any thread). */
+	pthread_mutex_t addr_lock;
 	/* Accepted connections. */
 	pthread_mutex_t in_lock;
 	wbase_in *ins;

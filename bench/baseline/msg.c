@@ -259,7 +259,7 @@ handshake(wbase_in *in, wbase_reader *r, size_t *peer)
 	bool member;
 	int i;
 
-	if (n->tls != NULL && wbase__tls_accept(n, &in->io) != 0)
+	if (n->tls_cert != NULL && wbase__tls_accept(n, &in->io) != 0)
 		return -1;
 	if (wbase__hello_recv(r, n->cluster, id, &member,
 	                      n->limits.connect_timeout_ms) != 0) {
@@ -279,7 +279,8 @@ handshake(wbase_in *in, wbase_reader *r, size_t *peer)
 	/* Under TLS a member must be who its certificate says; clients
 	 * would need their reader and writer on one TLS session, which
 	 * OpenSSL does not allow from two threads at once. */
-	if (n->tls != NULL && (!member || !wbase__tls_peer_is(&in->io, id))) {
+	if (n->tls_cert != NULL &&
+	    (!member || !wbase__tls_peer_is(&in->io, id))) {
 		wbase__reply_send(&in->io, member ? 6 : 5, self,
 		                  n->limits.max_frame_bytes,
 		                  member ? "certificate does not name the id"

@@ -65,6 +65,8 @@ wbase_node_new(const weft_msvc_config *cfg, const char *id, wbase_node **out)
 	n->next_id = 1;
 	pthread_mutex_init(&n->pending_lock, NULL);
 	pthread_mutex_init(&n->in_lock, NULL);
+	pthread_mutex_init(&n->addr_lock, NULL);
+
 	if ((rv = load_peers(n, id)) != 0) {
 		wbase_node_free(n);
 		return rv;
@@ -116,8 +118,10 @@ wbase_set_peer_addr(wbase_node *n, const char *id, const char *host,
 
 	if (i < 0)
 		return WEFT_ENOTFOUND;
+	pthread_mutex_lock(&n->addr_lock);
 	snprintf(n->peers[i].host, sizeof(n->peers[i].host), "%s", host);
 	n->peers[i].port = port;
+	pthread_mutex_unlock(&n->addr_lock);
 	return 0;
 }
 
@@ -192,8 +196,16 @@ wbase__dial(wbase_node *n, size_t peer, wbase_io *io)
 {
 	const wbase_peer *p = &n->peers[peer];
 	struct addrinfo *ai = NULL;
-	int fd = tcp_socket(p->host, p->port, false, &ai), one = 1;
+	char host[sizeof(p->host)];
+	uint16_t port;
 	wbase_reader r;
+	int fd, one = 1;
+
+	pthread_mutex_lock(&n->addr_lock);
+	memcpy(host, p->host, sizeof(host));
+	port = p->port;
+	pthread_mutex_unlock(&n->addr_lock);
+	fd = tcp_socket(host, port, false, &ai);
 
 	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		close(fd);
@@ -205,7 +217,7 @@ wbase__dial(wbase_node *n, size_t peer, wbase_io *io)
 		return -1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	*io = (wbase_io){.fd = fd};
-	if (n->tls != NULL && wbase__tls_connect(n, io, p->id) != 0) {
+	if (n->tls_cert != NULL && wbase__tls_connect(n, io, p->id) != 0) {
 		wbase__io_close(io);
 		return -1;
 	}
@@ -355,6 +367,8 @@ wbase_node_free(wbase_node *n)
 	free(n->pending);
 	wbase__tls_free(n);
 	pthread_mutex_destroy(&n->in_lock);
+	pthread_mutex_destroy(&n->addr_lock);
+
 	pthread_mutex_destroy(&n->pending_lock);
 	free(n);
 }

@@ -3,6 +3,8 @@
  * sockets (SSL_read, SSL_write), as a thread-per-peer service does TLS.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -73,15 +75,19 @@ wbase__io_close(wbase_io *io)
 	io->fd = -1;
 }
 
-int
-wbase_node_set_tls(wbase_node *n, const char *cert, const char *key,
-                   const char *ca)
+/* new_ctx loads a TLS context from the node's files. */
+static SSL_CTX *
+new_ctx(const char *cert, const char *key, const char *ca)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_method());
 
-	if (ctx == NULL || n->started)
+	if (ctx == NULL)
 		goto err;
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+	/* One long-lived connection per peer: nothing to resume, and no
+	 * session cache shared by every reader thread. */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
 	SSL_CTX_set_verify(
 	    ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
@@ -89,20 +95,42 @@ wbase_node_set_tls(wbase_node *n, const char *cert, const char *key,
 	    SSL_CTX_check_private_key(ctx) != 1 ||
 	    SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1)
 		goto err;
-	wbase__tls_free(n);
-	n->tls = ctx;
-	return 0;
+	return ctx;
 err:
 	SSL_CTX_free(ctx);
 	ERR_clear_error();
-	return WEFT_ECONFIG;
+	return NULL;
+}
+
+int
+wbase_node_set_tls(wbase_node *n, const char *cert, const char *key,
+                   const char *ca)
+{
+	SSL_CTX *ctx;
+
+	if (n->started)
+		return WEFT_EBUSY;
+	if ((ctx = new_ctx(cert, key, ca)) == NULL)
+		return WEFT_ECONFIG; /* checked once, used per connection */
+	SSL_CTX_free(ctx);
+	wbase__tls_free(n);
+	n->tls_cert = strdup(cert);
+	n->tls_key = strdup(key);
+	n->tls_ca = strdup(ca);
+	if (n->tls_cert == NULL || n->tls_key == NULL || n->tls_ca == NULL) {
+		wbase__tls_free(n);
+		return WEFT_ENOMEM;
+	}
+	return 0;
 }
 
 void
 wbase__tls_free(wbase_node *n)
 {
-	SSL_CTX_free(n->tls);
-	n->tls = NULL;
+	free(n->tls_cert);
+	free(n->tls_key);
+	free(n->tls_ca);
+	n->tls_cert = n->tls_key = n->tls_ca = NULL;
 }
 
 /* set_timeout bounds a blocking handshake by the connect timeout. */
@@ -120,10 +148,13 @@ set_timeout(int fd, uint64_t ms)
 static int
 handshake(wbase_node *n, wbase_io *io, const char *peer_id)
 {
+	SSL_CTX *ctx = new_ctx(n->tls_cert, n->tls_key, n->tls_ca);
 	int ok;
 
-	if ((io->ssl = SSL_new(n->tls)) == NULL ||
-	    SSL_set_fd(io->ssl, io->fd) != 1)
+	/* The session holds its own reference to the context. */
+	io->ssl = ctx != NULL ? SSL_new(ctx) : NULL;
+	SSL_CTX_free(ctx);
+	if (io->ssl == NULL || SSL_set_fd(io->ssl, io->fd) != 1)
 		goto err;
 	/* A dialer checks that the acceptor's certificate names it. */
 	if (peer_id != NULL && SSL_set1_host(io->ssl, peer_id) != 1)
