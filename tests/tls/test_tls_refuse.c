@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 
 #include "tls_test.h"
 
@@ -290,6 +291,79 @@ test_silent_client_is_dropped_at_the_handshake_timeout(void **state)
 	tt_server_stop(loop, &s);
 }
 
+/* ---- Garbage after the handshake ----------------------------------------- */
+
+struct drained_wait {
+	tt_client *c;
+};
+
+static bool
+client_drained(void *arg)
+{
+	tt_client *c = arg;
+	struct bufferevent *bev = weft_channel_bev(c->ch);
+
+	return bev == NULL ||
+	       (weft_channel_pending_write_bytes(c->ch) == 0 &&
+	        evbuffer_get_length(bufferevent_get_output(bev)) == 0);
+}
+
+static bool
+server_saw_error(void *arg)
+{
+	tt_server *s = arg;
+
+	return s->error != 0 && s->inactive > 0;
+}
+
+/* Bytes that look like an application data record but are not. */
+static void
+write_bogus_record(tt_client *c)
+{
+	unsigned char rec[5 + 64] = {0x17, 0x03, 0x03, 0x00, 64};
+	int fd = bufferevent_getfd(weft_channel_bev(c->ch));
+
+	memset(rec + 5, 0xa5, 64);
+	assert_int_equal(write(fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));
+}
+
+static void
+test_garbage_after_the_handshake_closes_with_the_reason(void **state)
+{
+	tt_server s;
+	tt_client c;
+	int i;
+
+	(void)state;
+	assert_int_equal(
+	    tt_server_start(loop, server_tls, WEFT_TLS_MODE_REQUIRED, &s), 0);
+	/* Alone, and behind records the server reads in one go. */
+	for (i = 0; i < 2; i++) {
+		tt_log_clear();
+		s.error = 0;
+		s.inactive = 0;
+		assert_int_equal(
+		    tt_client_connect(loop, s.port, client_tls, "node-a", &c),
+		    0);
+		if (i == 1) {
+			assert_int_equal(tt_send(&c, 0, 256 << 10), 0);
+			assert_int_equal(
+			    tt_run_until(loop, client_drained, &c, 5000), 0);
+		}
+		write_bogus_record(&c);
+		assert_int_equal(tt_run_until(loop, server_saw_error, &s, 5000),
+		                 0);
+		assert_int_equal(s.error, WEFT_ETLS);
+		assert_true(tt_log_contains("TLS: error:"));
+		assert_true(tt_log_contains("bad record mac") ||
+		            tt_log_contains("decryption failed"));
+		assert_int_equal(tt_run_flag(loop, &c.inactive), 0);
+		tt_client_free(loop, &c);
+	}
+	echo_works(&s);
+	tt_server_stop(loop, &s);
+}
+
 int
 main(void)
 {
@@ -305,6 +379,8 @@ main(void)
 	        test_plaintext_client_on_tls_port_is_dropped_quickly),
 	    cmocka_unit_test(
 	        test_silent_client_is_dropped_at_the_handshake_timeout),
+	    cmocka_unit_test(
+	        test_garbage_after_the_handshake_closes_with_the_reason),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -243,6 +243,16 @@ server_read_complete(weft_ctx *ctx)
 }
 
 static void
+server_error(weft_ctx *ctx, int status)
+{
+	tt_server *s = weft_ctx_state(ctx);
+
+	if (s->error == 0)
+		s->error = status;
+	weft_ctx_fire_error(ctx, status);
+}
+
+static void
 server_inactive(weft_ctx *ctx)
 {
 	tt_server *s = weft_ctx_state(ctx);
@@ -255,6 +265,7 @@ static const weft_handler server_handler = {
     .active = server_active,
     .read = server_read,
     .read_complete = server_read_complete,
+    .error = server_error,
     .inactive = server_inactive,
 };
 

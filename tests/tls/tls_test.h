@@ -76,6 +76,7 @@ typedef struct tt_server {
 	char identity[128];
 	bool closed;
 	uint64_t close_after; /* not 0: close a channel once it echoed this */
+	int error;            /* the first error event's status */
 } tt_server;
 
 /* tt_server_start listens on 127.0.0.1, port 0, on loop. */
