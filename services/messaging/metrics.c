@@ -23,6 +23,53 @@ weft__msvc_cache_wakeups(struct weft__msvc_loop *ml)
 	atomic_store_explicit(&ml->wakeups, ls.wakeups, memory_order_relaxed);
 }
 
+/* Publishes this loop's per-verb round trips (see weft__msvc_loop). */
+static void
+snapshot_verbs(struct weft__msvc_loop *ml)
+{
+	uint32_t v;
+
+	if (ml->verb_lat == NULL)
+		return;
+	pthread_mutex_lock(&ml->snap_lock);
+	for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
+		if (ml->verb_lat[v] == NULL)
+			continue;
+		if (ml->verb_snap[v] == NULL &&
+		    weft_histogram_new(&ml->verb_snap[v]) != 0)
+			continue;
+		weft_histogram_reset(ml->verb_snap[v]);
+		weft_histogram_merge(ml->verb_snap[v], ml->verb_lat[v]);
+	}
+	pthread_mutex_unlock(&ml->snap_lock);
+}
+
+/* Merges every loop's snapshot of verb's round trips into out. */
+static void
+verb_latency(const weft_msvc *svc, uint32_t verb, weft_msvc_verb_stats *out)
+{
+	weft_histogram *sum;
+	uint32_t i;
+
+	if (weft_histogram_new(&sum) != 0)
+		return;
+	for (i = 0; i < svc->nloops; i++) {
+		struct weft__msvc_loop *ml = &svc->loops[i];
+
+		if (ml->verb_snap == NULL)
+			continue;
+		pthread_mutex_lock(&ml->snap_lock);
+		if (ml->verb_snap[verb] != NULL)
+			weft_histogram_merge(sum, ml->verb_snap[verb]);
+		pthread_mutex_unlock(&ml->snap_lock);
+	}
+	out->latency_count = weft_histogram_count(sum);
+	out->latency_p50_ns = weft_histogram_percentile(sum, 50);
+	out->latency_p99_ns = weft_histogram_percentile(sum, 99);
+	out->latency_max_ns = weft_histogram_max(sum);
+	weft_histogram_free(sum);
+}
+
 /* Every second, each loop publishes the latency of the peers it is home
  * for, so readers on other threads never touch a live histogram. */
 void
@@ -34,6 +81,7 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 
 	(void)t;
 	weft__msvc_cache_wakeups(ml);
+	snapshot_verbs(ml);
 	for (i = 0; i < svc->npeers; i++) {
 		weft_msvc_peer *peer = svc->peers[i];
 
@@ -91,6 +139,7 @@ weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
 	out->expired = LOAD(v->expired);
 	out->bytes_received = LOAD(v->bytes_received);
 	out->bytes_sent = LOAD(v->bytes_sent);
+	verb_latency(svc, verb, out);
 }
 
 void
@@ -293,6 +342,57 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 	free(ps);
 }
 
+/* True when some loop has a snapshot of verb's round trips. */
+static bool
+verb_has_latency(weft_msvc *svc, uint32_t verb)
+{
+	bool has = false;
+	uint32_t i;
+
+	for (i = 0; i < svc->nloops && !has; i++) {
+		struct weft__msvc_loop *ml = &svc->loops[i];
+
+		if (ml->verb_snap == NULL)
+			continue;
+		pthread_mutex_lock(&ml->snap_lock);
+		has = ml->verb_snap[verb] != NULL;
+		pthread_mutex_unlock(&ml->snap_lock);
+	}
+	return has;
+}
+
+/* The round trips of this node's requests, by verb (also verbs that only
+ * peers serve). */
+static void
+dump_verb_latency(weft_msvc *svc, struct evbuffer *out)
+{
+	static const double q[2] = {0.5, 0.99};
+	weft_msvc_verb_stats vs;
+	uint32_t v;
+
+	evbuffer_add_printf(out, "# HELP weft_msvc_verb_latency_seconds "
+	                         "Request round trips by verb (last second's "
+	                         "snapshot).\n"
+	                         "# TYPE weft_msvc_verb_latency_seconds "
+	                         "summary\n");
+	for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
+		if (!verb_has_latency(svc, v))
+			continue;
+		weft_msvc_verb_get_stats(svc, v, &vs);
+		evbuffer_add_printf(
+		    out,
+		    "weft_msvc_verb_latency_seconds{node=\"%s\","
+		    "number=\"%u\",quantile=\"%g\"} %.9f\n"
+		    "weft_msvc_verb_latency_seconds{node=\"%s\","
+		    "number=\"%u\",quantile=\"%g\"} %.9f\n"
+		    "weft_msvc_verb_latency_seconds_count{node="
+		    "\"%s\",number=\"%u\"} %" PRIu64 "\n",
+		    svc->id, (unsigned)v, q[0], (double)vs.latency_p50_ns / 1e9,
+		    svc->id, (unsigned)v, q[1], (double)vs.latency_p99_ns / 1e9,
+		    svc->id, (unsigned)v, vs.latency_count);
+	}
+}
+
 static void
 dump_verbs(weft_msvc *svc, struct evbuffer *out)
 {
@@ -316,6 +416,7 @@ dump_verbs(weft_msvc *svc, struct evbuffer *out)
 			    *(const uint64_t *)((const char *)&vs + m->offset));
 		}
 	}
+	dump_verb_latency(svc, out);
 }
 
 int

@@ -255,6 +255,12 @@ struct weft__msvc_loop {
 	uint32_t connects_in_progress;
 	bool init_failed;
 	_Atomic uint64_t wakeups; /* the loop's, cached on its thread */
+	/* Request round trips per verb, made on this loop: live ones (loop
+	 * thread) and the last second's snapshot (under snap_lock), both
+	 * allocated for a verb on its first completed request. */
+	weft_histogram **verb_lat;
+	weft_histogram **verb_snap;
+	pthread_mutex_t snap_lock;
 	/* The clock read once per batch (a read event, a queue drain). */
 	uint32_t batch_depth;
 	uint64_t now_ns, now_ms;

@@ -29,6 +29,19 @@ weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i)
 	       ((uint64_t)ml->index << SLOT_BITS) | i;
 }
 
+/* Counts a round trip in verb's live histogram on this loop, making it on
+ * first use (no histogram, no failure: the figure is only skipped). */
+static void
+record_verb_latency(struct weft__msvc_loop *ml, uint32_t verb, uint64_t ns)
+{
+	if (verb >= WEFT_MSVC_MAX_VERBS || ml->verb_lat == NULL)
+		return;
+	if (ml->verb_lat[verb] == NULL &&
+	    weft_histogram_new(&ml->verb_lat[verb]) != 0)
+		return;
+	weft_histogram_record(ml->verb_lat[verb], ns);
+}
+
 static int
 grow(struct weft__msvc_loop *ml)
 {
@@ -206,6 +219,7 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	if (status == 0 && !s->internal) {
 		took = weft__msvc_now_ns(ml) - s->start_ns;
 		weft_histogram_record(peer->lat, took);
+		record_verb_latency(ml, s->verb, took);
 	}
 	s->live = false;
 	s->next = ml->free_head;
@@ -324,8 +338,15 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 	ml->flush_task.arg = ml;
 	ml->resume_task.cb = weft__msvc_loop_resume;
 	ml->resume_task.arg = ml;
+	ml->verb_lat = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*ml->verb_lat));
+	ml->verb_snap = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*ml->verb_snap));
+	if (ml->verb_lat == NULL || ml->verb_snap == NULL) {
+		rv = WEFT_ENOMEM;
+		goto err_free_verbs;
+	}
+	pthread_mutex_init(&ml->snap_lock, NULL);
 	if ((rv = weft_timer_new(ml->loop, on_tick, ml, &ml->tick_timer)))
-		return rv;
+		goto err_free_lock;
 	rv = weft_timer_new(ml->loop, weft__msvc_stats_tick, ml,
 	                    &ml->stats_timer);
 	if (rv != 0)
@@ -340,6 +361,12 @@ err_free_stats:
 err_free_tick:
 	weft_timer_free(ml->tick_timer);
 	ml->tick_timer = NULL;
+err_free_lock:
+	pthread_mutex_destroy(&ml->snap_lock);
+err_free_verbs:
+	free(ml->verb_lat);
+	free(ml->verb_snap);
+	ml->verb_lat = ml->verb_snap = NULL;
 	return rv;
 }
 
@@ -354,4 +381,16 @@ weft__msvc_loop_fini(struct weft__msvc_loop *ml)
 	free(ml->slots);
 	ml->slots = NULL;
 	ml->slots_cap = 0;
+	if (ml->verb_lat != NULL) {
+		uint32_t v;
+
+		for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
+			weft_histogram_free(ml->verb_lat[v]);
+			weft_histogram_free(ml->verb_snap[v]);
+		}
+		pthread_mutex_destroy(&ml->snap_lock);
+	}
+	free(ml->verb_lat);
+	free(ml->verb_snap);
+	ml->verb_lat = ml->verb_snap = NULL;
 }

@@ -358,6 +358,18 @@ test_large_message_does_not_delay_small_ones(void **state)
 	cluster_stop(&cl);
 }
 
+static bool
+echo_latency_known(void *arg)
+{
+	weft_msvc_verb_stats vs;
+
+	(void)arg;
+	weft_msvc_verb_get_stats(cl.svc[0], VERB_ECHO, &vs);
+	return vs.latency_count == 1 && vs.latency_p50_ns > 0 &&
+	       vs.latency_p50_ns <= vs.latency_p99_ns &&
+	       vs.latency_p99_ns <= vs.latency_max_ns;
+}
+
 static void
 test_metrics_dump_is_prometheus_text(void **state)
 {
@@ -383,6 +395,15 @@ test_metrics_dump_is_prometheus_text(void **state)
 	                       "weft_msvc_verb_received_total{node="
 	                       "\"n2\",verb=\"echo\",number=\"16\"} 1\n"));
 	assert_non_null(strstr(text, "quantile=\"0.99\""));
+	/* The requester's round trips by verb appear with the next
+	 * once-a-second snapshot. */
+	assert_true(test_wait(echo_latency_known, NULL, 5000));
+	evbuffer_drain(out, evbuffer_get_length(out));
+	assert_int_equal(weft_msvc_metrics_dump(cl.svc[0], out), 0);
+	evbuffer_add(out, "", 1);
+	text = (char *)evbuffer_pullup(out, -1);
+	assert_non_null(strstr(text, "weft_msvc_verb_latency_seconds_count{"
+	                             "node=\"n1\",number=\"16\"} 1\n"));
 	evbuffer_free(out);
 	cluster_stop(&cl);
 }

@@ -420,6 +420,10 @@ typedef struct weft_msvc_verb_stats {
 	uint64_t expired;        /* dropped before its handler ran */
 	uint64_t bytes_received; /* payload bytes */
 	uint64_t bytes_sent;     /* payload bytes */
+	/* Round trips of this node's requests of this verb in ns, from a
+	 * snapshot at most ~1 s old. */
+	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
+	uint64_t latency_max_ns;
 } weft_msvc_verb_stats;
 
 /* weft_msvc_verb_get_stats reads verb's counters (zeros for an unknown
