@@ -50,8 +50,8 @@ fi
 
 echo "== Cluster: weft's event loops against two blocking threads per peer"
 run cluster --peers "$peers" --io both --outstanding 64 --size 64 \
-	--warmup 1 --duration 2 --quiet "${tls[@]}" \
-	--json "$results/cluster.json"
+		--warmup 1 --duration 2 --quiet "${tls[@]}" \
+	--json "$results/cluster.json" --plot "$results/cluster.png"
 
 
 echo "== Pipeline: weft against raw blocking sockets (same frames, same checks)"
@@ -63,4 +63,4 @@ for size in 64 1K 64K; do
 	run latency --size "$size" --count 10k --impl both \
 		--repeat "$repeat" --quiet --json "$results/latency-$size.json"
 done
-echo "JSON results: $results/"
+echo "JSON results and the cluster plot (cluster.png): $results/"

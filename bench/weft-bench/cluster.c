@@ -508,6 +508,59 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 	return fclose(f) == 0 ? 0 : -1;
 }
 
+/* plot_series writes one I/O model's points as gnuplot inline data. */
+static void
+plot_series(FILE *gp, const char *name, const cresult *rows, unsigned n,
+            enum wbench_io io)
+{
+	fprintf(gp, "$%s << EOD\n", name);
+	for (unsigned i = 0; i < n; i++)
+		if (rows[i].io == io)
+			fprintf(gp, "%u %.1f %.3f\n", rows[i].peers,
+			        rows[i].ops_per_s, rows[i].p99_us / 1e3);
+	fprintf(gp, "EOD\n");
+}
+
+/* plot draws op rate and p99 against the number of nodes, both I/O
+ * models, with gnuplot. */
+static int
+plot(const wbench_opts *o, const cresult *rows, unsigned n)
+{
+	FILE *gp = popen("gnuplot", "w");
+
+	if (gp == NULL) {
+		fprintf(stderr, "weft-bench: cannot run gnuplot\n");
+		return -1;
+	}
+	plot_series(gp, "loop", rows, n, WBENCH_IO_LOOP);
+	plot_series(gp, "threads", rows, n, WBENCH_IO_THREADS);
+	fprintf(gp,
+	        "set terminal pngcairo size 1100,450 font ',10'\n"
+	        "set output '%s'\n"
+	        "set multiplot layout 1,2 title 'weft-bench cluster: K=%u in "
+	        "flight per node, %zu B%s'\n"
+	        "set logscale x 2\nset xlabel 'nodes (P)'\nset grid\n"
+	        "set key top right\nset ylabel 'ops/s'\nset yrange [0:*]\n"
+	        "set format y '%%.1s%%c'\n"
+	        "plot $loop using 1:2 with linespoints lw 2 title "
+	        "'weft (event loops)', $threads using 1:2 with linespoints "
+	        "lw 2 title 'thread-per-peer'\n"
+	        "set logscale y\nset ylabel 'p99 latency (ms)'\n"
+	        "set format y '%%g'\n"
+	        "set yrange [*:*]\nset key top left\n"
+	        "plot $loop using 1:3 with linespoints lw 2 title "
+	        "'weft (event loops)', $threads using 1:3 with linespoints "
+	        "lw 2 title 'thread-per-peer'\n"
+	        "unset multiplot\n",
+	        o->plot_path, o->outstanding, o->size,
+	        o->tls_dir ? ", TLS" : "");
+	if (pclose(gp) != 0) {
+		fprintf(stderr, "weft-bench: gnuplot failed\n");
+		return -1;
+	}
+	return 0;
+}
+
 int
 wbench_cluster_run(const wbench_opts *o)
 {
@@ -540,6 +593,8 @@ wbench_cluster_run(const wbench_opts *o)
 		}
 	}
 	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	if (o->plot_path && plot(o, rows, n) != 0)
 		failed = 1;
 	return failed;
 }

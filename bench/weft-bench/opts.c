@@ -49,7 +49,9 @@ wbench_usage(FILE *out)
 	      "  --duration SEC  the measured window (default 2)\n"
 	      "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
 	      "nI.key for node I\n"
-	      "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n",
+	      "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n"
+	      "  --plot FILE.png draw op rate and p99 against P for both I/O "
+	      "models (gnuplot)\n",
 	      out);
 }
 
@@ -181,6 +183,7 @@ static const struct option long_opts[] = {
     {"io", required_argument, NULL, 'I'},
     {"node", required_argument, NULL, 'N'},
     {"tls", required_argument, NULL, 'T'},
+    {"plot", required_argument, NULL, 'G'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -295,6 +298,9 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 		return 0;
 	case 'T':
 		o->tls_dir = arg;
+		return 0;
+	case 'G':
+		o->plot_path = arg;
 		return 0;
 	}
 	return set_opt(o, c, arg);

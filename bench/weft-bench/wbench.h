@@ -82,8 +82,9 @@ typedef struct wbench_opts {
 	unsigned peer_list[16], npeer_list; /* cluster: --peers 3,16 */
 	unsigned outstanding;               /* K requests in flight per node */
 	double warmup_s, duration_s;
-	unsigned node_index; /* cluster-node: which node this is */
-	const char *tls_dir; /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
+	unsigned node_index;   /* cluster-node: which node this is */
+	const char *tls_dir;   /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
+	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
 } wbench_opts;
 
 /* The figures of one run (or the medians of several). */
