@@ -72,6 +72,7 @@ spawn_node(cluster *c, unsigned i)
 {
 	const wbench_opts *o = c->o;
 	char idx[16], peers[16], k[16], size[32], warm[32], dur[32];
+	char rate[32], slowf[32], slowms[32];
 	char *argv[] = {(char *)o->self_exe,
 	                "cluster-node",
 	                "--node",
@@ -88,6 +89,12 @@ spawn_node(cluster *c, unsigned i)
 	                warm,
 	                "--duration",
 	                dur,
+	                "--rate",
+	                rate,
+	                "--slow-fraction",
+	                slowf,
+	                "--slow-ms",
+	                slowms,
 	                o->tls_dir ? "--tls" : NULL,
 	                (char *)o->tls_dir,
 	                NULL};
@@ -100,6 +107,9 @@ spawn_node(cluster *c, unsigned i)
 	snprintf(size, sizeof(size), "%zu", o->size);
 	snprintf(warm, sizeof(warm), "%g", o->warmup_s);
 	snprintf(dur, sizeof(dur), "%g", o->duration_s);
+	snprintf(rate, sizeof(rate), "%.17g", o->rate);
+	snprintf(slowf, sizeof(slowf), "%.17g", o->slow_fraction);
+	snprintf(slowms, sizeof(slowms), "%.17g", o->slow_ms);
 	if (pipe2(in, O_CLOEXEC) != 0)
 		return -1;
 	if (pipe2(out, O_CLOEXEC) != 0) {
@@ -422,11 +432,22 @@ out:
 static void
 print_header(const wbench_opts *o, FILE *out)
 {
-	fprintf(out,
-	        "weft-bench cluster: K=%u requests in flight per node, %zu B "
-	        "payloads echoed, warm-up %g s, window %g s%s\n",
-	        o->outstanding, o->size, o->warmup_s, o->duration_s,
+	if (o->rate > 0)
+		fprintf(out,
+		        "weft-bench cluster: open loop, %g requests/s per node "
+		        "(at most K=%u in flight),",
+		        o->rate, o->outstanding);
+	else
+		fprintf(out,
+		        "weft-bench cluster: K=%u requests in flight per node,",
+		        o->outstanding);
+	fprintf(out, " %zu B payloads echoed, warm-up %g s, window %g s%s\n",
+	        o->size, o->warmup_s, o->duration_s,
 	        o->tls_dir ? ", mutual TLS" : "");
+	if (o->slow_fraction > 0)
+		fprintf(out,
+		        "  %g%% of requests take %g ms more in the handler\n",
+		        o->slow_fraction * 100, o->slow_ms);
 	fprintf(out,
 	        "  %4s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
 	        "%8s %7s %8s %6s\n",
@@ -499,9 +520,11 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 	fprintf(f,
 	        "{\n  \"workload\": \"cluster\",\n  \"outstanding\": %u,\n"
 	        "  \"size\": %zu,\n  \"warmup_s\": %g,\n  \"duration_s\": %g,"
-	        "\n  \"tls\": %s,\n  \"runs\": [",
+	        "\n  \"tls\": %s,\n  \"rate\": %g,\n"
+	        "  \"slow_fraction\": %g,\n  \"slow_ms\": %g,\n  \"runs\": [",
 	        o->outstanding, o->size, o->warmup_s, o->duration_s,
-	        o->tls_dir ? "true" : "false");
+	        o->tls_dir ? "true" : "false", o->rate, o->slow_fraction,
+	        o->slow_ms);
 	for (unsigned i = 0; i < n; i++)
 		json_row(f, &rows[i], i == 0);
 	fprintf(f, "\n  ]\n}\n");

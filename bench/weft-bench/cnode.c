@@ -19,6 +19,7 @@
  *   node -> "result k=v ...", "hist ..."
  *   coord -> "quit"             everybody reported: stop
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,12 @@ struct cnode {
 	uint64_t window_start_ns, window_end_ns;
 	atomic_uint_fast64_t completed; /* replies, any time */
 	atomic_uint active;             /* slots with a request in flight */
-	atomic_uint primed;             /* answers to the first requests */
+	/* Open loop (--rate): idle slots, taken by the pacer. */
+	pthread_mutex_t free_lock;
+	unsigned *free_ids, nfree;
+	atomic_uint_fast64_t handled; /* requests answered, for --slow */
+	uint64_t slow_every;          /* every Nth is slow; 0: none */
+	atomic_uint primed;           /* answers to the first requests */
 	atomic_int first_error;
 };
 
@@ -86,6 +92,30 @@ next_target(const cnode *n, size_t t)
 
 static void slot_send(slot *s);
 
+/* slot_free gives an open-loop slot back to the pacer. */
+static void
+slot_free(slot *s)
+{
+	cnode *n = s->node;
+
+	pthread_mutex_lock(&n->free_lock);
+	n->free_ids[n->nfree++] = s->index;
+	pthread_mutex_unlock(&n->free_lock);
+	atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
+}
+
+static slot *
+slot_take(cnode *n)
+{
+	slot *s = NULL;
+
+	pthread_mutex_lock(&n->free_lock);
+	if (n->nfree > 0)
+		s = &n->slots[n->free_ids[--n->nfree]];
+	pthread_mutex_unlock(&n->free_lock);
+	return s;
+}
+
 /* slot_done books one reply and sends the next request, until the window
  * closes. */
 static void
@@ -102,6 +132,8 @@ slot_done(slot *s, int status)
 	}
 	s->in_flight = false;
 	s->replies++;
+	/* sent_ns is when the request left or, in an open loop, when it was
+	 * meant to: a stall then shows in the latency instead of hiding. */
 	if (now >= n->window_start_ns && now < n->window_end_ns) {
 		if (status == 0) {
 			s->ok++;
@@ -116,7 +148,9 @@ slot_done(slot *s, int status)
 		atomic_compare_exchange_strong(&n->first_error, &zero, status);
 	}
 	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
-	if (now < n->window_end_ns)
+	if (n->o->rate > 0)
+		slot_free(s);
+	else if (now < n->window_end_ns)
 		slot_send(s);
 	else
 		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
@@ -147,7 +181,8 @@ slot_send(slot *s)
 	int rv;
 
 	s->target = next_target(n, s->target);
-	s->sent_ns = now_ns();
+	if (n->o->rate <= 0)
+		s->sent_ns = now_ns();
 	s->in_flight = true;
 	s->sent++;
 	if (n->svc != NULL)
@@ -166,8 +201,29 @@ slot_send(slot *s)
 		s->sent--;
 		s->in_flight = false;
 		atomic_compare_exchange_strong(&n->first_error, &zero, rv);
-		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
+		if (n->o->rate > 0)
+			slot_free(s);
+		else
+			atomic_fetch_sub_explicit(&n->active, 1,
+			                          memory_order_release);
 	}
+}
+
+/* maybe_slow makes every slow_every-th request take slow_ms longer. */
+static void
+maybe_slow(cnode *n)
+{
+	uint64_t k;
+	struct timespec ts;
+
+	if (n->slow_every == 0)
+		return;
+	k = atomic_fetch_add_explicit(&n->handled, 1, memory_order_relaxed);
+	if (k % n->slow_every != 0)
+		return;
+	ts.tv_sec = (time_t)(n->o->slow_ms / 1000);
+	ts.tv_nsec = (long)((n->o->slow_ms - (double)ts.tv_sec * 1000) * 1e6);
+	nanosleep(&ts, NULL);
 }
 
 static void
@@ -241,7 +297,7 @@ static void
 msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	(void)svc;
-	(void)arg;
+	maybe_slow(arg);
 	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
 }
 
@@ -249,7 +305,7 @@ static void
 base_echo(wbase_node *b, wbase_msg *msg, void *arg)
 {
 	(void)b;
-	(void)arg;
+	maybe_slow(arg);
 	wbase_respond(msg, wbase_msg_data(msg), wbase_msg_len(msg));
 }
 
@@ -340,7 +396,8 @@ start_service(cnode *n)
 	if (weft_loop_group_new(1, &n->group) != 0 ||
 	    weft_msvc_new(n->group, n->cfg, id, &mo, &n->svc) != 0 ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
-	                       WEFT_MSVC_INLINE) != 0 ||
+	                       n->slow_every ? WEFT_MSVC_BLOCKING
+	                                     : WEFT_MSVC_INLINE) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
 		return 0;
 	return weft_msvc_port(n->svc);
@@ -420,14 +477,64 @@ read_usage(usage *u)
  * figures when the window opens and closes, and waits for the slots to
  * go idle. */
 static void
+wait_idle(cnode *n)
+{
+	uint64_t deadline = now_ns() + 30000000000u;
+
+	while (atomic_load_explicit(&n->active, memory_order_acquire) > 0 &&
+	       now_ns() < deadline)
+		sleep_until(now_ns() + 1000000u);
+}
+
+/* pace runs an open loop: request k is due at t0 + k / rate and carries
+ * that time, even when no slot is free to send it yet. */
+static void
+pace(cnode *n, uint64_t t0, usage *before)
+{
+	double gap_ns = 1e9 / n->o->rate;
+	uint64_t k = 0, tick = t0 + 1000000000u, now;
+	bool opened = false;
+	slot *s;
+
+	while ((now = now_ns()) < n->window_end_ns) {
+		while ((uint64_t)((double)k * gap_ns) <= now - t0 &&
+		       (s = slot_take(n)) != NULL) {
+			s->sent_ns = t0 + (uint64_t)((double)k * gap_ns);
+			atomic_fetch_add(&n->active, 1);
+			slot_send(s);
+			k++;
+		}
+		if (!opened && now >= n->window_start_ns) {
+			read_usage(before);
+			opened = true;
+		}
+		if (now >= tick) {
+			printf("tick %llu\n",
+			       (unsigned long long)atomic_load(&n->completed));
+			fflush(stdout);
+			tick += 1000000000u;
+		}
+		sleep_until(now + 100000u);
+	}
+	if (!opened)
+		read_usage(before);
+}
+
+static void
 run_window(cnode *n, usage *before, usage *after)
 {
-	uint64_t t0 = now_ns(), tick = t0 + 1000000000u, deadline;
+	uint64_t t0 = now_ns(), tick = t0 + 1000000000u;
 	bool opened = false;
 
 	n->window_start_ns = t0 + (uint64_t)(n->o->warmup_s * 1e9);
 	n->window_end_ns =
 	    n->window_start_ns + (uint64_t)(n->o->duration_s * 1e9);
+	if (n->o->rate > 0) {
+		pace(n, t0, before);
+		read_usage(after);
+		wait_idle(n);
+		return;
+	}
 	atomic_store(&n->active, n->o->outstanding);
 	for (unsigned i = 0; i < n->o->outstanding; i++)
 		slot_send(&n->slots[i]);
@@ -446,10 +553,7 @@ run_window(cnode *n, usage *before, usage *after)
 	}
 	sleep_until(n->window_end_ns);
 	read_usage(after);
-	deadline = now_ns() + 30000000000u;
-	while (atomic_load_explicit(&n->active, memory_order_acquire) > 0 &&
-	       now_ns() < deadline)
-		sleep_until(now_ns() + 1000000u);
+	wait_idle(n);
 }
 
 static void
@@ -509,8 +613,15 @@ node_init(cnode *n, const wbench_opts *o)
 	n->payload = calloc(1, o->size ? o->size : 1);
 	n->slots = calloc(o->outstanding, sizeof(*n->slots));
 	n->peers = calloc(o->peers, sizeof(*n->peers));
-	if (n->payload == NULL || n->slots == NULL || n->peers == NULL)
+	n->free_ids = calloc(o->outstanding, sizeof(*n->free_ids));
+	pthread_mutex_init(&n->free_lock, NULL);
+	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
+	    n->free_ids == NULL)
 		return -1;
+	if (o->slow_fraction > 0)
+		n->slow_every = (uint64_t)(1 / o->slow_fraction + 0.5);
+	for (unsigned i = 0; i < o->outstanding; i++)
+		n->free_ids[n->nfree++] = o->outstanding - 1 - i;
 	wbench_pattern_fill(n->payload, o->size, o->seed);
 	for (unsigned i = 0; i < o->outstanding; i++) {
 		n->slots[i].node = n;
@@ -539,6 +650,9 @@ node_fini(cnode *n)
 	free(n->peers);
 	free(n->slots);
 	free(n->payload);
+	if (n->free_ids != NULL)
+		pthread_mutex_destroy(&n->free_lock);
+	free(n->free_ids);
 }
 
 int

@@ -10,49 +10,58 @@
 void
 wbench_usage(FILE *out)
 {
-	fputs("usage: weft-bench throughput|latency|cluster [options]\n"
-	      "  --size S        payload bytes per message (64, 1K, 64K; "
-	      "default 64)\n"
-	      "  --count N       messages (round trips) measured (1000, 10k, "
-	      "2M;\n"
-	      "                  default: throughput min(10M, 4 GiB/S), "
-	      "latency 50k)\n"
-	      "  --warmup N      messages before measuring (default: count/10,"
-	      "\n                  at most 1M)\n"
-	      "  --impl I        weft (default), raw (blocking-socket "
-	      "reference) or both\n"
-	      "  --repeat R      runs per implementation; medians are "
-	      "reported (default 1)\n"
-	      "  --batch B       messages the weft sender writes per flush "
-	      "(default 64)\n"
-	      "  --seed X        payload pattern seed (default 1)\n"
-	      "  --verify        check every payload byte, not only the "
-	      "sequence numbers\n"
-	      "  --json FILE     write every figure to FILE\n"
-	      "  --quiet         no progress lines on stderr\n"
-	      "  --timeout SEC   fail a run that takes longer (default 600)\n"
-	      "  --listen ADDR   run only the measuring half (the receiver, or "
-	      "the pinger)\n"
-	      "  --connect ADDR  run only the load half (the sender, or the "
-	      "echoer)\n"
-	      "  --peer P        process (default) or thread: where the load "
-	      "half runs\n"
-	      "cluster: P node processes on loopback, each keeping K requests "
-	      "in flight\nround-robin over the others, which echo the "
-	      "payload:\n"
-	      "  --peers P[,P..] node counts to run (default 3)\n"
-	      "  --outstanding K requests in flight per node (default 64)\n"
-	      "  --io M          loop (weft's messaging service), threads "
-	      "(the thread-per-peer\n"
-	      "                  baseline) or both (default)\n"
-	      "  --warmup SEC    seconds before the window (default 1)\n"
-	      "  --duration SEC  the measured window (default 2)\n"
-	      "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
-	      "nI.key for node I\n"
-	      "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n"
-	      "  --plot FILE.png draw op rate and p99 against P for both I/O "
-	      "models (gnuplot)\n",
-	      out);
+	fputs(
+	    "usage: weft-bench throughput|latency|cluster [options]\n"
+	    "  --size S        payload bytes per message (64, 1K, 64K; "
+	    "default 64)\n"
+	    "  --count N       messages (round trips) measured (1000, 10k, "
+	    "2M;\n"
+	    "                  default: throughput min(10M, 4 GiB/S), "
+	    "latency 50k)\n"
+	    "  --warmup N      messages before measuring (default: count/10,"
+	    "\n                  at most 1M)\n"
+	    "  --impl I        weft (default), raw (blocking-socket "
+	    "reference) or both\n"
+	    "  --repeat R      runs per implementation; medians are "
+	    "reported (default 1)\n"
+	    "  --batch B       messages the weft sender writes per flush "
+	    "(default 64)\n"
+	    "  --seed X        payload pattern seed (default 1)\n"
+	    "  --verify        check every payload byte, not only the "
+	    "sequence numbers\n"
+	    "  --json FILE     write every figure to FILE\n"
+	    "  --quiet         no progress lines on stderr\n"
+	    "  --timeout SEC   fail a run that takes longer (default 600)\n"
+	    "  --listen ADDR   run only the measuring half (the receiver, or "
+	    "the pinger)\n"
+	    "  --connect ADDR  run only the load half (the sender, or the "
+	    "echoer)\n"
+	    "  --peer P        process (default) or thread: where the load "
+	    "half runs\n"
+	    "cluster: P node processes on loopback, each keeping K requests "
+	    "in flight\nround-robin over the others, which echo the "
+	    "payload:\n"
+	    "  --peers P[,P..] node counts to run (default 3)\n"
+	    "  --outstanding K requests in flight per node (default 64)\n"
+	    "  --io M          loop (weft's messaging service), threads "
+	    "(the thread-per-peer\n"
+	    "                  baseline) or both (default)\n"
+	    "  --warmup SEC    seconds before the window (default 1)\n"
+	    "  --duration SEC  the measured window (default 2)\n"
+	    "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
+	    "nI.key for node I\n"
+	    "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n"
+	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
+	    "models (gnuplot)\n"
+	    "  --rate R        open loop: R requests/s per node, latency from "
+	    "each one's\n"
+	    "                  intended send time (K caps those in flight; "
+	    "default: closed loop)\n"
+	    "  --slow-fraction F, --slow-ms MS  that share of requests takes "
+	    "MS more in the\n"
+	    "                  handler (weft runs the verb on its worker "
+	    "pool then)\n",
+	    out);
 }
 
 const char *
@@ -102,6 +111,7 @@ wbench_opts_default(wbench_opts *o)
 	o->outstanding = 64;
 	o->warmup_s = 1;
 	o->duration_s = 2;
+	o->slow_ms = 1;
 }
 
 /* parse_seconds reads a duration in seconds ("2", "0.5", "2s"). */
@@ -112,6 +122,18 @@ parse_seconds(const char *s, double *out)
 	double v = strtod(s, &end);
 
 	if (end == s || v < 0 || v > 86400 || (*end && strcmp(end, "s")))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+parse_double(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end != '\0' || v < lo || v > hi)
 		return -1;
 	*out = v;
 	return 0;
@@ -184,6 +206,9 @@ static const struct option long_opts[] = {
     {"node", required_argument, NULL, 'N'},
     {"tls", required_argument, NULL, 'T'},
     {"plot", required_argument, NULL, 'G'},
+    {"rate", required_argument, NULL, 'R'},
+    {"slow-fraction", required_argument, NULL, 'F'},
+    {"slow-ms", required_argument, NULL, 'M'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -302,6 +327,12 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 	case 'G':
 		o->plot_path = arg;
 		return 0;
+	case 'R':
+		return parse_double(arg, 0, 1e8, &o->rate);
+	case 'F':
+		return parse_double(arg, 0, 1, &o->slow_fraction);
+	case 'M':
+		return parse_double(arg, 0, 60000, &o->slow_ms);
 	}
 	return set_opt(o, c, arg);
 }

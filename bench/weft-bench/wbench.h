@@ -85,6 +85,9 @@ typedef struct wbench_opts {
 	unsigned node_index;   /* cluster-node: which node this is */
 	const char *tls_dir;   /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
 	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
+	double rate; /* cluster --rate: requests/s per node (open loop) */
+	double slow_fraction; /* cluster: share of requests handled slowly */
+	double slow_ms;       /* their extra handling time */
 } wbench_opts;
 
 /* The figures of one run (or the medians of several). */

@@ -142,6 +142,32 @@ test_cluster_both_io_models(void **state)
 	check_cluster_run(threads);
 }
 
+/* An open loop at a fixed rate, with some slow requests. */
+static void
+test_cluster_open_loop_with_slow_requests(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"cluster", "--peers",
+	                "3",       "--rate",
+	                "2000",    "--outstanding",
+	                "64",      "--slow-fraction",
+	                "0.01",    "--slow-ms",
+	                "1",       "--warmup",
+	                "0.2",     "--duration",
+	                "0.5",     "--quiet",
+	                "--json",  path,
+	                NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"rate\": 2000"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	check_cluster_run(strstr(text, "\"io\": \"threads\""));
+}
+
 /* The same over mutual TLS, with certificates made by gen-certs.sh. */
 static void
 test_cluster_over_tls(void **state)
@@ -196,6 +222,7 @@ main(void)
 	    cmocka_unit_test(test_throughput_both_in_two_processes),
 	    cmocka_unit_test(test_latency_in_two_processes),
 	    cmocka_unit_test(test_cluster_both_io_models),
+	    cmocka_unit_test(test_cluster_open_loop_with_slow_requests),
 	    cmocka_unit_test(test_cluster_over_tls),
 	    cmocka_unit_test(test_bad_options_exit_2),
 	};
