@@ -119,6 +119,14 @@ make_channel(handoff *h, struct bufferevent *bev)
 	weft_channel *ch;
 	int rv;
 
+	/* Once the server is closed, its init_arg may be gone: a connection
+	 * whose set-up (a TLS handshake) ends after weft_server_close is
+	 * dropped, never handed to init. */
+	if (atomic_load(&srv->close_requested)) {
+		bufferevent_free(bev);
+		rv = WEFT_ESHUTDOWN;
+		goto err_fail;
+	}
 	if ((rv = weft_channel_new(h->loop, bev, &srv->opts.channel, &ch)))
 		goto err_fail;
 	weft_channel_set_peer(ch, h->peer);

@@ -116,8 +116,13 @@ typedef void (*weft_server_close_cb)(weft_server *srv, void *arg);
  * weft_server_close stops accepting: the listening socket is closed (a Unix
  * socket file is removed) and then cb (if not NULL) runs on the accepting
  * loop, after which srv is freed. Channels already accepted are not
- * touched; close them yourself, or shut the loops down. Idempotent: a
- * second call before cb has run is ignored (its cb never runs). If the
+ * touched; close them yourself, or shut the loops down. Connections still
+ * being set up (a TLS handshake, the first byte in optional mode, the
+ * hand-over to their loop) are dropped, without calling init, when their
+ * set-up ends after this call; one ending at the same time on another
+ * loop may still call init, so init_arg may be freed, while the loops go
+ * on, once a task posted after this call has run on each loop. Idempotent:
+ * a second call before cb has run is ignored (its cb never runs). If the
  * accepting loop has stopped (its group was shut down), cb runs when the
  * loop is freed, with the loop's other queued tasks. Call it before
  * freeing the loops. Any thread.
