@@ -50,12 +50,15 @@ typedef struct cresult {
 	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
 	uint64_t threads;
 	int first_error;
+	unsigned clients, depth; /* rpc */
 } cresult;
 
 typedef struct cluster {
 	const wbench_opts *o;
 	enum wbench_io io;
-	unsigned n;
+	unsigned n;       /* processes */
+	unsigned members; /* the first ones are nodes; rpc: the rest clients */
+	unsigned depth;   /* rpc: requests in flight per client */
 	child *kids;
 	weft_histogram *lat;
 	uint64_t last_print_ns, last_ticks;
@@ -101,9 +104,16 @@ spawn_node(cluster *c, unsigned i)
 	posix_spawn_file_actions_t fa;
 	int in[2], out[2], rv;
 
-	snprintf(idx, sizeof(idx), "%u", i);
-	snprintf(peers, sizeof(peers), "%u", c->n);
+	snprintf(idx, sizeof(idx), "%u", i < c->members ? i : i - c->members);
+	snprintf(peers, sizeof(peers), "%u", c->members);
 	snprintf(k, sizeof(k), "%u", o->outstanding);
+	if (c->members < c->n) { /* rpc: a server and its clients */
+		snprintf(k, sizeof(k), "%u", i < c->members ? 0 : c->depth);
+		if (i >= c->members) {
+			argv[2] = "--client";
+			argv[7] = "loop";
+		}
+	}
 	snprintf(size, sizeof(size), "%zu", o->size);
 	snprintf(warm, sizeof(warm), "%g", o->warmup_s);
 	snprintf(dur, sizeof(dur), "%g", o->duration_s);
@@ -303,7 +313,7 @@ send_ports(cluster *c)
 	if (line == NULL)
 		return -1;
 	off = (size_t)sprintf(line, "ports");
-	for (unsigned i = 0; i < c->n; i++)
+	for (unsigned i = 0; i < c->members; i++)
 		off += (size_t)sprintf(line + off, " %u", c->kids[i].port);
 	sprintf(line + off, "\n");
 	rv = tell_all(c, line);
@@ -409,18 +419,29 @@ run_phases(cluster *c)
 	return tell_all(c, "quit\n");
 }
 
+/* run_cluster runs members nodes and, for rpc, clients clients of node
+ * 0 with depth requests in flight each. */
 static int
-run_cluster(const wbench_opts *o, enum wbench_io io, unsigned peers, cresult *r)
+run_cluster(const wbench_opts *o, enum wbench_io io, unsigned members,
+            unsigned clients, unsigned depth, cresult *r)
 {
-	cluster c = {.o = o, .io = io, .n = peers};
+	cluster c = {.o = o,
+	             .io = io,
+	             .n = members + clients,
+	             .members = members,
+	             .depth = depth};
 	int rv = -1;
 
-	c.kids = calloc(peers, sizeof(*c.kids));
+	c.kids = calloc(c.n, sizeof(*c.kids));
 	if (c.kids == NULL || weft_histogram_new(&c.lat) != 0)
 		goto out;
 	rv = run_phases(&c);
-	if (rv == 0)
+	if (rv == 0) {
 		merge(&c, r);
+		r->peers = members;
+		r->clients = clients;
+		r->depth = depth;
+	}
 out:
 	if (c.kids != NULL)
 		reap(&c, rv != 0);
@@ -432,7 +453,13 @@ out:
 static void
 print_header(const wbench_opts *o, FILE *out)
 {
-	if (o->rate > 0)
+	if (o->workload == WBENCH_RPC)
+		fprintf(out,
+		        "weft-bench rpc: C client processes (weft's "
+		        "service as clients) x D requests in flight each,\n"
+		        "  against one server (--io: weft's service or the "
+		        "thread-per-peer baseline),");
+	else if (o->rate > 0)
 		fprintf(out,
 		        "weft-bench cluster: open loop, %g requests/s per node "
 		        "(at most K=%u in flight),",
@@ -449,20 +476,27 @@ print_header(const wbench_opts *o, FILE *out)
 		        "  %g%% of requests take %g ms more in the handler\n",
 		        o->slow_fraction * 100, o->slow_ms);
 	fprintf(out,
-	        "  %4s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
+	        "  %6s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
 	        "%8s %7s %8s %6s\n",
-	        "P", "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
-	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
-	        "RSS MB", "MB/node", "threads", "msgs/wk", "errors");
+	        o->workload == WBENCH_RPC ? "CxD" : "P", "io", "ops/s",
+	        "mean us", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us",
+	        "vcsw/op", "ivcs/op", "cpu us/op", "RSS MB", "MB/node",
+	        "threads", "msgs/wk", "errors");
 }
 
 static void
 print_row(const cresult *r, FILE *out)
 {
+	char label[32];
+
+	if (r->clients > 0)
+		snprintf(label, sizeof(label), "%ux%u", r->clients, r->depth);
+	else
+		snprintf(label, sizeof(label), "%u", r->peers);
 	fprintf(out,
-	        "  %4u %-8s %10.0f %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
+	        "  %6s %-8s %10.0f %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
 	        "%8.3f %8.2f %8.1f %8.2f %7llu %8.2f %6llu\n",
-	        r->peers, io_name(r->io), r->ops_per_s, r->mean_us, r->p50_us,
+	        label, io_name(r->io), r->ops_per_s, r->mean_us, r->p50_us,
 	        r->p95_us, r->p99_us, r->p999_us, r->max_us, r->vcsw_per_op,
 	        r->ivcsw_per_op, r->cpu_us_per_op, r->rss_mb,
 	        r->rss_mb_per_node, (unsigned long long)r->threads,
@@ -489,7 +523,8 @@ static void
 json_row(FILE *f, const cresult *r, bool first)
 {
 	fprintf(f,
-	        "%s\n    {\"peers\": %u, \"io\": \"%s\", \"ops\": %llu, "
+	        "%s\n    {\"peers\": %u, \"clients\": %u, \"depth\": %u, "
+	        "\"io\": \"%s\", \"ops\": %llu, "
 	        "\"errors\": %llu, \"ops_per_s\": %.1f, \"mean_us\": %.2f, "
 	        "\"p50_us\": %.2f, \"p95_us\": %.2f, \"p99_us\": %.2f, "
 	        "\"p999_us\": %.2f, \"max_us\": %.2f, \"vcsw_per_op\": %.4f, "
@@ -498,14 +533,15 @@ json_row(FILE *f, const cresult *r, bool first)
 	        "\"threads\": %llu, \"msgs_per_wakeup\": %.3f, "
 	        "\"sent\": %llu, \"replies\": %llu, \"lost\": %llu, "
 	        "\"duplicates\": %llu}",
-	        first ? "" : ",", r->peers, io_name(r->io),
-	        (unsigned long long)r->ops, (unsigned long long)r->errors,
-	        r->ops_per_s, r->mean_us, r->p50_us, r->p95_us, r->p99_us,
-	        r->p999_us, r->max_us, r->vcsw_per_op, r->ivcsw_per_op,
-	        r->cpu_us_per_op, r->rss_mb, r->rss_mb_per_node,
-	        (unsigned long long)r->threads, r->msgs_per_wakeup,
-	        (unsigned long long)r->sent, (unsigned long long)r->replies,
-	        (unsigned long long)r->lost, (unsigned long long)r->duplicates);
+	        first ? "" : ",", r->peers, r->clients, r->depth,
+	        io_name(r->io), (unsigned long long)r->ops,
+	        (unsigned long long)r->errors, r->ops_per_s, r->mean_us,
+	        r->p50_us, r->p95_us, r->p99_us, r->p999_us, r->max_us,
+	        r->vcsw_per_op, r->ivcsw_per_op, r->cpu_us_per_op, r->rss_mb,
+	        r->rss_mb_per_node, (unsigned long long)r->threads,
+	        r->msgs_per_wakeup, (unsigned long long)r->sent,
+	        (unsigned long long)r->replies, (unsigned long long)r->lost,
+	        (unsigned long long)r->duplicates);
 }
 
 static int
@@ -518,13 +554,13 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 		return -1;
 	}
 	fprintf(f,
-	        "{\n  \"workload\": \"cluster\",\n  \"outstanding\": %u,\n"
+	        "{\n  \"workload\": \"%s\",\n  \"outstanding\": %u,\n"
 	        "  \"size\": %zu,\n  \"warmup_s\": %g,\n  \"duration_s\": %g,"
 	        "\n  \"tls\": %s,\n  \"rate\": %g,\n"
 	        "  \"slow_fraction\": %g,\n  \"slow_ms\": %g,\n  \"runs\": [",
-	        o->outstanding, o->size, o->warmup_s, o->duration_s,
-	        o->tls_dir ? "true" : "false", o->rate, o->slow_fraction,
-	        o->slow_ms);
+	        wbench_workload_name(o->workload), o->outstanding, o->size,
+	        o->warmup_s, o->duration_s, o->tls_dir ? "true" : "false",
+	        o->rate, o->slow_fraction, o->slow_ms);
 	for (unsigned i = 0; i < n; i++)
 		json_row(f, &rows[i], i == 0);
 	fprintf(f, "\n  ]\n}\n");
@@ -584,6 +620,39 @@ plot(const wbench_opts *o, const cresult *rows, unsigned n)
 	return 0;
 }
 
+/* wbench_rpc_run: for each C and D, one server and C clients. */
+static int
+rpc_run(const wbench_opts *o)
+{
+	cresult rows[2 * 64];
+	unsigned n = 0;
+	int failed = 0;
+
+	print_header(o, stdout);
+	for (unsigned ci = 0; ci < o->nclient_list; ci++)
+		for (unsigned di = 0; di < o->ndepth_list; di++)
+			for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS;
+			     io++) {
+				cresult *r = &rows[n];
+
+				if (!(o->io & io))
+					continue;
+				if (run_cluster(o, (enum wbench_io)io, 1,
+				                o->client_list[ci],
+				                o->depth_list[di], r) != 0) {
+					failed = 1;
+					continue;
+				}
+				failed |= r->lost != 0 || r->duplicates != 0;
+				print_row(r, stdout);
+				fflush(stdout);
+				n++;
+			}
+	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	return failed;
+}
+
 int
 wbench_cluster_run(const wbench_opts *o)
 {
@@ -591,6 +660,8 @@ wbench_cluster_run(const wbench_opts *o)
 	unsigned n = 0;
 	int failed = 0;
 
+	if (o->workload == WBENCH_RPC)
+		return rpc_run(o);
 	print_header(o, stdout);
 	for (unsigned p = 0; p < o->npeer_list; p++) {
 		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
@@ -599,7 +670,7 @@ wbench_cluster_run(const wbench_opts *o)
 			if (!(o->io & io))
 				continue;
 			if (run_cluster(o, (enum wbench_io)io, o->peer_list[p],
-			                r) != 0) {
+			                0, 0, r) != 0) {
 				failed = 1;
 				continue;
 			}

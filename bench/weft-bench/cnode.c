@@ -86,6 +86,8 @@ now_ns(void)
 static size_t
 next_target(const cnode *n, size_t t)
 {
+	if (n->o->client)
+		return 0; /* a client asks its server, node 0 */
 	t = (t + 1) % n->o->peers;
 	return t == n->self ? (t + 1) % n->o->peers : t;
 }
@@ -339,8 +341,12 @@ make_config(cnode *n)
 static void
 tls_files(const cnode *n, char cert[256], char key[256], char ca[256])
 {
-	snprintf(cert, 256, "%s/n%u.crt", n->o->tls_dir, n->o->node_index);
-	snprintf(key, 256, "%s/n%u.key", n->o->tls_dir, n->o->node_index);
+	const char *kind = n->o->client ? "c" : "n";
+
+	snprintf(cert, 256, "%s/%s%u.crt", n->o->tls_dir, kind,
+	         n->o->node_index);
+	snprintf(key, 256, "%s/%s%u.key", n->o->tls_dir, kind,
+	         n->o->node_index);
 	snprintf(ca, 256, "%s/ca.crt", n->o->tls_dir);
 }
 
@@ -388,8 +394,11 @@ start_service(cnode *n)
 	weft_msvc_opts mo = {0};
 	char id[16];
 
-	snprintf(id, sizeof(id), "n%u", n->o->node_index);
-	if (n->o->io == WBENCH_IO_THREADS)
+	snprintf(id, sizeof(id), "%s%u", n->o->client ? "c" : "n",
+	         n->o->node_index);
+	/* Clients are always weft's service: only the server's I/O model
+	 * changes between rpc runs. */
+	if (n->o->io == WBENCH_IO_THREADS && !n->o->client)
 		return start_baseline(n, id);
 	if (n->o->tls_dir != NULL && setup_tls(n, &mo) != 0)
 		return 0;
@@ -400,7 +409,7 @@ start_service(cnode *n)
 	                                     : WEFT_MSVC_INLINE) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
 		return 0;
-	return weft_msvc_port(n->svc);
+	return n->o->client ? 1 : weft_msvc_port(n->svc);
 }
 
 /* set_ports reads "ports P0 P1 ..." and points the service at every
@@ -609,11 +618,11 @@ node_init(cnode *n, const wbench_opts *o)
 {
 	memset(n, 0, sizeof(*n));
 	n->o = o;
-	n->self = o->node_index;
+	n->self = o->client ? SIZE_MAX : o->node_index;
 	n->payload = calloc(1, o->size ? o->size : 1);
-	n->slots = calloc(o->outstanding, sizeof(*n->slots));
+	n->slots = calloc(o->outstanding + 1, sizeof(*n->slots));
 	n->peers = calloc(o->peers, sizeof(*n->peers));
-	n->free_ids = calloc(o->outstanding, sizeof(*n->free_ids));
+	n->free_ids = calloc(o->outstanding + 1, sizeof(*n->free_ids));
 	pthread_mutex_init(&n->free_lock, NULL);
 	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
 	    n->free_ids == NULL)
@@ -627,7 +636,7 @@ node_init(cnode *n, const wbench_opts *o)
 		n->slots[i].node = n;
 		n->slots[i].index = i;
 		/* Slots start spread over the other nodes. */
-		n->slots[i].target = (n->self + i) % o->peers;
+		n->slots[i].target = (o->node_index + i) % o->peers;
 	}
 	return make_config(n);
 }
@@ -667,7 +676,7 @@ wbench_cluster_node(const wbench_opts *o)
 	/* One line per node is plenty: warnings and errors only. */
 	if (!WEFT_LOG_ENABLED(WEFT_LOG_DEBUG))
 		weft_log_set_level(WEFT_LOG_WARN);
-	if (o->node_index >= o->peers || node_init(&n, o) != 0)
+	if ((!o->client && o->node_index >= o->peers) || node_init(&n, o) != 0)
 		goto out;
 	if ((port = start_service(&n)) == 0) {
 		fprintf(stderr, "weft-bench: node %u: cannot start\n",

@@ -51,6 +51,11 @@ wbench_usage(FILE *out)
 	    "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
 	    "nI.key for node I\n"
 	    "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n"
+	    "rpc: one server (n0) and C client processes, each keeping D "
+	    "requests in flight:\n"
+	    "  --clients C[,C..]   client counts (default 1,4,16)\n"
+	    "  --outstanding D[,D..] requests in flight per client (default "
+	    "1,32)\n"
 	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
 	    "models (gnuplot)\n"
 	    "  --rate R        open loop: R requests/s per node, latency from "
@@ -74,6 +79,8 @@ wbench_workload_name(enum wbench_workload w)
 		return "latency";
 	case WBENCH_CLUSTER:
 		return "cluster";
+	case WBENCH_RPC:
+		return "rpc";
 	default:
 		return "cluster-node";
 	}
@@ -109,6 +116,12 @@ wbench_opts_default(wbench_opts *o)
 	o->peer_list[0] = 3;
 	o->npeer_list = 1;
 	o->outstanding = 64;
+	o->depth_list[0] = 64;
+	o->ndepth_list = 1;
+	o->client_list[0] = 1;
+	o->client_list[1] = 4;
+	o->client_list[2] = 16;
+	o->nclient_list = 3;
 	o->warmup_s = 1;
 	o->duration_s = 2;
 	o->slow_ms = 1;
@@ -209,6 +222,8 @@ static const struct option long_opts[] = {
     {"rate", required_argument, NULL, 'R'},
     {"slow-fraction", required_argument, NULL, 'F'},
     {"slow-ms", required_argument, NULL, 'M'},
+    {"clients", required_argument, NULL, 'C'},
+    {"client", required_argument, NULL, 'c' + 256},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -263,6 +278,25 @@ set_opt(wbench_opts *o, int c, const char *arg)
 	return -1;
 }
 
+/* parse_list reads up to 8 counts in [lo, hi]: "1", "1,4,16". */
+static int
+parse_list(const char *s, unsigned long lo, unsigned long hi, unsigned *out,
+           unsigned *n)
+{
+	char *end;
+
+	*n = 0;
+	do {
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (end == s || v < lo || v > hi || *n >= 8)
+			return -1;
+		out[(*n)++] = (unsigned)v;
+		s = end + (*end == ',');
+	} while (*end == ',');
+	return *end == '\0' ? 0 : -1;
+}
+
 /* parse_peers reads a list of node counts: "3", "3,16,64". */
 static int
 parse_peers(const char *s, wbench_opts *o)
@@ -273,7 +307,7 @@ parse_peers(const char *s, wbench_opts *o)
 	do {
 		unsigned long v = strtoul(s, &end, 10);
 
-		if (end == s || v < 2 || v > 1024 || o->npeer_list >= 16)
+		if (end == s || v < 1 || v > 1024 || o->npeer_list >= 16)
 			return -1;
 		o->peer_list[o->npeer_list++] = (unsigned)v;
 		s = end + (*end == ',');
@@ -306,9 +340,20 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 	case 'P':
 		return parse_peers(arg, o);
 	case 'K':
-		if (parse_num(arg, false, &v) || v == 0 || v > 100000)
+		if (parse_list(arg, 0, 100000, o->depth_list,
+		               &o->ndepth_list) != 0)
 			return -1;
-		o->outstanding = (unsigned)v;
+		o->depth_given = true;
+		o->outstanding = o->depth_list[0];
+		return 0;
+	case 'C':
+		return parse_list(arg, 1, 1000, o->client_list,
+		                  &o->nclient_list);
+	case 'c' + 256:
+		if (parse_num(arg, false, &v) || v > 1000)
+			return -1;
+		o->client = true;
+		o->node_index = (unsigned)v;
 		return 0;
 	case 'D':
 		return parse_seconds(arg, &o->duration_s) || o->duration_s <= 0
@@ -388,6 +433,8 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		o->workload = WBENCH_LATENCY;
 	else if (strcmp(argv[0], "cluster") == 0)
 		o->workload = WBENCH_CLUSTER;
+	else if (strcmp(argv[0], "rpc") == 0)
+		o->workload = WBENCH_RPC;
 	else if (strcmp(argv[0], "cluster-node") == 0)
 		o->workload = WBENCH_CLUSTER_NODE;
 	else {
@@ -413,5 +460,21 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		return -1;
 	}
 	fill_auto(o);
+	if (o->workload == WBENCH_RPC && !o->depth_given) {
+		o->depth_list[0] = 1;
+		o->depth_list[1] = 32;
+		o->ndepth_list = 2;
+	}
+	for (unsigned i = 0; o->workload == WBENCH_CLUSTER && i < o->npeer_list;
+	     i++)
+		if (o->peer_list[i] < 2) {
+			fprintf(stderr, "weft-bench: a cluster has 2 nodes or "
+			                "more\n");
+			return -1;
+		}
+	if (o->workload == WBENCH_RPC && o->tls_dir != NULL) {
+		fprintf(stderr, "weft-bench: rpc runs in plaintext only\n");
+		return -1;
+	}
 	return 0;
 }

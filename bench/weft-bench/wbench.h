@@ -28,7 +28,8 @@ enum wbench_workload {
 	WBENCH_THROUGHPUT,
 	WBENCH_LATENCY,
 	WBENCH_CLUSTER,      /* P node processes asking each other */
-	WBENCH_CLUSTER_NODE, /* one of them (started by cluster) */
+	WBENCH_RPC,          /* C client processes asking one server */
+	WBENCH_CLUSTER_NODE, /* one of them (started by cluster or rpc) */
 };
 
 /* The I/O model of a cluster node. */
@@ -82,7 +83,11 @@ typedef struct wbench_opts {
 	unsigned peer_list[16], npeer_list; /* cluster: --peers 3,16 */
 	unsigned outstanding;               /* K requests in flight per node */
 	double warmup_s, duration_s;
-	unsigned node_index;   /* cluster-node: which node this is */
+	unsigned node_index; /* cluster-node: which node this is */
+	bool client;         /* cluster-node: a non-member client, cI */
+	unsigned client_list[8], nclient_list; /* rpc: --clients 1,4,16 */
+	unsigned depth_list[8], ndepth_list;   /* rpc: --outstanding 1,32 */
+	bool depth_given;
 	const char *tls_dir;   /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
 	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */

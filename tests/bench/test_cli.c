@@ -142,6 +142,27 @@ test_cluster_both_io_models(void **state)
 	check_cluster_run(threads);
 }
 
+/* Two clients with four requests in flight each, against each server. */
+static void
+test_rpc_both_servers(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"rpc", "--clients", "2",      "--outstanding",
+	                "4",   "--warmup",  "0.2",    "--duration",
+	                "0.5", "--quiet",   "--json", path,
+	                NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"workload\": \"rpc\""));
+	assert_non_null(strstr(text, "\"clients\": 2, \"depth\": 4"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	check_cluster_run(strstr(text, "\"io\": \"threads\""));
+}
+
 /* An open loop at a fixed rate, with some slow requests. */
 static void
 test_cluster_open_loop_with_slow_requests(void **state)
@@ -223,6 +244,7 @@ main(void)
 	    cmocka_unit_test(test_latency_in_two_processes),
 	    cmocka_unit_test(test_cluster_both_io_models),
 	    cmocka_unit_test(test_cluster_open_loop_with_slow_requests),
+	    cmocka_unit_test(test_rpc_both_servers),
 	    cmocka_unit_test(test_cluster_over_tls),
 	    cmocka_unit_test(test_bad_options_exit_2),
 	};
