@@ -1,0 +1,201 @@
+/*
+ * Runs weft-bench's cluster and rpc workloads as a user would (node
+ * processes on loopback) and checks that every request was answered exactly
+ * once and that the figures agree. No speed is asserted.
+ */
+#include <setjmp.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+extern char **environ;
+
+/* run_bench runs weft-bench with args and returns its exit status. */
+static int
+run_bench(char **args)
+{
+	char *argv[32] = {WBENCH_EXE};
+	pid_t pid;
+	int status, i;
+
+	for (i = 0; args[i] != NULL && i < 28; i++)
+		argv[i + 1] = args[i];
+	/* A failing run ends well within the test's own time limit. */
+	argv[++i] = "--timeout";
+	argv[++i] = "20";
+	argv[i + 1] = NULL;
+	assert_int_equal(
+	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static void
+read_json(const char *path, char *text, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(text, 1, len - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	unlink(path);
+}
+
+/* value_after reads the number after key, from where p points. */
+static double
+value_after(const char *p, const char *key)
+{
+	const char *k = strstr(p, key);
+
+	assert_non_null(k);
+	return strtod(k + strlen(key), NULL);
+}
+
+static void
+check_cluster_run(const char *run)
+{
+	/* Every request sent was answered exactly once (an answer may be
+	 * an error: that is a figure, reported, not a failure of the run). */
+	assert_true(value_after(run, "\"sent\": ") > 0);
+	assert_true(value_after(run, "\"lost\": ") == 0);
+	assert_true(value_after(run, "\"duplicates\": ") == 0);
+	assert_true(value_after(run, "\"sent\": ") ==
+	            value_after(run, "\"replies\": "));
+	assert_true(value_after(run, "\"p50_us\": ") <=
+	            value_after(run, "\"p95_us\": "));
+	assert_true(value_after(run, "\"p95_us\": ") <=
+	            value_after(run, "\"p99_us\": "));
+	assert_true(value_after(run, "\"p99_us\": ") <=
+	            value_after(run, "\"p999_us\": "));
+	assert_true(value_after(run, "\"p999_us\": ") <=
+	            value_after(run, "\"max_us\": "));
+	assert_true(value_after(run, "\"threads\": ") >= 3);
+}
+
+/* Three node processes per I/O model: every request answered once. */
+static void
+test_cluster_both_io_models(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"cluster", "--peers",  "3",      "--outstanding",
+	                "8",       "--warmup", "0.1",    "--duration",
+	                "0.3",     "--quiet",  "--json", path,
+	                NULL};
+	int fd = mkstemp(path);
+	char *loop, *threads;
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	loop = strstr(text, "\"io\": \"loop\"");
+	threads = strstr(text, "\"io\": \"threads\"");
+	assert_non_null(loop);
+	assert_non_null(threads);
+	check_cluster_run(loop);
+	check_cluster_run(threads);
+}
+
+/* Two clients with four requests in flight each, against each server. */
+static void
+test_rpc_both_servers(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"rpc", "--clients", "2",      "--outstanding",
+	                "4",   "--warmup",  "0.1",    "--duration",
+	                "0.3", "--quiet",   "--json", path,
+	                NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"workload\": \"rpc\""));
+	assert_non_null(strstr(text, "\"clients\": 2, \"depth\": 4"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	check_cluster_run(strstr(text, "\"io\": \"threads\""));
+}
+
+/* An open loop at a fixed rate, with some slow requests. */
+static void
+test_cluster_open_loop_with_slow_requests(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"cluster", "--peers",
+	                "3",       "--rate",
+	                "2000",    "--outstanding",
+	                "64",      "--slow-fraction",
+	                "0.01",    "--slow-ms",
+	                "1",       "--warmup",
+	                "0.1",     "--duration",
+	                "0.3",     "--quiet",
+	                "--json",  path,
+	                NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"rate\": 2000"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	check_cluster_run(strstr(text, "\"io\": \"threads\""));
+}
+
+/* The same over mutual TLS, with certificates made by gen-certs.sh. */
+static void
+test_cluster_over_tls(void **state)
+{
+	char dir[] = "/tmp/wbench-tls-XXXXXX", cmd[512];
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"cluster", "--peers",  "3",     "--outstanding",
+	                "8",       "--warmup", "0.1",   "--duration",
+	                "0.3",     "--quiet",  "--tls", dir,
+	                "--json",  path,       NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "sh %s/scripts/gen-certs.sh %s n0 n1 n2 >/dev/null 2>&1",
+	         WEFT_SOURCE_DIR, dir);
+	if (system("openssl version >/dev/null 2>&1") != 0 ||
+	    system(cmd) != 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+		skip();
+	}
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_non_null(strstr(text, "\"tls\": true"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	check_cluster_run(strstr(text, "\"io\": \"threads\""));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_cluster_both_io_models),
+	    cmocka_unit_test(test_cluster_open_loop_with_slow_requests),
+	    cmocka_unit_test(test_rpc_both_servers),
+	    cmocka_unit_test(test_cluster_over_tls),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
