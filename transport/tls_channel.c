@@ -86,7 +86,6 @@ fill(struct top_up *t, char *buf, size_t len)
 	int r;
 
 	while (got < len && !drained(t)) {
-		ERR_clear_error();
 		r = SSL_read(t->ssl, buf + got,
 		             len - got > INT_MAX ? INT_MAX : (int)(len - got));
 		if (r <= 0) {
@@ -146,6 +145,9 @@ top_up(struct tls_state *st, SSL *ssl, struct evbuffer *in)
 		avail = 0;
 	t.avail = (size_t)avail;
 	t.target = st->bio_read + t.avail;
+	/* SSL_get_error needs an empty queue; reads that succeed add
+	 * nothing to it, so once is enough. */
+	ERR_clear_error();
 	SSL_set_read_ahead(ssl, 1);
 	while (t.err == 0 && !drained(&t)) {
 		/* Past the budget, finish only what OpenSSL holds: read ahead
