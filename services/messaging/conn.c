@@ -423,6 +423,11 @@ h_inactive(weft_ctx *ctx)
 	c->tx_accounted = 0;
 	if (c->outbound) {
 		c->crc = true;
+		/* Optional mode: a peer dialed in plaintext may have TLS by
+		 * the time we redial (a rolling change), and may refuse
+		 * plaintext from then on: each new connection tries TLS
+		 * first. */
+		c->plain_fallback = false;
 		outbound_lost(c, WEFT_ECLOSED);
 		return;
 	}
