@@ -3,7 +3,8 @@
  * mode where each node has a certificate of its own; nodes that must not
  * get in (a cluster certificate naming another node, a certificate from
  * another CA, none at all) while the rest keep working; "optional" mode
- * with a plaintext node; large payloads over TLS; a node freed while a
+ * with a plaintext node, which then moves to "all" (the end of a rolling
+ * change); large payloads over TLS; a node freed while a
  * TLS handshake with it is under way. Certificates are made at
  * test time (tests/tls/tls_test.c). White-box: the connections each node
  * holds are inspected on their loops (TLS or not, CRC or not).
@@ -811,6 +812,60 @@ test_large_payloads_over_tls(void **state)
 	batch_finish(&bt);
 }
 
+/*
+ * The end of a rolling change: n3, dialed in plaintext by n1 and n2 in
+ * "optional" mode, gets its certificate and restarts in "all" mode. n1
+ * and n2 must dial it over TLS again (n3 now refuses plaintext), and n3
+ * reaches them over TLS.
+ */
+static void
+test_optional_mode_redials_tls_once_a_peer_has_it(void **state)
+{
+	weft_msvc_tls_config all = {.mode = WEFT_MSVC_TLS_ALL};
+	struct census cs = {.dead_addr = NULL};
+	int i, k;
+
+	(void)state;
+	opts.tls_mode = WEFT_MSVC_TLS_OPTIONAL;
+	opts.tune = refusal_tune;
+	opts.tls[0] = ctx_for("n1");
+	opts.tls[1] = ctx_for("n2");
+	batch_init(&bt, 64);
+	assert_int_equal(cluster_start_with(&cl, 3, &opts), 0);
+	for (k = 0; k < 3; k++)
+		for (i = 0; i < 2; i++)
+			call_echo(&bt, i, 2, (size_t)k, 100, 0);
+	batch_wait(&bt);
+	expect(&bt, 0, 2, true);
+	expect(&bt, 1, 2, true);
+	take_census(0, &cs);
+	assert_true(atomic_load(&cs.out_fallback[2]) > 0);
+	/* The services keep their own copies of the config: only n3's
+	 * changes. */
+	cluster_stop_node(&cl, 2, 1000);
+	opts.tls[2] = ctx_for("n3");
+	cl.tls[2] = opts.tls[2];
+	assert_int_equal(weft_msvc_config_set_tls(cl.cfg, &all), 0);
+	assert_int_equal(cluster_start_node(&cl, 2), 0);
+	for (k = 0; k < 3; k++)
+		for (i = 0; i < 2; i++) {
+			call_echo(&bt, i, 2, (size_t)k + 10, 5000, 0);
+			call_echo(&bt, 2, i, (size_t)k + 10, 5000, 0);
+		}
+	batch_wait(&bt);
+	for (i = 0; i < 2; i++) {
+		expect(&bt, i, 2, true);
+		expect(&bt, 2, i, true);
+		take_census(i, &cs);
+		assert_true(atomic_load(&cs.out_up[2]) >= 1);
+		assert_int_equal(atomic_load(&cs.out_tls[2]),
+		                 atomic_load(&cs.out_up[2]));
+		assert_int_equal(atomic_load(&cs.out_fallback[2]), 0);
+	}
+	quiesce_and_stop();
+	batch_finish(&bt);
+}
+
 /* ---- A handshake that ends after the service is gone --------------------- */
 
 static bool
@@ -928,6 +983,9 @@ main(void)
 	        test_cleanup),
 	    cmocka_unit_test_teardown(
 	        test_optional_mode_mixes_tls_and_plaintext_nodes, test_cleanup),
+	    cmocka_unit_test_teardown(
+	        test_optional_mode_redials_tls_once_a_peer_has_it,
+	        test_cleanup),
 	    cmocka_unit_test_teardown(test_large_payloads_over_tls,
 	                              test_cleanup),
 	    cmocka_unit_test_teardown(
