@@ -297,6 +297,14 @@ weft_msvc_start(weft_msvc *svc)
 
 	if (atomic_load(&svc->started) || atomic_load(&svc->stopping))
 		return WEFT_EBUSY;
+	/* TLS required but no context: refuse rather than run in the clear.
+	 * (Optional mode without one is a node not yet given certificates
+	 * during a rolling change, and legitimate.) */
+	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && svc->opts.tls == NULL) {
+		weft_error("msvc %s: [tls] mode = all but no TLS context given",
+		           svc->id);
+		return WEFT_ECONFIG;
+	}
 	if ((rv = weft__msvc_pool_start(svc)) != 0)
 		return rv;
 	if (svc->member && (rv = listen_on(svc)) != 0) {

@@ -187,7 +187,8 @@ WEFT_API int weft_msvc_new(weft_loop_group *group, const weft_msvc_config *cfg,
 /*
  * weft_msvc_start binds the listener (members) and opens the service for
  * traffic. Returns 0, WEFT_EADDRINUSE, WEFT_EADDR, WEFT_EBUSY (started
- * twice) or another WEFT_E code. Not from one of the service's loops.
+ * twice), WEFT_ECONFIG ([tls] mode all without a TLS context in the
+ * options) or another WEFT_E code. Not from one of the service's loops.
  */
 WEFT_API int weft_msvc_start(weft_msvc *svc);
 
