@@ -21,6 +21,8 @@
 /* Writes up to this size are copied into the channel's buffer, so that one
  * writev carries many small messages; larger ones move their chains. */
 #define SMALL_WRITE_BYTES 2048
+/* The size of the chains that gather small writes (one TLS record). */
+#define BATCH_CHAIN_BYTES 16384
 /* Most buffer pieces one direct write hands to sendmsg. */
 #define DIRECT_IOVECS 64
 
@@ -214,6 +216,11 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ECLOSED);
 		return;
 	}
+	/* A batch of small writes starts a chain of BATCH_CHAIN_BYTES (libevent
+	 * would start at 1 KiB and grow to 4 KiB), so writev pieces and TLS
+	 * records come out large. */
+	if (evbuffer_get_length(ch->unflushed) == 0)
+		evbuffer_expand(ch->unflushed, BATCH_CHAIN_BYTES);
 	if (type == &weft_msg_bytes) {
 		const weft_bytes *b = msg;
 
@@ -292,6 +299,8 @@ head_flush(weft_ctx *ctx)
 	/* Many small flushes would each leave a chain of their own, and a
 	 * writev carries at most 128: copy small ones instead. */
 	if (n <= SMALL_WRITE_BYTES) {
+		if (evbuffer_get_length(out) == 0)
+			evbuffer_expand(out, BATCH_CHAIN_BYTES);
 		evbuffer_add(out, evbuffer_pullup(ch->unflushed, (ssize_t)n),
 		             n);
 		evbuffer_drain(ch->unflushed, n);

@@ -747,6 +747,9 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = outbound_init;
 	o.init_arg = c;
+	/* With TLS the handshake checks the peer's name, and sessions resume
+	 * per peer rather than per address. */
+	o.server_name = peer->id;
 	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL ||
 	    (svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
 	     !c->plain_fallback))
