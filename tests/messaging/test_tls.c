@@ -625,7 +625,11 @@ test_all_mode_refuses_a_certificate_for_another_node(void **state)
 	wait_refused(1, 2);
 	wait_refused(2, 2);
 	assert_true(tt_log_contains("certificate does not name this node id"));
-	assert_true(tt_log_contains("with a certificate for another name"));
+	/* The dialer asks for the peer's id as the TLS server name, so the
+	 * handshake itself fails on the name; a dialer without that check
+	 * would refuse at the messaging handshake instead. */
+	assert_true(tt_log_contains("hostname mismatch") ||
+	            tt_log_contains("with a certificate for another name"));
 	assert_false(weft_msvc_peer_is_up(cluster_peer(&cl, 0, 2)));
 	assert_false(weft_msvc_peer_is_up(cluster_peer(&cl, 1, 2)));
 	/* n1 holds no established connection with n3, either way. */
