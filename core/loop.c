@@ -401,21 +401,22 @@ on_shutdown_deadline(evutil_socket_t fd, short what, void *arg)
 	weft_loop_stop(loop);
 }
 
-/* Runs the shutdown hooks, once. Hooks may unregister themselves: run a
- * copy. */
+/* Runs the shutdown hooks, once each. A hook leaves the list before it
+ * runs, so hooks may remove themselves or each other (a connect cancelling
+ * the handshake it waits for), and hooks added meanwhile run too. */
 static void
 run_hooks(weft_loop *loop, uint64_t deadline_ns)
 {
-	struct shutdown_hook *hooks;
-	size_t i, n = loop->hooks_len;
+	struct shutdown_hook hook;
 
 	loop->shutting_down = true;
-	if (n == 0 || (hooks = malloc(n * sizeof(*hooks))) == NULL)
-		return;
-	memcpy(hooks, loop->hooks, n * sizeof(*hooks));
-	for (i = 0; i < n; i++)
-		hooks[i].cb(loop, deadline_ns, hooks[i].arg);
-	free(hooks);
+	while (loop->hooks_len > 0) {
+		hook = loop->hooks[0];
+		memmove(&loop->hooks[0], &loop->hooks[1],
+		        (loop->hooks_len - 1) * sizeof(loop->hooks[0]));
+		loop->hooks_len--;
+		hook.cb(loop, deadline_ns, hook.arg);
+	}
 }
 
 static void
@@ -504,10 +505,9 @@ weft_loop_free(weft_loop *loop)
 	atomic_store(&loop->closed, true);
 	while (atomic_load(&loop->posters) > 0)
 		sched_yield();
-	/* A loop freed without a shutdown still tells its hooks, so that
-	 * pending operations (connects, requests) end. */
-	if (!loop->shutting_down)
-		run_hooks(loop, weft_now_ns());
+	/* Hooks not run yet (no shutdown, or added since) run now, so that
+	 * pending operations (connects, handshakes) end. */
+	run_hooks(loop, weft_now_ns());
 	abort_all_channels(loop);
 	/* Let deferred callbacks and queued tasks run out; posts are
 	 * refused now, so this ends. */

@@ -17,12 +17,15 @@
 #include "transport_int.h"
 
 struct weft__ready {
+	weft_loop *loop;
 	struct bufferevent *bev;
 	struct event *timer;
 	weft__ready_cb cb;
 	void *arg;
 	char peer[WEFT_ADDRESS_MAX];
 };
+
+static void on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
 
 static bool
 handshake_done(struct bufferevent *bev)
@@ -79,6 +82,7 @@ finish(weft__ready *ready, int status)
 	weft__ready_cb cb = ready->cb;
 	void *arg = ready->arg;
 
+	weft_loop_remove_shutdown(ready->loop, on_loop_shutdown, ready);
 	event_free(ready->timer);
 	bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 	if (status != 0) {
@@ -87,6 +91,16 @@ finish(weft__ready *ready, int status)
 	}
 	free(ready);
 	cb(bev, status, arg);
+}
+
+/* A loop that shuts down (or is freed) ends the handshakes it waits for,
+ * so that nothing of theirs outlives it. */
+static void
+on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
+{
+	(void)loop;
+	(void)deadline_ns;
+	finish(arg, WEFT_ESHUTDOWN);
 }
 
 static void
@@ -131,6 +145,9 @@ weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev, const char *peer,
 	    event_new(weft_loop_base(loop), -1, 0, on_handshake_timeout, ready);
 	if (ready->timer == NULL)
 		goto err_free_ready;
+	if (weft_loop_on_shutdown(loop, on_loop_shutdown, ready) != 0)
+		goto err_free_timer;
+	ready->loop = loop;
 	ready->bev = bev;
 	ready->cb = cb;
 	ready->arg = arg;
@@ -139,6 +156,8 @@ weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev, const char *peer,
 	bufferevent_setcb(bev, NULL, NULL, on_handshake_event, ready);
 	return ready;
 
+err_free_timer:
+	event_free(ready->timer);
 err_free_ready:
 	free(ready);
 err_free_bev:
@@ -150,6 +169,7 @@ err_free_bev:
 void
 weft__bev_ready_cancel(weft__ready *ready)
 {
+	weft_loop_remove_shutdown(ready->loop, on_loop_shutdown, ready);
 	event_free(ready->timer);
 	bufferevent_free(ready->bev);
 	free(ready);
