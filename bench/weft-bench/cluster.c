@@ -50,7 +50,8 @@ typedef struct cresult {
 	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
 	uint64_t threads;
 	int first_error;
-	unsigned clients, depth; /* rpc */
+	unsigned clients, depth; /* rpc, mix */
+	int read_pct;            /* mix, or -1 */
 } cresult;
 
 typedef struct cluster {
@@ -59,6 +60,7 @@ typedef struct cluster {
 	unsigned n;       /* processes */
 	unsigned members; /* the first ones are nodes; rpc: the rest clients */
 	unsigned depth;   /* rpc: requests in flight per client */
+	int read_pct;     /* mix: percent of gets; -1: not a mix run */
 	child *kids;
 	weft_histogram *lat;
 	uint64_t last_print_ns, last_ticks;
@@ -75,7 +77,7 @@ spawn_node(cluster *c, unsigned i)
 {
 	const wbench_opts *o = c->o;
 	char idx[16], peers[16], k[16], size[32], warm[32], dur[32];
-	char rate[32], slowf[32], slowms[32];
+	char rate[32], slowf[32], slowms[32], pct[16], keys[16];
 	char *argv[] = {(char *)o->self_exe,
 	                "cluster-node",
 	                "--node",
@@ -100,6 +102,11 @@ spawn_node(cluster *c, unsigned i)
 	                slowms,
 	                o->tls_dir ? "--tls" : NULL,
 	                (char *)o->tls_dir,
+	                NULL,
+	                NULL,
+	                NULL,
+	                NULL,
+	                NULL,
 	                NULL};
 	posix_spawn_file_actions_t fa;
 	int in[2], out[2], rv;
@@ -107,6 +114,17 @@ spawn_node(cluster *c, unsigned i)
 	snprintf(idx, sizeof(idx), "%u", i < c->members ? i : i - c->members);
 	snprintf(peers, sizeof(peers), "%u", c->members);
 	snprintf(k, sizeof(k), "%u", o->outstanding);
+	if (c->read_pct >= 0) { /* mix: key-value members and clients */
+		int a = o->tls_dir ? 24 : 22; /* after the last option */
+
+		snprintf(pct, sizeof(pct), "%d", c->read_pct);
+		snprintf(keys, sizeof(keys), "%u", o->keys);
+		argv[a] = "--kv";
+		argv[a + 1] = "--read-pct";
+		argv[a + 2] = pct;
+		argv[a + 3] = "--keys";
+		argv[a + 4] = keys;
+	}
 	if (c->members < c->n) { /* rpc: a server and its clients */
 		snprintf(k, sizeof(k), "%u", i < c->members ? 0 : c->depth);
 		if (i >= c->members) {
@@ -423,13 +441,14 @@ run_phases(cluster *c)
  * 0 with depth requests in flight each. */
 static int
 run_cluster(const wbench_opts *o, enum wbench_io io, unsigned members,
-            unsigned clients, unsigned depth, cresult *r)
+            unsigned clients, unsigned depth, int read_pct, cresult *r)
 {
 	cluster c = {.o = o,
 	             .io = io,
 	             .n = members + clients,
 	             .members = members,
-	             .depth = depth};
+	             .depth = depth,
+	             .read_pct = read_pct};
 	int rv = -1;
 
 	c.kids = calloc(c.n, sizeof(*c.kids));
@@ -441,6 +460,7 @@ run_cluster(const wbench_opts *o, enum wbench_io io, unsigned members,
 		r->peers = members;
 		r->clients = clients;
 		r->depth = depth;
+		r->read_pct = read_pct;
 	}
 out:
 	if (c.kids != NULL)
@@ -453,7 +473,13 @@ out:
 static void
 print_header(const wbench_opts *o, FILE *out)
 {
-	if (o->workload == WBENCH_RPC)
+	if (o->workload == WBENCH_MIX)
+		fprintf(out,
+		        "weft-bench mix: the replicated key-value service "
+		        "on N nodes, %u clients x %u requests in flight, "
+		        "%u keys,",
+		        o->client_list[0], o->outstanding, o->keys);
+	else if (o->workload == WBENCH_RPC)
 		fprintf(out,
 		        "weft-bench rpc: C client processes (weft's "
 		        "service as clients) x D requests in flight each,\n"
@@ -478,10 +504,12 @@ print_header(const wbench_opts *o, FILE *out)
 	fprintf(out,
 	        "  %6s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
 	        "%8s %7s %8s %6s\n",
-	        o->workload == WBENCH_RPC ? "CxD" : "P", "io", "ops/s",
-	        "mean us", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us",
-	        "vcsw/op", "ivcs/op", "cpu us/op", "RSS MB", "MB/node",
-	        "threads", "msgs/wk", "errors");
+	        o->workload == WBENCH_RPC   ? "CxD"
+	        : o->workload == WBENCH_MIX ? "N:get%"
+	                                    : "P",
+	        "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
+	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
+	        "RSS MB", "MB/node", "threads", "msgs/wk", "errors");
 }
 
 static void
@@ -489,7 +517,10 @@ print_row(const cresult *r, FILE *out)
 {
 	char label[32];
 
-	if (r->clients > 0)
+	if (r->read_pct >= 0)
+		snprintf(label, sizeof(label), "%u:%d%%", r->peers,
+		         r->read_pct);
+	else if (r->clients > 0)
 		snprintf(label, sizeof(label), "%ux%u", r->clients, r->depth);
 	else
 		snprintf(label, sizeof(label), "%u", r->peers);
@@ -524,6 +555,7 @@ json_row(FILE *f, const cresult *r, bool first)
 {
 	fprintf(f,
 	        "%s\n    {\"peers\": %u, \"clients\": %u, \"depth\": %u, "
+	        "\"read_pct\": %d, "
 	        "\"io\": \"%s\", \"ops\": %llu, "
 	        "\"errors\": %llu, \"ops_per_s\": %.1f, \"mean_us\": %.2f, "
 	        "\"p50_us\": %.2f, \"p95_us\": %.2f, \"p99_us\": %.2f, "
@@ -533,7 +565,7 @@ json_row(FILE *f, const cresult *r, bool first)
 	        "\"threads\": %llu, \"msgs_per_wakeup\": %.3f, "
 	        "\"sent\": %llu, \"replies\": %llu, \"lost\": %llu, "
 	        "\"duplicates\": %llu}",
-	        first ? "" : ",", r->peers, r->clients, r->depth,
+	        first ? "" : ",", r->peers, r->clients, r->depth, r->read_pct,
 	        io_name(r->io), (unsigned long long)r->ops,
 	        (unsigned long long)r->errors, r->ops_per_s, r->mean_us,
 	        r->p50_us, r->p95_us, r->p99_us, r->p999_us, r->max_us,
@@ -620,6 +652,36 @@ plot(const wbench_opts *o, const cresult *rows, unsigned n)
 	return 0;
 }
 
+/* mix_run: for each node count and mix, N key-value members and C
+ * clients. weft only: the baseline has no key-value service. */
+static int
+mix_run(const wbench_opts *o)
+{
+	cresult rows[64];
+	unsigned n = 0;
+	int failed = 0;
+
+	print_header(o, stdout);
+	for (unsigned p = 0; p < o->npeer_list; p++)
+		for (unsigned m = 0; m < o->nmix_list && n < 64; m++) {
+			cresult *r = &rows[n];
+
+			if (run_cluster(o, WBENCH_IO_LOOP, o->peer_list[p],
+			                o->client_list[0], o->outstanding,
+			                (int)o->mix_list[m], r) != 0) {
+				failed = 1;
+				continue;
+			}
+			failed |= r->lost != 0 || r->duplicates != 0;
+			print_row(r, stdout);
+			fflush(stdout);
+			n++;
+		}
+	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	return failed;
+}
+
 /* wbench_rpc_run: for each C and D, one server and C clients. */
 static int
 rpc_run(const wbench_opts *o)
@@ -639,7 +701,8 @@ rpc_run(const wbench_opts *o)
 					continue;
 				if (run_cluster(o, (enum wbench_io)io, 1,
 				                o->client_list[ci],
-				                o->depth_list[di], r) != 0) {
+				                o->depth_list[di], -1,
+				                r) != 0) {
 					failed = 1;
 					continue;
 				}
@@ -662,6 +725,8 @@ wbench_cluster_run(const wbench_opts *o)
 
 	if (o->workload == WBENCH_RPC)
 		return rpc_run(o);
+	if (o->workload == WBENCH_MIX)
+		return mix_run(o);
 	print_header(o, stdout);
 	for (unsigned p = 0; p < o->npeer_list; p++) {
 		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
@@ -670,7 +735,7 @@ wbench_cluster_run(const wbench_opts *o)
 			if (!(o->io & io))
 				continue;
 			if (run_cluster(o, (enum wbench_io)io, o->peer_list[p],
-			                0, 0, r) != 0) {
+			                0, 0, -1, r) != 0) {
 				failed = 1;
 				continue;
 			}

@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 #include <weft/tls.h>
@@ -45,6 +46,7 @@ typedef struct slot {
 	cnode *node;
 	unsigned index;
 	size_t target;    /* peer index of the request in flight */
+	uint64_t rng;     /* mix: picks the operation and the key */
 	uint64_t sent_ns; /* when it left */
 	uint64_t ok, errors;
 	uint64_t sent, replies,
@@ -59,6 +61,7 @@ struct cnode {
 	weft_loop_group *group;
 	weft_msvc *svc;
 	weft_tls_ctx *tls;
+	weft_kv *kv;            /* mix: this member's replica */
 	weft_msvc_peer **peers; /* by node index, for svc */
 	wbase_node *base;
 	size_t self;
@@ -70,9 +73,10 @@ struct cnode {
 	/* Open loop (--rate): idle slots, taken by the pacer. */
 	pthread_mutex_t free_lock;
 	unsigned *free_ids, nfree;
-	atomic_uint_fast64_t handled; /* requests answered, for --slow */
-	uint64_t slow_every;          /* every Nth is slow; 0: none */
-	atomic_uint primed;           /* answers to the first requests */
+	atomic_uint_fast64_t handled;    /* requests answered, for --slow */
+	uint64_t slow_every;             /* every Nth is slow; 0: none */
+	atomic_uint primed;              /* answers to the first requests */
+	atomic_uint loaded, load_failed; /* mix: keys put before the run */
 	atomic_int first_error;
 };
 
@@ -86,6 +90,8 @@ now_ns(void)
 static size_t
 next_target(const cnode *n, size_t t)
 {
+	if (n->o->client && n->o->kv)
+		return (t + 1) % n->o->peers; /* spread over the members */
 	if (n->o->client)
 		return 0; /* a client asks its server, node 0 */
 	t = (t + 1) % n->o->peers;
@@ -93,6 +99,7 @@ next_target(const cnode *n, size_t t)
 }
 
 static void slot_send(slot *s);
+static void sleep_until(uint64_t t_ns);
 
 /* slot_free gives an open-loop slot back to the pacer. */
 static void
@@ -176,6 +183,33 @@ base_reply(wbase_node *b, int status, const void *data, size_t len, void *arg)
 	slot_done(arg, status);
 }
 
+/* kv_key names key i. */
+static size_t
+kv_key(char key[16], uint64_t i)
+{
+	return (size_t)snprintf(key, 16, "k%07llu", (unsigned long long)i);
+}
+
+/* kv_send sends a get or a put of a random key, by the run's mix. */
+static int
+kv_send(cnode *n, slot *s)
+{
+	char key[16];
+	size_t len;
+	uint64_t r;
+
+	s->rng ^= s->rng << 13;
+	s->rng ^= s->rng >> 7;
+	s->rng ^= s->rng << 17;
+	r = s->rng;
+	len = kv_key(key, (r >> 8) % n->o->keys);
+	if (r % 100 < n->o->read_pct)
+		return weft_kv_client_get(n->svc, n->peers[s->target], key, len,
+		                          NULL, msvc_reply, s);
+	return weft_kv_client_put(n->svc, n->peers[s->target], key, len,
+	                          n->payload, n->o->size, NULL, msvc_reply, s);
+}
+
 static void
 slot_send(slot *s)
 {
@@ -187,7 +221,9 @@ slot_send(slot *s)
 		s->sent_ns = now_ns();
 	s->in_flight = true;
 	s->sent++;
-	if (n->svc != NULL)
+	if (n->o->kv)
+		rv = kv_send(n, s);
+	else if (n->svc != NULL)
 		rv = weft_msvc_request(n->svc, n->peers[s->target], VERB_ECHO,
 		                       n->payload, n->o->size, NULL, msvc_reply,
 		                       s);
@@ -250,6 +286,44 @@ base_primed(wbase_node *b, int status, const void *data, size_t len, void *arg)
 	(void)len;
 	if (status == 0)
 		atomic_fetch_add(&n->primed, 1);
+}
+
+static void
+loaded_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	cnode *n = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	atomic_fetch_add(status == 0 ? &n->loaded : &n->load_failed, 1);
+}
+
+/* preload puts every key once, 64 at a time, before the clock starts. */
+static int
+preload(cnode *n)
+{
+	uint64_t deadline = weft_now_ns() + 120000000000u;
+	char key[16];
+
+	for (unsigned i = 0; i < n->o->keys; i++) {
+		size_t len = kv_key(key, i);
+
+		while (i - atomic_load(&n->loaded) -
+		               atomic_load(&n->load_failed) >=
+		           64 &&
+		       weft_now_ns() < deadline)
+			sleep_until(weft_now_ns() + 100000u);
+		if (weft_kv_client_put(n->svc, n->peers[i % n->o->peers], key,
+		                       len, n->payload, n->o->size, NULL,
+		                       loaded_cb, n) != 0)
+			return -1;
+	}
+	while (atomic_load(&n->loaded) + atomic_load(&n->load_failed) <
+	           n->o->keys &&
+	       weft_now_ns() < deadline)
+		sleep_until(weft_now_ns() + 1000000u);
+	return atomic_load(&n->loaded) == n->o->keys ? 0 : -1;
 }
 
 /* wait_primed waits until at least want first requests were answered. */
@@ -404,6 +478,8 @@ start_service(cnode *n)
 		return 0;
 	if (weft_loop_group_new(1, &n->group) != 0 ||
 	    weft_msvc_new(n->group, n->cfg, id, &mo, &n->svc) != 0 ||
+	    (n->o->kv && !n->o->client &&
+	     weft_kv_new(n->svc, NULL, &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
 	                       n->slow_every ? WEFT_MSVC_BLOCKING
 	                                     : WEFT_MSVC_INLINE) != 0 ||
@@ -637,6 +713,8 @@ node_init(cnode *n, const wbench_opts *o)
 		n->slots[i].index = i;
 		/* Slots start spread over the other nodes. */
 		n->slots[i].target = (o->node_index + i) % o->peers;
+		n->slots[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
+		                  ((uint64_t)o->node_index << 32) ^ (i + 1);
 	}
 	return make_config(n);
 }
@@ -648,6 +726,7 @@ node_fini(cnode *n)
 		weft_msvc_stop(n->svc, 1000);
 		/* Its connections are freed with their loops stopped. */
 		weft_loop_group_shutdown(n->group, 1000);
+		weft_kv_free(n->kv);
 		weft_msvc_free(n->svc);
 	}
 	if (n->group != NULL)
@@ -696,6 +775,10 @@ wbench_cluster_node(const wbench_opts *o)
 	if (prime(&n) != 0) {
 		fprintf(stderr, "weft-bench: node %u: could not reach all\n",
 		        o->node_index);
+		goto out;
+	}
+	if (o->kv && o->client && o->node_index == 0 && preload(&n) != 0) {
+		fprintf(stderr, "weft-bench: could not load the keys\n");
 		goto out;
 	}
 	printf("ready\n");

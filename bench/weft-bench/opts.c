@@ -56,6 +56,14 @@ wbench_usage(FILE *out)
 	    "  --clients C[,C..]   client counts (default 1,4,16)\n"
 	    "  --outstanding D[,D..] requests in flight per client (default "
 	    "1,32)\n"
+	    "mix: the replicated key-value service (weft only) on N nodes, "
+	    "C clients x D\nrequests in flight, gets and puts of --size "
+	    "byte values:\n"
+	    "  --peers N[,N..]     nodes (default 3,5)\n"
+	    "  --mixes R[,R..]     percent of gets (default 100,99,50,0)\n"
+	    "  --keys K            keys, loaded first (default 20000)\n"
+	    "  --clients C         client processes (default 8), "
+	    "--outstanding D (default 32)\n"
 	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
 	    "models (gnuplot)\n"
 	    "  --rate R        open loop: R requests/s per node, latency from "
@@ -81,6 +89,8 @@ wbench_workload_name(enum wbench_workload w)
 		return "cluster";
 	case WBENCH_RPC:
 		return "rpc";
+	case WBENCH_MIX:
+		return "mix";
 	default:
 		return "cluster-node";
 	}
@@ -122,6 +132,12 @@ wbench_opts_default(wbench_opts *o)
 	o->client_list[1] = 4;
 	o->client_list[2] = 16;
 	o->nclient_list = 3;
+	o->mix_list[0] = 100;
+	o->mix_list[1] = 99;
+	o->mix_list[2] = 50;
+	o->mix_list[3] = 0;
+	o->nmix_list = 4;
+	o->keys = 20000;
 	o->warmup_s = 1;
 	o->duration_s = 2;
 	o->slow_ms = 1;
@@ -223,6 +239,10 @@ static const struct option long_opts[] = {
     {"slow-fraction", required_argument, NULL, 'F'},
     {"slow-ms", required_argument, NULL, 'M'},
     {"clients", required_argument, NULL, 'C'},
+    {"mixes", required_argument, NULL, 'X'},
+    {"keys", required_argument, NULL, 'Y'},
+    {"kv", no_argument, NULL, 'Z'},
+    {"read-pct", required_argument, NULL, 'Q'},
     {"client", required_argument, NULL, 'c' + 256},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -239,6 +259,7 @@ set_opt(wbench_opts *o, int c, const char *arg)
 		if (parse_num(arg, true, &v) || v > WBENCH_MAX_SIZE)
 			return -1;
 		o->size = (size_t)v;
+		o->size_given = true;
 		return 0;
 	case 'n':
 		return parse_num(arg, false, &o->count) || o->count == 0 ? -1
@@ -276,6 +297,28 @@ set_opt(wbench_opts *o, int c, const char *arg)
 		return 0;
 	}
 	return -1;
+}
+
+/* mix_defaults: 3 and 5 nodes, 8 clients x 32, 1 KiB values, unless
+ * given. */
+static void
+mix_defaults(wbench_opts *o)
+{
+	if (o->npeer_list == 1 && o->peer_list[0] == 3 && !o->peers_given) {
+		o->peer_list[1] = 5;
+		o->npeer_list = 2;
+	}
+	if (!o->clients_given) {
+		o->client_list[0] = 8;
+		o->nclient_list = 1;
+	}
+	if (!o->depth_given) {
+		o->depth_list[0] = 32;
+		o->ndepth_list = 1;
+		o->outstanding = 32;
+	}
+	if (!o->size_given)
+		o->size = 1024;
 }
 
 /* parse_list reads up to 8 counts in [lo, hi]: "1", "1,4,16". */
@@ -338,6 +381,7 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 
 	switch (c) {
 	case 'P':
+		o->peers_given = true;
 		return parse_peers(arg, o);
 	case 'K':
 		if (parse_list(arg, 0, 100000, o->depth_list,
@@ -347,8 +391,24 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 		o->outstanding = o->depth_list[0];
 		return 0;
 	case 'C':
+		o->clients_given = true;
 		return parse_list(arg, 1, 1000, o->client_list,
 		                  &o->nclient_list);
+	case 'X':
+		return parse_list(arg, 0, 100, o->mix_list, &o->nmix_list);
+	case 'Y':
+		if (parse_num(arg, false, &v) || v == 0 || v > 100000000)
+			return -1;
+		o->keys = (unsigned)v;
+		return 0;
+	case 'Z':
+		o->kv = true;
+		return 0;
+	case 'Q':
+		if (parse_num(arg, false, &v) || v > 100)
+			return -1;
+		o->read_pct = (unsigned)v;
+		return 0;
 	case 'c' + 256:
 		if (parse_num(arg, false, &v) || v > 1000)
 			return -1;
@@ -435,6 +495,8 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		o->workload = WBENCH_CLUSTER;
 	else if (strcmp(argv[0], "rpc") == 0)
 		o->workload = WBENCH_RPC;
+	else if (strcmp(argv[0], "mix") == 0)
+		o->workload = WBENCH_MIX;
 	else if (strcmp(argv[0], "cluster-node") == 0)
 		o->workload = WBENCH_CLUSTER_NODE;
 	else {
@@ -472,8 +534,12 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 			                "more\n");
 			return -1;
 		}
-	if (o->workload == WBENCH_RPC && o->tls_dir != NULL) {
-		fprintf(stderr, "weft-bench: rpc runs in plaintext only\n");
+	if (o->workload == WBENCH_MIX)
+		mix_defaults(o);
+	if (o->workload >= WBENCH_RPC && o->workload != WBENCH_CLUSTER_NODE &&
+	    o->tls_dir != NULL) {
+		fprintf(stderr, "weft-bench: rpc and mix run in plaintext "
+		                "only\n");
 		return -1;
 	}
 	return 0;

@@ -235,7 +235,8 @@ wbench_run(const wbench_opts *o)
 	wbench_report rep = {.opts = o};
 	int rv = -1;
 
-	if (o->workload == WBENCH_CLUSTER || o->workload == WBENCH_RPC) {
+	if (o->workload == WBENCH_CLUSTER || o->workload == WBENCH_RPC ||
+	    o->workload == WBENCH_MIX) {
 		wbench_opts c = *o;
 
 		c.self_exe = c.self_exe ? c.self_exe : "/proc/self/exe";

@@ -29,6 +29,7 @@ enum wbench_workload {
 	WBENCH_LATENCY,
 	WBENCH_CLUSTER,      /* P node processes asking each other */
 	WBENCH_RPC,          /* C client processes asking one server */
+	WBENCH_MIX,          /* clients of the replicated key-value service */
 	WBENCH_CLUSTER_NODE, /* one of them (started by cluster or rpc) */
 };
 
@@ -87,7 +88,11 @@ typedef struct wbench_opts {
 	bool client;         /* cluster-node: a non-member client, cI */
 	unsigned client_list[8], nclient_list; /* rpc: --clients 1,4,16 */
 	unsigned depth_list[8], ndepth_list;   /* rpc: --outstanding 1,32 */
-	bool depth_given;
+	bool depth_given, peers_given, clients_given, size_given;
+	bool kv;                         /* cluster-node: key-value mode */
+	unsigned read_pct;               /* cluster-node: share of gets */
+	unsigned mix_list[8], nmix_list; /* mix: --mixes 100,99,50,0 */
+	unsigned keys;                   /* mix: --keys */
 	const char *tls_dir;   /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
 	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */

@@ -128,6 +128,30 @@ test_rpc_both_servers(void **state)
 	check_cluster_run(strstr(text, "\"io\": \"threads\""));
 }
 
+/* The key-value service under a 50/50 mix: keys loaded first, then every
+ * get and put answered exactly once. */
+static void
+test_mix_half_reads(void **state)
+{
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *args[] = {"mix",    "--peers",    "3",   "--mixes",
+	                "50",     "--clients",  "2",   "--outstanding",
+	                "4",      "--keys",     "200", "--warmup",
+	                "0.1",    "--duration", "0.3", "--quiet",
+	                "--json", path,         NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"workload\": \"mix\""));
+	assert_non_null(strstr(text, "\"read_pct\": 50"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	/* Gets find the loaded keys: no request failed. */
+	assert_true(value_after(text, "\"errors\": ") == 0);
+}
+
 /* An open loop at a fixed rate, with some slow requests. */
 static void
 test_cluster_open_loop_with_slow_requests(void **state)
@@ -194,6 +218,7 @@ main(void)
 	    cmocka_unit_test(test_cluster_both_io_models),
 	    cmocka_unit_test(test_cluster_open_loop_with_slow_requests),
 	    cmocka_unit_test(test_rpc_both_servers),
+	    cmocka_unit_test(test_mix_half_reads),
 	    cmocka_unit_test(test_cluster_over_tls),
 	};
 
