@@ -87,9 +87,13 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 
 		if (peer->home != ml)
 			continue;
+		if (peer->lat == NULL)
+			continue;
 		pthread_mutex_lock(&peer->snap_lock);
-		weft_histogram_reset(peer->lat_snap);
-		weft_histogram_merge(peer->lat_snap, peer->lat);
+		peer->snap_count = weft_histogram_count(peer->lat);
+		peer->snap_p50_ns = weft_histogram_percentile(peer->lat, 50);
+		peer->snap_p99_ns = weft_histogram_percentile(peer->lat, 99);
+		peer->snap_max_ns = weft_histogram_max(peer->lat);
 		pthread_mutex_unlock(&peer->snap_lock);
 	}
 }
@@ -115,10 +119,10 @@ weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer, weft_msvc_peer_stats *out)
 	out->connect_failures = LOAD(s->connect_failures);
 	out->downs = LOAD(s->downs);
 	pthread_mutex_lock(&peer->snap_lock);
-	out->latency_count = weft_histogram_count(peer->lat_snap);
-	out->latency_p50_ns = weft_histogram_percentile(peer->lat_snap, 50);
-	out->latency_p99_ns = weft_histogram_percentile(peer->lat_snap, 99);
-	out->latency_max_ns = weft_histogram_max(peer->lat_snap);
+	out->latency_count = peer->snap_count;
+	out->latency_p50_ns = peer->snap_p50_ns;
+	out->latency_p99_ns = peer->snap_p99_ns;
+	out->latency_max_ns = peer->snap_max_ns;
 	pthread_mutex_unlock(&peer->snap_lock);
 }
 

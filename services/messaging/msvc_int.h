@@ -297,10 +297,11 @@ struct weft_msvc_peer {
 	bool hb_sent, hb_acked;
 	uint32_t hb_misses;
 	weft_timer *hb_timer;
-	weft_histogram *lat;
-	/* The latency snapshot the stats timer publishes. */
+	weft_histogram *lat; /* made on the first round trip (home loop) */
+	/* The figures the stats timer publishes from lat each second: a few
+	 * numbers, not a second histogram, to keep a peer small. */
 	pthread_mutex_t snap_lock;
-	weft_histogram *lat_snap;
+	uint64_t snap_count, snap_p50_ns, snap_p99_ns, snap_max_ns;
 	struct weft__msvc_pstats st;
 };
 

@@ -70,9 +70,6 @@ peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 	peer->drain_task.arg = peer;
 	pthread_mutex_init(&peer->addr_lock, NULL);
 	pthread_mutex_init(&peer->snap_lock, NULL);
-	if (weft_histogram_new(&peer->lat) != 0 ||
-	    weft_histogram_new(&peer->lat_snap) != 0)
-		return WEFT_ENOMEM;
 	return 0;
 }
 
@@ -90,10 +87,7 @@ peer_free(weft_msvc_peer *peer)
 			weft__msvc_conn_fini(&peer->conns[cls][i]);
 		free(peer->conns[cls]);
 	}
-	if (peer->lat != NULL)
-		weft_histogram_free(peer->lat);
-	if (peer->lat_snap != NULL)
-		weft_histogram_free(peer->lat_snap);
+	weft_histogram_free(peer->lat);
 	pthread_mutex_destroy(&peer->addr_lock);
 	pthread_mutex_destroy(&peer->snap_lock);
 	free(peer->host);
