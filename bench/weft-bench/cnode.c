@@ -793,9 +793,9 @@ wbench_cluster_node(const wbench_opts *o)
 	if (fgets(line, sizeof(line), stdin) == NULL ||
 	    strncmp(line, "exit", 4) != 0)
 		goto out;
-	report(&n, &before, &after);
-	/* Everyone reported: the others going away is no news now. */
+	/* Once everyone has reported, the others go away: no news then. */
 	weft_log_set_level(WEFT_LOG_ERROR);
+	report(&n, &before, &after);
 	if (fgets(line, sizeof(line), stdin) != NULL &&
 	    strncmp(line, "quit", 4) != 0)
 		goto out;
