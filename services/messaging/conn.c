@@ -111,7 +111,11 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	size_t n = 4 + body + (c->crc ? 4 : 0);
 	uint8_t big[WEFT__MSVC_FRAME_HEADER], *h;
 
-	if (buf == NULL && n <= WEFT__MSVC_SCRATCH) {
+	/* The scratch buffer is made on a connection's first small frame:
+	 * accepted member connections and unused classes never need one. */
+	if (buf == NULL && n <= WEFT__MSVC_SCRATCH &&
+	    (c->scratch != NULL ||
+	     (c->scratch = malloc(WEFT__MSVC_SCRATCH)) != NULL)) {
 		/* Small: written in place, one CRC pass, no evbuffer call. */
 		if (c->scratch_len + n > WEFT__MSVC_SCRATCH)
 			scratch_to_tx(c);
@@ -523,10 +527,7 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	c->crc = true;
 	c->pending_head = NONE;
 	TAILQ_INIT(&c->backlog);
-	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL ||
-	    (c->scratch = malloc(WEFT__MSVC_SCRATCH)) == NULL) {
-		if (c->tx != NULL)
-			evbuffer_free(c->tx);
+	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL) {
 		rv = c->ml == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
 		free(c);
 		return rv;
@@ -1075,8 +1076,7 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 	c->pending_head = NONE;
 	c->jitter_seed = (unsigned)(uintptr_t)c ^ (unsigned)weft_now_ns();
 	TAILQ_INIT(&c->backlog);
-	if ((c->tx = evbuffer_new()) == NULL ||
-	    (c->scratch = malloc(WEFT__MSVC_SCRATCH)) == NULL)
+	if ((c->tx = evbuffer_new()) == NULL)
 		return WEFT_ENOMEM;
 	return 0;
 }
