@@ -30,6 +30,15 @@ wbench_usage(FILE *out)
 	    "  --verify        check every payload byte, not only the "
 	    "sequence numbers\n"
 	    "  --json FILE     write every figure to FILE\n"
+	    "  --csv FILE      one CSV row per run or series (every "
+	    "workload)\n"
+	    "  --tls DIR       weft halves over mutual TLS: DIR/ca.crt, "
+	    "n0.crt/.key (the\n"
+	    "                  measuring half), n1.crt/.key (the load half); "
+	    "raw stays plain\n"
+	    "  --tls-compare   with --tls: weft plaintext and weft TLS "
+	    "alternately, and the\n"
+	    "                  TLS/plaintext ratio\n"
 	    "  --quiet         no progress lines on stderr\n"
 	    "  --timeout SEC   fail a run that takes longer (default 600)\n"
 	    "  --listen ADDR   run only the measuring half (the receiver, or "
@@ -234,6 +243,8 @@ static const struct option long_opts[] = {
     {"io", required_argument, NULL, 'I'},
     {"node", required_argument, NULL, 'N'},
     {"tls", required_argument, NULL, 'T'},
+    {"tls-compare", no_argument, NULL, 'T' + 256},
+    {"csv", required_argument, NULL, 'j' + 256},
     {"plot", required_argument, NULL, 'G'},
     {"rate", required_argument, NULL, 'R'},
     {"slow-fraction", required_argument, NULL, 'F'},
@@ -455,6 +466,12 @@ apply_opt(wbench_opts *o, int c, const char *arg)
 	case 'j':
 		o->json_path = arg;
 		return 0;
+	case 'j' + 256:
+		o->csv_path = arg;
+		return 0;
+	case 'T' + 256:
+		o->tls_compare = true;
+		return 0;
 	case 'l':
 	case 'c':
 		if (o->role != WBENCH_ROLE_BOTH)
@@ -480,6 +497,23 @@ fill_auto(wbench_opts *o)
 	}
 	if (o->warmup == UINT64_MAX)
 		o->warmup = o->count / 10 < 1000000 ? o->count / 10 : 1000000;
+}
+
+/* check_tls: --tls-compare measures weft alone, with and without --tls. */
+static int
+check_tls(wbench_opts *o)
+{
+	if (!o->tls_compare)
+		return 0;
+	if (o->tls_dir == NULL || o->workload > WBENCH_LATENCY ||
+	    o->role != WBENCH_ROLE_BOTH) {
+		fprintf(stderr, "weft-bench: --tls-compare needs --tls DIR, "
+		                "throughput or latency, and no --listen or "
+		                "--connect\n");
+		return -1;
+	}
+	o->impl = WBENCH_IMPL_WEFT;
+	return 0;
 }
 
 int
@@ -536,11 +570,5 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		}
 	if (o->workload == WBENCH_MIX)
 		mix_defaults(o);
-	if (o->workload >= WBENCH_RPC && o->workload != WBENCH_CLUSTER_NODE &&
-	    o->tls_dir != NULL) {
-		fprintf(stderr, "weft-bench: rpc and mix run in plaintext "
-		                "only\n");
-		return -1;
-	}
-	return 0;
+	return check_tls(o);
 }

@@ -134,10 +134,30 @@ wbench_result_median(const wbench_result *runs, unsigned n, wbench_result *out)
 		out->errors += runs[i].errors;
 }
 
+/* slot_name names slot i of a report: weft and raw, or with --tls-compare
+ * weft in plaintext and weft over TLS. */
+const char *
+wbench_slot_name(const wbench_opts *o, int i)
+{
+	if (o->tls_compare)
+		return i ? "weft-tls" : "weft";
+	if (i == 0 && o->tls_dir != NULL)
+		return "weft-tls";
+	return i ? "raw" : "weft";
+}
+
+/* ratio_name labels the ratio of slot 0 to slot 1 (or 1 to 0 for TLS). */
+static const char *
+ratio_name(const wbench_opts *o)
+{
+	return o->tls_compare ? "tls/plain" : "weft/raw";
+}
+
 static void
 print_throughput(const wbench_report *rep, FILE *out)
 {
-	const char *names[2] = {"weft", "raw"};
+	const wbench_opts *o = rep->opts;
+	const wbench_result *a = &rep->median[0], *b = &rep->median[1];
 
 	fprintf(out, "  %-9s %14s %12s %10s %12s\n", "impl", "msgs/s", "MB/s",
 	        "seconds", "messages");
@@ -146,14 +166,19 @@ print_throughput(const wbench_report *rep, FILE *out)
 
 		if (rep->nruns[i] == 0)
 			continue;
-		fprintf(out, "  %-9s %12.3f M %12.1f %10.3f %12llu\n", names[i],
+		fprintf(out, "  %-9s %12.3f M %12.1f %10.3f %12llu\n",
+		        wbench_slot_name(o, i),
 		        r->msgs_per_s / 1e6, r->mb_per_s, r->seconds,
 		        (unsigned long long)r->measured);
 	}
-	if (rep->nruns[0] && rep->nruns[1] && rep->median[1].msgs_per_s > 0)
-		fprintf(out, "  %-9s %14.3f %12.3f\n", "weft/raw",
-		        rep->median[0].msgs_per_s / rep->median[1].msgs_per_s,
-		        rep->median[0].mb_per_s / rep->median[1].mb_per_s);
+	if (o->tls_compare) { /* TLS over plaintext */
+		a = &rep->median[1];
+		b = &rep->median[0];
+	}
+	if (rep->nruns[0] && rep->nruns[1] && b->msgs_per_s > 0 &&
+	    b->mb_per_s > 0)
+		fprintf(out, "  %-9s %14.3f %12.3f\n", ratio_name(o),
+		        a->msgs_per_s / b->msgs_per_s, a->mb_per_s / b->mb_per_s);
 }
 
 static double
@@ -165,7 +190,7 @@ ratio(uint64_t a, uint64_t b)
 static void
 print_latency(const wbench_report *rep, FILE *out)
 {
-	const char *names[2] = {"weft", "raw"};
+	const wbench_opts *o = rep->opts;
 	const wbench_result *w = &rep->median[0], *r = &rep->median[1];
 
 	fprintf(out, "  %-9s %9s %9s %9s %9s %9s %9s %10s\n", "impl", "p50 us",
@@ -177,14 +202,18 @@ print_latency(const wbench_report *rep, FILE *out)
 			continue;
 		fprintf(out,
 		        "  %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f\n",
-		        names[i], m->p50_ns / 1e3, m->p90_ns / 1e3,
+		        wbench_slot_name(o, i), m->p50_ns / 1e3, m->p90_ns / 1e3,
 		        m->p99_ns / 1e3, m->p999_ns / 1e3, m->max_ns / 1e3,
 		        m->mean_ns / 1e3, m->msgs_per_s);
+	}
+	if (o->tls_compare) { /* TLS over plaintext */
+		w = &rep->median[1];
+		r = &rep->median[0];
 	}
 	if (rep->nruns[0] && rep->nruns[1])
 		fprintf(
 		    out, "  %-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f\n",
-		    "weft/raw", ratio(w->p50_ns, r->p50_ns),
+		    ratio_name(o), ratio(w->p50_ns, r->p50_ns),
 		    ratio(w->p90_ns, r->p90_ns), ratio(w->p99_ns, r->p99_ns),
 		    ratio(w->p999_ns, r->p999_ns), ratio(w->max_ns, r->max_ns),
 		    r->mean_ns > 0 ? w->mean_ns / r->mean_ns : 0,
@@ -213,7 +242,7 @@ wbench_report_print(const wbench_report *rep, FILE *out)
 			fprintf(out,
 			        "  %s: %llu ERRORS (lost, reordered or "
 			        "corrupt messages)\n",
-			        i ? "raw" : "weft",
+			        wbench_slot_name(o, i),
 			        (unsigned long long)rep->median[i].errors);
 }
 
@@ -247,7 +276,8 @@ json_result(FILE *f, const wbench_result *r, const char *indent)
 static void
 json_impl(FILE *f, const wbench_report *rep, int i)
 {
-	fprintf(f, "    \"%s\": {\n      \"median\": ", i ? "raw" : "weft");
+	fprintf(f, "    \"%s\": {\n      \"median\": ",
+	        wbench_slot_name(rep->opts, i));
 	json_result(f, &rep->median[i], "      ");
 	fprintf(f, ",\n      \"runs\": [");
 	for (unsigned k = 0; k < rep->nruns[i]; k++) {
@@ -262,9 +292,14 @@ json_ratio(FILE *f, const wbench_report *rep)
 {
 	const wbench_result *w = &rep->median[0], *r = &rep->median[1];
 
+	if (rep->opts->tls_compare) {
+		w = &rep->median[1];
+		r = &rep->median[0];
+	}
 	fprintf(f,
-	        ",\n  \"weft_over_raw\": {\"msgs_per_s\": %.4f, "
+	        ",\n  \"%s\": {\"msgs_per_s\": %.4f, "
 	        "\"mb_per_s\": %.4f",
+	        rep->opts->tls_compare ? "tls_over_plain" : "weft_over_raw",
 	        r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0,
 	        r->mb_per_s > 0 ? w->mb_per_s / r->mb_per_s : 0);
 	if (rep->opts->workload == WBENCH_LATENCY)
@@ -289,11 +324,13 @@ wbench_report_json(const wbench_report *rep, const char *path)
 	fprintf(f,
 	        "{\n  \"workload\": \"%s\",\n  \"size\": %zu,\n"
 	        "  \"count\": %llu,\n  \"warmup\": %llu,\n  \"seed\": %llu,\n"
-	        "  \"batch\": %zu,\n  \"verify\": %s,\n  \"impls\": {\n",
+	        "  \"batch\": %zu,\n  \"verify\": %s,\n  \"tls\": %s,\n"
+	        "  \"impls\": {\n",
 	        wbench_workload_name(o->workload), o->size,
 	        (unsigned long long)o->count, (unsigned long long)o->warmup,
 	        (unsigned long long)o->seed, o->batch,
-	        o->verify ? "true" : "false");
+	        o->verify ? "true" : "false",
+	        o->tls_dir != NULL ? "true" : "false");
 	for (int i = 0; i < 2; i++) {
 		if (rep->nruns[i] == 0)
 			continue;

@@ -48,7 +48,7 @@ spawn_peer(peer *p)
 {
 	const wbench_opts *o = &p->opts;
 	char size[32], count[32], warmup[32], seed[32], batch[32], tmo[32];
-	char *argv[24];
+	char *argv[26];
 	int i = 0, rv;
 
 	snprintf(size, sizeof(size), "%zu", o->size);
@@ -76,6 +76,10 @@ spawn_peer(peer *p)
 	argv[i++] = "--timeout";
 	argv[i++] = tmo;
 	argv[i++] = "--quiet";
+	if (o->tls_dir != NULL) {
+		argv[i++] = "--tls";
+		argv[i++] = (char *)o->tls_dir;
+	}
 	argv[i] = NULL;
 	rv = posix_spawn(&p->pid, o->self_exe, NULL, NULL, argv, environ);
 	if (rv != 0) {
@@ -148,6 +152,8 @@ wbench_run_impl(const wbench_opts *o, enum wbench_impl impl, wbench_result *res)
 	int rv, peer_rv;
 
 	p.opts.impl = impl;
+	if (impl == WBENCH_IMPL_RAW)
+		p.opts.tls_dir = NULL; /* the reference stays plaintext */
 	if (p.opts.self_exe == NULL)
 		p.opts.self_exe = "/proc/self/exe";
 	if (impl == WBENCH_IMPL_RAW)
@@ -190,6 +196,24 @@ run_split(const wbench_opts *o, wbench_report *rep)
 	return failed ? -1 : 0;
 }
 
+/* run_pair runs slot i of repetition r: weft and raw, or with
+ * --tls-compare weft in plaintext and weft over TLS. */
+static int
+run_pair(const wbench_opts *o, wbench_report *rep, unsigned r, int i)
+{
+	wbench_opts c = *o;
+	enum wbench_impl impl = i ? WBENCH_IMPL_RAW : WBENCH_IMPL_WEFT;
+
+	if (o->tls_compare) {
+		impl = WBENCH_IMPL_WEFT;
+		c.tls_dir = i ? o->tls_dir : NULL;
+	} else if (!(o->impl & impl)) {
+		return 0;
+	}
+	rep->nruns[i]++;
+	return wbench_run_impl(&c, impl, &rep->runs[i][r]);
+}
+
 /* run_both alternates the implementations, so that a drift of the machine
  * during the runs weighs on both alike. */
 static int
@@ -197,18 +221,9 @@ run_both(const wbench_opts *o, wbench_report *rep)
 {
 	int failed = 0;
 
-	for (unsigned r = 0; r < o->repeat; r++) {
-		for (int i = 0; i < 2; i++) {
-			enum wbench_impl impl =
-			    i ? WBENCH_IMPL_RAW : WBENCH_IMPL_WEFT;
-
-			if (!(o->impl & impl))
-				continue;
-			failed |=
-			    wbench_run_impl(o, impl, &rep->runs[i][r]) != 0;
-			rep->nruns[i]++;
-		}
-	}
+	for (unsigned r = 0; r < o->repeat; r++)
+		for (int i = 0; i < 2; i++)
+			failed |= run_pair(o, rep, r, i) != 0;
 	return failed ? -1 : 0;
 }
 

@@ -93,7 +93,11 @@ typedef struct wbench_opts {
 	unsigned read_pct;               /* cluster-node: share of gets */
 	unsigned mix_list[8], nmix_list; /* mix: --mixes 100,99,50,0 */
 	unsigned keys;                   /* mix: --keys */
-	const char *tls_dir;   /* cluster --tls DIR: ca.crt, nI.crt, nI.key */
+	/* --tls DIR: ca.crt, nI.crt, nI.key. Throughput and latency: the
+	 * measuring half is n0, the load half n1 (weft halves only). */
+	const char *tls_dir;
+	bool tls_compare;      /* weft plaintext and weft TLS alternately */
+	const char *csv_path;  /* --csv FILE: one row per run or series */
 	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
@@ -220,6 +224,9 @@ typedef struct wbench_report {
 	wbench_result median[2];
 } wbench_report;
 
+/* wbench_slot_name names report slot i (0 or 1): "weft", "raw", or
+ * "weft-tls" for a TLS run. */
+const char *wbench_slot_name(const wbench_opts *o, int i);
 void wbench_report_print(const wbench_report *rep, FILE *out);
 int wbench_report_json(const wbench_report *rep, const char *path);
 

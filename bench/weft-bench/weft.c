@@ -19,6 +19,7 @@
 #include <weft/frame.h>
 #include <weft/histogram.h>
 #include <weft/loop.h>
+#include <weft/tls.h>
 #include <weft/transport.h>
 
 #include "wbench.h"
@@ -41,6 +42,7 @@ typedef struct side {
 	uint8_t *payload; /* pattern with the current sequence number */
 	struct evbuffer *msg;
 	weft_histogram *rtt;
+	weft_tls_ctx *tls; /* --tls: this half's context, or NULL */
 	weft_timer *timer; /* progress, or connect retries */
 	wbench_progress prog;
 	uint64_t total;    /* warm-up + count */
@@ -56,8 +58,33 @@ typedef struct side {
 	int status;
 } side;
 
+/* side_tls makes the half's TLS context from --tls DIR: DIR/ID.crt,
+ * DIR/ID.key and DIR/ca.crt (scripts/gen-certs.sh DIR n0 n1). */
 static int
-side_init(side *s, const wbench_opts *o)
+side_tls(side *s, const char *id)
+{
+	char cert[512], key[512], ca[512];
+	weft_tls_opts to = {0};
+	int rv;
+
+	if (s->o->tls_dir == NULL)
+		return 0;
+	snprintf(cert, sizeof(cert), "%s/%s.crt", s->o->tls_dir, id);
+	snprintf(key, sizeof(key), "%s/%s.key", s->o->tls_dir, id);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", s->o->tls_dir);
+	to.cert_file = cert;
+	to.key_file = key;
+	to.ca_file = ca;
+	if ((rv = weft_tls_ctx_new(&to, &s->tls)) != 0) {
+		fprintf(stderr, "weft-bench: weft: TLS from %s: %s\n",
+		        s->o->tls_dir, weft_strerror(rv));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+side_init(side *s, const wbench_opts *o, const char *id)
 {
 	pthread_condattr_t attr;
 
@@ -72,7 +99,7 @@ side_init(side *s, const wbench_opts *o)
 	s->payload = malloc(o->size ? o->size : 1);
 	s->msg = evbuffer_new();
 	if (s->payload == NULL || s->msg == NULL ||
-	    weft_histogram_new(&s->rtt) != 0)
+	    weft_histogram_new(&s->rtt) != 0 || side_tls(s, id) != 0)
 		return -1;
 	wbench_pattern_fill(s->payload, o->size, o->seed);
 	return 0;
@@ -83,6 +110,8 @@ side_fini(side *s)
 {
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
+	if (s->tls)
+		weft_tls_ctx_unref(s->tls);
 	weft_histogram_free(s->rtt);
 	if (s->msg)
 		evbuffer_free(s->msg);
@@ -386,6 +415,7 @@ serve(side *s, wbench_ready_cb ready, void *arg)
 	so.address = s->o->addr;
 	so.init = measure_init;
 	so.init_arg = s;
+	so.tls = s->tls;
 	s->loop = weft_loop_group_at(s->group, 0);
 	if ((rv = weft_server_new(s->group, &so, &srv)) != 0) {
 		fprintf(stderr, "weft-bench: weft: listen %s: %s\n", s->o->addr,
@@ -407,7 +437,8 @@ wbench_weft_measure(const wbench_opts *o, wbench_ready_cb ready, void *arg,
 	int rv = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (side_init(&s, o) != 0 || weft_loop_group_new(1, &s.group) != 0)
+	if (side_init(&s, o, "n0") != 0 ||
+	    weft_loop_group_new(1, &s.group) != 0)
 		goto out;
 	rv = serve(&s, ready, arg);
 	weft_loop_group_free(s.group);
@@ -568,6 +599,8 @@ connect_now(side *s)
 	co.init = load_init;
 	co.init_arg = s;
 	co.timeout_ms = s->o->timeout_ms;
+	co.tls = s->tls;
+	co.server_name = s->tls ? "n0" : NULL;
 	rv = weft_connect(s->loop, s->o->addr, &co, connected, s);
 	if (rv != 0) {
 		fprintf(stderr, "weft-bench: weft: connect %s: %s\n",
@@ -596,7 +629,8 @@ wbench_weft_load(const wbench_opts *o)
 	side s;
 	int rv = -1;
 
-	if (side_init(&s, o) != 0 || weft_loop_group_new(1, &s.group) != 0)
+	if (side_init(&s, o, "n1") != 0 ||
+	    weft_loop_group_new(1, &s.group) != 0)
 		goto out;
 	s.loop = weft_loop_group_at(s.group, 0);
 	if (weft_loop_post(s.loop, connect_task, &s) == 0)

@@ -3,6 +3,7 @@
  * child process, and checks its exit status and JSON figures.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,6 +88,83 @@ test_latency_in_two_processes(void **state)
 	assert_non_null(strstr(text, "\"p999_ns\""));
 }
 
+/* count_of counts the occurrences of key in text. */
+static int
+count_of(const char *text, const char *key)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
+		n++;
+	return n;
+}
+
+static void
+remove_dir(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* make_certs makes a CA and n0, n1 in a new temporary dir with
+ * scripts/gen-certs.sh; false (dir removed) without openssl. */
+static bool
+make_certs(char *dir)
+{
+	char cmd[512];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "sh %s/scripts/gen-certs.sh %s n0 n1 >/dev/null 2>&1",
+	         WEFT_SOURCE_DIR, dir);
+	if (system("openssl version >/dev/null 2>&1") == 0 &&
+	    system(cmd) == 0)
+		return true;
+	remove_dir(dir);
+	return false;
+}
+
+/* Throughput and latency over mutual TLS: weft in plaintext and over TLS
+ * alternately, and TLS weft against the plaintext reference. */
+static void
+test_tls_throughput_and_latency(void **state)
+{
+	char dir[] = "/tmp/wbench-tls-XXXXXX";
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *tput[] = {"throughput", "--size",   "1K",    "--count",
+	                "3000",       "--verify", "--tls", dir,
+	                "--tls-compare", "--quiet", "--json", path, NULL};
+	char *lat[] = {"latency", "--count", "200",   "--warmup", "10",
+	               "--impl",  "both",    "--tls", dir,        "--quiet",
+	               "--json",  path,      NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	if (!make_certs(dir)) {
+		unlink(path);
+		skip();
+	}
+	assert_int_equal(run_bench(tput), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"tls\": true"));
+	assert_non_null(strstr(text, "\"weft\": {"));
+	assert_non_null(strstr(text, "\"weft-tls\": {"));
+	assert_non_null(strstr(text, "\"tls_over_plain\""));
+	/* Median and run of each: every message exactly once. */
+	assert_int_equal(count_of(text, "\"received\": 3300,"), 4);
+	assert_int_equal(count_of(text, "\"errors\": 0,"), 4);
+	assert_int_equal(run_bench(lat), 0);
+	read_json(path, text, sizeof(text));
+	remove_dir(dir);
+	assert_non_null(strstr(text, "\"weft-tls\": {"));
+	assert_non_null(strstr(text, "\"raw\": {"));
+	assert_int_equal(count_of(text, "\"measured\": 200,"), 4);
+	assert_int_equal(count_of(text, "\"errors\": 0,"), 4);
+}
+
 static void
 test_bad_options_exit_2(void **state)
 {
@@ -108,6 +186,7 @@ main(void)
 	    cmocka_unit_test(test_throughput_both_in_two_processes),
 	    cmocka_unit_test(test_latency_in_two_processes),
 	    cmocka_unit_test(test_bad_options_exit_2),
+	    cmocka_unit_test(test_tls_throughput_and_latency),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
