@@ -4,6 +4,7 @@
  * once and that the figures agree. No speed is asserted.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -211,6 +212,64 @@ test_cluster_over_tls(void **state)
 	check_cluster_run(strstr(text, "\"io\": \"threads\""));
 }
 
+/* gen_certs makes certificates for ids in a new temporary dir; false
+ * (dir removed) where openssl is missing. */
+static bool
+gen_certs(char *dir, const char *ids)
+{
+	char cmd[512];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "sh %s/scripts/gen-certs.sh %s %s >/dev/null 2>&1",
+	         WEFT_SOURCE_DIR, dir, ids);
+	if (system("openssl version >/dev/null 2>&1") == 0 &&
+	    system(cmd) == 0)
+		return true;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	return false;
+}
+
+/* rpc and mix over mutual TLS: clients carry certificates cI. rpc runs
+ * weft's server only (the baseline takes no TLS clients). */
+static void
+test_rpc_and_mix_over_tls(void **state)
+{
+	char dir[] = "/tmp/wbench-tls-XXXXXX", cmd[512];
+	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char *rpc[] = {"rpc",   "--clients", "2",      "--outstanding",
+	               "4",     "--warmup",  "0.1",    "--duration",
+	               "0.3",   "--quiet",   "--tls",  dir,
+	               "--json", path,       NULL};
+	char *mix[] = {"mix",      "--peers",    "3",   "--mixes",
+	               "50",       "--clients",  "2",   "--outstanding",
+	               "4",        "--keys",     "200", "--warmup",
+	               "0.1",      "--duration", "0.3", "--quiet",
+	               "--tls",    dir,          "--json", path,
+	               NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	if (!gen_certs(dir, "n0 n1 n2 --client c0 --client c1")) {
+		unlink(path);
+		skip();
+	}
+	assert_int_equal(run_bench(rpc), 0);
+	read_json(path, text, sizeof(text));
+	assert_non_null(strstr(text, "\"tls\": true"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_null(strstr(text, "\"io\": \"threads\""));
+	assert_int_equal(run_bench(mix), 0);
+	read_json(path, text, sizeof(text));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_non_null(strstr(text, "\"tls\": true"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_true(value_after(text, "\"errors\": ") == 0);
+}
+
 int
 main(void)
 {
@@ -220,6 +279,7 @@ main(void)
 	    cmocka_unit_test(test_rpc_both_servers),
 	    cmocka_unit_test(test_mix_half_reads),
 	    cmocka_unit_test(test_cluster_over_tls),
+	    cmocka_unit_test(test_rpc_and_mix_over_tls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
