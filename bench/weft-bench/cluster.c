@@ -599,6 +599,42 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 	return fclose(f) == 0 ? 0 : -1;
 }
 
+/* write_csv writes one CSV row per point of the series. */
+static int
+write_csv(const wbench_opts *o, const cresult *rows, unsigned n)
+{
+	wbench_csv_row *out = calloc(n ? n : 1, sizeof(*out));
+	int rv;
+
+	if (out == NULL)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		const cresult *r = &rows[i];
+		wbench_csv_row *c = &out[i];
+
+		wbench_csv_row_init(c, o);
+		c->impl = io_name(r->io);
+		c->peers = r->peers;
+		c->clients = r->clients;
+		c->depth = o->workload == WBENCH_CLUSTER ? o->outstanding
+		                                         : r->depth;
+		c->read_pct = r->read_pct;
+		c->ops_per_s = r->ops_per_s;
+		c->mb_per_s = r->ops_per_s * (double)o->size / 1e6;
+		c->p50_us = r->p50_us;
+		c->p99_us = r->p99_us;
+		c->p999_us = r->p999_us;
+		c->max_us = r->max_us;
+		c->ctxsw_per_op = r->vcsw_per_op + r->ivcsw_per_op;
+		c->cpu_us_per_op = r->cpu_us_per_op;
+		c->rss_mb = r->rss_mb;
+		c->errors = r->errors + r->lost + r->duplicates;
+	}
+	rv = wbench_csv_write(o->csv_path, out, n);
+	free(out);
+	return rv;
+}
+
 /* plot_series writes one I/O model's points as gnuplot inline data. */
 static void
 plot_series(FILE *gp, const char *name, const cresult *rows, unsigned n,
@@ -679,6 +715,8 @@ mix_run(const wbench_opts *o)
 		}
 	if (o->json_path && write_json(o, rows, n) != 0)
 		failed = 1;
+	if (o->csv_path && write_csv(o, rows, n) != 0)
+		failed = 1;
 	return failed;
 }
 
@@ -712,6 +750,8 @@ rpc_run(const wbench_opts *o)
 				n++;
 			}
 	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	if (o->csv_path && write_csv(o, rows, n) != 0)
 		failed = 1;
 	return failed;
 }
@@ -752,6 +792,8 @@ wbench_cluster_run(const wbench_opts *o)
 		}
 	}
 	if (o->json_path && write_json(o, rows, n) != 0)
+		failed = 1;
+	if (o->csv_path && write_csv(o, rows, n) != 0)
 		failed = 1;
 	if (o->plot_path && plot(o, rows, n) != 0)
 		failed = 1;

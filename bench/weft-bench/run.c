@@ -227,6 +227,39 @@ run_both(const wbench_opts *o, wbench_report *rep)
 	return failed ? -1 : 0;
 }
 
+/* write_csv writes one row per run of each slot. */
+static int
+write_csv(const wbench_opts *o, const wbench_report *rep)
+{
+	unsigned n = rep->nruns[0] + rep->nruns[1], k = 0;
+	wbench_csv_row *rows = calloc(n ? n : 1, sizeof(*rows));
+	int rv;
+
+	if (rows == NULL)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		for (unsigned j = 0; j < rep->nruns[i]; j++, k++) {
+			const wbench_result *r = &rep->runs[i][j];
+			wbench_csv_row *c = &rows[k];
+
+			wbench_csv_row_init(c, o);
+			c->impl = wbench_slot_name(o, i);
+			c->tls = strcmp(c->impl, "weft-tls") == 0;
+			c->ops_per_s = r->msgs_per_s;
+			c->mb_per_s = r->mb_per_s;
+			c->errors = r->errors;
+			if (o->workload != WBENCH_LATENCY)
+				continue;
+			c->p50_us = (double)r->p50_ns / 1e3;
+			c->p99_us = (double)r->p99_ns / 1e3;
+			c->p999_us = (double)r->p999_ns / 1e3;
+			c->max_us = (double)r->max_ns / 1e3;
+		}
+	rv = wbench_csv_write(o->csv_path, rows, n);
+	free(rows);
+	return rv;
+}
+
 static int
 finish(const wbench_opts *o, wbench_report *rep)
 {
@@ -240,6 +273,8 @@ finish(const wbench_opts *o, wbench_report *rep)
 	wbench_report_print(rep, stdout);
 	fflush(stdout);
 	if (o->json_path && wbench_report_json(rep, o->json_path) != 0)
+		rv = -1;
+	if (o->csv_path && write_csv(o, rep) != 0)
 		rv = -1;
 	return rv;
 }

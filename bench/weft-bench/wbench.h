@@ -248,6 +248,25 @@ uint64_t wbench_lat_value(unsigned i);
 void wbench_lat_print(const wbench_lat *l, FILE *out);
 int wbench_lat_parse(const char *line, struct weft_histogram *h);
 
+/* csv.c: --csv. A figure below 0 was not measured (an empty cell). */
+typedef struct wbench_csv_row {
+	const char *workload;
+	const char *impl; /* weft, raw, weft-tls; loop or threads */
+	bool tls;
+	size_t size;
+	double peers, clients, depth, read_pct;
+	double ops_per_s, mb_per_s;
+	double p50_us, p99_us, p999_us, max_us;
+	double ctxsw_per_op, cpu_us_per_op, rss_mb;
+	uint64_t errors;
+} wbench_csv_row;
+
+/* wbench_csv_row_init fills r from o, every figure not measured. */
+void wbench_csv_row_init(wbench_csv_row *r, const wbench_opts *o);
+/* wbench_csv_write writes the header and n rows to path; 0 or -1. */
+int wbench_csv_write(const char *path, const wbench_csv_row *rows,
+                     unsigned n);
+
 /* cluster.c, cnode.c */
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);

@@ -165,6 +165,27 @@ test_tls_throughput_and_latency(void **state)
 	assert_int_equal(count_of(text, "\"errors\": 0,"), 4);
 }
 
+/* --csv: a header and one row per run, figures in their columns. */
+static void
+test_csv_one_row_per_run(void **state)
+{
+	char path[] = "/tmp/wbench-csv-XXXXXX", text[8192];
+	char *args[] = {"latency", "--count",  "100", "--warmup", "10",
+	                "--impl",  "both",     "--repeat", "2", "--quiet",
+	                "--csv",   path,       NULL};
+	int fd = mkstemp(path);
+
+	(void)state;
+	close(fd);
+	assert_int_equal(run_bench(args), 0);
+	read_json(path, text, sizeof(text));
+	assert_int_equal(strncmp(text, "workload,impl,tls,size,", 23), 0);
+	assert_int_equal(count_of(text, "\n"), 5);
+	assert_int_equal(count_of(text, "\nlatency,weft,0,64,"), 2);
+	assert_int_equal(count_of(text, "\nlatency,raw,0,64,"), 2);
+	assert_int_equal(count_of(text, ",0\n"), 4); /* no errors */
+}
+
 static void
 test_bad_options_exit_2(void **state)
 {
@@ -187,6 +208,7 @@ main(void)
 	    cmocka_unit_test(test_latency_in_two_processes),
 	    cmocka_unit_test(test_bad_options_exit_2),
 	    cmocka_unit_test(test_tls_throughput_and_latency),
+	    cmocka_unit_test(test_csv_one_row_per_run),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -84,21 +84,39 @@ check_cluster_run(const char *run)
 	assert_true(value_after(run, "\"threads\": ") >= 3);
 }
 
+static int
+lines_of(const char *text)
+{
+	int n = 0;
+
+	for (; *text; text++)
+		n += *text == '\n';
+	return n;
+}
+
 /* Three node processes per I/O model: every request answered once. */
 static void
 test_cluster_both_io_models(void **state)
 {
 	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
+	char csv[] = "/tmp/wbench-csv-XXXXXX";
 	char *args[] = {"cluster", "--peers",  "3",      "--outstanding",
 	                "8",       "--warmup", "0.1",    "--duration",
 	                "0.3",     "--quiet",  "--json", path,
-	                NULL};
+	                "--csv",   csv,        NULL};
 	int fd = mkstemp(path);
 	char *loop, *threads;
 
 	(void)state;
 	close(fd);
+	close(mkstemp(csv));
 	assert_int_equal(run_bench(args), 0);
+	/* --csv: the header and one row per I/O model. */
+	read_json(csv, text, sizeof(text));
+	assert_int_equal(strncmp(text, "workload,impl,", 14), 0);
+	assert_non_null(strstr(text, "\ncluster,loop,0,64,3,0,8,,"));
+	assert_non_null(strstr(text, "\ncluster,threads,0,64,3,0,8,,"));
+	assert_int_equal(lines_of(text), 3);
 	read_json(path, text, sizeof(text));
 	loop = strstr(text, "\"io\": \"loop\"");
 	threads = strstr(text, "\"io\": \"threads\"");
