@@ -112,7 +112,7 @@ spawn_node(cluster *c, unsigned i)
 	int in[2], out[2], rv;
 
 	snprintf(idx, sizeof(idx), "%u", i < c->members ? i : i - c->members);
-	snprintf(peers, sizeof(peers), "%u", c->members);
+	snprintf(peers, sizeof(peers), "%u", o->hosts ? o->peers : c->members);
 	snprintf(k, sizeof(k), "%u", o->outstanding);
 	if (c->read_pct >= 0) { /* mix: key-value members and clients */
 		int a = o->tls_dir ? 24 : 22; /* after the last option */
@@ -124,6 +124,14 @@ spawn_node(cluster *c, unsigned i)
 		argv[a + 2] = pct;
 		argv[a + 3] = "--keys";
 		argv[a + 4] = keys;
+	}
+	if (o->hosts != NULL) { /* nodes elsewhere: clients only */
+		int a = o->tls_dir ? 24 : 22;
+
+		argv[a] = "--hosts";
+		argv[a + 1] = (char *)o->hosts;
+		argv[a + 2] = o->cluster_name ? "--cluster-name" : NULL;
+		argv[a + 3] = (char *)o->cluster_name;
 	}
 	if (c->members < c->n) { /* rpc: a server and its clients */
 		snprintf(k, sizeof(k), "%u", i < c->members ? 0 : c->depth);
@@ -485,6 +493,12 @@ print_header(const wbench_opts *o, FILE *out)
 		        "service as clients) x D requests in flight each,\n"
 		        "  against one server (--io: weft's service or the "
 		        "thread-per-peer baseline),");
+	else if (o->hosts != NULL)
+		fprintf(out,
+		        "weft-bench cluster --hosts: %u local clients x K=%u "
+		        "requests in flight, round-robin over %u weftd nodes "
+		        "(verb echo),\n  figures of the local clients only;",
+		        o->client_list[0], o->outstanding, o->peers);
 	else if (o->rate > 0)
 		fprintf(out,
 		        "weft-bench cluster: open loop, %g requests/s per node "
@@ -506,6 +520,7 @@ print_header(const wbench_opts *o, FILE *out)
 	        "%8s %7s %8s %6s\n",
 	        o->workload == WBENCH_RPC   ? "CxD"
 	        : o->workload == WBENCH_MIX ? "N:get%"
+	        : o->hosts != NULL          ? "CxK"
 	                                    : "P",
 	        "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
 	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
@@ -756,6 +771,28 @@ rpc_run(const wbench_opts *o)
 	return failed;
 }
 
+/* hosts_run: C local clients against the --hosts nodes (weftd). */
+static int
+hosts_run(const wbench_opts *o)
+{
+	cresult r;
+	int failed = 0;
+
+	print_header(o, stdout);
+	if (run_cluster(o, WBENCH_IO_LOOP, 0, o->client_list[0],
+	                o->outstanding, -1, &r) != 0)
+		return 1;
+	r.peers = o->peers;
+	failed |= r.lost != 0 || r.duplicates != 0;
+	print_row(&r, stdout);
+	fflush(stdout);
+	if (o->json_path && write_json(o, &r, 1) != 0)
+		failed = 1;
+	if (o->csv_path && write_csv(o, &r, 1) != 0)
+		failed = 1;
+	return failed;
+}
+
 int
 wbench_cluster_run(const wbench_opts *o)
 {
@@ -767,6 +804,8 @@ wbench_cluster_run(const wbench_opts *o)
 		return rpc_run(o);
 	if (o->workload == WBENCH_MIX)
 		return mix_run(o);
+	if (o->hosts != NULL)
+		return hosts_run(o);
 	print_header(o, stdout);
 	for (unsigned p = 0; p < o->npeer_list; p++) {
 		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {

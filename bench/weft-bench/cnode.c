@@ -36,6 +36,8 @@
 #include "wbench.h"
 
 #define VERB_ECHO 16
+/* weftd's built-in echo (docs/WEFTD.md), for --hosts. */
+#define VERB_WEFTD_ECHO 17
 #define PRIME_WINDOW 4 /* first requests in flight per node */
 
 typedef struct cnode cnode;
@@ -86,11 +88,17 @@ now_ns(void)
 	return weft_now_ns();
 }
 
+static uint16_t
+echo_verb(const cnode *n)
+{
+	return n->o->hosts ? VERB_WEFTD_ECHO : VERB_ECHO;
+}
+
 /* next_target picks the next other node after t. */
 static size_t
 next_target(const cnode *n, size_t t)
 {
-	if (n->o->client && n->o->kv)
+	if (n->o->client && (n->o->kv || n->o->hosts))
 		return (t + 1) % n->o->peers; /* spread over the members */
 	if (n->o->client)
 		return 0; /* a client asks its server, node 0 */
@@ -224,7 +232,7 @@ slot_send(slot *s)
 	if (n->o->kv)
 		rv = kv_send(n, s);
 	else if (n->svc != NULL)
-		rv = weft_msvc_request(n->svc, n->peers[s->target], VERB_ECHO,
+		rv = weft_msvc_request(n->svc, n->peers[s->target], echo_verb(n),
 		                       n->payload, n->o->size, NULL, msvc_reply,
 		                       s);
 	else
@@ -358,8 +366,9 @@ prime(cnode *n)
 			return -1;
 		asked++;
 		if (n->svc != NULL)
-			rv = weft_msvc_request(n->svc, n->peers[i], VERB_ECHO,
-			                       "", 0, NULL, msvc_primed, n);
+			rv = weft_msvc_request(n->svc, n->peers[i],
+			                       echo_verb(n), "", 0, NULL,
+			                       msvc_primed, n);
 		else
 			rv = wbase_request(n->base, i, VERB_ECHO, "", 0, 0,
 			                   base_primed, n);
@@ -389,14 +398,23 @@ static int
 make_config(cnode *n)
 {
 	weft_msvc_limits *lim;
-	char id[16];
 	int rv;
 
-	if ((rv = weft_msvc_config_new("weft-bench", &n->cfg)) != 0)
+	if ((rv = weft_msvc_config_new(n->o->cluster_name
+	                                   ? n->o->cluster_name
+	                                   : "weft-bench",
+	                               &n->cfg)) != 0)
 		return rv;
 	for (unsigned i = 0; i < n->o->peers; i++) {
-		snprintf(id, sizeof(id), "n%u", i);
-		rv = weft_msvc_config_add_node(n->cfg, id, "127.0.0.1", 0);
+		char hid[64], host[256];
+		uint16_t port = 0;
+
+		snprintf(hid, sizeof(hid), "n%u", i);
+		snprintf(host, sizeof(host), "127.0.0.1");
+		if (n->o->hosts != NULL &&
+		    wbench_host_at(n->o->hosts, i, hid, host, &port) != 0)
+			return WEFT_EINVAL;
+		rv = weft_msvc_config_add_node(n->cfg, hid, host, port);
 		if (rv != 0)
 			return rv;
 	}
@@ -497,7 +515,15 @@ set_ports(cnode *n, char *line)
 
 	if (strncmp(line, "ports", 5) != 0)
 		return -1;
-	for (unsigned i = 0; i < n->o->peers; i++) {
+	for (unsigned i = 0; n->o->hosts != NULL && i < n->o->peers; i++) {
+		char hid[64], host[256];
+		uint16_t hport;
+
+		if (wbench_host_at(n->o->hosts, i, hid, host, &hport) != 0 ||
+		    (n->peers[i] = weft_msvc_peer_find(n->svc, hid)) == NULL)
+			return -1;
+	}
+	for (unsigned i = 0; n->o->hosts == NULL && i < n->o->peers; i++) {
 		unsigned long port = strtoul(p, &end, 10);
 
 		if (end == p || port == 0 || port > 65535)

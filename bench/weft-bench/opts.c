@@ -73,6 +73,14 @@ wbench_usage(FILE *out)
 	    "  --keys K            keys, loaded first (default 20000)\n"
 	    "  --clients C         client processes (default 8), "
 	    "--outstanding D (default 32)\n"
+	    "  --hosts [ID@]H:P,...  cluster against weftd nodes run "
+	    "elsewhere (ids n0, n1..\n"
+	    "                  by default): --clients C local client "
+	    "processes (default 1)\n"
+	    "                  keep K echo requests each in flight "
+	    "round-robin over them\n"
+	    "  --cluster-name N  the nodes' [cluster] name (default "
+	    "weft-bench)\n"
 	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
 	    "models (gnuplot)\n"
 	    "  --rate R        open loop: R requests/s per node, latency from "
@@ -245,6 +253,8 @@ static const struct option long_opts[] = {
     {"tls", required_argument, NULL, 'T'},
     {"tls-compare", no_argument, NULL, 'T' + 256},
     {"csv", required_argument, NULL, 'j' + 256},
+    {"hosts", required_argument, NULL, 'H'},
+    {"cluster-name", required_argument, NULL, 'H' + 256},
     {"plot", required_argument, NULL, 'G'},
     {"rate", required_argument, NULL, 'R'},
     {"slow-fraction", required_argument, NULL, 'F'},
@@ -384,6 +394,66 @@ parse_io(const char *s, enum wbench_io *io)
 	return 0;
 }
 
+int
+wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
+               uint16_t *port)
+{
+	const char *p = list, *end, *at, *colon;
+	unsigned long v;
+	char *vend;
+
+	for (unsigned k = 0; k < i && p != NULL; k++)
+		if ((p = strchr(p, ',')) != NULL)
+			p++;
+	if (p == NULL || *p == '\0')
+		return -1;
+	end = strchr(p, ',');
+	end = end ? end : p + strlen(p);
+	at = memchr(p, '@', (size_t)(end - p));
+	if (at != NULL && (at == p || at - p >= 64))
+		return -1;
+	if (at != NULL)
+		snprintf(id, 64, "%.*s", (int)(at - p), p);
+	else
+		snprintf(id, 64, "n%u", i);
+	p = at ? at + 1 : p;
+	for (colon = end - 1; colon > p && *colon != ':'; colon--)
+		;
+	if (colon <= p || colon - p >= 256)
+		return -1;
+	if (*p == '[' && colon[-1] == ']') /* [v6]:port */
+		snprintf(host, 256, "%.*s", (int)(colon - p - 2), p + 1);
+	else
+		snprintf(host, 256, "%.*s", (int)(colon - p), p);
+	v = strtoul(colon + 1, &vend, 10);
+	if (vend != end || vend == colon + 1 || v == 0 || v > 65535)
+		return -1;
+	*port = (uint16_t)v;
+	return 0;
+}
+
+/* parse_hosts checks a --hosts list; the nodes are its entries. */
+static int
+parse_hosts(wbench_opts *o, const char *arg)
+{
+	char id[64], host[256];
+	uint16_t port;
+	unsigned n = 1;
+
+	for (const char *p = arg; *p; p++)
+		n += *p == ',';
+	if (n > 1024)
+		return -1;
+	for (unsigned i = 0; i < n; i++)
+		if (wbench_host_at(arg, i, id, host, &port) != 0)
+			return -1;
+	o->hosts = arg;
+	o->peers = n;
+	o->peer_list[0] = n;
+	o->npeer_list = 1;
+	return 0;
+}
+
 /* cluster_opt applies the cluster workload's options. */
 static int
 cluster_opt(wbench_opts *o, int c, const char *arg)
@@ -443,6 +513,11 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 	case 'G':
 		o->plot_path = arg;
 		return 0;
+	case 'H':
+		return parse_hosts(o, arg);
+	case 'H' + 256:
+		o->cluster_name = arg;
+		return 0;
 	case 'R':
 		return parse_double(arg, 0, 1e8, &o->rate);
 	case 'F':
@@ -497,6 +572,27 @@ fill_auto(wbench_opts *o)
 	}
 	if (o->warmup == UINT64_MAX)
 		o->warmup = o->count / 10 < 1000000 ? o->count / 10 : 1000000;
+}
+
+/* check_hosts: --hosts drives weftd nodes from local weft clients. */
+static int
+check_hosts(wbench_opts *o)
+{
+	if (o->hosts == NULL)
+		return 0;
+	if (o->workload != WBENCH_CLUSTER &&
+	    o->workload != WBENCH_CLUSTER_NODE) {
+		fprintf(stderr, "weft-bench: --hosts is for cluster\n");
+		return -1;
+	}
+	if (parse_hosts(o, o->hosts) != 0) /* the nodes, whatever --peers */
+		return -1;
+	if (o->workload == WBENCH_CLUSTER && !o->clients_given) {
+		o->client_list[0] = 1;
+		o->nclient_list = 1;
+	}
+	o->io = WBENCH_IO_LOOP;
+	return 0;
 }
 
 /* check_tls: --tls-compare measures weft alone, with and without --tls. */
@@ -585,5 +681,7 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		}
 	if (o->workload == WBENCH_MIX)
 		mix_defaults(o);
+	if (check_hosts(o) != 0)
+		return -1;
 	return check_tls(o);
 }

@@ -98,6 +98,10 @@ typedef struct wbench_opts {
 	const char *tls_dir;
 	bool tls_compare;      /* weft plaintext and weft TLS alternately */
 	const char *csv_path;  /* --csv FILE: one row per run or series */
+	/* cluster --hosts: "[ID@]HOST:PORT,..." of weftd nodes run
+	 * elsewhere; peers is their number, local processes are clients. */
+	const char *hosts;
+	const char *cluster_name; /* --cluster-name: weftd's [cluster] name */
 	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
@@ -118,6 +122,10 @@ typedef struct wbench_result {
 } wbench_result;
 
 /* opts.c */
+/* wbench_host_at reads entry i of a --hosts list into id (default "nI"),
+ * host and port. Returns 0, or -1 for a malformed or missing entry. */
+int wbench_host_at(const char *list, unsigned i, char id[64],
+                   char host[256], uint16_t *port);
 /* wbench_opts_default fills the defaults of every option. */
 void wbench_opts_default(wbench_opts *o);
 /* wbench_opts_parse reads argv (argv[0] is the subcommand). Returns 0, or
