@@ -631,8 +631,8 @@ write_csv(const wbench_opts *o, const cresult *rows, unsigned n)
 		c->impl = io_name(r->io);
 		c->peers = r->peers;
 		c->clients = r->clients;
-		c->depth = o->workload == WBENCH_CLUSTER ? o->outstanding
-		                                         : r->depth;
+		c->depth =
+		    o->workload == WBENCH_CLUSTER ? o->outstanding : r->depth;
 		c->read_pct = r->read_pct;
 		c->ops_per_s = r->ops_per_s;
 		c->mb_per_s = r->ops_per_s * (double)o->size / 1e6;
@@ -779,8 +779,8 @@ hosts_run(const wbench_opts *o)
 	int failed = 0;
 
 	print_header(o, stdout);
-	if (run_cluster(o, WBENCH_IO_LOOP, 0, o->client_list[0],
-	                o->outstanding, -1, &r) != 0)
+	if (run_cluster(o, WBENCH_IO_LOOP, 0, o->client_list[0], o->outstanding,
+	                -1, &r) != 0)
 		return 1;
 	r.peers = o->peers;
 	failed |= r.lost != 0 || r.duplicates != 0;

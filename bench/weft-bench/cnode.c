@@ -232,9 +232,9 @@ slot_send(slot *s)
 	if (n->o->kv)
 		rv = kv_send(n, s);
 	else if (n->svc != NULL)
-		rv = weft_msvc_request(n->svc, n->peers[s->target], echo_verb(n),
-		                       n->payload, n->o->size, NULL, msvc_reply,
-		                       s);
+		rv = weft_msvc_request(n->svc, n->peers[s->target],
+		                       echo_verb(n), n->payload, n->o->size,
+		                       NULL, msvc_reply, s);
 	else
 		rv = wbase_request(n->base, s->target, VERB_ECHO, n->payload,
 		                   n->o->size, 0, base_reply, s);
@@ -366,9 +366,9 @@ prime(cnode *n)
 			return -1;
 		asked++;
 		if (n->svc != NULL)
-			rv = weft_msvc_request(n->svc, n->peers[i],
-			                       echo_verb(n), "", 0, NULL,
-			                       msvc_primed, n);
+			rv =
+			    weft_msvc_request(n->svc, n->peers[i], echo_verb(n),
+			                      "", 0, NULL, msvc_primed, n);
 		else
 			rv = wbase_request(n->base, i, VERB_ECHO, "", 0, 0,
 			                   base_primed, n);
@@ -400,9 +400,8 @@ make_config(cnode *n)
 	weft_msvc_limits *lim;
 	int rv;
 
-	if ((rv = weft_msvc_config_new(n->o->cluster_name
-	                                   ? n->o->cluster_name
-	                                   : "weft-bench",
+	if ((rv = weft_msvc_config_new(n->o->cluster_name ? n->o->cluster_name
+	                                                  : "weft-bench",
 	                               &n->cfg)) != 0)
 		return rv;
 	for (unsigned i = 0; i < n->o->peers; i++) {

@@ -11,7 +11,7 @@ void
 wbench_usage(FILE *out)
 {
 	fputs(
-	    "usage: weft-bench throughput|latency|cluster [options]\n"
+	    "usage: weft-bench throughput|latency|cluster|rpc|mix [options]\n"
 	    "  --size S        payload bytes per message (64, 1K, 64K; "
 	    "default 64)\n"
 	    "  --count N       messages (round trips) measured (1000, 10k, "

@@ -167,8 +167,8 @@ print_throughput(const wbench_report *rep, FILE *out)
 		if (rep->nruns[i] == 0)
 			continue;
 		fprintf(out, "  %-9s %12.3f M %12.1f %10.3f %12llu\n",
-		        wbench_slot_name(o, i),
-		        r->msgs_per_s / 1e6, r->mb_per_s, r->seconds,
+		        wbench_slot_name(o, i), r->msgs_per_s / 1e6,
+		        r->mb_per_s, r->seconds,
 		        (unsigned long long)r->measured);
 	}
 	if (o->tls_compare) { /* TLS over plaintext */
@@ -178,7 +178,8 @@ print_throughput(const wbench_report *rep, FILE *out)
 	if (rep->nruns[0] && rep->nruns[1] && b->msgs_per_s > 0 &&
 	    b->mb_per_s > 0)
 		fprintf(out, "  %-9s %14.3f %12.3f\n", ratio_name(o),
-		        a->msgs_per_s / b->msgs_per_s, a->mb_per_s / b->mb_per_s);
+		        a->msgs_per_s / b->msgs_per_s,
+		        a->mb_per_s / b->mb_per_s);
 }
 
 static double
@@ -202,9 +203,9 @@ print_latency(const wbench_report *rep, FILE *out)
 			continue;
 		fprintf(out,
 		        "  %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f\n",
-		        wbench_slot_name(o, i), m->p50_ns / 1e3, m->p90_ns / 1e3,
-		        m->p99_ns / 1e3, m->p999_ns / 1e3, m->max_ns / 1e3,
-		        m->mean_ns / 1e3, m->msgs_per_s);
+		        wbench_slot_name(o, i), m->p50_ns / 1e3,
+		        m->p90_ns / 1e3, m->p99_ns / 1e3, m->p999_ns / 1e3,
+		        m->max_ns / 1e3, m->mean_ns / 1e3, m->msgs_per_s);
 	}
 	if (o->tls_compare) { /* TLS over plaintext */
 		w = &rep->median[1];

@@ -96,13 +96,13 @@ typedef struct wbench_opts {
 	/* --tls DIR: ca.crt, nI.crt, nI.key. Throughput and latency: the
 	 * measuring half is n0, the load half n1 (weft halves only). */
 	const char *tls_dir;
-	bool tls_compare;      /* weft plaintext and weft TLS alternately */
-	const char *csv_path;  /* --csv FILE: one row per run or series */
+	bool tls_compare;     /* weft plaintext and weft TLS alternately */
+	const char *csv_path; /* --csv FILE: one row per run or series */
 	/* cluster --hosts: "[ID@]HOST:PORT,..." of weftd nodes run
 	 * elsewhere; peers is their number, local processes are clients. */
 	const char *hosts;
 	const char *cluster_name; /* --cluster-name: weftd's [cluster] name */
-	const char *plot_path; /* cluster --plot FILE.png (gnuplot) */
+	const char *plot_path;    /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
 	double slow_ms;       /* their extra handling time */
@@ -124,8 +124,8 @@ typedef struct wbench_result {
 /* opts.c */
 /* wbench_host_at reads entry i of a --hosts list into id (default "nI"),
  * host and port. Returns 0, or -1 for a malformed or missing entry. */
-int wbench_host_at(const char *list, unsigned i, char id[64],
-                   char host[256], uint16_t *port);
+int wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
+                   uint16_t *port);
 /* wbench_opts_default fills the defaults of every option. */
 void wbench_opts_default(wbench_opts *o);
 /* wbench_opts_parse reads argv (argv[0] is the subcommand). Returns 0, or
@@ -272,8 +272,7 @@ typedef struct wbench_csv_row {
 /* wbench_csv_row_init fills r from o, every figure not measured. */
 void wbench_csv_row_init(wbench_csv_row *r, const wbench_opts *o);
 /* wbench_csv_write writes the header and n rows to path; 0 or -1. */
-int wbench_csv_write(const char *path, const wbench_csv_row *rows,
-                     unsigned n);
+int wbench_csv_write(const char *path, const wbench_csv_row *rows, unsigned n);
 
 /* cluster.c, cnode.c */
 int wbench_cluster_run(const wbench_opts *o);

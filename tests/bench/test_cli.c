@@ -3,9 +3,9 @@
  * child process, and checks its exit status and JSON figures.
  */
 #include <setjmp.h>
-#include <stdbool.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,8 +119,7 @@ make_certs(char *dir)
 	snprintf(cmd, sizeof(cmd),
 	         "sh %s/scripts/gen-certs.sh %s n0 n1 >/dev/null 2>&1",
 	         WEFT_SOURCE_DIR, dir);
-	if (system("openssl version >/dev/null 2>&1") == 0 &&
-	    system(cmd) == 0)
+	if (system("openssl version >/dev/null 2>&1") == 0 && system(cmd) == 0)
 		return true;
 	remove_dir(dir);
 	return false;
@@ -133,9 +132,10 @@ test_tls_throughput_and_latency(void **state)
 {
 	char dir[] = "/tmp/wbench-tls-XXXXXX";
 	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
-	char *tput[] = {"throughput", "--size",   "1K",    "--count",
-	                "3000",       "--verify", "--tls", dir,
-	                "--tls-compare", "--quiet", "--json", path, NULL};
+	char *tput[] = {
+	    "throughput", "--size", "1K", "--count",       "3000",
+	    "--verify",   "--tls",  dir,  "--tls-compare", "--quiet",
+	    "--json",     path,     NULL};
 	char *lat[] = {"latency", "--count", "200",   "--warmup", "10",
 	               "--impl",  "both",    "--tls", dir,        "--quiet",
 	               "--json",  path,      NULL};
@@ -170,9 +170,9 @@ static void
 test_csv_one_row_per_run(void **state)
 {
 	char path[] = "/tmp/wbench-csv-XXXXXX", text[8192];
-	char *args[] = {"latency", "--count",  "100", "--warmup", "10",
-	                "--impl",  "both",     "--repeat", "2", "--quiet",
-	                "--csv",   path,       NULL};
+	char *args[] = {"latency", "--count", "100",      "--warmup", "10",
+	                "--impl",  "both",    "--repeat", "2",        "--quiet",
+	                "--csv",   path,      NULL};
 	int fd = mkstemp(path);
 
 	(void)state;

@@ -4,9 +4,9 @@
  * once and that the figures agree. No speed is asserted.
  */
 #include <setjmp.h>
-#include <stdbool.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -241,8 +241,7 @@ gen_certs(char *dir, const char *ids)
 	snprintf(cmd, sizeof(cmd),
 	         "sh %s/scripts/gen-certs.sh %s %s >/dev/null 2>&1",
 	         WEFT_SOURCE_DIR, dir, ids);
-	if (system("openssl version >/dev/null 2>&1") == 0 &&
-	    system(cmd) == 0)
+	if (system("openssl version >/dev/null 2>&1") == 0 && system(cmd) == 0)
 		return true;
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
@@ -256,15 +255,15 @@ test_rpc_and_mix_over_tls(void **state)
 {
 	char dir[] = "/tmp/wbench-tls-XXXXXX", cmd[512];
 	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
-	char *rpc[] = {"rpc",   "--clients", "2",      "--outstanding",
-	               "4",     "--warmup",  "0.1",    "--duration",
-	               "0.3",   "--quiet",   "--tls",  dir,
-	               "--json", path,       NULL};
-	char *mix[] = {"mix",      "--peers",    "3",   "--mixes",
-	               "50",       "--clients",  "2",   "--outstanding",
-	               "4",        "--keys",     "200", "--warmup",
-	               "0.1",      "--duration", "0.3", "--quiet",
-	               "--tls",    dir,          "--json", path,
+	char *rpc[] = {"rpc",    "--clients", "2",     "--outstanding",
+	               "4",      "--warmup",  "0.1",   "--duration",
+	               "0.3",    "--quiet",   "--tls", dir,
+	               "--json", path,        NULL};
+	char *mix[] = {"mix",   "--peers",    "3",      "--mixes",
+	               "50",    "--clients",  "2",      "--outstanding",
+	               "4",     "--keys",     "200",    "--warmup",
+	               "0.1",   "--duration", "0.3",    "--quiet",
+	               "--tls", dir,          "--json", path,
 	               NULL};
 	int fd = mkstemp(path);
 

@@ -29,8 +29,8 @@ typedef struct node {
 static void
 start_weftd(node *n, const char *config, const char *id)
 {
-	char *argv[] = {WEFTD_EXE, "--config", (char *)config, "--id",
-	                (char *)id, NULL};
+	char *argv[] = {WEFTD_EXE, "--config", (char *)config,
+	                "--id",    (char *)id, NULL};
 	posix_spawn_file_actions_t fa;
 	char line[256];
 	int fds[2];
@@ -80,13 +80,26 @@ test_hosts_drives_weftd_nodes(void **state)
 {
 	char config[] = "/tmp/wbench-hosts-XXXXXX";
 	char csv[] = "/tmp/wbench-csv-XXXXXX", hosts[128], text[1024];
-	char *argv[] = {WBENCH_EXE, "cluster",      "--hosts",
-	                hosts,      "--cluster-name", "wbtest",
-	                "--clients", "2",           "--outstanding",
-	                "8",        "--warmup",     "0.1",
-	                "--duration", "0.3",        "--quiet",
-	                "--csv",    csv,            "--timeout",
-	                "20",       NULL};
+	char *argv[] = {WBENCH_EXE,
+	                "cluster",
+	                "--hosts",
+	                hosts,
+	                "--cluster-name",
+	                "wbtest",
+	                "--clients",
+	                "2",
+	                "--outstanding",
+	                "8",
+	                "--warmup",
+	                "0.1",
+	                "--duration",
+	                "0.3",
+	                "--quiet",
+	                "--csv",
+	                csv,
+	                "--timeout",
+	                "20",
+	                NULL};
 	node a, b;
 	FILE *f;
 	size_t n;
@@ -103,8 +116,8 @@ test_hosts_drives_weftd_nodes(void **state)
 	close(mkstemp(csv));
 	start_weftd(&a, config, "n0");
 	start_weftd(&b, config, "x1");
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,x1@127.0.0.1:%u",
-	         a.port, b.port);
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,x1@127.0.0.1:%u", a.port,
+	         b.port);
 	assert_int_equal(run_bench(argv), 0);
 	stop_weftd(&a);
 	stop_weftd(&b);
@@ -125,8 +138,8 @@ test_hosts_drives_weftd_nodes(void **state)
 static void
 test_hosts_bad_lists(void **state)
 {
-	char *lists[] = {"127.0.0.1", "127.0.0.1:0", "h:1,", "@h:1",
-	                 "h:70000", "h:1,h2"};
+	char *lists[] = {"127.0.0.1", "127.0.0.1:0", "h:1,",
+	                 "@h:1",      "h:70000",     "h:1,h2"};
 	char *argv[] = {WBENCH_EXE, "cluster", "--hosts", NULL, NULL};
 
 	(void)state;
