@@ -22,10 +22,10 @@ WEFT_API void weft_histogram_reset(weft_histogram *h);
 WEFT_API void weft_histogram_record(weft_histogram *h, uint64_t value);
 /* weft_histogram_record_n counts value n times. */
 WEFT_API void weft_histogram_record_n(weft_histogram *h, uint64_t value,
-				      uint64_t n);
+                                      uint64_t n);
 /* weft_histogram_merge adds every count of src into dst. */
 WEFT_API void weft_histogram_merge(weft_histogram *dst,
-				   const weft_histogram *src);
+                                   const weft_histogram *src);
 
 WEFT_API uint64_t weft_histogram_count(const weft_histogram *h);
 WEFT_API uint64_t weft_histogram_min(const weft_histogram *h);
@@ -37,7 +37,6 @@ WEFT_API double weft_histogram_mean(const weft_histogram *h);
  * capped at the maximum recorded; 0 when empty. Percentiles are ordered:
  * p <= q implies percentile(p) <= percentile(q).
  */
-WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h,
-					    double p);
+WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h, double p);
 
 #endif
