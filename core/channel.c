@@ -23,6 +23,8 @@
 #define SMALL_WRITE_BYTES 2048
 /* The size of the chains that gather small writes (one TLS record). */
 #define BATCH_CHAIN_BYTES 16384
+/* The first read of a readable socket reserves this much. */
+#define READ_CHUNK_BYTES 16384
 /* Most buffer pieces one direct write hands to sendmsg. */
 #define DIRECT_IOVECS 64
 
@@ -321,6 +323,23 @@ on_linger(evutil_socket_t fd, short what, void *arg)
 	request_teardown(ch);
 }
 
+/* Turns reading on or off: the channel's own read event on a plain socket
+ * (see weft_channel_enable_direct_writes), else the bufferevent's. */
+static void
+set_reading(weft_channel *ch, bool on)
+{
+	if (ch->read_ev != NULL) {
+		if (on)
+			event_add(ch->read_ev, NULL);
+		else
+			event_del(ch->read_ev);
+	} else if (on) {
+		bufferevent_enable(ch->bev, EV_READ);
+	} else {
+		bufferevent_disable(ch->bev, EV_READ);
+	}
+}
+
 static void
 begin_close(weft_channel *ch)
 {
@@ -330,7 +349,7 @@ begin_close(weft_channel *ch)
 		return;
 	ch->closing = true;
 	atomic_store_explicit(&ch->open, false, memory_order_relaxed);
-	bufferevent_disable(ch->bev, EV_READ);
+	set_reading(ch, false);
 	head_flush(ch->head);
 	if (pending_bytes(ch) == 0) {
 		request_teardown(ch);
@@ -440,6 +459,10 @@ teardown(weft_channel *ch)
 	ch->torn_down = true;
 	complete_waits(ch, WEFT_ECLOSED);
 	drop_unsent(ch);
+	if (ch->read_ev != NULL) {
+		event_free(ch->read_ev);
+		ch->read_ev = NULL;
+	}
 	bufferevent_free(ch->bev);
 	ch->bev = NULL;
 	evbuffer_drain(ch->unflushed, evbuffer_get_length(ch->unflushed));
@@ -610,7 +633,7 @@ weft_channel_activate(weft_channel *ch)
 	enter(ch);
 	ch->activated = true;
 	if (ch->auto_read)
-		bufferevent_enable(ch->bev, EV_READ);
+		set_reading(ch, true);
 	weft_ctx_fire_active(ch->head);
 	/* Bytes that arrived before activation (read during a handshake)
 	 * would otherwise wait for the next read event. */
@@ -662,11 +685,99 @@ weft_channel_is_open(const weft_channel *ch)
 	return atomic_load_explicit(&ch->open, memory_order_relaxed);
 }
 
+/*
+ * Reads what the socket holds into the input, up to max_read_bytes, with
+ * readv into reserved space: no FIONREAD first (libevent asks it before
+ * every read, and then takes at most 4 KiB). A short read means the socket
+ * is empty; a full one reads again, four times larger. Returns 0,
+ * WEFT_ECLOSED at end of stream, WEFT_ENOMEM, or minus an errno.
+ */
+static int
+fill_input(weft_channel *ch, evutil_socket_t fd, struct evbuffer *in)
+{
+	size_t total = 0, chunk = READ_CHUNK_BYTES, want, left;
+	struct evbuffer_iovec v[2];
+	struct iovec iov[2];
+	ssize_t n;
+	int i, nv;
+
+	while (total < ch->opts.max_read_bytes) {
+		want = ch->opts.max_read_bytes - total;
+		if (want > chunk)
+			want = chunk;
+		nv = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+		if (nv <= 0)
+			return WEFT_ENOMEM;
+		left = want;
+		for (i = 0; i < nv; i++) {
+			iov[i].iov_base = v[i].iov_base;
+			iov[i].iov_len =
+			    v[i].iov_len < left ? v[i].iov_len : left;
+			left -= iov[i].iov_len;
+		}
+		n = readv(fd, iov, nv);
+		if (n <= 0) {
+			evbuffer_commit_space(in, v, 0);
+			if (n == 0)
+				return WEFT_ECLOSED;
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		}
+		left = (size_t)n;
+		for (i = 0; i < nv; i++) {
+			v[i].iov_len =
+			    iov[i].iov_len < left ? iov[i].iov_len : left;
+			left -= v[i].iov_len;
+		}
+		evbuffer_commit_space(in, v,
+		                      nv == 2 && v[1].iov_len > 0 ? 2 : 1);
+		total += (size_t)n;
+		if ((size_t)n < want)
+			return 0;
+		chunk *= 4;
+	}
+	return 0;
+}
+
+static void
+on_socket_readable(evutil_socket_t fd, short what, void *arg)
+{
+	weft_channel *ch = arg;
+	struct evbuffer *in = bufferevent_get_input(ch->bev);
+	size_t before = evbuffer_get_length(in);
+	int rv;
+
+	(void)what;
+	if (ch->closing)
+		return;
+	enter(ch);
+	/* A socket bufferevent keeps the end of its input frozen except
+	 * while it reads; do as it does. */
+	evbuffer_unfreeze(in, 0);
+	rv = fill_input(ch, fd, in);
+	evbuffer_freeze(in, 0);
+	if (evbuffer_get_length(in) > before)
+		on_read(ch->bev, ch);
+	if (rv == WEFT_ECLOSED && !ch->torn_down)
+		on_event(ch->bev, BEV_EVENT_EOF | BEV_EVENT_READING, ch);
+	else if (rv < 0 && rv != WEFT_ENOMEM && !ch->torn_down) {
+		EVUTIL_SET_SOCKET_ERROR(-rv);
+		on_event(ch->bev, BEV_EVENT_ERROR | BEV_EVENT_READING, ch);
+	}
+	leave(ch);
+}
+
 void
 weft_channel_enable_direct_writes(weft_channel *ch)
 {
+	evutil_socket_t fd = bufferevent_getfd(ch->bev);
+
 	WEFT_ASSERT_IN_LOOP(ch->loop);
 	ch->direct_writes = true;
+	/* Reads too go straight to the socket, under the same condition. */
+	if (fd < 0 || ch->read_ev != NULL || ch->activated)
+		return;
+	ch->read_ev = event_new(weft_loop_base(ch->loop), fd,
+	                        EV_READ | EV_PERSIST, on_socket_readable, ch);
 }
 
 void
@@ -676,10 +787,7 @@ weft_channel_set_auto_read(weft_channel *ch, bool on)
 	ch->auto_read = on;
 	if (ch->bev == NULL || ch->closing || !ch->activated)
 		return;
-	if (on)
-		bufferevent_enable(ch->bev, EV_READ);
-	else
-		bufferevent_disable(ch->bev, EV_READ);
+	set_reading(ch, on);
 }
 
 void

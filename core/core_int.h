@@ -59,6 +59,7 @@ struct weft_channel {
 	uint64_t bytes_flushed;      /* moved to the socket's buffer, ever */
 	uint64_t direct_write_calls; /* flushes written at once */
 	struct event *linger_ev;
+	struct event *read_ev; /* plain sockets: the channel reads itself */
 
 	bool direct_writes;
 	bool activated;

@@ -65,11 +65,11 @@ void weft__sock_nodelay(evutil_socket_t fd);
 #define WEFT__DEFAULT_MAX_READ (256u << 10)
 
 /*
- * weft__sock_read_install puts the "weft.read" handler first in a channel
- * over a plain socket bufferevent (nothing for TLS or pairs): each read
- * event then takes up to max_read_bytes (0: the default) from the socket,
- * where libevent 2.1 alone takes 4096 bytes. Returns 0 or WEFT_ENOMEM.
- * Loop thread (sockread.c).
+ * weft__sock_read_install lets a channel over a plain socket bufferevent
+ * (nothing for TLS or pairs) read and write the socket itself: each read
+ * event then takes up to the channel's max_read_bytes, where libevent 2.1
+ * alone takes 4096 bytes, and flushes write at once. Returns 0. Loop
+ * thread (sockread.c).
  */
 int weft__sock_read_install(weft_channel *ch, size_t max_read_bytes);
 

@@ -141,10 +141,12 @@ WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
 
 /*
  * weft_channel_enable_direct_writes tells the channel that its bufferevent
- * is a plain socket: a flush that finds nothing queued then writes to the
- * socket at once (one sendmsg, MSG_NOSIGNAL) and leaves only what the
- * kernel did not take to libevent's write event, saving a loop pass and
- * two epoll changes per batch. Transports call it. Loop thread.
+ * is a plain socket, before it is activated. A flush that finds nothing
+ * queued then writes to the socket at once (one sendmsg, MSG_NOSIGNAL) and
+ * leaves only what the kernel did not take to libevent's write event,
+ * saving a loop pass and two epoll changes per batch; and the channel reads
+ * the socket itself, up to max_read_bytes per readable event with no
+ * FIONREAD call first. Transports call it. Loop thread.
  */
 WEFT_API void weft_channel_enable_direct_writes(weft_channel *ch);
 

@@ -17,11 +17,12 @@
  * owns the connection. A TLS channel becomes active only once its
  * handshake is done.
  *
- * Transports put handlers of their own first in the pipeline, after init:
- * "weft.read" (plain sockets: each read event takes up to max_read_bytes,
- * where libevent 2.1 alone takes 4 KiB), "weft.tls" (TLS channels) and
- * "weft.server" (accepted channels, for the server's counters). Leave them
- * in place; the names are reserved.
+ * Plain sockets are read and written by the channel itself (see
+ * weft_channel_enable_direct_writes): each read event takes up to
+ * max_read_bytes, where libevent 2.1 alone takes 4 KiB. Transports put
+ * handlers of their own first in the pipeline, after init: "weft.tls" (TLS
+ * channels) and "weft.server" (accepted channels, for the server's
+ * counters). Leave them in place; the names are reserved.
  */
 #ifndef WEFT_TRANSPORT_H
 #define WEFT_TRANSPORT_H
