@@ -107,6 +107,9 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 		weft__msvc_release_queued(peer, frame);
 		weft__msvc_count(&peer->st.dropped_overload, 1);
 		weft__msvc_count(&svc->st.overloaded, 1);
+		if (msg->verb < WEFT_MSVC_MAX_VERBS)
+			weft__msvc_count(
+			    &svc->verbs[msg->verb].dropped_overload, 1);
 		return WEFT_EOVERLOAD;
 	}
 	out.accounted = frame;

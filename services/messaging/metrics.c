@@ -143,6 +143,9 @@ weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
 	out->expired = LOAD(v->expired);
 	out->bytes_received = LOAD(v->bytes_received);
 	out->bytes_sent = LOAD(v->bytes_sent);
+	out->timed_out = LOAD(v->timed_out);
+	out->dropped_overload = LOAD(v->dropped_overload);
+	out->pending = LOAD(v->pending);
 	verb_latency(svc, verb, out);
 }
 
@@ -263,6 +266,10 @@ static const struct metric verb_metrics[] = {
     VERB_METRIC(expired, "Dropped before the handler."),
     VERB_METRIC(bytes_received, "Payload bytes received."),
     VERB_METRIC(bytes_sent, "Payload bytes sent."),
+    VERB_METRIC(timed_out, "Requests that timed out."),
+    VERB_METRIC(dropped_overload, "Sends refused: queue full."),
+    {"pending", "gauge", "Requests awaiting a response.",
+     offsetof(weft_msvc_verb_stats, pending)},
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -414,9 +421,10 @@ dump_verbs(weft_msvc *svc, struct evbuffer *out)
 			weft_msvc_verb_get_stats(svc, v, &vs);
 			evbuffer_add_printf(
 			    out,
-			    "weft_msvc_verb_%s_total{node=\"%s\","
+			    "weft_msvc_verb_%s%s{node=\"%s\","
 			    "verb=\"%s\",number=\"%u\"} %" PRIu64 "\n",
-			    m->name, svc->id, svc->verbs[v].name, (unsigned)v,
+			    m->name, strcmp(m->type, "counter") ? "" : "_total",
+			    svc->id, svc->verbs[v].name, (unsigned)v,
 			    *(const uint64_t *)((const char *)&vs + m->offset));
 		}
 	}

@@ -312,6 +312,8 @@ struct weft__msvc_verb {
 	unsigned flags;
 	_Atomic uint64_t received, handled, responded, sent, expired;
 	_Atomic uint64_t bytes_received, bytes_sent;
+	/* This node's requests and sends of the verb (several loops). */
+	_Atomic uint64_t timed_out, dropped_overload, pending;
 };
 
 /* Node counters. */

@@ -97,6 +97,8 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	s->verb = out->verb;
 	s->internal = out->internal;
 	weft__msvc_count1(&peer->st.pending, 1);
+	if (out->verb < WEFT_MSVC_MAX_VERBS)
+		weft__msvc_count(&peer->svc->verbs[out->verb].pending, 1);
 	out->id = weft__msvc_slot_id(ml, *slot);
 	weft__msvc_slot_arm(ml, *slot, out->timeout_ms);
 	return 0;

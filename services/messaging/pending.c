@@ -227,6 +227,9 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	ml->free_head = i;
 	atomic_fetch_sub_explicit(&svc->pending, 1, memory_order_relaxed);
 	weft__msvc_count1(&peer->st.pending, (uint64_t)-1);
+	if (s->verb < WEFT_MSVC_MAX_VERBS)
+		atomic_fetch_sub_explicit(&svc->verbs[s->verb].pending, 1,
+		                          memory_order_relaxed);
 	cb(svc, status, data, len, arg);
 }
 
@@ -242,6 +245,8 @@ expire(struct weft__msvc_loop *ml, uint32_t i)
 		weft__msvc_count(&s->peer->st.dropped_expired, 1);
 	} else if (!s->internal) {
 		weft__msvc_count(&s->peer->st.timed_out, 1);
+		if (s->verb < WEFT_MSVC_MAX_VERBS)
+			weft__msvc_count(&ml->svc->verbs[s->verb].timed_out, 1);
 	}
 	weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }

@@ -591,6 +591,8 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 err_overload:
 	weft__msvc_count(&peer->st.dropped_overload, 1);
 	weft__msvc_count(&svc->st.overloaded, 1);
+	if (verb < WEFT_MSVC_MAX_VERBS)
+		weft__msvc_count(&svc->verbs[verb].dropped_overload, 1);
 	return WEFT_EOVERLOAD;
 }
 

@@ -166,6 +166,7 @@ test_request_times_out_and_late_answer_is_dropped(void **state)
 	weft_msvc_call_opts o = {.timeout_ms = 100};
 	struct tally t = {.want = 1};
 	weft_msvc_peer_stats ps;
+	weft_msvc_verb_stats vs;
 	weft_msvc_msg *m;
 	uint64_t t0;
 
@@ -184,6 +185,10 @@ test_request_times_out_and_late_answer_is_dropped(void **state)
 	weft_msvc_peer_get_stats(cluster_peer(&cl, 0, 1), &ps);
 	assert_int_equal(ps.timed_out, 1);
 	assert_int_equal(ps.pending, 0);
+	weft_msvc_verb_get_stats(cl.svc[0], VERB_HOLD, &vs);
+	assert_int_equal(vs.timed_out, 1);
+	assert_int_equal(vs.pending, 0);
+	assert_int_equal(vs.sent, 1);
 	assert_true(test_wait(held_one, NULL, 5000));
 	m = atomic_exchange(&cl.held[0], NULL);
 	/* The deadline passed: the responder's own send queue drops it. */

@@ -418,6 +418,7 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 {
 	static uint8_t chunk[8192];
 	weft_msvc_peer_stats ps;
+	weft_msvc_verb_stats vs;
 	struct fake_peer fp;
 	weft_msvc_peer *p;
 	uint64_t max_queued = 0;
@@ -448,6 +449,8 @@ test_stalled_peer_gets_overloaded_not_memory(void **state)
 	weft_msvc_peer_get_stats(p, &ps);
 	assert_true(ps.dropped_overload >= 1);
 	assert_true(stats(0).overloaded >= 1);
+	weft_msvc_verb_get_stats(cl.svc[0], VERB_SINK, &vs);
+	assert_int_equal(vs.dropped_overload, ps.dropped_overload);
 	cluster_stop(&cl);
 	fake_peer_stop(&fp);
 }

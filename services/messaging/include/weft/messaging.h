@@ -414,13 +414,16 @@ WEFT_API void weft_msvc_peer_get_stats(const weft_msvc_peer *peer,
 
 /* Counters for one verb, handled and sent. */
 typedef struct weft_msvc_verb_stats {
-	uint64_t received;       /* messages of this verb that arrived */
-	uint64_t handled;        /* handler calls */
-	uint64_t responded;      /* responses sent (errors included) */
-	uint64_t sent;           /* sent or requested by this node */
-	uint64_t expired;        /* dropped before its handler ran */
-	uint64_t bytes_received; /* payload bytes */
-	uint64_t bytes_sent;     /* payload bytes */
+	uint64_t received;         /* messages of this verb that arrived */
+	uint64_t handled;          /* handler calls */
+	uint64_t responded;        /* responses sent (errors included) */
+	uint64_t sent;             /* sent or requested by this node */
+	uint64_t expired;          /* dropped before its handler ran */
+	uint64_t bytes_received;   /* payload bytes */
+	uint64_t bytes_sent;       /* payload bytes */
+	uint64_t timed_out;        /* this node's requests that timed out */
+	uint64_t dropped_overload; /* sends and requests refused: overload */
+	uint64_t pending;          /* this node's requests awaiting replies */
 	/* Round trips of this node's requests of this verb in ns, from a
 	 * snapshot at most ~1 s old. */
 	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
