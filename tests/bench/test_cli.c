@@ -16,41 +16,7 @@
 
 #include <cmocka.h>
 
-extern char **environ;
-
-/* run_bench runs weft-bench with args and returns its exit status. */
-static int
-run_bench(char **args)
-{
-	char *argv[32] = {WBENCH_EXE};
-	pid_t pid;
-	int status, i;
-
-	for (i = 0; args[i] != NULL && i < 28; i++)
-		argv[i + 1] = args[i];
-	/* A failing run ends well within the test's own time limit. */
-	argv[++i] = "--timeout";
-	argv[++i] = "20";
-	argv[i + 1] = NULL;
-	assert_int_equal(
-	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
-static void
-read_json(const char *path, char *text, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	assert_non_null(f);
-	n = fread(text, 1, len - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	unlink(path);
-}
+#include "bench_exec.h"
 
 static void
 test_throughput_both_in_two_processes(void **state)
@@ -99,32 +65,6 @@ count_of(const char *text, const char *key)
 	return n;
 }
 
-static void
-remove_dir(const char *dir)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-}
-
-/* make_certs makes a CA and n0, n1 in a new temporary dir with
- * scripts/gen-certs.sh; false (dir removed) without openssl. */
-static bool
-make_certs(char *dir)
-{
-	char cmd[512];
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %s/scripts/gen-certs.sh %s n0 n1 >/dev/null 2>&1",
-	         WEFT_SOURCE_DIR, dir);
-	if (system("openssl version >/dev/null 2>&1") == 0 && system(cmd) == 0)
-		return true;
-	remove_dir(dir);
-	return false;
-}
-
 /* Throughput and latency over mutual TLS: weft in plaintext and over TLS
  * alternately, and TLS weft against the plaintext reference. */
 static void
@@ -143,7 +83,7 @@ test_tls_throughput_and_latency(void **state)
 
 	(void)state;
 	close(fd);
-	if (!make_certs(dir)) {
+	if (!gen_certs(dir, "n0 n1")) {
 		unlink(path);
 		skip();
 	}

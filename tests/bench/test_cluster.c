@@ -17,41 +17,7 @@
 
 #include <cmocka.h>
 
-extern char **environ;
-
-/* run_bench runs weft-bench with args and returns its exit status. */
-static int
-run_bench(char **args)
-{
-	char *argv[32] = {WBENCH_EXE};
-	pid_t pid;
-	int status, i;
-
-	for (i = 0; args[i] != NULL && i < 28; i++)
-		argv[i + 1] = args[i];
-	/* A failing run ends well within the test's own time limit. */
-	argv[++i] = "--timeout";
-	argv[++i] = "20";
-	argv[i + 1] = NULL;
-	assert_int_equal(
-	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
-static void
-read_json(const char *path, char *text, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	assert_non_null(f);
-	n = fread(text, 1, len - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	unlink(path);
-}
+#include "bench_exec.h"
 
 /* value_after reads the number after key, from where p points. */
 static double
@@ -201,7 +167,7 @@ test_cluster_open_loop_with_slow_requests(void **state)
 static void
 test_cluster_over_tls(void **state)
 {
-	char dir[] = "/tmp/wbench-tls-XXXXXX", cmd[512];
+	char dir[] = "/tmp/wbench-tls-XXXXXX";
 	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
 	char *args[] = {"cluster", "--peers",  "3",     "--outstanding",
 	                "8",       "--warmup", "0.1",   "--duration",
@@ -211,41 +177,14 @@ test_cluster_over_tls(void **state)
 
 	(void)state;
 	close(fd);
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %s/scripts/gen-certs.sh %s n0 n1 n2 >/dev/null 2>&1",
-	         WEFT_SOURCE_DIR, dir);
-	if (system("openssl version >/dev/null 2>&1") != 0 ||
-	    system(cmd) != 0) {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		assert_int_equal(system(cmd), 0);
+	if (!gen_certs(dir, "n0 n1 n2"))
 		skip();
-	}
 	assert_int_equal(run_bench(args), 0);
 	read_json(path, text, sizeof(text));
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
 	check_cluster_run(strstr(text, "\"io\": \"loop\""));
 	check_cluster_run(strstr(text, "\"io\": \"threads\""));
-}
-
-/* gen_certs makes certificates for ids in a new temporary dir; false
- * (dir removed) where openssl is missing. */
-static bool
-gen_certs(char *dir, const char *ids)
-{
-	char cmd[512];
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %s/scripts/gen-certs.sh %s %s >/dev/null 2>&1",
-	         WEFT_SOURCE_DIR, dir, ids);
-	if (system("openssl version >/dev/null 2>&1") == 0 && system(cmd) == 0)
-		return true;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	return false;
 }
 
 /* rpc and mix over mutual TLS: clients carry certificates cI. rpc runs
@@ -253,7 +192,7 @@ gen_certs(char *dir, const char *ids)
 static void
 test_rpc_and_mix_over_tls(void **state)
 {
-	char dir[] = "/tmp/wbench-tls-XXXXXX", cmd[512];
+	char dir[] = "/tmp/wbench-tls-XXXXXX";
 	char path[] = "/tmp/wbench-cli-XXXXXX", text[8192];
 	char *rpc[] = {"rpc",    "--clients", "2",     "--outstanding",
 	               "4",      "--warmup",  "0.1",   "--duration",
@@ -280,8 +219,7 @@ test_rpc_and_mix_over_tls(void **state)
 	assert_null(strstr(text, "\"io\": \"threads\""));
 	assert_int_equal(run_bench(mix), 0);
 	read_json(path, text, sizeof(text));
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
 	check_cluster_run(strstr(text, "\"io\": \"loop\""));
 	assert_true(value_after(text, "\"errors\": ") == 0);

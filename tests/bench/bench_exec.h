@@ -1,0 +1,28 @@
+/*
+ * bench_exec.h: what the tests that run the weft-bench binary share:
+ * running it, reading its JSON, and making certificates for it.
+ * WBENCH_EXE and WEFT_SOURCE_DIR come from CMake.
+ */
+#ifndef WEFT_TESTS_BENCH_EXEC_H
+#define WEFT_TESTS_BENCH_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* run_bench runs weft-bench with args (NULL-terminated, at most 28) and a
+ * 20 s --timeout, and returns its exit status. */
+int run_bench(char **args);
+
+/* read_json reads the file at path into text (NUL-terminated) and removes
+ * it. */
+void read_json(const char *path, char *text, size_t len);
+
+/* gen_certs makes a CA and certificates for ids (space-separated) with
+ * scripts/gen-certs.sh in dir, a mkdtemp template; false, with the dir
+ * removed, where openssl is missing. */
+bool gen_certs(char *dir, const char *ids);
+
+/* remove_dir removes dir and everything in it. */
+void remove_dir(const char *dir);
+
+#endif
