@@ -190,3 +190,22 @@ weft_histogram_percentile(const weft_histogram *h, double p)
 	/* seen reaches total at the last non-empty bucket, so i is valid. */
 	return bucket_upper_edge(i) < h->max ? bucket_upper_edge(i) : h->max;
 }
+
+bool
+weft_histogram_next(const weft_histogram *h, size_t *cursor, uint64_t *value,
+                    uint64_t *count)
+{
+	for (size_t i = *cursor; i < BUCKET_COUNT; i++) {
+		uint64_t edge;
+
+		if (h->counts[i] == 0)
+			continue;
+		edge = bucket_upper_edge((unsigned)i);
+		*value = edge < h->max ? edge : h->max;
+		*count = h->counts[i];
+		*cursor = i + 1;
+		return true;
+	}
+	*cursor = BUCKET_COUNT;
+	return false;
+}

@@ -293,6 +293,36 @@ test_reset_empties(void **state)
 	assert_int_equal(weft_histogram_percentile(h, 1), 77);
 }
 
+/* A histogram sent bucket by bucket rebuilds the same percentiles and
+ * maximum, and an empty one sends nothing. */
+static void
+test_next_walks_buckets_for_rebuilding(void **state)
+{
+	weft_histogram *h = *state, *copy;
+	uint64_t seed = 11, value, count, total = 0;
+	size_t cursor = 0;
+	double p;
+
+	assert_int_equal(weft_histogram_new(&copy), 0);
+	assert_false(weft_histogram_next(h, &cursor, &value, &count));
+	for (unsigned i = 0; i < 5000; i++)
+		weft_histogram_record(h, next_random(&seed) % 50000000u);
+	weft_histogram_record(h, 123456789);
+	cursor = 0;
+	while (weft_histogram_next(h, &cursor, &value, &count)) {
+		assert_true(count > 0);
+		weft_histogram_record_n(copy, value, count);
+		total += count;
+	}
+	assert_int_equal(total, weft_histogram_count(h));
+	assert_int_equal(weft_histogram_max(copy), 123456789);
+	for (p = 0; p <= 100.0; p += 0.5)
+		assert_int_equal(weft_histogram_percentile(copy, p),
+		                 weft_histogram_percentile(h, p));
+	assert_false(weft_histogram_next(h, &cursor, &value, &count));
+	weft_histogram_free(copy);
+}
+
 #define HTEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int
@@ -311,6 +341,7 @@ main(void)
 	    HTEST(test_merge_of_empty_changes_nothing),
 	    HTEST(test_record_n_equals_repeated_record),
 	    HTEST(test_reset_empties),
+	    HTEST(test_next_walks_buckets_for_rebuilding),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

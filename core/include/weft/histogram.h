@@ -39,4 +39,14 @@ WEFT_API double weft_histogram_mean(const weft_histogram *h);
  */
 WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h, double p);
 
+/*
+ * weft_histogram_next walks the non-empty buckets, to send a histogram to
+ * another process: start with *cursor = 0 and call until it returns false.
+ * Each true return gives one bucket's count and a value inside that bucket,
+ * so weft_histogram_record_n(value, count) on the other side rebuilds the
+ * same buckets, percentiles and maximum (the mean within a bucket width).
+ */
+WEFT_API bool weft_histogram_next(const weft_histogram *h, size_t *cursor,
+                                  uint64_t *value, uint64_t *count);
+
 #endif
