@@ -38,21 +38,7 @@ typedef struct child {
 	int first_error;
 } child;
 
-/* The merged figures of one cluster run. */
-typedef struct cresult {
-	enum wbench_io io;
-	unsigned peers;
-	uint64_t ops, errors;
-	uint64_t sent, replies, lost, duplicates; /* whole run */
-	double ops_per_s, mean_us;
-	double p50_us, p95_us, p99_us, p999_us, max_us;
-	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
-	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
-	uint64_t threads;
-	int first_error;
-	unsigned clients, depth; /* rpc, mix */
-	int read_pct;            /* mix, or -1 */
-} cresult;
+typedef wbench_cresult cresult;
 
 typedef struct cluster {
 	const wbench_opts *o;
@@ -347,6 +333,17 @@ send_ports(cluster *c)
 	return rv;
 }
 
+void
+wbench_cresult_latency(wbench_cresult *r, const weft_histogram *lat)
+{
+	r->mean_us = weft_histogram_mean(lat) / 1e3;
+	r->p50_us = (double)weft_histogram_percentile(lat, 50) / 1e3;
+	r->p95_us = (double)weft_histogram_percentile(lat, 95) / 1e3;
+	r->p99_us = (double)weft_histogram_percentile(lat, 99) / 1e3;
+	r->p999_us = (double)weft_histogram_percentile(lat, 99.9) / 1e3;
+	r->max_us = (double)weft_histogram_max(lat) / 1e3;
+}
+
 static void
 merge(cluster *c, cresult *r)
 {
@@ -379,12 +376,7 @@ merge(cluster *c, cresult *r)
 	r->errors += r->lost + r->duplicates;
 	ops = r->ops ? (double)r->ops : 1;
 	r->ops_per_s = (double)r->ops / c->o->duration_s;
-	r->mean_us = weft_histogram_mean(c->lat) / 1e3;
-	r->p50_us = (double)weft_histogram_percentile(c->lat, 50) / 1e3;
-	r->p95_us = (double)weft_histogram_percentile(c->lat, 95) / 1e3;
-	r->p99_us = (double)weft_histogram_percentile(c->lat, 99) / 1e3;
-	r->p999_us = (double)weft_histogram_percentile(c->lat, 99.9) / 1e3;
-	r->max_us = (double)weft_histogram_max(c->lat) / 1e3;
+	wbench_cresult_latency(r, c->lat);
 	r->vcsw_per_op = (double)vcsw / ops;
 	r->ivcsw_per_op = (double)ivcsw / ops;
 	r->cpu_us_per_op = (double)cpu / ops;
@@ -493,12 +485,18 @@ print_header(const wbench_opts *o, FILE *out)
 		        "service as clients) x D requests in flight each,\n"
 		        "  against one server (--io: weft's service or the "
 		        "thread-per-peer baseline),");
-	else if (o->hosts != NULL)
+	else if (o->hosts != NULL && o->clients_given)
 		fprintf(out,
 		        "weft-bench cluster --hosts: %u local clients x K=%u "
 		        "requests in flight, round-robin over %u weftd nodes "
 		        "(verb echo),\n  figures of the local clients only;",
 		        o->client_list[0], o->outstanding, o->peers);
+	else if (o->hosts != NULL)
+		fprintf(out,
+		        "weft-bench cluster --hosts: %u weftd nodes, each "
+		        "keeping K=%u requests in flight to the others (load "
+		        "verb),",
+		        o->peers, o->outstanding);
 	else if (o->rate > 0)
 		fprintf(out,
 		        "weft-bench cluster: open loop, %g requests/s per node "
@@ -518,10 +516,10 @@ print_header(const wbench_opts *o, FILE *out)
 	fprintf(out,
 	        "  %6s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
 	        "%8s %7s %8s %6s\n",
-	        o->workload == WBENCH_RPC   ? "CxD"
-	        : o->workload == WBENCH_MIX ? "N:get%"
-	        : o->hosts != NULL          ? "CxK"
-	                                    : "P",
+	        o->workload == WBENCH_RPC              ? "CxD"
+	        : o->workload == WBENCH_MIX            ? "N:get%"
+	        : o->hosts != NULL && o->clients_given ? "CxK"
+	                                               : "P",
 	        "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
 	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
 	        "RSS MB", "MB/node", "threads", "msgs/wk", "errors");
@@ -771,7 +769,8 @@ rpc_run(const wbench_opts *o)
 	return failed;
 }
 
-/* hosts_run: C local clients against the --hosts nodes (weftd). */
+/* hosts_run: the cluster workload on the --hosts nodes (weftd), or with
+ * --clients, C local clients against them. */
 static int
 hosts_run(const wbench_opts *o)
 {
@@ -779,10 +778,14 @@ hosts_run(const wbench_opts *o)
 	int failed = 0;
 
 	print_header(o, stdout);
-	if (run_cluster(o, WBENCH_IO_LOOP, 0, o->client_list[0], o->outstanding,
-	                -1, &r) != 0)
+	if (o->clients_given) {
+		if (run_cluster(o, WBENCH_IO_LOOP, 0, o->client_list[0],
+		                o->outstanding, -1, &r) != 0)
+			return 1;
+		r.peers = o->peers;
+	} else if (wbench_mesh_run(o, &r) != 0) {
 		return 1;
-	r.peers = o->peers;
+	}
 	failed |= r.lost != 0 || r.duplicates != 0;
 	print_row(&r, stdout);
 	fflush(stdout);

@@ -275,8 +275,32 @@ void wbench_csv_row_init(wbench_csv_row *r, const wbench_opts *o);
 int wbench_csv_write(const char *path, const wbench_csv_row *rows, unsigned n);
 
 /* cluster.c, cnode.c */
+/* The merged figures of one cluster, rpc or mix run. */
+typedef struct wbench_cresult {
+	enum wbench_io io;
+	unsigned peers;
+	uint64_t ops, errors;
+	uint64_t sent, replies, lost, duplicates; /* whole run */
+	double ops_per_s, mean_us;
+	double p50_us, p95_us, p99_us, p999_us, max_us;
+	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
+	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
+	uint64_t threads;
+	int first_error;
+	unsigned clients, depth; /* rpc, mix */
+	int read_pct;            /* mix, or -1 */
+} wbench_cresult;
+
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);
+/* wbench_cresult_latency fills r's latency figures from lat. */
+void wbench_cresult_latency(wbench_cresult *r,
+                            const struct weft_histogram *lat);
+
+/* mesh.c: the cluster workload on the --hosts nodes (weftd with the load
+ * verb on): each node keeps K requests in flight to the others, and r
+ * gets their merged figures. Returns 0 or -1 with a message on stderr. */
+int wbench_mesh_run(const wbench_opts *o, wbench_cresult *r);
 
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of

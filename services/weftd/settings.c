@@ -95,6 +95,12 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 	v = weft_msvc_config_get(d->cfg, "weftd", "shutdown_timeout");
 	if (v != NULL && weftd_parse_duration_ms(v, &d->shutdown_timeout_ms))
 		goto bad;
+	v = weft_msvc_config_get(d->cfg, "weftd", "load");
+	if (v != NULL) {
+		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+			goto bad;
+		d->load_on = strcmp(v, "on") == 0;
+	}
 	v = weft_msvc_config_get(d->cfg, "weftd", "log_level");
 	if (v != NULL) {
 		if (parse_log_level(v, &level) != 0)

@@ -162,6 +162,7 @@ start_service(struct weftd *d)
 	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_ECHO, "echo", on_echo,
 	                             d, WEFT_MSVC_INLINE)) != 0 ||
 	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
+	    (d->load_on && (rv = weftd_load_register(d)) != 0) ||
 	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0) {
 		weft_error("weftd: %s: cannot set up the service: %s", d->id,
 		           weft_strerror(rv));
@@ -268,11 +269,13 @@ teardown(struct weftd *d)
 {
 	remove_signals(d);
 	weftd_http_stop(d);
+	weftd_load_stop(d);
 	if (d->svc != NULL) {
 		weft_info("weftd: %s: draining (up to %llu ms)", d->id,
 		          (unsigned long long)d->shutdown_timeout_ms);
 		weft_msvc_stop(d->svc, d->shutdown_timeout_ms);
 	}
+	weftd_load_free(d);
 	weft_kv_free(d->kv);
 	weft_msvc_free(d->svc);
 	if (d->group != NULL)

@@ -12,6 +12,7 @@ struct evhttp;
 /* The built-in verbs (docs/WEFTD.md). */
 #define WEFTD_VERB_PING 16u
 #define WEFTD_VERB_ECHO 17u
+#define WEFTD_VERB_LOAD 18u /* with [weftd] load = on */
 
 /* Exit codes: 0 clean exit, 1 runtime failure, 2 bad usage or config. */
 #define WEFTD_EXIT_FAIL 1
@@ -37,12 +38,14 @@ struct weftd {
 	uint16_t metrics_port;
 	bool metrics_on;
 	uint64_t shutdown_timeout_ms;
+	bool load_on; /* register the load verb */
 	/* Runtime. */
 	weft_loop *main_loop; /* the main thread's: signals and HTTP */
 	weft_loop_group *group;
 	weft_msvc *svc;
 	weft_kv *kv;
 	weft_tls_ctx *tls;
+	struct weftd_load *load; /* the load verb's runs, or NULL */
 	struct event *signals[WEFTD_SIGNALS];
 	struct evhttp *http;
 	uint16_t metrics_bound_port;
@@ -65,6 +68,14 @@ int weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
 int weftd_tls_open(struct weftd *d);
 void weftd_tls_reload(struct weftd *d);
 void weftd_tls_close(struct weftd *d);
+
+/* load.c: the load verb, with which weft-bench runs the cluster workload
+ * on weftd nodes (docs/WEFTD.md). Register before the service starts;
+ * stop (ends a run, joins its thread) before the service stops; free
+ * after it stopped. 0 or a WEFT_E code. */
+int weftd_load_register(struct weftd *d);
+void weftd_load_stop(struct weftd *d);
+void weftd_load_free(struct weftd *d);
 
 /* settings.c: the [weftd] section; 0 or WEFT_ECONFIG (message in err). */
 int weftd_settings_load(struct weftd *d, char *err, size_t errlen);

@@ -1,0 +1,708 @@
+/*
+ * load.c: the load verb (docs/WEFTD.md), with which `weft-bench cluster
+ * --hosts` runs the cluster workload on weftd nodes started elsewhere.
+ *
+ * A "start" request makes this node keep K echo requests in flight,
+ * each slot asking the next other member in turn (closed loop), or send
+ * them at a fixed rate timed from each request's intended send time (open
+ * loop), through a warm-up and a measured window; the answer carries the
+ * node's figures and latency histogram once every slot is idle. A
+ * "status" request reads the completions and p99 so far.
+ *
+ * Threads: the run is driven by a thread of its own (it sleeps between
+ * ticks, paces an open loop, and waits for the slots to go idle); the
+ * replies arrive on the service's loops. A slot's fields are touched by
+ * whoever runs its reply, each reply following its request; the
+ * histogram and the idle-slot list are under the run's lock.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <msgpack.h>
+#include <weft/histogram.h>
+#include <weft/msgpack_codec.h>
+
+#include "weftd_int.h"
+
+#define NS_PER_MS 1000000u
+#define NS_PER_S 1000000000u
+#define MAX_OUTSTANDING 100000u
+#define MAX_PHASE_MS (24u * 3600u * 1000u)
+#define PRIME_TIMEOUT_NS (30ull * NS_PER_S)
+
+typedef struct load_slot {
+	struct weftd_load *run;
+	unsigned index;
+	size_t target;    /* index into run->targets of the request */
+	uint64_t sent_ns; /* sent, or (open loop) meant to be */
+	uint64_t ok, errors;
+	uint64_t sent, replies, duplicates; /* the whole run */
+	bool in_flight;
+} load_slot;
+
+/* A process's figures at one instant. */
+typedef struct usage {
+	uint64_t vcsw, ivcsw, cpu_us, rss_kb, threads;
+	uint64_t wakeups, msgs_in;
+} usage;
+
+struct weftd_load {
+	weft_msvc *svc;
+	uint64_t request_timeout_ms; /* the config's limits */
+	size_t max_frame_bytes;
+	pthread_mutex_t lock; /* hist, free_ids, nfree, busy */
+	bool busy;            /* a run is in progress */
+	bool joinable;        /* thread ran and is not joined */
+	pthread_t thread;
+	atomic_bool stop; /* weftd is stopping: end the run */
+	/* The run in progress. */
+	weft_msvc_msg *req; /* the detached start request */
+	uint64_t warmup_ms, duration_ms;
+	unsigned outstanding;
+	size_t size;
+	double rate; /* requests/s; 0: closed loop */
+	uint8_t *payload;
+	weft_msvc_peer **targets;
+	size_t ntargets;
+	load_slot *slots;
+	unsigned *free_ids, nfree;
+	weft_histogram *hist;
+	uint64_t window_start_ns, window_end_ns;
+	atomic_uint active;             /* slots with a request in flight */
+	atomic_uint primed;             /* targets that answered */
+	atomic_uint_fast64_t completed; /* successes in the window */
+	atomic_int first_error;
+};
+
+static void slot_send(load_slot *s);
+
+static void
+sleep_until(uint64_t t_ns)
+{
+	uint64_t now = weft_now_ns();
+	struct timespec ts;
+
+	if (now >= t_ns)
+		return;
+	ts.tv_sec = (time_t)((t_ns - now) / NS_PER_S);
+	ts.tv_nsec = (long)((t_ns - now) % NS_PER_S);
+	nanosleep(&ts, NULL);
+}
+
+static void
+note_error(struct weftd_load *run, int status)
+{
+	int zero = 0;
+
+	atomic_compare_exchange_strong(&run->first_error, &zero, status);
+}
+
+/* slot_idle gives a slot back: to the pacer (open loop) or for good. */
+static void
+slot_idle(load_slot *s)
+{
+	struct weftd_load *run = s->run;
+
+	if (run->rate > 0) {
+		pthread_mutex_lock(&run->lock);
+		run->free_ids[run->nfree++] = s->index;
+		pthread_mutex_unlock(&run->lock);
+	}
+	atomic_fetch_sub_explicit(&run->active, 1, memory_order_release);
+}
+
+static void
+on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	load_slot *s = arg;
+	struct weftd_load *run = s->run;
+	uint64_t now = weft_now_ns();
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (!s->in_flight) { /* answered twice: never, but counted */
+		s->duplicates++;
+		return;
+	}
+	s->in_flight = false;
+	s->replies++;
+	if (status != 0)
+		note_error(run, status);
+	if (now >= run->window_start_ns && now < run->window_end_ns) {
+		if (status == 0) {
+			s->ok++;
+			pthread_mutex_lock(&run->lock);
+			weft_histogram_record(run->hist, now - s->sent_ns);
+			pthread_mutex_unlock(&run->lock);
+			atomic_fetch_add_explicit(&run->completed, 1,
+			                          memory_order_relaxed);
+		} else {
+			s->errors++;
+		}
+	}
+	if (run->rate <= 0 && now < run->window_end_ns &&
+	    !atomic_load_explicit(&run->stop, memory_order_relaxed))
+		slot_send(s);
+	else
+		slot_idle(s);
+}
+
+static void
+slot_send(load_slot *s)
+{
+	struct weftd_load *run = s->run;
+	int rv;
+
+	s->target = (s->target + 1) % run->ntargets;
+	if (run->rate <= 0)
+		s->sent_ns = weft_now_ns();
+	s->in_flight = true;
+	s->sent++;
+	rv = weft_msvc_request(run->svc, run->targets[s->target],
+	                       WEFTD_VERB_ECHO, run->payload, run->size, NULL,
+	                       on_reply, s);
+	if (rv != 0) { /* refused at once (overload): count it, go idle */
+		s->in_flight = false;
+		s->sent--;
+		if (weft_now_ns() >= run->window_start_ns)
+			s->errors++;
+		note_error(run, rv);
+		slot_idle(s);
+	}
+}
+
+static void
+on_primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct weftd_load *run = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status == 0)
+		atomic_fetch_add(&run->primed, 1);
+	else
+		note_error(run, status);
+}
+
+/* prime asks every other member once, so that every connection (and TLS
+ * session) is up before the clock starts. Returns 0 or WEFT_EPEERDOWN. */
+static int
+prime(struct weftd_load *run)
+{
+	uint64_t deadline = weft_now_ns() + PRIME_TIMEOUT_NS;
+	unsigned sent = 0;
+
+	for (size_t i = 0; i < run->ntargets; i++)
+		if (weft_msvc_request(run->svc, run->targets[i],
+		                      WEFTD_VERB_ECHO, "", 0, NULL, on_primed,
+		                      run) == 0)
+			sent++;
+	while (atomic_load(&run->primed) < sent && weft_now_ns() < deadline &&
+	       !atomic_load(&run->stop))
+		sleep_until(weft_now_ns() + NS_PER_MS);
+	if (atomic_load(&run->primed) == run->ntargets)
+		return 0;
+	return WEFT_EPEERDOWN;
+}
+
+static void
+read_usage(const struct weftd_load *run, usage *u)
+{
+	weft_msvc_stats st;
+	struct rusage ru;
+	char line[256];
+	FILE *f;
+
+	getrusage(RUSAGE_SELF, &ru);
+	u->vcsw = (uint64_t)ru.ru_nvcsw;
+	u->ivcsw = (uint64_t)ru.ru_nivcsw;
+	u->cpu_us =
+	    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+	u->rss_kb = (uint64_t)ru.ru_maxrss;
+	weft_msvc_get_stats(run->svc, &st);
+	u->wakeups = st.read_batches;
+	u->msgs_in = st.messages_in;
+	u->threads = 0;
+	if ((f = fopen("/proc/self/status", "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Threads:", 8) == 0)
+			u->threads = strtoull(line + 8, NULL, 10);
+	fclose(f);
+}
+
+/* pace sends request k at t0 + k / rate, stamped with that time even
+ * when no slot is free to send it yet, so a stall shows in the latency. */
+static void
+pace(struct weftd_load *run, uint64_t t0, usage *before)
+{
+	double gap_ns = 1e9 / run->rate;
+	bool opened = false;
+	uint64_t k = 0, now;
+
+	while ((now = weft_now_ns()) < run->window_end_ns &&
+	       !atomic_load(&run->stop)) {
+		while ((uint64_t)((double)k * gap_ns) <= now - t0) {
+			load_slot *s = NULL;
+
+			pthread_mutex_lock(&run->lock);
+			if (run->nfree > 0)
+				s = &run->slots[run->free_ids[--run->nfree]];
+			pthread_mutex_unlock(&run->lock);
+			if (s == NULL)
+				break;
+			s->sent_ns = t0 + (uint64_t)((double)k * gap_ns);
+			atomic_fetch_add(&run->active, 1);
+			slot_send(s);
+			k++;
+		}
+		if (!opened && now >= run->window_start_ns) {
+			read_usage(run, before);
+			opened = true;
+		}
+		sleep_until(now + 100000u);
+	}
+	if (!opened)
+		read_usage(run, before);
+}
+
+/* window runs the warm-up and the measured window, then waits for the
+ * slots to go idle (as long as a request may take). */
+static void
+window(struct weftd_load *run, usage *before, usage *after)
+{
+	uint64_t t0 = weft_now_ns(), deadline;
+
+	run->window_start_ns = t0 + run->warmup_ms * NS_PER_MS;
+	run->window_end_ns =
+	    run->window_start_ns + run->duration_ms * NS_PER_MS;
+	if (run->rate > 0) {
+		pace(run, t0, before);
+	} else {
+		atomic_store(&run->active, run->outstanding);
+		for (unsigned i = 0; i < run->outstanding; i++)
+			slot_send(&run->slots[i]);
+		while (weft_now_ns() < run->window_start_ns &&
+		       !atomic_load(&run->stop))
+			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
+		read_usage(run, before);
+		while (weft_now_ns() < run->window_end_ns &&
+		       !atomic_load(&run->stop))
+			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
+	}
+	read_usage(run, after);
+	deadline = weft_now_ns() + (run->request_timeout_ms + 5000) * NS_PER_MS;
+	while (atomic_load_explicit(&run->active, memory_order_acquire) > 0 &&
+	       weft_now_ns() < deadline)
+		sleep_until(weft_now_ns() + NS_PER_MS);
+}
+
+#define PACK_KV(pk, key, value)                                                \
+	(msgpack_pack_str_with_body((pk), (key), strlen(key)) == 0 &&          \
+	 msgpack_pack_uint64((pk), (value)) == 0)
+
+/* pack_result packs the run's figures: a map of 16 entries. */
+static int
+pack_result(struct weftd_load *run, const usage *b, const usage *a,
+            struct evbuffer *out)
+{
+	uint64_t ok = 0, errors = 0, sent = 0, replies = 0, dups = 0;
+	uint64_t value, count, nbuckets = 0;
+	msgpack_packer pk;
+	size_t cursor = 0;
+	bool good;
+
+	for (unsigned i = 0; i < run->outstanding; i++) {
+		ok += run->slots[i].ok;
+		errors += run->slots[i].errors;
+		sent += run->slots[i].sent;
+		replies += run->slots[i].replies;
+		dups += run->slots[i].duplicates;
+	}
+	while (weft_histogram_next(run->hist, &cursor, &value, &count))
+		nbuckets++;
+	weft_msgpack_packer_init(&pk, out);
+	good = msgpack_pack_map(&pk, 16) == 0 && PACK_KV(&pk, "ops", ok) &&
+	       PACK_KV(&pk, "errors", errors) && PACK_KV(&pk, "sent", sent) &&
+	       PACK_KV(&pk, "replies", replies) &&
+	       PACK_KV(&pk, "duplicates", dups) &&
+	       PACK_KV(&pk, "window_ns", run->duration_ms * NS_PER_MS) &&
+	       PACK_KV(&pk, "vcsw", a->vcsw - b->vcsw) &&
+	       PACK_KV(&pk, "ivcsw", a->ivcsw - b->ivcsw) &&
+	       PACK_KV(&pk, "cpu_us", a->cpu_us - b->cpu_us) &&
+	       PACK_KV(&pk, "rss_kb", a->rss_kb) &&
+	       PACK_KV(&pk, "threads", a->threads) &&
+	       PACK_KV(&pk, "wakeups", a->wakeups - b->wakeups) &&
+	       PACK_KV(&pk, "msgs_in", a->msgs_in - b->msgs_in) &&
+	       msgpack_pack_str_with_body(&pk, "first_error", 11) == 0 &&
+	       msgpack_pack_int(&pk, atomic_load(&run->first_error)) == 0 &&
+	       PACK_KV(&pk, "peers", run->ntargets + 1) &&
+	       msgpack_pack_str_with_body(&pk, "hist", 4) == 0 &&
+	       msgpack_pack_array(&pk, (size_t)(2 * nbuckets)) == 0;
+	cursor = 0;
+	while (good && weft_histogram_next(run->hist, &cursor, &value, &count))
+		good = msgpack_pack_uint64(&pk, value) == 0 &&
+		       msgpack_pack_uint64(&pk, count) == 0;
+	return good ? 0 : WEFT_ENOMEM;
+}
+
+static void
+run_free(struct weftd_load *run)
+{
+	weft_histogram_free(run->hist);
+	free(run->payload);
+	free(run->targets);
+	free(run->slots);
+	free(run->free_ids);
+	run->hist = NULL;
+	run->payload = NULL;
+	run->targets = NULL;
+	run->slots = NULL;
+	run->free_ids = NULL;
+}
+
+static void *
+run_main(void *arg)
+{
+	struct weftd_load *run = arg;
+	struct evbuffer *out = evbuffer_new();
+	usage before, after;
+	int rv;
+
+	weft_info("weftd: load run: K=%u, %zu B, %s, warm-up %llu ms, "
+	          "window %llu ms, %zu peers",
+	          run->outstanding, run->size,
+	          run->rate > 0 ? "open loop" : "closed loop",
+	          (unsigned long long)run->warmup_ms,
+	          (unsigned long long)run->duration_ms, run->ntargets);
+	if ((rv = prime(run)) != 0) {
+		weft_warn("weftd: load run: %u of %zu peers answered",
+		          atomic_load(&run->primed), run->ntargets);
+		weft_msvc_respond_error(run->req, rv,
+		                        "not every member answered");
+	} else {
+		window(run, &before, &after);
+		if (out == NULL || pack_result(run, &before, &after, out) != 0)
+			weft_msvc_respond_error(run->req, WEFT_ENOMEM, NULL);
+		else
+			weft_msvc_respond_buf(run->req, out);
+	}
+	if (out != NULL)
+		evbuffer_free(out);
+	run->req = NULL;
+	pthread_mutex_lock(&run->lock);
+	/* Slots still out past the wait keep their memory until the next
+	 * run or weftd_load_free: a late reply must find them. */
+	if (atomic_load(&run->active) == 0)
+		run_free(run);
+	run->busy = false;
+	pthread_mutex_unlock(&run->lock);
+	return NULL;
+}
+
+/* A start request's parameters, read from its msgpack map. */
+typedef struct params {
+	const char *op;
+	size_t op_len;
+	uint64_t warmup_ms, duration_ms, outstanding, size;
+	double rate;
+} params;
+
+static int
+read_number(const msgpack_object *v, uint64_t *u, double *d)
+{
+	if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		*u = v->via.u64;
+		*d = (double)v->via.u64;
+		return 0;
+	}
+	if (v->type == MSGPACK_OBJECT_FLOAT64 ||
+	    v->type == MSGPACK_OBJECT_FLOAT32) {
+		if (!(v->via.f64 >= 0) || v->via.f64 > 1e12)
+			return -1;
+		*d = v->via.f64;
+		*u = (uint64_t)v->via.f64;
+		return 0;
+	}
+	return -1;
+}
+
+/* parse_params reads the request map; unknown keys are ignored. Returns 0
+ * or -1 (malformed). */
+static int
+parse_params(const msgpack_object *o, params *p)
+{
+	static const char *const keys[] = {"warmup_ms", "duration_ms",
+	                                   "outstanding", "size", "rate"};
+
+	memset(p, 0, sizeof(*p));
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return -1;
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object *k = &o->via.map.ptr[i].key;
+		const msgpack_object *v = &o->via.map.ptr[i].val;
+		uint64_t *fields[] = {&p->warmup_ms, &p->duration_ms,
+		                      &p->outstanding, &p->size, NULL};
+		double d;
+
+		if (k->type != MSGPACK_OBJECT_STR)
+			return -1;
+		if (k->via.str.size == 2 &&
+		    memcmp(k->via.str.ptr, "op", 2) == 0) {
+			if (v->type != MSGPACK_OBJECT_STR)
+				return -1;
+			p->op = v->via.str.ptr;
+			p->op_len = v->via.str.size;
+			continue;
+		}
+		for (size_t f = 0; f < sizeof(keys) / sizeof(keys[0]); f++) {
+			uint64_t u;
+
+			if (k->via.str.size != strlen(keys[f]) ||
+			    memcmp(k->via.str.ptr, keys[f], k->via.str.size))
+				continue;
+			if (read_number(v, &u, &d) != 0)
+				return -1;
+			if (fields[f] != NULL)
+				*fields[f] = u;
+			else
+				p->rate = d;
+		}
+	}
+	return p->op == NULL ? -1 : 0;
+}
+
+static bool
+op_is(const params *p, const char *name)
+{
+	return p->op_len == strlen(name) && memcmp(p->op, name, p->op_len) == 0;
+}
+
+/* check_params returns NULL, or why the start request is refused. */
+static const char *
+check_params(const struct weftd_load *run, const params *p)
+{
+	if (p->outstanding < 1 || p->outstanding > MAX_OUTSTANDING)
+		return "outstanding must be 1 to 100000";
+	if (p->duration_ms < 1 || p->duration_ms > MAX_PHASE_MS ||
+	    p->warmup_ms > MAX_PHASE_MS)
+		return "duration_ms must be 1 ms to 24 h, warmup_ms at most 24 "
+		       "h";
+	if (p->size + 1024 > run->max_frame_bytes)
+		return "size does not fit max_frame";
+	if (weft_msvc_peer_count(run->svc) < 2)
+		return "no other member to ask";
+	return NULL;
+}
+
+/* setup_run allocates the run; 0 or WEFT_ENOMEM. */
+static int
+setup_run(struct weftd_load *run, const params *p)
+{
+	size_t npeers = weft_msvc_peer_count(run->svc);
+
+	run->warmup_ms = p->warmup_ms;
+	run->duration_ms = p->duration_ms;
+	run->outstanding = (unsigned)p->outstanding;
+	run->size = (size_t)p->size;
+	run->rate = p->rate;
+	run->ntargets = 0;
+	run->nfree = 0;
+	atomic_store(&run->primed, 0);
+	atomic_store(&run->completed, 0);
+	atomic_store(&run->first_error, 0);
+	atomic_store(&run->active, 0);
+	run->window_start_ns = run->window_end_ns = UINT64_MAX;
+	run->payload = calloc(1, run->size ? run->size : 1);
+	run->targets = calloc(npeers, sizeof(*run->targets));
+	run->slots = calloc(run->outstanding, sizeof(*run->slots));
+	run->free_ids = calloc(run->outstanding, sizeof(*run->free_ids));
+	if (weft_histogram_new(&run->hist) != 0 || run->payload == NULL ||
+	    run->targets == NULL || run->slots == NULL || run->free_ids == NULL)
+		return WEFT_ENOMEM;
+	for (size_t i = 0; i < npeers; i++) {
+		weft_msvc_peer *peer = weft_msvc_peer_at(run->svc, i);
+
+		if (!weft_msvc_peer_is_self(peer))
+			run->targets[run->ntargets++] = peer;
+	}
+	for (unsigned i = 0; i < run->outstanding; i++) {
+		load_slot *s = &run->slots[i];
+
+		s->run = run;
+		s->index = i;
+		/* Spread the first requests over the members. */
+		s->target = (i + run->ntargets - 1) % run->ntargets;
+		run->free_ids[run->nfree++] = run->outstanding - 1 - i;
+	}
+	return 0;
+}
+
+static void
+start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
+{
+	const char *why = check_params(run, p);
+	int rv;
+
+	if (why != NULL) {
+		weft_msvc_respond_error(msg, WEFT_EINVAL, why);
+		return;
+	}
+	pthread_mutex_lock(&run->lock);
+	if (run->busy) {
+		pthread_mutex_unlock(&run->lock);
+		weft_msvc_respond_error(msg, WEFT_EBUSY,
+		                        "a load run is in progress");
+		return;
+	}
+	run->busy = true;
+	pthread_mutex_unlock(&run->lock);
+	if (run->joinable) { /* the last run's thread has ended */
+		pthread_join(run->thread, NULL);
+		run->joinable = false;
+	}
+	if (atomic_load(&run->active) > 0) { /* its late replies may come */
+		pthread_mutex_lock(&run->lock);
+		run->busy = false;
+		pthread_mutex_unlock(&run->lock);
+		weft_msvc_respond_error(
+		    msg, WEFT_EBUSY, "the last run's requests are still out");
+		return;
+	}
+	run_free(run);
+	if ((rv = setup_run(run, p)) == 0) {
+		run->req = weft_msvc_msg_detach(msg);
+		if (pthread_create(&run->thread, NULL, run_main, run) == 0) {
+			run->joinable = true;
+			return;
+		}
+		msg = run->req;
+		rv = WEFT_ENOMEM;
+	}
+	run_free(run);
+	pthread_mutex_lock(&run->lock);
+	run->busy = false;
+	pthread_mutex_unlock(&run->lock);
+	weft_msvc_respond_error(msg, rv, "cannot start a load run");
+}
+
+static void
+status(struct weftd_load *run, weft_msvc_msg *msg)
+{
+	struct evbuffer *out = evbuffer_new();
+	uint64_t p99 = 0;
+	msgpack_packer pk;
+	bool busy;
+
+	pthread_mutex_lock(&run->lock);
+	busy = run->busy;
+	if (busy && run->hist != NULL)
+		p99 = weft_histogram_percentile(run->hist, 99);
+	pthread_mutex_unlock(&run->lock);
+	if (out == NULL) {
+		weft_msvc_respond_error(msg, WEFT_ENOMEM, NULL);
+		return;
+	}
+	weft_msgpack_packer_init(&pk, out);
+	if (msgpack_pack_map(&pk, 3) == 0 && PACK_KV(&pk, "busy", busy) &&
+	    PACK_KV(&pk, "completed",
+	            busy ? (uint64_t)atomic_load(&run->completed) : 0) &&
+	    PACK_KV(&pk, "p99_ns", p99))
+		weft_msvc_respond_buf(msg, out);
+	else
+		weft_msvc_respond_error(msg, WEFT_ENOMEM, NULL);
+	evbuffer_free(out);
+}
+
+static void
+on_load(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct weftd_load *run = arg;
+	msgpack_unpacked up;
+	params p;
+
+	(void)svc;
+	if (!weft_msvc_msg_is_request(msg))
+		return;
+	if (weft_msgpack_check(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
+	                       4) != 0) {
+		weft_msvc_respond_error(msg, WEFT_EINVAL, "not msgpack");
+		return;
+	}
+	msgpack_unpacked_init(&up);
+	if (msgpack_unpack_next(&up, weft_msvc_msg_data(msg),
+	                        weft_msvc_msg_len(msg),
+	                        NULL) != MSGPACK_UNPACK_SUCCESS ||
+	    parse_params(&up.data, &p) != 0)
+		weft_msvc_respond_error(msg, WEFT_EINVAL,
+		                        "expected a map with a string op");
+	else if (op_is(&p, "start"))
+		start(run, msg, &p);
+	else if (op_is(&p, "status"))
+		status(run, msg);
+	else
+		weft_msvc_respond_error(msg, WEFT_EINVAL,
+		                        "op must be start or status");
+	msgpack_unpacked_destroy(&up);
+}
+
+int
+weftd_load_register(struct weftd *d)
+{
+	struct weftd_load *run = calloc(1, sizeof(*run));
+	int rv;
+
+	if (run == NULL)
+		return WEFT_ENOMEM;
+	pthread_mutex_init(&run->lock, NULL);
+	run->svc = d->svc;
+	run->request_timeout_ms =
+	    weft_msvc_config_limits_const(d->cfg)->request_timeout_ms;
+	run->max_frame_bytes =
+	    weft_msvc_config_limits_const(d->cfg)->max_frame_bytes;
+	rv = weft_msvc_register(d->svc, WEFTD_VERB_LOAD, "load", on_load, run,
+	                        WEFT_MSVC_INLINE);
+	if (rv != 0) {
+		pthread_mutex_destroy(&run->lock);
+		free(run);
+		return rv;
+	}
+	d->load = run;
+	return 0;
+}
+
+void
+weftd_load_stop(struct weftd *d)
+{
+	struct weftd_load *run = d->load;
+
+	if (run == NULL)
+		return;
+	atomic_store(&run->stop, true);
+	if (run->joinable) {
+		pthread_join(run->thread, NULL);
+		run->joinable = false;
+	}
+}
+
+void
+weftd_load_free(struct weftd *d)
+{
+	struct weftd_load *run = d->load;
+
+	if (run == NULL)
+		return;
+	weftd_load_stop(d);
+	run_free(run);
+	pthread_mutex_destroy(&run->lock);
+	free(run);
+	d->load = NULL;
+}
