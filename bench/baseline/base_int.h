@@ -21,12 +21,24 @@
 
 typedef struct ssl_st SSL;
 
-/* One socket, and its TLS session when the node runs TLS. A session is
- * only ever used by one thread after its handshake: the dialer's writer or
- * the acceptor's reader. */
+/* A TLS session and the lock that lets two threads share it. OpenSSL
+ * forbids using one SSL object from two threads at once, so every call on
+ * it is made under the lock; a thread that must wait for the socket waits
+ * in poll() without the lock. A member connection's session is used by
+ * one thread only (the dialer's writer or the acceptor's reader), over a
+ * blocking socket, and never waits for the lock; a client's connection
+ * carries requests in and responses out, so its reader and writer share
+ * the session over a non-blocking socket (wbase__io_share). */
+typedef struct wbase_tls {
+	SSL *ssl;
+	pthread_mutex_t lock;
+} wbase_tls;
+
+/* One socket, and its TLS session when the node runs TLS. Copies of it
+ * share the session; whoever closes it owns both. */
 typedef struct wbase_io {
 	int fd;
-	SSL *ssl;
+	wbase_tls *tls; /* NULL: plaintext */
 } wbase_io;
 
 /* wbase__io_read reads what is there (at most n): > 0, 0 at the end, -1. */
@@ -35,7 +47,12 @@ long wbase__io_read(const wbase_io *io, void *buf, size_t n);
 int wbase__io_write(const wbase_io *io, const void *buf, size_t n);
 /* wbase__io_buffered is true when TLS holds decrypted bytes unread. */
 bool wbase__io_buffered(const wbase_io *io);
-/* The handshakes, blocking; 0 or -1 (io->ssl is then NULL). */
+/* wbase__io_share readies a TLS connection for a reader and a writer
+ * thread at once: its socket becomes non-blocking, so neither waits for
+ * the socket with the session's lock held. Before the second thread
+ * starts; nothing to do in plaintext. Returns 0 or -1. */
+int wbase__io_share(const wbase_io *io);
+/* The handshakes, blocking; 0 or -1 (io->tls is then NULL). */
 int wbase__tls_connect(wbase_node *node, wbase_io *io, const char *peer_id);
 int wbase__tls_accept(wbase_node *node, wbase_io *io);
 /* wbase__tls_peer_is checks that the peer's certificate names id. */
@@ -183,7 +200,7 @@ struct wbase_node {
 	/* Counters. */
 	atomic_uint_fast64_t requests, responses, failed, handled;
 	atomic_uint_fast64_t frames_in, frames_out, write_calls;
-	atomic_uint_fast64_t threads, connections, bad_input;
+	atomic_uint_fast64_t threads, connections, bad_input, refused;
 };
 
 /* wbase__fail_peer fails every pending request to peer with status. */

@@ -11,13 +11,16 @@
  * each inbound connection: it answers the handshake, reads frames into a
  * large buffer and runs handlers inline; a response travels on the
  * responder's own outbound connection to the requester, as the protocol
- * says. Clients (non-members) get a writer thread on their connection.
+ * says. Clients (non-members) get a writer thread on their connection;
+ * under TLS its reader and writer share the connection's OpenSSL session
+ * under a lock, over a non-blocking socket, each waiting in poll()
+ * without the lock (as Java's SSLSocket lets two threads read and write).
  * One more thread per node accepts connections and times requests out.
  *
  * Deviations from weft's service, none of which the benchmark exercises:
  * one connection per peer (every class on it), no heartbeats sent (those
  * received are answered), no expiry on arrival, no inbound limit, CRCs
- * kept under TLS, no clients under TLS.
+ * kept under TLS.
  *
  * Threads: every function may be called from any thread; callbacks run on
  * the node's reader threads, with no baseline lock held.
@@ -55,6 +58,7 @@ typedef struct wbase_stats {
 	uint64_t threads;     /* threads running now */
 	uint64_t connections; /* connections open now */
 	uint64_t bad_input;   /* connections closed for bad frames */
+	uint64_t refused;     /* connections refused at the handshake */
 } wbase_stats;
 
 /*
@@ -67,8 +71,9 @@ int wbase_node_new(const weft_msvc_config *cfg, const char *id,
 /*
  * wbase_node_set_tls makes the node dial and accept only TLS (1.3, mutual:
  * both sides present a certificate chaining to ca_file, and a dialer's
- * certificate must name the node id it claims). Before start. Returns 0
- * or WEFT_ECONFIG (files unreadable, key and certificate do not match).
+ * certificate, a member's or a client's, must name the id it claims).
+ * Before start. Returns 0 or WEFT_ECONFIG (files unreadable, key and
+ * certificate do not match).
  */
 int wbase_node_set_tls(wbase_node *node, const char *cert_file,
                        const char *key_file, const char *ca_file);

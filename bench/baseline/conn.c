@@ -65,7 +65,7 @@ write_tls(wbase_out *o, struct evbuffer *batch)
 static int
 write_all(wbase_out *o, struct evbuffer *batch)
 {
-	if (o->io.ssl != NULL)
+	if (o->io.tls != NULL)
 		return write_tls(o, batch);
 	while (evbuffer_get_length(batch) > 0) {
 		int n = evbuffer_write(batch, o->io.fd);
@@ -93,6 +93,9 @@ fail(wbase_out *o)
 	if (o->io.fd >= 0 && o->peer != SIZE_MAX) {
 		wbase__io_close(&o->io);
 		atomic_fetch_sub(&o->node->connections, 1);
+	} else if (o->io.fd >= 0) {
+		/* A client's connection is its reader's to close: wake it. */
+		shutdown(o->io.fd, SHUT_RDWR);
 	}
 	pthread_mutex_unlock(&o->lock);
 	if (o->peer != SIZE_MAX)

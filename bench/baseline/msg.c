@@ -248,54 +248,75 @@ dispatch(wbase_in *in, size_t peer, const wbase_env *env)
 		respond_error(&msg, 10, "no response");
 }
 
+/* refuse answers a HELLO with a refusal, counts and logs it; returns
+ * -1 (the connection closes). */
+static int
+refuse(wbase_in *in, unsigned status, const char *id, const char *reason)
+{
+	wbase_node *n = in->node;
+
+	atomic_fetch_add(&n->refused, 1);
+	weft_warn("baseline %s: refused %s: %s", n->peers[n->self].id,
+	          id != NULL ? id : "a connection", reason);
+	wbase__reply_send(&in->io, status, n->peers[n->self].id,
+	                  n->limits.max_frame_bytes, reason);
+	return -1;
+}
+
+/* accept_client gives a client's connection its writer's queue; under
+ * TLS its reader and writer share the session. Returns 0 or -1. */
+static int
+accept_client(wbase_in *in)
+{
+	wbase_out *out;
+
+	if (wbase__io_share(&in->io) != 0 ||
+	    (out = malloc(sizeof(*out))) == NULL)
+		return -1;
+	if (wbase__out_init(out, in->node, SIZE_MAX, &in->io) != 0) {
+		wbase__out_fini(out);
+		free(out);
+		return -1;
+	}
+	in->client_out = out;
+	return 0;
+}
+
 /* handshake answers the HELLO of an accepted connection; returns the
  * member index of the dialer, SIZE_MAX for a client, or -1 (closed). */
 static int
 handshake(wbase_in *in, wbase_reader *r, size_t *peer)
 {
 	wbase_node *n = in->node;
-	const char *self = n->peers[n->self].id;
 	char id[64];
 	bool member;
 	int i;
 
-	if (n->tls_cert != NULL && wbase__tls_accept(n, &in->io) != 0)
-		return -1;
-	if (wbase__hello_recv(r, n->cluster, id, &member,
-	                      n->limits.connect_timeout_ms) != 0) {
-		wbase__reply_send(&in->io, 1, self, n->limits.max_frame_bytes,
-		                  "malformed hello or wrong cluster");
+	if (n->tls_cert != NULL && wbase__tls_accept(n, &in->io) != 0) {
+		/* No certificate the CA vouches for, or no TLS at all. */
+		atomic_fetch_add(&n->refused, 1);
+		weft_warn("baseline %s: TLS handshake failed",
+		          n->peers[n->self].id);
 		return -1;
 	}
+	if (wbase__hello_recv(r, n->cluster, id, &member,
+	                      n->limits.connect_timeout_ms) != 0)
+		return refuse(in, 1, NULL, "malformed hello or wrong cluster");
 	i = member ? -1 : 0;
 	for (size_t k = 0; member && k < n->npeers; k++)
 		if (strcmp(n->peers[k].id, id) == 0 && k != n->self)
 			i = (int)k;
-	if (i < 0) {
-		wbase__reply_send(&in->io, 4, self, n->limits.max_frame_bytes,
-		                  "unknown node");
-		return -1;
-	}
-	/* Under TLS a member must be who its certificate says; clients
-	 * would need their reader and writer on one TLS session, which
-	 * OpenSSL does not allow from two threads at once. */
-	if (n->tls_cert != NULL &&
-	    (!member || !wbase__tls_peer_is(&in->io, id))) {
-		wbase__reply_send(&in->io, member ? 6 : 5, self,
-		                  n->limits.max_frame_bytes,
-		                  member ? "certificate does not name the id"
-		                         : "no clients over TLS");
-		return -1;
-	}
+	if (i < 0)
+		return refuse(in, 4, id, "unknown node");
+	/* Under TLS, members and clients alike are who their certificate
+	 * says. */
+	if (n->tls_cert != NULL && !wbase__tls_peer_is(&in->io, id))
+		return refuse(in, 6, id, "certificate does not name the id");
 	*peer = member ? (size_t)i : SIZE_MAX;
-	if (!member) {
-		if ((in->client_out = malloc(sizeof(*in->client_out))) ==
-		        NULL ||
-		    wbase__out_init(in->client_out, n, SIZE_MAX, &in->io) != 0)
-			return -1;
-	}
-	return wbase__reply_send(&in->io, 0, self, n->limits.max_frame_bytes,
-	                         "");
+	if (!member && accept_client(in) != 0)
+		return -1;
+	return wbase__reply_send(&in->io, 0, n->peers[n->self].id,
+	                         n->limits.max_frame_bytes, "");
 }
 
 static void
@@ -326,7 +347,7 @@ wbase__reader_main(void *arg)
 	wbase_in *in = arg;
 	wbase_node *n = in->node;
 	wbase_reader r;
-	size_t peer;
+	size_t peer = SIZE_MAX;
 
 	atomic_fetch_add(&n->connections, 1);
 	if (wbase__reader_init(&r, &in->io, n->limits.max_frame_bytes) == 0 &&

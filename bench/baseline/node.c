@@ -386,4 +386,5 @@ wbase_node_get_stats(const wbase_node *n, wbase_stats *out)
 	out->threads = atomic_load(&n->threads);
 	out->connections = atomic_load(&n->connections);
 	out->bad_input = atomic_load(&n->bad_input);
+	out->refused = atomic_load(&n->refused);
 }

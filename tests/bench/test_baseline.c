@@ -1,7 +1,10 @@
 /*
  * Tests of the thread-per-peer baseline (bench/baseline): requests among
  * baseline nodes and with weft's messaging service, each answered exactly
- * once; errors for unknown verbs and unreachable peers.
+ * once; errors for unknown verbs and unreachable peers; weft's service as
+ * a client of a baseline node over mutual TLS (the client's reader and
+ * writer threads share one OpenSSL session), and a client whose
+ * certificate names someone else refused.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -9,12 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
+#include <weft/tls.h>
 
 #include "baseline.h"
 
@@ -265,6 +270,220 @@ test_baseline_and_weft_interoperate(void **state)
 	weft_msvc_config_free(cfg);
 }
 
+/* ---- A weft client over TLS ---------------------------------------------- */
+
+#define TLS_CALLS 300
+
+/* gen_certs makes a CA and certificates for ids in dir (a mkdtemp
+ * template) with the repository's scripts/gen-certs.sh, found from this
+ * file's path; false, with dir removed, where openssl is missing. */
+static bool
+gen_certs(char *dir, const char *ids)
+{
+	const char *self = __FILE__, *tail = strstr(self, "tests/bench/");
+	char cmd[1024];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "sh %.*sscripts/gen-certs.sh %s %s >/dev/null 2>&1",
+	         tail != NULL ? (int)(tail - self) : 0, self, dir, ids);
+	if (tail != NULL && system("openssl version >/dev/null 2>&1") == 0 &&
+	    system(cmd) == 0)
+		return true;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	return false;
+}
+
+static void
+remove_dir(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* A request's payload: small, one TLS record and a bit, several records
+ * (still the small class), and above weft's large_message (64 KiB: the
+ * client's large connection, a second client connection). */
+static size_t
+payload_len(uint32_t index)
+{
+	static const size_t lens[4] = {4, 20000, 60000, 100000};
+
+	return lens[index % 4];
+}
+
+static void
+fill_payload(uint32_t index, uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(index * 31 + i * 7);
+}
+
+static void
+tls_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	call *c = arg;
+	bool right = status != 0 || len == payload_len(c->index);
+	const uint8_t *p = data;
+
+	(void)svc;
+	for (size_t i = 0; right && status == 0 && i < len; i++)
+		right = p[i] == (uint8_t)(c->index * 31 + i * 7);
+	count(c->t, c->index, status, right);
+}
+
+/* A TLS client: weft's service, not a member, presenting cert_id's
+ * certificate from dir. */
+typedef struct tls_client {
+	weft_loop_group *group;
+	weft_tls_ctx *ctx;
+	weft_msvc *svc;
+} tls_client;
+
+static void
+tls_client_start(tls_client *c, weft_msvc_config *cfg, const char *dir,
+                 const char *cert_id, uint16_t port)
+{
+	char cert[256], key[256], ca[256];
+	weft_msvc_tls_config tc = {.mode = WEFT_MSVC_TLS_ALL};
+	weft_tls_opts to = {0};
+	weft_msvc_opts mo = {0};
+
+	snprintf(cert, sizeof(cert), "%s/%s.crt", dir, cert_id);
+	snprintf(key, sizeof(key), "%s/%s.key", dir, cert_id);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+	tc.cert_file = to.cert_file = cert;
+	tc.key_file = to.key_file = key;
+	tc.ca_file = to.ca_file = ca;
+	assert_int_equal(weft_msvc_config_set_tls(cfg, &tc), 0);
+	assert_int_equal(weft_tls_ctx_new(&to, &c->ctx), 0);
+	mo.tls = c->ctx;
+	assert_int_equal(weft_loop_group_new(1, &c->group), 0);
+	assert_int_equal(weft_msvc_new(c->group, cfg, "c0", &mo, &c->svc), 0);
+	assert_int_equal(weft_msvc_start(c->svc), 0);
+	weft_msvc_set_peer_addr(c->svc, "n0", "127.0.0.1", port);
+}
+
+static void
+tls_client_free(tls_client *c)
+{
+	weft_msvc_stop(c->svc, 1000);
+	weft_loop_group_shutdown(c->group, 1000);
+	weft_msvc_free(c->svc);
+	weft_loop_group_free(c->group);
+	weft_tls_ctx_unref(c->ctx);
+}
+
+/* start_tls_server starts baseline node n0 with n0's certificate. */
+static wbase_node *
+start_tls_server(weft_msvc_config *cfg, const char *dir)
+{
+	char cert[256], key[256], ca[256];
+	wbase_node *base;
+
+	snprintf(cert, sizeof(cert), "%s/n0.crt", dir);
+	snprintf(key, sizeof(key), "%s/n0.key", dir);
+	snprintf(ca, sizeof(ca), "%s/ca.crt", dir);
+	assert_int_equal(wbase_node_new(cfg, "n0", &base), 0);
+	assert_int_equal(wbase_register(base, VERB_ECHO, echo, NULL), 0);
+	assert_int_equal(wbase_node_set_tls(base, cert, key, ca), 0);
+	assert_int_equal(wbase_node_start(base), 0);
+	return base;
+}
+
+/* A weft client keeps TLS_CALLS requests in flight at once against a
+ * baseline TLS server, most of them larger than a TLS record (16 KiB) and
+ * some on the client's large connection: the server's reader and writer
+ * share each connection's session; every request is answered exactly
+ * once, with its own payload. */
+static void
+test_weft_client_over_tls(void **state)
+{
+	char dir[] = "/tmp/wbase-tls-XXXXXX";
+	weft_msvc_config *cfg = make_config(1);
+	static call calls[TLS_CALLS];
+	static uint8_t buf[100000];
+	weft_msvc_peer *peer;
+	wbase_node *base;
+	wbase_stats st;
+	tls_client c;
+	tally t;
+
+	(void)state;
+	if (!gen_certs(dir, "n0 c0")) {
+		weft_msvc_config_free(cfg);
+		skip();
+	}
+	tally_init(&t);
+	base = start_tls_server(cfg, dir);
+	tls_client_start(&c, cfg, dir, "c0", wbase_node_port(base));
+	peer = weft_msvc_peer_find(c.svc, "n0");
+	for (uint32_t i = 0; i < TLS_CALLS; i++) {
+		calls[i] = (call){&t, i};
+		fill_payload(i, buf, payload_len(i));
+		assert_int_equal(weft_msvc_request(c.svc, peer, VERB_ECHO, buf,
+		                                   payload_len(i), NULL,
+		                                   tls_reply, &calls[i]),
+		                 0);
+	}
+	assert_true(tally_wait(&t, TLS_CALLS));
+	assert_int_equal(t.ok, TLS_CALLS);
+	assert_int_equal(t.wrong, 0);
+	for (int i = 0; i < TLS_CALLS; i++)
+		assert_int_equal(t.seen[i], 1);
+	wbase_node_get_stats(base, &st);
+	assert_int_equal(st.handled, TLS_CALLS);
+	assert_int_equal(st.refused, 0);
+	assert_int_equal(st.bad_input, 0);
+	tls_client_free(&c);
+	wbase_node_free(base);
+	weft_msvc_config_free(cfg);
+	remove_dir(dir);
+}
+
+/* A client that claims id c0 but presents c1's certificate (which the
+ * cluster's CA signed) is refused at the handshake; its request fails. */
+static void
+test_tls_client_with_wrong_certificate_is_refused(void **state)
+{
+	char dir[] = "/tmp/wbase-tls-XXXXXX";
+	weft_msvc_config *cfg = make_config(1);
+	static call calls[1];
+	weft_msvc_peer *peer;
+	wbase_node *base;
+	wbase_stats st;
+	tls_client c;
+	tally t;
+
+	(void)state;
+	if (!gen_certs(dir, "n0 c1")) {
+		weft_msvc_config_free(cfg);
+		skip();
+	}
+	tally_init(&t);
+	weft_msvc_config_limits(cfg)->request_timeout_ms = 1000;
+	base = start_tls_server(cfg, dir);
+	tls_client_start(&c, cfg, dir, "c1", wbase_node_port(base));
+	peer = weft_msvc_peer_find(c.svc, "n0");
+	calls[0] = (call){&t, 0};
+	assert_int_equal(weft_msvc_request(c.svc, peer, VERB_ECHO, "x", 1, NULL,
+	                                   tls_reply, &calls[0]),
+	                 0);
+	assert_true(tally_wait(&t, 1));
+	assert_int_equal(t.failed, 1);
+	assert_int_equal(t.seen[0], 1);
+	wbase_node_get_stats(base, &st);
+	assert_true(st.refused >= 1);
+	assert_int_equal(st.handled, 0);
+	tls_client_free(&c);
+	wbase_node_free(base);
+	weft_msvc_config_free(cfg);
+	remove_dir(dir);
+}
+
 int
 main(void)
 {
@@ -272,6 +491,8 @@ main(void)
 	    cmocka_unit_test(test_requests_among_baseline_nodes),
 	    cmocka_unit_test(test_unknown_verb_and_dead_peer_fail),
 	    cmocka_unit_test(test_baseline_and_weft_interoperate),
+	    cmocka_unit_test(test_weft_client_over_tls),
+	    cmocka_unit_test(test_tls_client_with_wrong_certificate_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
