@@ -599,21 +599,6 @@ check_hosts(wbench_opts *o)
 static int
 check_tls(wbench_opts *o)
 {
-	/* The baseline takes no clients over TLS (a blocking reader and
-	 * writer cannot share one OpenSSL session from two threads). */
-	if (o->workload == WBENCH_RPC && o->tls_dir != NULL &&
-	    (o->io & WBENCH_IO_THREADS)) {
-		if (o->io == WBENCH_IO_THREADS) {
-			fprintf(stderr, "weft-bench: rpc --tls: the "
-			                "thread-per-peer server takes no "
-			                "clients over TLS\n");
-			return -1;
-		}
-		fprintf(stderr, "weft-bench: rpc --tls: weft's server only "
-		                "(the thread-per-peer one takes no clients "
-		                "over TLS)\n");
-		o->io = WBENCH_IO_LOOP;
-	}
 	if (!o->tls_compare)
 		return 0;
 	if (o->tls_dir == NULL || o->workload > WBENCH_LATENCY ||
