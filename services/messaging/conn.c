@@ -51,6 +51,40 @@ scratch_to_tx(struct weft__msvc_conn *c)
 	c->scratch_len = 0;
 }
 
+/*
+ * Makes room for an n-byte frame (n <= WEFT__MSVC_SCRATCH) at the end of
+ * c->scratch; false when memory is short (the frame then goes the large
+ * way). The buffer is made on a connection's first small frame (accepted
+ * member connections and unused classes never need one) and grows only
+ * when a batch outgrows it; a full one is moved to tx.
+ */
+static bool
+scratch_room(struct weft__msvc_conn *c, size_t n)
+{
+	size_t need = c->scratch_len + n, cap = c->scratch_cap;
+	uint8_t *p;
+
+	if (need <= cap)
+		return true;
+	if (cap == WEFT__MSVC_SCRATCH) {
+		scratch_to_tx(c);
+		return true;
+	}
+	if (cap == 0)
+		cap = WEFT__MSVC_SCRATCH_MIN;
+	while (cap < need && cap < WEFT__MSVC_SCRATCH)
+		cap *= 2;
+	if (cap > WEFT__MSVC_SCRATCH)
+		cap = WEFT__MSVC_SCRATCH;
+	if (need > cap)
+		scratch_to_tx(c);
+	if ((p = realloc(c->scratch, cap)) == NULL)
+		return false;
+	c->scratch = p;
+	c->scratch_cap = cap;
+	return true;
+}
+
 /* The CRC of an evbuffer's bytes, chain by chain. */
 static uint32_t
 crc_of_buffer(uint32_t crc, struct evbuffer *buf)
@@ -111,14 +145,8 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	size_t n = 4 + body + (c->crc ? 4 : 0);
 	uint8_t big[WEFT__MSVC_FRAME_HEADER], *h;
 
-	/* The scratch buffer is made on a connection's first small frame:
-	 * accepted member connections and unused classes never need one. */
-	if (buf == NULL && n <= WEFT__MSVC_SCRATCH &&
-	    (c->scratch != NULL ||
-	     (c->scratch = malloc(WEFT__MSVC_SCRATCH)) != NULL)) {
+	if (buf == NULL && n <= WEFT__MSVC_SCRATCH && scratch_room(c, n)) {
 		/* Small: written in place, one CRC pass, no evbuffer call. */
-		if (c->scratch_len + n > WEFT__MSVC_SCRATCH)
-			scratch_to_tx(c);
 		h = c->scratch + c->scratch_len;
 		put_be32(h, (uint32_t)body);
 		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
@@ -1100,6 +1128,7 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 	c->tx = NULL;
 	free(c->scratch);
 	c->scratch = NULL;
+	c->scratch_cap = 0;
 }
 
 void

@@ -61,8 +61,12 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 /* How long a closing connection may take to write what it holds: the
  * service waits for every channel to close before it is freed. */
 #define WEFT__MSVC_LINGER_MS 500
-/* Small frames are gathered in a buffer of this size per connection. */
+/* Small frames are gathered in a buffer per connection that starts at
+ * WEFT__MSVC_SCRATCH_MIN bytes and doubles as batches need, up to
+ * WEFT__MSVC_SCRATCH: most connections of a large cluster carry a frame
+ * or two per flush. */
 #define WEFT__MSVC_SCRATCH 16384
+#define WEFT__MSVC_SCRATCH_MIN 1024
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
 
@@ -190,6 +194,7 @@ struct weft__msvc_conn {
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
 	uint8_t *scratch;    /* small frames, before tx */
 	size_t scratch_len;
+	size_t scratch_cap;
 	size_t tx_accounted; /* queued_bytes those encodings hold */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
@@ -297,7 +302,8 @@ struct weft_msvc_peer {
 	bool hb_sent, hb_acked;
 	uint32_t hb_misses;
 	weft_timer *hb_timer;
-	weft_histogram *lat; /* made on the first round trip (home loop) */
+	/* Round trips: made on the first (home loop). */
+	struct weft__msvc_lat *lat;
 	/* The figures the stats timer publishes from lat each second: a few
 	 * numbers, not a second histogram, to keep a peer small. */
 	pthread_mutex_t snap_lock;
@@ -459,6 +465,18 @@ void weft__msvc_pool_stop(weft_msvc *svc);
 void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
 int weft__msvc_error_status_to_wire(int status);
 int weft__msvc_wire_to_error_status(int code);
+
+/* lat.c: a peer's round trips, in 4 KB (one thread at a time). */
+struct weft__msvc_lat;
+int weft__msvc_lat_new(struct weft__msvc_lat **out);
+void weft__msvc_lat_free(struct weft__msvc_lat *h);
+void weft__msvc_lat_record(struct weft__msvc_lat *h, uint64_t ns);
+uint64_t weft__msvc_lat_count(const struct weft__msvc_lat *h);
+uint64_t weft__msvc_lat_max(const struct weft__msvc_lat *h);
+/* The value at or below which p percent (0..100) of the recorded ones
+ * lie: its bucket's upper edge, at most 1/16 above, capped at the maximum;
+ * 0 when empty. */
+uint64_t weft__msvc_lat_percentile(const struct weft__msvc_lat *h, double p);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);

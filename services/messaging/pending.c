@@ -218,8 +218,8 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	}
 	if (status == 0 && !s->internal) {
 		took = weft__msvc_now_ns(ml) - s->start_ns;
-		if (peer->lat != NULL || weft_histogram_new(&peer->lat) == 0)
-			weft_histogram_record(peer->lat, took);
+		if (peer->lat != NULL || weft__msvc_lat_new(&peer->lat) == 0)
+			weft__msvc_lat_record(peer->lat, took);
 		record_verb_latency(ml, s->verb, took);
 	}
 	s->live = false;
