@@ -497,6 +497,13 @@ print_header(const wbench_opts *o, FILE *out)
 		        "keeping K=%u requests in flight to the others (load "
 		        "verb),",
 		        o->peers, o->outstanding);
+	else if (o->netns)
+		fprintf(out,
+		        "weft-bench cluster --netns: P weftd nodes, each in a "
+		        "network namespace of its own\n  (veth pairs to one "
+		        "bridge), each keeping K=%u requests in flight to the "
+		        "others,",
+		        o->outstanding);
 	else if (o->rate > 0)
 		fprintf(out,
 		        "weft-bench cluster: open loop, %g requests/s per node "
@@ -810,6 +817,15 @@ wbench_cluster_run(const wbench_opts *o)
 	if (o->hosts != NULL)
 		return hosts_run(o);
 	print_header(o, stdout);
+	if (o->netns) {
+		int rv = wbench_netns_run(o, rows, &n);
+
+		for (unsigned i = 0; i < n; i++)
+			print_row(&rows[i], stdout);
+		if (rv != 0)
+			return rv == WBENCH_SKIPPED ? rv : 1;
+		goto report;
+	}
 	for (unsigned p = 0; p < o->npeer_list; p++) {
 		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
 			cresult *r = &rows[n];
@@ -833,6 +849,9 @@ wbench_cluster_run(const wbench_opts *o)
 			n++;
 		}
 	}
+report:
+	for (unsigned i = 0; i < n; i++)
+		failed |= rows[i].lost != 0 || rows[i].duplicates != 0;
 	if (o->json_path && write_json(o, rows, n) != 0)
 		failed = 1;
 	if (o->csv_path && write_csv(o, rows, n) != 0)

@@ -152,7 +152,10 @@ on_result(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	(void)svc;
 	pthread_mutex_lock(&c->ms->lock);
 	m->status = status;
-	if (status != 0)
+	if (status == WEFT_EUNKNOWNVERB)
+		snprintf(m->why, sizeof(m->why),
+		         "no load verb: the node needs [weftd] load = on");
+	else if (status != 0)
 		snprintf(m->why, sizeof(m->why), "%s: %.*s",
 		         weft_strerror(status), (int)(len < 120 ? len : 120),
 		         (const char *)data);
@@ -416,6 +419,9 @@ wbench_mesh_run(const wbench_opts *o, wbench_cresult *r)
 	call *calls = calloc(o->peers, sizeof(*calls));
 	int rv = -1;
 
+	/* Peers coming up are news only when debugging. */
+	if (!WEFT_LOG_ENABLED(WEFT_LOG_DEBUG))
+		weft_log_set_level(WEFT_LOG_WARN);
 	pthread_mutex_init(&ms.lock, NULL);
 	ms.nodes = calloc(ms.n, sizeof(*ms.nodes));
 	if (calls == NULL || ms.nodes == NULL ||

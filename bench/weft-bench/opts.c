@@ -73,12 +73,20 @@ wbench_usage(FILE *out)
 	    "  --keys K            keys, loaded first (default 20000)\n"
 	    "  --clients C         client processes (default 8), "
 	    "--outstanding D (default 32)\n"
-	    "  --hosts [ID@]H:P,...  cluster against weftd nodes run "
-	    "elsewhere (ids n0, n1..\n"
-	    "                  by default): --clients C local client "
-	    "processes (default 1)\n"
-	    "                  keep K echo requests each in flight "
-	    "round-robin over them\n"
+	    "cluster on other hosts or namespaces:\n"
+	    "  --hosts [ID@]H:P,...  the cluster workload on weftd nodes run "
+	    "elsewhere, with\n"
+	    "                  [weftd] load = on (ids n0, n1.. by default); "
+	    "with --clients C,\n"
+	    "                  C local client processes keep K echo requests "
+	    "each in flight\n"
+	    "                  round-robin over them instead\n"
+	    "  --netns         (root) P weftd nodes, each in a network "
+	    "namespace of its own,\n"
+	    "                  joined by veth pairs to a bridge; exits 77 "
+	    "where not allowed\n"
+	    "  --weftd PATH    the weftd binary for --netns (default: next to "
+	    "weft-bench)\n"
 	    "  --cluster-name N  the nodes' [cluster] name (default "
 	    "weft-bench)\n"
 	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
@@ -255,6 +263,8 @@ static const struct option long_opts[] = {
     {"csv", required_argument, NULL, 'j' + 256},
     {"hosts", required_argument, NULL, 'H'},
     {"cluster-name", required_argument, NULL, 'H' + 256},
+    {"netns", no_argument, NULL, 'E'},
+    {"weftd", required_argument, NULL, 'E' + 256},
     {"plot", required_argument, NULL, 'G'},
     {"rate", required_argument, NULL, 'R'},
     {"slow-fraction", required_argument, NULL, 'F'},
@@ -518,6 +528,12 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 	case 'H' + 256:
 		o->cluster_name = arg;
 		return 0;
+	case 'E':
+		o->netns = true;
+		return 0;
+	case 'E' + 256:
+		o->weftd_path = arg;
+		return 0;
 	case 'R':
 		return parse_double(arg, 0, 1e8, &o->rate);
 	case 'F':
@@ -574,7 +590,25 @@ fill_auto(wbench_opts *o)
 		o->warmup = o->count / 10 < 1000000 ? o->count / 10 : 1000000;
 }
 
-/* check_hosts: --hosts drives weftd nodes from local weft clients. */
+/* check_netns: --netns runs weftd nodes, each in a namespace. */
+static int
+check_netns(wbench_opts *o)
+{
+	if (!o->netns)
+		return 0;
+	if (o->workload != WBENCH_CLUSTER || o->hosts != NULL ||
+	    o->io == WBENCH_IO_THREADS || o->clients_given) {
+		fprintf(stderr, "weft-bench: --netns is for cluster, without "
+		                "--hosts, --clients or --io threads (it runs "
+		                "weftd nodes)\n");
+		return -1;
+	}
+	o->io = WBENCH_IO_LOOP;
+	return 0;
+}
+
+/* check_hosts: --hosts drives weftd nodes: the cluster workload on them,
+ * or with --clients, load from local weft clients. */
 static int
 check_hosts(wbench_opts *o)
 {
@@ -666,7 +700,7 @@ wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 		}
 	if (o->workload == WBENCH_MIX)
 		mix_defaults(o);
-	if (check_hosts(o) != 0)
+	if (check_hosts(o) != 0 || check_netns(o) != 0)
 		return -1;
 	return check_tls(o);
 }

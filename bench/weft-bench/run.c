@@ -290,7 +290,8 @@ wbench_run(const wbench_opts *o)
 		wbench_opts c = *o;
 
 		c.self_exe = c.self_exe ? c.self_exe : "/proc/self/exe";
-		return wbench_cluster_run(&c) == 0 ? 0 : 1;
+		rv = wbench_cluster_run(&c);
+		return rv == 0 || rv == WBENCH_SKIPPED ? rv : 1;
 	}
 	if (o->workload == WBENCH_CLUSTER_NODE)
 		return wbench_cluster_node(o) == 0 ? 0 : 1;

@@ -102,6 +102,8 @@ typedef struct wbench_opts {
 	 * elsewhere; peers is their number, local processes are clients. */
 	const char *hosts;
 	const char *cluster_name; /* --cluster-name: weftd's [cluster] name */
+	bool netns;               /* cluster --netns: weftd in namespaces */
+	const char *weftd_path;   /* --weftd: the binary --netns runs */
 	const char *plot_path;    /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
@@ -296,6 +298,17 @@ int wbench_cluster_node(const wbench_opts *o);
 /* wbench_cresult_latency fills r's latency figures from lat. */
 void wbench_cresult_latency(wbench_cresult *r,
                             const struct weft_histogram *lat);
+
+/* The exit status of a run that could not be made here (--netns without
+ * root or namespaces), as automake and ctest's SKIP_RETURN_CODE read it. */
+#define WBENCH_SKIPPED 77
+
+/* netns.c: cluster --netns, for each --peers count: P weftd nodes, each in
+ * a network namespace of its own, driven as --hosts. rows gets one result
+ * per count (*nrows of them). Returns 0, -1, or WBENCH_SKIPPED with a
+ * message on stderr. */
+int wbench_netns_run(const wbench_opts *o, wbench_cresult *rows,
+                     unsigned *nrows);
 
 /* mesh.c: the cluster workload on the --hosts nodes (weftd with the load
  * verb on): each node keeps K requests in flight to the others, and r

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,4 +69,35 @@ gen_certs(char *dir, const char *ids)
 		return true;
 	remove_dir(dir);
 	return false;
+}
+
+/* bench_json_value reads the number after key, from where p points. */
+double
+bench_json_value(const char *p, const char *key)
+{
+	const char *k = strstr(p, key);
+
+	assert_non_null(k);
+	return strtod(k + strlen(key), NULL);
+}
+
+void
+check_cluster_run(const char *run)
+{
+	/* Every request sent was answered exactly once (an answer may be
+	 * an error: that is a figure, reported, not a failure of the run). */
+	assert_true(bench_json_value(run, "\"sent\": ") > 0);
+	assert_true(bench_json_value(run, "\"lost\": ") == 0);
+	assert_true(bench_json_value(run, "\"duplicates\": ") == 0);
+	assert_true(bench_json_value(run, "\"sent\": ") ==
+	            bench_json_value(run, "\"replies\": "));
+	assert_true(bench_json_value(run, "\"p50_us\": ") <=
+	            bench_json_value(run, "\"p95_us\": "));
+	assert_true(bench_json_value(run, "\"p95_us\": ") <=
+	            bench_json_value(run, "\"p99_us\": "));
+	assert_true(bench_json_value(run, "\"p99_us\": ") <=
+	            bench_json_value(run, "\"p999_us\": "));
+	assert_true(bench_json_value(run, "\"p999_us\": ") <=
+	            bench_json_value(run, "\"max_us\": "));
+	assert_true(bench_json_value(run, "\"threads\": ") >= 3);
 }

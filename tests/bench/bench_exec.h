@@ -22,6 +22,14 @@ void read_json(const char *path, char *text, size_t len);
  * removed, where openssl is missing. */
 bool gen_certs(char *dir, const char *ids);
 
+/* bench_json_value reads the number after key, from where p points (the
+ * key must be there). */
+double bench_json_value(const char *p, const char *key);
+
+/* check_cluster_run checks one run of a --json report: every request sent
+ * was answered exactly once, and the percentiles are ordered. */
+void check_cluster_run(const char *run);
+
 /* remove_dir removes dir and everything in it. */
 void remove_dir(const char *dir);
 

@@ -19,37 +19,6 @@
 
 #include "bench_exec.h"
 
-/* value_after reads the number after key, from where p points. */
-static double
-value_after(const char *p, const char *key)
-{
-	const char *k = strstr(p, key);
-
-	assert_non_null(k);
-	return strtod(k + strlen(key), NULL);
-}
-
-static void
-check_cluster_run(const char *run)
-{
-	/* Every request sent was answered exactly once (an answer may be
-	 * an error: that is a figure, reported, not a failure of the run). */
-	assert_true(value_after(run, "\"sent\": ") > 0);
-	assert_true(value_after(run, "\"lost\": ") == 0);
-	assert_true(value_after(run, "\"duplicates\": ") == 0);
-	assert_true(value_after(run, "\"sent\": ") ==
-	            value_after(run, "\"replies\": "));
-	assert_true(value_after(run, "\"p50_us\": ") <=
-	            value_after(run, "\"p95_us\": "));
-	assert_true(value_after(run, "\"p95_us\": ") <=
-	            value_after(run, "\"p99_us\": "));
-	assert_true(value_after(run, "\"p99_us\": ") <=
-	            value_after(run, "\"p999_us\": "));
-	assert_true(value_after(run, "\"p999_us\": ") <=
-	            value_after(run, "\"max_us\": "));
-	assert_true(value_after(run, "\"threads\": ") >= 3);
-}
-
 static int
 lines_of(const char *text)
 {
@@ -134,7 +103,7 @@ test_mix_half_reads(void **state)
 	assert_non_null(strstr(text, "\"read_pct\": 50"));
 	check_cluster_run(strstr(text, "\"io\": \"loop\""));
 	/* Gets find the loaded keys: no request failed. */
-	assert_true(value_after(text, "\"errors\": ") == 0);
+	assert_true(bench_json_value(text, "\"errors\": ") == 0);
 }
 
 /* An open loop at a fixed rate, with some slow requests. */
@@ -222,7 +191,7 @@ test_rpc_and_mix_over_tls(void **state)
 	remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
 	check_cluster_run(strstr(text, "\"io\": \"loop\""));
-	assert_true(value_after(text, "\"errors\": ") == 0);
+	assert_true(bench_json_value(text, "\"errors\": ") == 0);
 }
 
 int

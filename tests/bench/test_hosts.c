@@ -1,7 +1,9 @@
 /*
- * weft-bench cluster --hosts against two weftd nodes started here: the
- * local clients' requests are all answered exactly once. No speed is
- * asserted.
+ * weft-bench cluster --hosts against weftd nodes started here: the cluster
+ * workload run by the nodes themselves (weftd's load verb), its bad
+ * requests, local clients' load (--clients), and the same across network
+ * namespaces (--netns, skipped where not allowed). Every request must be
+ * answered exactly once. No speed is asserted.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -15,7 +17,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
+#include <weft/loop.h>
+#include <weft/messaging.h>
+
+#include "bench_exec.h"
 
 extern char **environ;
 
@@ -24,6 +34,32 @@ typedef struct node {
 	FILE *out; /* its standard output */
 	unsigned port;
 } node;
+
+/* The weftd processes running, so that a failed test leaves none. */
+static pid_t live[8];
+
+static void
+track(pid_t pid, bool on)
+{
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (on ? live[i] == 0 : live[i] == pid) {
+			live[i] = on ? pid : 0;
+			return;
+		}
+}
+
+static int
+kill_live(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
+		if (live[i] > 0) {
+			kill(live[i], SIGKILL);
+			waitpid(live[i], NULL, 0);
+			live[i] = 0;
+		}
+	return 0;
+}
 
 /* start_weftd starts node id of config and reads its ready line. */
 static void
@@ -42,6 +78,7 @@ start_weftd(node *n, const char *config, const char *id)
 	assert_int_equal(
 	    posix_spawn(&n->pid, WEFTD_EXE, &fa, NULL, argv, environ), 0);
 	posix_spawn_file_actions_destroy(&fa);
+	track(n->pid, true);
 	close(fds[1]);
 	n->out = fdopen(fds[0], "r");
 	assert_non_null(n->out);
@@ -59,46 +96,20 @@ stop_weftd(node *n)
 
 	kill(n->pid, SIGTERM);
 	assert_int_equal(waitpid(n->pid, &status, 0), n->pid);
+	track(n->pid, false);
 	fclose(n->out);
 }
 
-static int
-run_bench(char **argv)
-{
-	pid_t pid;
-	int status;
-
-	assert_int_equal(
-	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
+/* --clients: local clients' load on two weftd nodes. */
 static void
 test_hosts_drives_weftd_nodes(void **state)
 {
 	char config[] = "/tmp/wbench-hosts-XXXXXX";
 	char csv[] = "/tmp/wbench-csv-XXXXXX", hosts[128], text[1024];
-	char *argv[] = {WBENCH_EXE,
-	                "cluster",
-	                "--hosts",
-	                hosts,
-	                "--cluster-name",
-	                "wbtest",
-	                "--clients",
-	                "2",
-	                "--outstanding",
-	                "8",
-	                "--warmup",
-	                "0.1",
-	                "--duration",
-	                "0.3",
-	                "--quiet",
-	                "--csv",
-	                csv,
-	                "--timeout",
-	                "20",
+	char *argv[] = {"cluster", "--hosts",   hosts,   "--cluster-name",
+	                "wbtest",  "--clients", "2",     "--outstanding",
+	                "8",       "--warmup",  "0.1",   "--duration",
+	                "0.3",     "--quiet",   "--csv", csv,
 	                NULL};
 	node a, b;
 	FILE *f;
@@ -134,17 +145,285 @@ test_hosts_drives_weftd_nodes(void **state)
 	assert_int_equal(strcmp(text + n - 3, ",0\n"), 0);
 }
 
+/* free_port returns a loopback port that was free a moment ago. */
+static unsigned
+free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+/* A cluster of three weftd nodes on fixed loopback ports. */
+typedef struct trio {
+	char config[32];
+	unsigned ports[3];
+	node nodes[3];
+} trio;
+
+static void
+trio_start(trio *t, const char *weftd_section)
+{
+	FILE *f;
+	int fd;
+
+	snprintf(t->config, sizeof(t->config), "/tmp/wbench-mesh-XXXXXX");
+	fd = mkstemp(t->config);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	fputs("[cluster]\nname = wbmesh\n", f);
+	for (unsigned i = 0; i < 3; i++) {
+		t->ports[i] = free_port();
+		fprintf(f, "[node n%u]\nhost = 127.0.0.1\nport = %u\n", i,
+		        t->ports[i]);
+	}
+	fprintf(f, "[limits]\nloops = 1\n[weftd]\nlog_level = error\n%s",
+	        weftd_section);
+	fclose(f);
+	for (unsigned i = 0; i < 3; i++) {
+		char id[8];
+
+		snprintf(id, sizeof(id), "n%u", i);
+		start_weftd(&t->nodes[i], t->config, id);
+	}
+}
+
+static void
+trio_stop(trio *t)
+{
+	for (unsigned i = 0; i < 3; i++)
+		stop_weftd(&t->nodes[i]);
+	unlink(t->config);
+}
+
+/* The cluster workload on three weftd nodes: each node keeps K requests
+ * in flight to the other two and answers theirs; the merged report holds
+ * every node's figures, every request answered exactly once. */
+static void
+test_hosts_mesh_runs_on_the_nodes(void **state)
+{
+	char json[] = "/tmp/wbench-mesh-json-XXXXXX", hosts[128];
+	char text[4096];
+	char *args[] = {"cluster", "--hosts",
+	                hosts,     "--cluster-name",
+	                "wbmesh",  "--outstanding",
+	                "8",       "--warmup",
+	                "0.1",     "--duration",
+	                "0.3",     "--quiet",
+	                "--json",  json,
+	                NULL};
+	trio t;
+
+	(void)state;
+	close(mkstemp(json));
+	trio_start(&t, "load = on\n");
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
+	         t.ports[0], t.ports[1], t.ports[2]);
+	assert_int_equal(run_bench(args), 0);
+	/* Runs one after another on the same nodes are fine. */
+	assert_int_equal(run_bench(args), 0);
+	trio_stop(&t);
+	read_json(json, text, sizeof(text));
+	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": 0"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_true(bench_json_value(text, "\"ops\": ") > 0);
+	assert_true(bench_json_value(text, "\"errors\": ") == 0);
+	/* Three weftd processes, each with a main thread, a loop and the
+	 * load run's thread at least. */
+	assert_true(bench_json_value(text, "\"threads\": ") >= 9);
+}
+
+/* Without [weftd] load = on, the nodes refuse: the run fails cleanly. */
+static void
+test_hosts_mesh_needs_the_load_verb(void **state)
+{
+	char hosts[128];
+	char *args[] = {"cluster", "--hosts",  hosts, "--cluster-name",
+	                "wbmesh",  "--warmup", "0",   "--duration",
+	                "0.1",     "--quiet",  NULL};
+	trio t;
+
+	(void)state;
+	trio_start(&t, "");
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
+	         t.ports[0], t.ports[1], t.ports[2]);
+	assert_int_equal(run_bench(args), 1);
+	trio_stop(&t);
+}
+
+typedef struct answer {
+	int status;
+	char text[160];
+	bool done;
+} answer;
+
+static void
+on_answer(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	answer *a = arg;
+
+	(void)svc;
+	a->status = status;
+	snprintf(a->text, sizeof(a->text), "%.*s", (int)(len < 150 ? len : 150),
+	         (const char *)data);
+	__atomic_store_n(&a->done, true, __ATOMIC_RELEASE);
+}
+
+/* ask sends one load request and waits for its answer. */
+static answer
+ask(weft_msvc *svc, weft_msvc_peer *peer, const void *req, size_t len)
+{
+	answer a = {0};
+	uint64_t deadline = weft_now_ns() + 10000000000ull;
+
+	assert_int_equal(
+	    weft_msvc_request(svc, peer, 18, req, len, NULL, on_answer, &a), 0);
+	while (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE) &&
+	       weft_now_ns() < deadline)
+		usleep(1000);
+	assert_true(a.done);
+	return a;
+}
+
+/* The load verb faces the network: malformed, truncated and out-of-range
+ * requests get an error answer, a second start while one runs is refused,
+ * and the node keeps working. */
+static void
+test_load_verb_refuses_bad_requests(void **state)
+{
+	/* msgpack: {"op": "start", "duration_ms": 500, "outstanding": 2} */
+	static const uint8_t good[] = {
+	    0x83, 0xa2, 'o',  'p',  0xa5, 's',  't', 'a', 'r', 't',
+	    0xab, 'd',  'u',  'r',  'a',  't',  'i', 'o', 'n', '_',
+	    'm',  's',  0xcd, 0x01, 0xf4, 0xab, 'o', 'u', 't', 's',
+	    't',  'a',  'n',  'd',  'i',  'n',  'g', 0x02};
+	static const uint8_t no_op[] = {0x80};
+	static const uint8_t bad_op[] = {0x81, 0xa2, 'o', 'p',
+	                                 0xa3, 'r',  'u', 'n'};
+	static const uint8_t op_not_str[] = {0x81, 0xa2, 'o', 'p', 0x07};
+	/* {"op": "start"}: outstanding and duration missing (0) */
+	static const uint8_t zero[] = {0x81, 0xa2, 'o', 'p', 0xa5,
+	                               's',  't',  'a', 'r', 't'};
+	/* {"op": "start", "outstanding": -1} */
+	static const uint8_t negative[] = {
+	    0x82, 0xa2, 'o', 'p', 0xa5, 's', 't', 'a', 'r', 't', 0xab, 'o',
+	    'u',  't',  's', 't', 'a',  'n', 'd', 'i', 'n', 'g', 0xff};
+	static const uint8_t array[] = {0x92, 0x01, 0x02};
+	static const uint8_t huge_map[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+	weft_msvc_config *cfg;
+	weft_loop_group *group;
+	weft_msvc *svc;
+	weft_msvc_peer *peer;
+	answer a;
+	trio t;
+
+	(void)state;
+	trio_start(&t, "load = on\n");
+	assert_int_equal(weft_msvc_config_new("wbmesh", &cfg), 0);
+	for (unsigned i = 0; i < 3; i++) {
+		char id[8];
+
+		snprintf(id, sizeof(id), "n%u", i);
+		assert_int_equal(
+		    weft_msvc_config_add_node(cfg, id, "127.0.0.1",
+		                              (uint16_t)t.ports[i]),
+		    0);
+	}
+	assert_int_equal(weft_loop_group_new(1, &group), 0);
+	assert_int_equal(weft_msvc_new(group, cfg, "c0", NULL, &svc), 0);
+	assert_int_equal(weft_msvc_start(svc), 0);
+	peer = weft_msvc_peer_find(svc, "n1");
+	assert_non_null(peer);
+
+	assert_int_equal(ask(svc, peer, "", 0).status, WEFT_EINVAL);
+	assert_int_equal(ask(svc, peer, good, 5).status, WEFT_EINVAL);
+	assert_int_equal(ask(svc, peer, huge_map, sizeof(huge_map)).status,
+	                 WEFT_EINVAL);
+	assert_int_equal(ask(svc, peer, no_op, sizeof(no_op)).status,
+	                 WEFT_EINVAL);
+	a = ask(svc, peer, bad_op, sizeof(bad_op));
+	assert_int_equal(a.status, WEFT_EINVAL);
+	assert_non_null(strstr(a.text, "start or status"));
+	assert_int_equal(ask(svc, peer, op_not_str, sizeof(op_not_str)).status,
+	                 WEFT_EINVAL);
+	a = ask(svc, peer, zero, sizeof(zero));
+	assert_non_null(strstr(a.text, "outstanding"));
+	assert_int_equal(ask(svc, peer, negative, sizeof(negative)).status,
+	                 WEFT_EINVAL);
+	assert_int_equal(ask(svc, peer, array, sizeof(array)).status,
+	                 WEFT_EINVAL);
+
+	/* A good run, and a second start while it runs: refused. */
+	{
+		answer first = {0};
+		uint64_t deadline = weft_now_ns() + 20000000000ull;
+
+		assert_int_equal(weft_msvc_request(svc, peer, 18, good,
+		                                   sizeof(good), NULL,
+		                                   on_answer, &first),
+		                 0);
+		usleep(100000);
+		a = ask(svc, peer, good, sizeof(good));
+		assert_non_null(strstr(a.text, "in progress"));
+		while (!__atomic_load_n(&first.done, __ATOMIC_ACQUIRE) &&
+		       weft_now_ns() < deadline)
+			usleep(1000);
+		assert_int_equal(first.status, 0);
+	}
+	weft_msvc_stop(svc, 1000);
+	weft_loop_group_shutdown(group, 1000);
+	weft_msvc_free(svc);
+	weft_loop_group_free(group);
+	weft_msvc_config_free(cfg);
+	trio_stop(&t);
+}
+
+/* --netns: three weftd nodes in network namespaces of their own. Skipped
+ * where namespaces cannot be made (not root, or a container without
+ * CAP_SYS_ADMIN). */
+static void
+test_netns_cluster(void **state)
+{
+	char json[] = "/tmp/wbench-netns-json-XXXXXX", text[4096];
+	char *args[] = {
+	    "cluster",    "--netns",       "--weftd", WEFTD_EXE,  "--peers",
+	    "3",          "--outstanding", "8",       "--warmup", "0.1",
+	    "--duration", "0.3",           "--quiet", "--json",   json,
+	    NULL};
+	int rv;
+
+	(void)state;
+	close(mkstemp(json));
+	rv = run_bench(args);
+	if (rv == 77) {
+		unlink(json);
+		skip();
+	}
+	assert_int_equal(rv, 0);
+	read_json(json, text, sizeof(text));
+	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": 0"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_true(bench_json_value(text, "\"ops\": ") > 0);
+}
+
 /* Malformed lists are refused. */
 static void
 test_hosts_bad_lists(void **state)
 {
 	char *lists[] = {"127.0.0.1", "127.0.0.1:0", "h:1,",
 	                 "@h:1",      "h:70000",     "h:1,h2"};
-	char *argv[] = {WBENCH_EXE, "cluster", "--hosts", NULL, NULL};
+	char *argv[] = {"cluster", "--hosts", NULL, NULL};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
-		argv[3] = lists[i];
+		argv[2] = lists[i];
 		assert_int_equal(run_bench(argv), 2);
 	}
 }
@@ -153,8 +432,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_hosts_drives_weftd_nodes),
-	    cmocka_unit_test(test_hosts_bad_lists),
+	    cmocka_unit_test_teardown(test_hosts_drives_weftd_nodes, kill_live),
+	    cmocka_unit_test_teardown(test_hosts_bad_lists, kill_live),
+	    cmocka_unit_test_teardown(test_hosts_mesh_runs_on_the_nodes,
+	                              kill_live),
+	    cmocka_unit_test_teardown(test_hosts_mesh_needs_the_load_verb,
+	                              kill_live),
+	    cmocka_unit_test_teardown(test_load_verb_refuses_bad_requests,
+	                              kill_live),
+	    cmocka_unit_test_teardown(test_netns_cluster, kill_live),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
