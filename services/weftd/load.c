@@ -557,21 +557,18 @@ start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
 		return;
 	}
 	pthread_mutex_lock(&run->lock);
-	if (run->busy) {
+	if (run->busy || atomic_load(&run->stop)) {
 		pthread_mutex_unlock(&run->lock);
-		weft_msvc_respond_error(msg, WEFT_EBUSY,
-		                        "a load run is in progress");
+		weft_msvc_respond_error(
+		    msg, run->busy ? WEFT_EBUSY : WEFT_ESHUTDOWN,
+		    run->busy ? "a load run is in progress" : "stopping");
 		return;
 	}
-	run->busy = true;
-	pthread_mutex_unlock(&run->lock);
-	if (run->joinable) { /* the last run's thread has ended */
+	if (run->joinable) { /* the last run's thread has ended, or nearly */
 		pthread_join(run->thread, NULL);
 		run->joinable = false;
 	}
 	if (atomic_load(&run->active) > 0) { /* its late replies may come */
-		pthread_mutex_lock(&run->lock);
-		run->busy = false;
 		pthread_mutex_unlock(&run->lock);
 		weft_msvc_respond_error(
 		    msg, WEFT_EBUSY, "the last run's requests are still out");
@@ -580,16 +577,17 @@ start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
 	run_free(run);
 	if ((rv = setup_run(run, p)) == 0) {
 		run->req = weft_msvc_msg_detach(msg);
+		/* Made under the lock, so weftd_load_stop either refuses this
+		 * run or joins its thread. */
 		if (pthread_create(&run->thread, NULL, run_main, run) == 0) {
-			run->joinable = true;
+			run->busy = run->joinable = true;
+			pthread_mutex_unlock(&run->lock);
 			return;
 		}
 		msg = run->req;
 		rv = WEFT_ENOMEM;
 	}
 	run_free(run);
-	pthread_mutex_lock(&run->lock);
-	run->busy = false;
 	pthread_mutex_unlock(&run->lock);
 	weft_msvc_respond_error(msg, rv, "cannot start a load run");
 }
@@ -683,14 +681,17 @@ void
 weftd_load_stop(struct weftd *d)
 {
 	struct weftd_load *run = d->load;
+	bool join;
 
 	if (run == NULL)
 		return;
+	pthread_mutex_lock(&run->lock);
 	atomic_store(&run->stop, true);
-	if (run->joinable) {
+	join = run->joinable;
+	run->joinable = false;
+	pthread_mutex_unlock(&run->lock);
+	if (join)
 		pthread_join(run->thread, NULL);
-		run->joinable = false;
-	}
 }
 
 void
