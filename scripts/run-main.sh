@@ -7,7 +7,10 @@
 #    with weft's messaging service (--io=loop) beside the thread-per-peer
 #    baseline (--io=threads), 1 s warm-up and a 2 s window, over mutual TLS
 #    (certificates made by scripts/gen-certs.sh in BUILD_DIR/bench-certs).
-# 2. The pipeline benchmarks: throughput and ping-pong latency at 64 B, 1 KiB
+# 2. The same cluster workload across network namespaces (root only; P = 3):
+#    weftd nodes each in a namespace of their own, joined by veth pairs, run
+#    by weft-bench's --hosts path (skipped where namespaces are not allowed).
+# 3. The pipeline benchmarks: throughput and ping-pong latency at 64 B, 1 KiB
 #    and 64 KiB, weft's full pipeline beside the raw-socket reference.
 #
 # WEFT_BENCH_PEERS (default 3,16) and WEFT_BENCH_REPEAT (default 1: runs of
@@ -33,9 +36,12 @@ fi
 mkdir -p "$results"
 
 run() {
+	local status=0
+
 	echo "\$ weft-bench $*"
-	"$bench" "$@"
+	"$bench" "$@" || status=$?
 	echo
+	return "$status"
 }
 
 tls=()
@@ -44,7 +50,7 @@ if [ "${WEFT_BENCH_TLS:-1}" != 0 ]; then
 	max=$(echo "$peers" | tr ',' '\n' | sort -n | tail -1)
 	ids=$(seq -f 'n%g' 0 $((max - 1)))
 	# shellcheck disable=SC2086 # one argument per id
-	sh "$script_dir/gen-certs.sh" "$certs" $ids >/dev/null
+	sh "$script_dir/gen-certs.sh" "$certs" $ids --client c0 >/dev/null
 	tls=(--tls "$certs")
 fi
 
@@ -53,6 +59,17 @@ run cluster --peers "$peers" --io both --outstanding 64 --size 64 \
 		--warmup 1 --duration 2 --quiet "${tls[@]}" \
 	--json "$results/cluster.json" --plot "$results/cluster.png"
 
+echo "== The --hosts path on one machine: weftd nodes in network namespaces"
+rc=0
+run cluster --netns --peers 3 --outstanding 64 --size 64 --warmup 1 \
+	--duration 2 --quiet "${tls[@]}" --json "$results/cluster-netns.json" ||
+	rc=$?
+if [ "$rc" = 77 ]; then
+	echo "(skipped: network namespaces are not allowed here)"
+	echo
+elif [ "$rc" != 0 ]; then
+	exit "$rc"
+fi
 
 echo "== Pipeline: weft against raw blocking sockets (same frames, same checks)"
 for size in 64 1K 64K; do
