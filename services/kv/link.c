@@ -146,13 +146,24 @@ send_batch(struct weft__kv_link *l, struct batch *b)
 	weft__kv_count(&kv->st.replicate_requests);
 	atomic_fetch_add_explicit(&kv->st.replicate_writes, b->writes,
 	                          memory_order_relaxed);
-	if (b->buf == NULL)
-		return weft_msvc_request(
-		    kv->svc, l->peer, WEFT_KV_VERB_REPLICATE, b->data, b->len,
-		    &opts, on_batch_reply, b->head);
-	rv = weft_msvc_request_buf(kv->svc, l->peer, WEFT_KV_VERB_REPLICATE,
-	                           b->buf, &opts, on_batch_reply, b->head);
-	evbuffer_free(b->buf);
+	/*
+	 * A batch goes out as one contiguous copy, not by
+	 * weft_msvc_request_buf: messaging's CRC of an evbuffer payload
+	 * covers only its first 16 chains (evbuffer_peek with len -1 stops
+	 * at the vectors it was given), so a batch of many writes would
+	 * arrive with a bad checksum and close the connection.
+	 */
+	if (b->buf != NULL) {
+		b->len = evbuffer_get_length(b->buf);
+		if ((b->data = evbuffer_pullup(b->buf, -1)) == NULL) {
+			evbuffer_free(b->buf);
+			return WEFT_ENOMEM;
+		}
+	}
+	rv = weft_msvc_request(kv->svc, l->peer, WEFT_KV_VERB_REPLICATE,
+	                       b->data, b->len, &opts, on_batch_reply, b->head);
+	if (b->buf != NULL)
+		evbuffer_free(b->buf);
 	return rv;
 }
 
