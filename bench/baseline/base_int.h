@@ -120,6 +120,9 @@ typedef struct wbase_out {
 	bool started, stopping, failed, exited;
 	uint64_t retry_ms; /* a failed connection is dialed again after */
 	pthread_t thread;
+	/* A client's connection: its reader and each detached request to
+	 * answer on it hold a reference; the last one frees it. */
+	atomic_uint refs;
 } wbase_out;
 
 int wbase__out_init(wbase_out *o, wbase_node *node, size_t peer,
@@ -130,6 +133,10 @@ int wbase__out_push(wbase_out *o, const uint8_t *frame, size_t len);
 void wbase__out_stop(wbase_out *o);
 void wbase__out_join(wbase_out *o);
 void wbase__out_fini(wbase_out *o);
+/* wbase__client_out_unref drops a reference on a client's connection
+ * (heap-allocated), freeing it with the last one; its writer must have
+ * been stopped and joined by then. */
+void wbase__client_out_unref(wbase_out *o);
 
 /* ---- node.c ------------------------------------------------------------- */
 
@@ -163,7 +170,9 @@ struct wbase_msg {
 	wbase_in *in;
 	wbase_env env;
 	size_t peer; /* the sender's member index, or SIZE_MAX */
+	wbase_out *client_out; /* a client's connection, or NULL */
 	bool responded;
+	bool detached; /* on the heap: freed by the response */
 };
 
 struct wbase_node {

@@ -105,11 +105,65 @@ int wbase_request(wbase_node *node, size_t peer, uint32_t verb,
 const void *wbase_msg_data(const wbase_msg *msg);
 size_t wbase_msg_len(const wbase_msg *msg);
 uint32_t wbase_msg_verb(const wbase_msg *msg);
-/* wbase_respond answers a request with a copy of data; inside the
- * handler only. Returns 0, or an error as for wbase_request. */
+/* wbase_msg_deadline_ms is the request's expiry (wall ms, 0: none). */
+uint64_t wbase_msg_deadline_ms(const wbase_msg *msg);
+/* wbase_msg_sender is the sender's member index, or SIZE_MAX for a
+ * client. */
+size_t wbase_msg_sender(const wbase_msg *msg);
+/*
+ * wbase_respond answers a request with a copy of data: inside the
+ * handler, or from any thread for a detached message, which it consumes
+ * (on success and failure). Returns 0, or an error as for wbase_request.
+ */
 int wbase_respond(wbase_msg *msg, const void *data, size_t len);
+/* wbase_respond_error answers with an error response: status a negative
+ * WEFT_E code (its wire code, docs/PROTOCOL.md 4.2; others become
+ * APPLICATION), text a short explanation (copied, cut at 255 bytes, may
+ * be NULL). As wbase_respond otherwise. */
+int wbase_respond_error(wbase_msg *msg, int status, const char *text);
+/*
+ * wbase_msg_detach keeps a request past its handler: inside the handler,
+ * it returns a copy (without the payload: read it first) that is the
+ * caller's until passed to wbase_respond*, from any thread; the original
+ * then counts as answered. The copy keeps a client's connection alive
+ * (its response fails with WEFT_ESHUTDOWN once that connection is gone).
+ * Answer it before wbase_node_free. Returns NULL for a one-way message,
+ * a message already answered or detached, or when memory runs out.
+ */
+wbase_msg *wbase_msg_detach(wbase_msg *msg);
 
 void wbase_node_get_stats(const wbase_node *node, wbase_stats *out);
+
+/*
+ * The key-value service of <weft/kv.h> on the baseline (kv.c): the same
+ * verbs (get 64, put 65, delete 66, replicate 67), payloads, errors and
+ * semantics, written as a thread-per-peer service would be: handlers run
+ * on the reader threads, the replica is a hash map in mutex-protected
+ * shards, and a put or delete counts its replicas' acknowledgements in
+ * reply callbacks, answering the client from the one that reaches the
+ * quorum (or makes it unreachable). Each write goes to each replica as a
+ * replicate request of its own (a batch of one); the writer threads
+ * coalesce the frames queued meanwhile into one write() call.
+ */
+typedef struct wbase_kv wbase_kv;
+
+typedef struct wbase_kv_stats {
+	uint64_t gets, get_misses, puts, deletes;
+	uint64_t writes_acked, quorum_failures;
+	uint64_t replicas_applied, replicas_stale, replica_failures;
+	uint64_t bad_requests, keys;
+} wbase_kv_stats;
+
+/*
+ * wbase_kv_new registers the verbs on node (not started yet) and returns
+ * the store in *out. write_quorum: replicas that must apply a write, 1 to
+ * the member count; 0: a majority. Returns 0, WEFT_EINVAL or WEFT_ENOMEM.
+ */
+int wbase_kv_new(wbase_node *node, uint32_t write_quorum, wbase_kv **out);
+/* wbase_kv_free frees the store, after wbase_node_stop(node) has
+ * returned (every write in progress has ended then). NULL is ignored. */
+void wbase_kv_free(wbase_kv *kv);
+void wbase_kv_get_stats(const wbase_kv *kv, wbase_kv_stats *out);
 
 /* wbase_node_stop closes every connection, fails the pending requests
  * with WEFT_ESHUTDOWN and joins every thread. Idempotent. */

@@ -184,19 +184,32 @@ wbase_msg_verb(const wbase_msg *msg)
 	return msg->env.verb;
 }
 
+/* release frees a detached message and its hold on the connection. */
+static void
+release(wbase_msg *msg)
+{
+	if (!msg->detached)
+		return;
+	if (msg->client_out != NULL)
+		wbase__client_out_unref(msg->client_out);
+	free(msg);
+}
+
 static int
 reply(wbase_msg *msg, uint32_t flags, const void *data, size_t len)
 {
 	wbase_node *n = msg->node;
-	wbase_out *out = msg->peer == SIZE_MAX ? msg->in->client_out
+	wbase_out *out = msg->peer == SIZE_MAX ? msg->client_out
 	                                       : &n->peers[msg->peer].out;
+	int rv;
 
 	if (msg->responded || !(msg->env.flags & WBASE_REQUEST) || out == NULL)
 		return WEFT_EINVAL;
 	msg->responded = true;
-	return push_frame(out, msg->env.id, msg->env.verb,
-	                  WBASE_RESPONSE | flags, msg->env.expires_ms, data,
-	                  len);
+	rv = push_frame(out, msg->env.id, msg->env.verb,
+	                WBASE_RESPONSE | flags, msg->env.expires_ms, data, len);
+	release(msg);
+	return rv;
 }
 
 int
@@ -205,18 +218,97 @@ wbase_respond(wbase_msg *msg, const void *data, size_t len)
 	return reply(msg, 0, data, len);
 }
 
-/* An error payload: [code, text], msgpack. */
+wbase_msg *
+wbase_msg_detach(wbase_msg *msg)
+{
+	wbase_msg *copy;
+
+	if (msg->detached || msg->responded ||
+	    !(msg->env.flags & WBASE_REQUEST) ||
+	    (copy = malloc(sizeof(*copy))) == NULL)
+		return NULL;
+	*copy = *msg;
+	copy->in = NULL;
+	copy->env.payload = NULL; /* the frame is the reader's */
+	copy->env.len = 0;
+	copy->detached = true;
+	if (copy->client_out != NULL)
+		atomic_fetch_add(&copy->client_out->refs, 1);
+	msg->responded = true; /* the copy answers */
+	return copy;
+}
+
+uint64_t
+wbase_msg_deadline_ms(const wbase_msg *msg)
+{
+	return msg->env.expires_ms;
+}
+
+size_t
+wbase_msg_sender(const wbase_msg *msg)
+{
+	return msg->peer;
+}
+
+/* wire_code is the error code on the wire for a WEFT_E status
+ * (docs/PROTOCOL.md 4.2). */
+static uint8_t
+wire_code(int status)
+{
+	switch (status) {
+	case WEFT_EUNKNOWNVERB:
+		return 1;
+	case WEFT_EEXPIRED:
+		return 2;
+	case WEFT_EOVERLOAD:
+		return 3;
+	case WEFT_ESHUTDOWN:
+		return 4;
+	case WEFT_ETOOBIG:
+		return 5;
+	case WEFT_EINVAL:
+		return 6;
+	case WEFT_ENOTFOUND:
+		return 7;
+	case WEFT_ETIMEDOUT:
+		return 8;
+	case WEFT_EPEERDOWN:
+		return 9;
+	default:
+		return 10;
+	}
+}
+
+/* An error payload: [code, text], msgpack; text is cut at 255 bytes. */
 static int
 respond_error(wbase_msg *msg, uint8_t code, const char *text)
 {
-	uint8_t body[64];
-	size_t n = strlen(text);
+	uint8_t body[3 + 255 + 1];
+	size_t n = text != NULL ? strlen(text) : 0;
 
+	n = n > 255 ? 255 : n;
 	body[0] = 0x92;
 	body[1] = code;
-	body[2] = (uint8_t)(0xa0 | n); /* fixstr: text is short */
-	memcpy(body + 3, text, n);
-	return reply(msg, WBASE_ERROR, body, 3 + n);
+	body[2] = 0xd9; /* str 8 */
+	body[3] = (uint8_t)n;
+	if (n > 0)
+		memcpy(body + 4, text, n);
+	return reply(msg, WBASE_ERROR, body, 4 + n);
+}
+
+int
+wbase_respond_error(wbase_msg *msg, int status, const char *text)
+{
+	return respond_error(msg, wire_code(status), text);
+}
+
+void
+wbase__client_out_unref(wbase_out *o)
+{
+	if (atomic_fetch_sub(&o->refs, 1) != 1)
+		return;
+	wbase__out_fini(o);
+	free(o);
 }
 
 /* dispatch handles one envelope that arrived on in. */
@@ -224,7 +316,11 @@ static void
 dispatch(wbase_in *in, size_t peer, const wbase_env *env)
 {
 	wbase_node *n = in->node;
-	wbase_msg msg = {.node = n, .in = in, .env = *env, .peer = peer};
+	wbase_msg msg = {.node = n,
+	                 .in = in,
+	                 .env = *env,
+	                 .peer = peer,
+	                 .client_out = in->client_out};
 	wbase_handler_cb cb = NULL;
 
 	if (env->flags & WBASE_RESPONSE) {
@@ -278,6 +374,7 @@ accept_client(wbase_in *in)
 		free(out);
 		return -1;
 	}
+	atomic_init(&out->refs, 1); /* the reader's */
 	in->client_out = out;
 	return 0;
 }
@@ -357,8 +454,7 @@ wbase__reader_main(void *arg)
 	if (in->client_out != NULL) {
 		wbase__out_stop(in->client_out);
 		wbase__out_join(in->client_out);
-		wbase__out_fini(in->client_out);
-		free(in->client_out);
+		wbase__client_out_unref(in->client_out);
 		in->client_out = NULL;
 	}
 	shutdown(in->io.fd, SHUT_RDWR);

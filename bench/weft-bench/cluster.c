@@ -476,8 +476,9 @@ print_header(const wbench_opts *o, FILE *out)
 	if (o->workload == WBENCH_MIX)
 		fprintf(out,
 		        "weft-bench mix: the replicated key-value service "
-		        "on N nodes, %u clients x %u requests in flight, "
-		        "%u keys,",
+		        "on N nodes (--io: weft's service or the\n  "
+		        "thread-per-peer baseline's), %u client processes "
+		        "(weft's service) x %u requests in flight,\n  %u keys,",
 		        o->client_list[0], o->outstanding, o->keys);
 	else if (o->workload == WBENCH_RPC)
 		fprintf(out,
@@ -513,8 +514,9 @@ print_header(const wbench_opts *o, FILE *out)
 		fprintf(out,
 		        "weft-bench cluster: K=%u requests in flight per node,",
 		        o->outstanding);
-	fprintf(out, " %zu B payloads echoed, warm-up %g s, window %g s%s\n",
-	        o->size, o->warmup_s, o->duration_s,
+	fprintf(out, " %zu B %s, warm-up %g s, window %g s%s\n", o->size,
+	        o->workload == WBENCH_MIX ? "values" : "payloads echoed",
+	        o->warmup_s, o->duration_s,
 	        o->tls_dir ? ", mutual TLS" : "");
 	if (o->slow_fraction > 0)
 		fprintf(out,
@@ -709,30 +711,37 @@ plot(const wbench_opts *o, const cresult *rows, unsigned n)
 }
 
 /* mix_run: for each node count and mix, N key-value members and C
- * clients. weft only: the baseline has no key-value service. */
+ * clients (weft's service), the members on each I/O model of --io:
+ * weft's key-value service or the baseline's. */
 static int
 mix_run(const wbench_opts *o)
 {
-	cresult rows[64];
+	cresult rows[2 * 64];
 	unsigned n = 0;
 	int failed = 0;
 
 	print_header(o, stdout);
 	for (unsigned p = 0; p < o->npeer_list; p++)
-		for (unsigned m = 0; m < o->nmix_list && n < 64; m++) {
-			cresult *r = &rows[n];
+		for (unsigned m = 0; m < o->nmix_list && n < 2 * 64 - 1; m++)
+			for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS;
+			     io++) {
+				cresult *r = &rows[n];
 
-			if (run_cluster(o, WBENCH_IO_LOOP, o->peer_list[p],
-			                o->client_list[0], o->outstanding,
-			                (int)o->mix_list[m], r) != 0) {
-				failed = 1;
-				continue;
+				if (!(o->io & io))
+					continue;
+				if (run_cluster(o, (enum wbench_io)io,
+				                o->peer_list[p],
+				                o->client_list[0],
+				                o->outstanding,
+				                (int)o->mix_list[m], r) != 0) {
+					failed = 1;
+					continue;
+				}
+				failed |= r->lost != 0 || r->duplicates != 0;
+				print_row(r, stdout);
+				fflush(stdout);
+				n++;
 			}
-			failed |= r->lost != 0 || r->duplicates != 0;
-			print_row(r, stdout);
-			fflush(stdout);
-			n++;
-		}
 	if (o->json_path && write_json(o, rows, n) != 0)
 		failed = 1;
 	if (o->csv_path && write_csv(o, rows, n) != 0)

@@ -2,7 +2,8 @@
  * cnode.c: one node process of the cluster workload.
  *
  * The node runs weft's messaging service on one loop (--io=loop) or the
- * thread-per-peer baseline (--io=threads), answers the echo verb, and keeps
+ * thread-per-peer baseline (--io=threads), answers the echo verb (and in
+ * mix, serves the key-value verbs: weft_kv or the baseline's), and keeps
  * K requests in flight, each slot sending its next request to the next
  * other node in turn. It talks to the coordinator over stdin/stdout:
  *
@@ -66,6 +67,7 @@ struct cnode {
 	weft_kv *kv;            /* mix: this member's replica */
 	weft_msvc_peer **peers; /* by node index, for svc */
 	wbase_node *base;
+	wbase_kv *base_kv; /* mix, --io threads: this member's replica */
 	size_t self;
 	uint8_t *payload;
 	slot *slots;
@@ -467,7 +469,8 @@ start_baseline(cnode *n, const char *id)
 	char cert[256], key[256], ca[256];
 
 	if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
-	    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0)
+	    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0 ||
+	    (n->o->kv && wbase_kv_new(n->base, 0, &n->base_kv) != 0))
 		return 0;
 	tls_files(n, cert, key, ca);
 	if (n->o->tls_dir != NULL &&
@@ -758,6 +761,9 @@ node_fini(cnode *n)
 		weft_loop_group_free(n->group);
 	if (n->tls != NULL)
 		weft_tls_ctx_unref(n->tls);
+	if (n->base != NULL)
+		wbase_node_stop(n->base); /* every write has ended then */
+	wbase_kv_free(n->base_kv);
 	wbase_node_free(n->base);
 	weft_msvc_config_free(n->cfg);
 	free(n->peers);
