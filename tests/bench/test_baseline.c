@@ -4,7 +4,8 @@
  * once; errors for unknown verbs and unreachable peers; weft's service as
  * a client of a baseline node over mutual TLS (the client's reader and
  * writer threads share one OpenSSL session), and a client whose
- * certificate names someone else refused.
+ * certificate names someone else refused; the baseline's key-value
+ * service with weft's key-value client.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 #include <weft/tls.h>
@@ -488,6 +490,317 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	remove_dir(dir);
 }
 
+/* ---- The key-value service ------------------------------------------------ */
+
+/* One call at a time: its status and a copy of its answer. */
+typedef struct sync_call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+	char data[64];
+	size_t len;
+} sync_call;
+
+static void
+sync_reset(sync_call *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->done = false;
+	c->len = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void
+sync_done(sync_call *c, int status, const void *data, size_t len)
+{
+	pthread_mutex_lock(&c->lock);
+	c->status = status;
+	c->len = len < sizeof(c->data) ? len : sizeof(c->data);
+	if (status == 0 && c->len > 0)
+		memcpy(c->data, data, c->len);
+	c->done = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void
+sync_msvc(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	(void)svc;
+	sync_done(arg, status, data, len);
+}
+
+static void
+sync_base(wbase_node *n, int status, const void *data, size_t len, void *arg)
+{
+	(void)n;
+	sync_done(arg, status, data, len);
+}
+
+/* sync_wait waits for the answer; returns its status. */
+static int
+sync_wait(sync_call *c)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	pthread_mutex_lock(&c->lock);
+	while (!c->done &&
+	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+		;
+	assert_true(c->done);
+	pthread_mutex_unlock(&c->lock);
+	return c->status;
+}
+
+/* Three baseline members with the key-value service and a weft client. */
+typedef struct kv_rig {
+	weft_msvc_config *cfg;
+	wbase_node *nodes[3];
+	wbase_kv *kvs[3];
+	weft_loop_group *group;
+	weft_msvc *svc;
+	weft_msvc_peer *peers[3];
+	sync_call call;
+} kv_rig;
+
+static void
+kv_rig_start(kv_rig *r)
+{
+	char id[16];
+
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->call.lock, NULL);
+	pthread_cond_init(&r->call.cond, NULL);
+	r->cfg = make_config(3);
+	for (int i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "n%d", i);
+		assert_int_equal(wbase_node_new(r->cfg, id, &r->nodes[i]), 0);
+		assert_int_equal(wbase_kv_new(r->nodes[i], 0, &r->kvs[i]), 0);
+		assert_int_equal(wbase_node_start(r->nodes[i]), 0);
+	}
+	assert_int_equal(weft_loop_group_new(1, &r->group), 0);
+	assert_int_equal(weft_msvc_new(r->group, r->cfg, "c0", NULL, &r->svc),
+	                 0);
+	assert_int_equal(weft_msvc_start(r->svc), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "n%d", i);
+		for (int k = 0; k < 3; k++)
+			wbase_set_peer_addr(r->nodes[k], id, "127.0.0.1",
+			                    wbase_node_port(r->nodes[i]));
+		weft_msvc_set_peer_addr(r->svc, id, "127.0.0.1",
+		                        wbase_node_port(r->nodes[i]));
+		r->peers[i] = weft_msvc_peer_find(r->svc, id);
+	}
+}
+
+static void
+kv_rig_stop(kv_rig *r)
+{
+	weft_msvc_stop(r->svc, 1000);
+	weft_loop_group_shutdown(r->group, 1000);
+	weft_msvc_free(r->svc);
+	weft_loop_group_free(r->group);
+	for (int i = 0; i < 3; i++)
+		wbase_node_stop(r->nodes[i]);
+	for (int i = 0; i < 3; i++) {
+		wbase_kv_free(r->kvs[i]);
+		wbase_node_free(r->nodes[i]);
+	}
+	weft_msvc_config_free(r->cfg);
+	pthread_mutex_destroy(&r->call.lock);
+	pthread_cond_destroy(&r->call.cond);
+}
+
+static int
+kv_put(kv_rig *r, int node, const char *key, const char *value)
+{
+	sync_reset(&r->call);
+	assert_int_equal(weft_kv_client_put(r->svc, r->peers[node], key,
+	                                    strlen(key), value, strlen(value),
+	                                    NULL, sync_msvc, &r->call),
+	                 0);
+	return sync_wait(&r->call);
+}
+
+/* kv_get gets key from node; on success the value is in r->call. */
+static int
+kv_get(kv_rig *r, int node, const char *key)
+{
+	sync_reset(&r->call);
+	assert_int_equal(weft_kv_client_get(r->svc, r->peers[node], key,
+	                                    strlen(key), NULL, sync_msvc,
+	                                    &r->call),
+	                 0);
+	return sync_wait(&r->call);
+}
+
+static bool
+has_value(const kv_rig *r, const char *value)
+{
+	return r->call.len == strlen(value) &&
+	       memcmp(r->call.data, value, r->call.len) == 0;
+}
+
+/* raw sends verb with payload p (n bytes) to node; returns the status. */
+static int
+raw(kv_rig *r, int node, uint32_t verb, const void *p, size_t n)
+{
+	sync_reset(&r->call);
+	assert_int_equal(weft_msvc_request(r->svc, r->peers[node], verb, p, n,
+	                                   NULL, sync_msvc, &r->call),
+	                 0);
+	return sync_wait(&r->call);
+}
+
+/* get_eventually polls node until it has key's value (replication runs
+ * on after the quorum's answer). */
+static bool
+get_eventually(kv_rig *r, int node, const char *key, const char *value)
+{
+	uint64_t deadline = weft_now_ns() + 10000000000ull;
+	struct timespec ts = {0, 1000000};
+
+	while (weft_now_ns() < deadline) {
+		if (kv_get(r, node, key) == 0 && has_value(r, value))
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/* Puts and gets on different members from weft's key-value client: each
+ * member reads the writes it acknowledged, the others catch up, deletes
+ * hide keys, and missing keys are not found. */
+static void
+test_kv_puts_and_gets(void **state)
+{
+	char key[16], value[32];
+	wbase_kv_stats st;
+	kv_rig r;
+
+	(void)state;
+	kv_rig_start(&r);
+	for (int i = 0; i < 30; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		snprintf(value, sizeof(value), "value %d", i);
+		assert_int_equal(kv_put(&r, i % 3, key, value), 0);
+		assert_int_equal(kv_get(&r, i % 3, key), 0);
+		assert_true(has_value(&r, value));
+	}
+	/* An overwrite on another member wins: its version is later. */
+	assert_int_equal(kv_put(&r, 2, "k0", "newer"), 0);
+	for (int n = 0; n < 3; n++) {
+		assert_true(get_eventually(&r, n, "k0", "newer"));
+		assert_true(get_eventually(&r, n, "k29", "value 29"));
+	}
+	assert_int_equal(kv_get(&r, 1, "nope"), WEFT_ENOTFOUND);
+	sync_reset(&r.call);
+	assert_int_equal(weft_kv_client_delete(r.svc, r.peers[1], "k1", 2,
+	                                       NULL, sync_msvc, &r.call),
+	                 0);
+	assert_int_equal(sync_wait(&r.call), 0);
+	assert_int_equal(kv_get(&r, 1, "k1"), WEFT_ENOTFOUND);
+	wbase_kv_get_stats(r.kvs[0], &st);
+	assert_int_equal(st.puts, 10);
+	assert_int_equal(st.quorum_failures, 0);
+	assert_int_equal(st.bad_requests, 0);
+	kv_rig_stop(&r);
+}
+
+/* Bad payloads get INVALID answers, and the members keep serving. */
+static void
+test_kv_bad_payloads_fail(void **state)
+{
+	static uint8_t long_key[8 + WEFT_KV_MAX_KEY + 1];
+	/* An array claiming 4 billion elements; a map; a key of type str;
+	 * a put without its value; trailing bytes. */
+	static const uint8_t huge[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0xc4};
+	static const uint8_t map[] = {0x81, 0xc4, 0x01, 'k', 0x01};
+	static const uint8_t str_key[] = {0x91, 0xa1, 'k'};
+	static const uint8_t no_value[] = {0x91, 0xc4, 0x01, 'k'};
+	static const uint8_t trailing[] = {0x91, 0xc4, 0x01, 'k', 0x00};
+	/* A replicate batch of two writes, from member n0, and a bad one. */
+	uint8_t batch[2 * 32], *p = batch;
+	uint64_t ts = (weft_wall_ms() + 1000) << 16;
+	wbase_kv_stats st;
+	kv_rig r;
+
+	(void)state;
+	kv_rig_start(&r);
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_GET, "\xff", 1), WEFT_EINVAL);
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_GET, huge, sizeof(huge)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 1, WEFT_KV_VERB_GET, map, sizeof(map)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 1, WEFT_KV_VERB_GET, str_key, sizeof(str_key)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_PUT, no_value,
+	                     sizeof(no_value)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_DELETE, trailing,
+	                     sizeof(trailing)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_DELETE, "", 0), WEFT_EINVAL);
+	long_key[0] = 0x91;
+	long_key[1] = 0xc5; /* bin 16 */
+	long_key[2] = (WEFT_KV_MAX_KEY + 1) >> 8;
+	long_key[3] = (WEFT_KV_MAX_KEY + 1) & 0xff;
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_GET, long_key,
+	                     4 + WEFT_KV_MAX_KEY + 1),
+	                 WEFT_EINVAL);
+	/* Clients may not replicate. */
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_REPLICATE, str_key,
+	                     sizeof(str_key)),
+	                 WEFT_EINVAL);
+	for (int i = 0; i < 2; i++) {
+		*p++ = 0x95;
+		*p++ = 0x01;
+		*p++ = 0xc4;
+		*p++ = 0x02;
+		*p++ = 'b';
+		*p++ = (uint8_t)('1' + i);
+		*p++ = 0xc4;
+		*p++ = 0x01;
+		*p++ = (uint8_t)('x' + i);
+		*p++ = 0xcf;
+		for (int b = 7; b >= 0; b--)
+			*p++ = (uint8_t)(ts >> (8 * b));
+		*p++ = 0xa2;
+		*p++ = 'n';
+		*p++ = '0';
+	}
+	sync_reset(&r.call);
+	assert_int_equal(wbase_request(r.nodes[0], 1, WEFT_KV_VERB_REPLICATE,
+	                               batch, (size_t)(p - batch), 0,
+	                               sync_base, &r.call),
+	                 0);
+	assert_int_equal(sync_wait(&r.call), 0);
+	assert_int_equal(kv_get(&r, 1, "b1"), 0);
+	assert_true(has_value(&r, "x"));
+	assert_int_equal(kv_get(&r, 1, "b2"), 0);
+	assert_true(has_value(&r, "y"));
+	/* The same batch cut short: nothing applied, an error. */
+	batch[4] = 'c';
+	sync_reset(&r.call);
+	assert_int_equal(wbase_request(r.nodes[0], 1, WEFT_KV_VERB_REPLICATE,
+	                               batch, (size_t)(p - batch) - 1, 0,
+	                               sync_base, &r.call),
+	                 0);
+	assert_int_not_equal(sync_wait(&r.call), 0);
+	assert_int_equal(kv_get(&r, 1, "c1"), WEFT_ENOTFOUND);
+	/* Still serving. */
+	assert_int_equal(kv_put(&r, 0, "after", "ok"), 0);
+	assert_int_equal(kv_get(&r, 0, "after"), 0);
+	wbase_kv_get_stats(r.kvs[1], &st);
+	assert_int_equal(st.replicas_applied >= 2, true);
+	wbase_kv_get_stats(r.kvs[0], &st);
+	assert_int_equal(st.bad_requests, 4);
+	kv_rig_stop(&r);
+}
+
 int
 main(void)
 {
@@ -497,6 +810,8 @@ main(void)
 	    cmocka_unit_test(test_baseline_and_weft_interoperate),
 	    cmocka_unit_test(test_weft_client_over_tls),
 	    cmocka_unit_test(test_tls_client_with_wrong_certificate_is_refused),
+	    cmocka_unit_test(test_kv_puts_and_gets),
+	    cmocka_unit_test(test_kv_bad_payloads_fail),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
