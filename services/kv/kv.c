@@ -178,17 +178,13 @@ weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 		goto err_free;
 	if ((rv = weft__kv_store_init(&kv->store)) != 0)
 		goto err_free;
-	if ((rv = weft__kv_links_init(kv)) != 0)
-		goto err_store;
 	if ((rv = register_verbs(kv)) != 0)
-		goto err_links;
+		goto err_store;
 	weft_info("kv: %s serving %u replicas, write quorum %u",
 	          weft_msvc_node_id(svc), kv->members, kv->quorum);
 	*out = kv;
 	return 0;
 
-err_links:
-	weft__kv_links_fini(kv);
 err_store:
 	weft__kv_store_fini(&kv->store);
 err_free:
@@ -201,7 +197,6 @@ weft_kv_free(weft_kv *kv)
 {
 	if (kv == NULL)
 		return;
-	weft__kv_links_fini(kv);
 	weft__kv_store_fini(&kv->store);
 	free(kv);
 }
@@ -250,8 +245,6 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->replicas_stale = load(&c->replicas_stale);
 	out->replica_failures = load(&c->replica_failures);
 	out->bad_requests = load(&c->bad_requests);
-	out->replicate_requests = load(&c->replicate_requests);
-	out->replicate_writes = load(&c->replicate_writes);
 	out->keys = load(&kv->store.keys);
 	out->value_bytes = load(&kv->store.value_bytes);
 }
@@ -280,10 +273,6 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	     s->replica_failures},
 	    {"bad_requests_total", "counter", "malformed requests",
 	     s->bad_requests},
-	    {"replicate_requests_total", "counter",
-	     "replicate requests (batches) sent", s->replicate_requests},
-	    {"replicate_writes_total", "counter",
-	     "writes those requests carried", s->replicate_writes},
 	    {"keys", "gauge", "keys held, tombstones included", s->keys},
 	    {"value_bytes", "gauge", "bytes of live values", s->value_bytes},
 	};

@@ -137,14 +137,11 @@ struct weft__kv_req {
 };
 
 /* Decoders for each verb's request; 0 or WEFT_EINVAL (bad shape, empty
- * or too long key). decode_replicate takes exactly one write. */
+ * or too long key). */
 int weft__kv_decode_key(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_replicate(const void *p, size_t n,
                               struct weft__kv_req *out);
-/* weft__kv_read_write reads the next write of a replicate batch (one or
- * more writes back to back) and moves r past it. */
-int weft__kv_read_write(struct weft__kv_reader *r, struct weft__kv_req *out);
 
 /* ---- Configuration (config.c) ------------------------------------------ */
 
@@ -152,71 +149,12 @@ int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 int weft__kv_parse_duration_ms(const char *text, uint64_t *out);
 int weft__kv_parse_size(const char *text, size_t *out);
 
-/* ---- Replication links (link.c) --------------------------------------- */
-
-struct weft__kv_write;
-struct weft__kv_link;
-
-/*
- * One replica's share of a write: its outcome comes back exactly once,
- * through weft__kv_ack_done (write.c).
- */
-struct weft__kv_ack {
-	struct weft__kv_write *w;
-	struct weft__kv_link *link;
-	struct weft__kv_ack *next; /* in a link's queue or batch */
-};
-
-/*
- * The writes on their way to one replica. At most one batch is in flight
- * per replica (more only when a batch fills up): writes that come while
- * one is pending wait in queued, and all of them leave as one replicate
- * request when its answer arrives. Under little load a write leaves at
- * once; under more, replication costs one message per round trip instead
- * of one per write. The lock is held only to queue or take writes, never
- * across a send.
- */
-struct weft__kv_link {
-	pthread_mutex_t lock;
-	weft_kv *kv;
-	weft_msvc_peer *peer;
-	uint32_t in_flight;                /* batches sent and not answered */
-	struct evbuffer *queued;           /* encoded writes waiting */
-	struct weft__kv_ack *head, **tail; /* their acks, in order */
-	uint32_t queued_writes;
-	uint64_t since_ns;    /* when the oldest waiting write came */
-	uint64_t deadline_ms; /* the latest of their deadlines */
-	bool no_deadline;     /* one of them has none */
-};
-
-/* A batch is sent as soon as it holds this many bytes. */
-#define WEFT__KV_BATCH_BYTES (64u << 10)
-
-int weft__kv_links_init(weft_kv *kv);
-void weft__kv_links_fini(weft_kv *kv);
-/* weft__kv_link_of is the link to member i (never self's index). */
-struct weft__kv_link *weft__kv_link_of(weft_kv *kv, size_t i);
-
-/*
- * weft__kv_link_send sends the encoded write p (n bytes, copied) to the
- * link's replica now, or queues it behind the batch in flight. a's outcome
- * comes through weft__kv_ack_done exactly once, from a reply callback, or
- * inside this call if the write cannot be sent. deadline_ms: the client's
- * (0: none). Any of the service's threads.
- */
-void weft__kv_link_send(struct weft__kv_link *l, struct weft__kv_ack *a,
-                        const void *p, size_t n, uint64_t deadline_ms);
-
-/* weft__kv_ack_done reports one replica's outcome for a write. */
-void weft__kv_ack_done(weft_kv *kv, struct weft__kv_ack *a, int status);
-
 /* ---- The service (kv.c) ------------------------------------------------ */
 
 struct weft__kv_counters {
 	_Atomic uint64_t gets, get_misses, puts, deletes, writes_acked;
 	_Atomic uint64_t quorum_failures, replicas_applied, replicas_stale;
 	_Atomic uint64_t replica_failures, bad_requests;
-	_Atomic uint64_t replicate_requests, replicate_writes;
 };
 
 struct weft_kv {
@@ -228,7 +166,6 @@ struct weft_kv {
 	size_t max_value;
 	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
 	struct weft__kv_counters st;
-	struct weft__kv_link *links; /* by member index; self's unused */
 	struct weft__kv_store store;
 };
 

@@ -231,35 +231,21 @@ weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out)
 }
 
 int
-weft__kv_read_write(struct weft__kv_reader *r, struct weft__kv_req *out)
-{
-	uint32_t n;
-	uint64_t op;
-
-	memset(out, 0, sizeof(*out));
-	if (weft__kv_read_array(r, &n) != 0 || n != 5 ||
-	    weft__kv_read_uint(r, &op) != 0 ||
-	    (op != WEFT__KV_OP_PUT && op != WEFT__KV_OP_DELETE) ||
-	    read_key(r, out) != 0 ||
-	    weft__kv_read_bin(r, &out->value, &out->value_len) != 0 ||
-	    weft__kv_read_uint(r, &out->ts) != 0 ||
-	    weft__kv_read_str(r, &out->origin, &out->origin_len) != 0 ||
-	    out->origin_len == 0 || out->origin_len > WEFT_MSVC_MAX_ID)
-		return WEFT_EINVAL;
-	out->op = (uint32_t)op;
-	return 0;
-}
-
-int
 weft__kv_decode_replicate(const void *p, size_t n, struct weft__kv_req *out)
 {
 	struct weft__kv_reader r;
+	uint64_t op;
 
-	if (p == NULL || n == 0)
+	memset(out, 0, sizeof(*out));
+	if (open_array(&r, p, n, 5) != 0 || weft__kv_read_uint(&r, &op) != 0 ||
+	    (op != WEFT__KV_OP_PUT && op != WEFT__KV_OP_DELETE) ||
+	    read_key(&r, out) != 0 ||
+	    weft__kv_read_bin(&r, &out->value, &out->value_len) != 0 ||
+	    weft__kv_read_uint(&r, &out->ts) != 0 ||
+	    weft__kv_read_str(&r, &out->origin, &out->origin_len) != 0 ||
+	    out->origin_len == 0 || out->origin_len > WEFT_MSVC_MAX_ID ||
+	    r.p != r.end)
 		return WEFT_EINVAL;
-	r.p = p;
-	r.end = r.p + n;
-	if (weft__kv_read_write(&r, out) != 0 || r.p != r.end)
-		return WEFT_EINVAL;
+	out->op = (uint32_t)op;
 	return 0;
 }

@@ -16,13 +16,21 @@
 /* The encoded replicate request around the key and value. */
 #define REPLICATE_OVERHEAD (6 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID)
 
+struct kv_write;
+
+/* One replica's acknowledgement, the argument of its reply callback. */
+struct kv_ack {
+	struct kv_write *w;
+	weft_msvc_peer *peer;
+};
+
 /*
  * A write in progress. acks counts replicas that applied it (this node
  * first), fails those that could not; exactly one reply callback sees acks
  * reach the quorum or fails reach the point where the quorum is out of
  * reach, and answers. The last reference frees it.
  */
-struct weft__kv_write {
+struct kv_write {
 	weft_kv *kv;
 	weft_msvc_msg *msg; /* detached; NULL when answered already */
 	uint32_t quorum;
@@ -30,11 +38,11 @@ struct weft__kv_write {
 	_Atomic uint32_t acks;
 	_Atomic uint32_t fails;
 	_Atomic uint32_t refs;
-	struct weft__kv_ack peers[];
+	struct kv_ack peers[];
 };
 
 static void
-write_unref(struct weft__kv_write *w)
+write_unref(struct kv_write *w)
 {
 	if (atomic_fetch_sub(&w->refs, 1) == 1)
 		free(w);
@@ -73,7 +81,7 @@ client_status(int status)
 }
 
 static void
-answer_error(struct weft__kv_write *w, int status, const weft_msvc_peer *peer)
+answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 {
 	char text[160];
 
@@ -86,13 +94,17 @@ answer_error(struct weft__kv_write *w, int status, const weft_msvc_peer *peer)
 	weft_msvc_respond_error(w->msg, client_status(status), text);
 }
 
-void
-weft__kv_ack_done(weft_kv *kv, struct weft__kv_ack *a, int status)
+static void
+on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
+                 void *arg)
 {
-	struct weft__kv_write *w = a->w;
+	struct kv_ack *a = arg;
+	struct kv_write *w = a->w;
 	uint32_t n;
 
-	(void)kv;
+	(void)svc;
+	(void)data;
+	(void)len;
 	if (status == 0) {
 		n = atomic_fetch_add(&w->acks, 1) + 1;
 		if (n == w->quorum && w->msg != NULL)
@@ -101,7 +113,7 @@ weft__kv_ack_done(weft_kv *kv, struct weft__kv_ack *a, int status)
 		weft__kv_count(&w->kv->st.replica_failures);
 		n = atomic_fetch_add(&w->fails, 1) + 1;
 		if (n == w->replicas - w->quorum + 1 && w->msg != NULL)
-			answer_error(w, status, a->link->peer);
+			answer_error(w, status, a->peer);
 	}
 	write_unref(w);
 }
@@ -135,16 +147,16 @@ encode_tail(uint8_t *out, const struct weft__kv_version *ver)
 }
 
 /*
- * Sends the write to every other member through its link. Each link gets
- * a copy of one encoded payload (on the stack for small values).
+ * Sends the write to every other member. Each request gets a copy of one
+ * encoded payload (on the stack for small values).
  * TODO: lend large values to the requests by reference
  * (evbuffer_add_reference and weft_msvc_request_buf) once the _buf calls
  * no longer race with the loop that frees their buffer.
  */
 static void
-replicate(struct weft__kv_write *w, uint32_t op, const struct weft__kv_req *req,
+replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
           struct weft__kv_blob *b, const struct weft__kv_version *ver,
-          uint64_t deadline_ms)
+          const weft_msvc_call_opts *opts)
 {
 	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
 	size_t value_len = b ? b->len : 0, n;
@@ -163,21 +175,25 @@ replicate(struct weft__kv_write *w, uint32_t op, const struct weft__kv_req *req,
 		n += encode_tail(p + n, ver);
 	}
 	for (i = 0; i < w->replicas - 1; i++) {
-		struct weft__kv_ack *a = &w->peers[i];
+		struct kv_ack *a = &w->peers[i];
+		int sent = rv;
 
-		if (rv == 0)
-			weft__kv_link_send(a->link, a, p, n, deadline_ms);
-		else /* that replica's answer is this error */
-			weft__kv_ack_done(w->kv, a, rv);
+		if (sent == 0)
+			sent = weft_msvc_request(w->kv->svc, a->peer,
+			                         WEFT_KV_VERB_REPLICATE, p, n,
+			                         opts, on_replica_reply, a);
+		/* Refused at once: that replica's answer is this error. */
+		if (sent != 0)
+			on_replica_reply(w->kv->svc, sent, NULL, 0, a);
 	}
 	if (p != stack)
 		free(p);
 }
 
-static struct weft__kv_write *
+static struct kv_write *
 write_new(weft_kv *kv)
 {
-	struct weft__kv_write *w;
+	struct kv_write *w;
 	size_t i, j = 0, n = weft_msvc_peer_count(kv->svc);
 	weft_msvc_peer *p;
 
@@ -191,8 +207,7 @@ write_new(weft_kv *kv)
 	for (i = 0; i < n; i++) {
 		p = weft_msvc_peer_at(kv->svc, i);
 		if (!weft_msvc_peer_is_self(p))
-			w->peers[j++] = (struct weft__kv_ack){
-			    w, weft__kv_link_of(kv, i), NULL};
+			w->peers[j++] = (struct kv_ack){w, p};
 	}
 	return w;
 }
@@ -202,9 +217,9 @@ static void
 coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
            struct weft__kv_blob *b)
 {
-	uint64_t deadline_ms = weft_msvc_msg_deadline_ms(msg);
 	struct weft__kv_version ver;
-	struct weft__kv_write *w;
+	weft_msvc_call_opts opts;
+	struct kv_write *w;
 
 	ver.ts = weft__kv_clock_next(kv);
 	ver.origin = weft_msvc_peer_id(kv->self);
@@ -221,8 +236,13 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 		answer_ok(kv, msg);
 	else
 		w->msg = weft_msvc_msg_detach(msg);
+	memset(&opts, 0, sizeof(opts));
+	opts.timeout_ms = kv->replicate_timeout_ms;
+	opts.deadline_ms = weft_msvc_msg_deadline_ms(msg);
+	/* Writes to one key from here keep their order on the wire. */
+	opts.key = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
 	replicate(w, b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE, req, b, &ver,
-	          deadline_ms);
+	          &opts);
 	write_unref(w);
 }
 
@@ -271,93 +291,44 @@ weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	coordinate(kv, msg, &req, NULL);
 }
 
-/* Reads the next write of a batch and finds its origin, a member;
- * returns it or NULL when the write is malformed. */
-static weft_msvc_peer *
-read_write(weft_kv *kv, struct weft__kv_reader *r, struct weft__kv_req *req)
-{
-	char origin[WEFT_MSVC_MAX_ID + 1];
-
-	if (weft__kv_read_write(r, req) != 0 ||
-	    req->value_len > kv->max_value ||
-	    (req->op == WEFT__KV_OP_DELETE && req->value_len != 0))
-		return NULL;
-	memcpy(origin, req->origin, req->origin_len);
-	origin[req->origin_len] = '\0';
-	return weft_msvc_peer_find(kv->svc, origin);
-}
-
-/* Applies one replicated write; 0 or WEFT_ENOMEM. */
-static int
-apply_write(weft_kv *kv, const struct weft__kv_req *req, weft_msvc_peer *p)
-{
-	struct weft__kv_blob *b = NULL;
-	struct weft__kv_version ver;
-	int rv;
-
-	if (req->op == WEFT__KV_OP_PUT &&
-	    (b = weft__kv_blob_new(req->value, req->value_len)) == NULL)
-		return WEFT_ENOMEM;
-	ver.ts = req->ts;
-	ver.origin = weft_msvc_peer_id(p);
-	weft__kv_clock_observe(kv, req->ts);
-	rv = weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver);
-	weft__kv_blob_unref(b);
-	if (rv < 0)
-		return rv;
-	weft__kv_count(rv ? &kv->st.replicas_applied : &kv->st.replicas_stale);
-	return 0;
-}
-
-/* Starts a reader over a replicate payload: one write or more. */
-static bool
-open_batch(weft_msvc_msg *msg, struct weft__kv_reader *r)
-{
-	size_t n = weft_msvc_msg_len(msg);
-
-	if (n == 0 || weft_msvc_msg_data(msg) == NULL)
-		return false;
-	r->p = weft_msvc_msg_data(msg);
-	r->end = r->p + n;
-	return true;
-}
-
-/*
- * A replicate request holds one write or several back to back. All of
- * them are checked before any is applied, so a malformed batch changes
- * nothing; the answer (one for the batch) comes once all are applied.
- */
 void
 weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	weft_kv *kv = arg;
-	struct weft__kv_reader r, all;
+	char origin[WEFT_MSVC_MAX_ID + 1];
+	struct weft__kv_blob *b = NULL;
+	struct weft__kv_version ver;
 	struct weft__kv_req req;
-	weft_msvc_peer *p;
+	weft_msvc_peer *p = NULL;
+	int rv;
 
-	(void)svc;
-	if (!open_batch(msg, &r)) {
+	if (weft__kv_decode_replicate(weft_msvc_msg_data(msg),
+	                              weft_msvc_msg_len(msg), &req) == 0) {
+		memcpy(origin, req.origin, req.origin_len);
+		origin[req.origin_len] = '\0';
+		p = weft_msvc_peer_find(svc, origin);
+	}
+	if (p == NULL || req.value_len > kv->max_value ||
+	    (req.op == WEFT__KV_OP_DELETE && req.value_len != 0)) {
 		weft__kv_count(&kv->st.bad_requests);
 		weft_msvc_respond_error(msg, WEFT_EINVAL,
 		                        "malformed replicate");
 		return;
 	}
-	all = r;
-	while (r.p < r.end) {
-		if (read_write(kv, &r, &req) == NULL) {
-			weft__kv_count(&kv->st.bad_requests);
-			weft_msvc_respond_error(msg, WEFT_EINVAL,
-			                        "malformed replicate");
-			return;
-		}
+	if (req.op == WEFT__KV_OP_PUT &&
+	    (b = weft__kv_blob_new(req.value, req.value_len)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
 	}
-	while (all.p < all.end) {
-		p = read_write(kv, &all, &req);
-		if (apply_write(kv, &req, p) != 0) {
-			weft_msvc_respond_error(msg, WEFT_EREMOTE,
-			                        "out of memory");
-			return;
-		}
+	ver.ts = req.ts;
+	ver.origin = weft_msvc_peer_id(p);
+	weft__kv_clock_observe(kv, req.ts);
+	rv = weft__kv_store_apply(&kv->store, req.key, req.key_len, b, &ver);
+	weft__kv_blob_unref(b);
+	if (rv < 0) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
 	}
+	weft__kv_count(rv ? &kv->st.replicas_applied : &kv->st.replicas_stale);
 	weft_msvc_respond(msg, "", 0);
 }

@@ -19,8 +19,6 @@
 
 #include <weft/kv.h>
 
-#include "kv_int.h" /* the replicate payload, to read the stub's batches */
-
 #define NODES 3
 #define WAIT_MS 5000
 
@@ -41,7 +39,6 @@ struct node {
 struct stub {
 	pthread_mutex_t lock;
 	weft_msvc_msg *held[STUB_HELD];
-	int writes[STUB_HELD]; /* in each held request */
 	_Atomic int count;
 };
 
@@ -150,24 +147,6 @@ make_config(void)
 	return cfg;
 }
 
-/* Counts the writes in a replicate request; -1 if one is malformed. */
-static int
-count_writes(weft_msvc_msg *msg)
-{
-	struct weft__kv_reader r;
-	struct weft__kv_req req;
-	int n = 0;
-
-	r.p = weft_msvc_msg_data(msg);
-	r.end = r.p + weft_msvc_msg_len(msg);
-	while (r.p < r.end) {
-		if (weft__kv_read_write(&r, &req) != 0)
-			return -1;
-		n++;
-	}
-	return n;
-}
-
 static void
 on_stub_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
@@ -178,7 +157,6 @@ on_stub_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	pthread_mutex_lock(&st->lock);
 	i = atomic_load(&st->count);
 	if (i < STUB_HELD) {
-		st->writes[i] = count_writes(msg);
 		st->held[i] = weft_msvc_msg_detach(msg);
 		atomic_store(&st->count, i + 1);
 	}
@@ -546,115 +524,6 @@ test_a_replica_error_fails_the_write(void **state)
 	cluster_stop(c);
 }
 
-/* Writes (of 2 KiB) that wait behind a slow replica. */
-#define BATCHED 20
-
-static void
-test_writes_behind_a_slow_replica_leave_as_one_batch(void **state)
-{
-	/* n1 and n2 need a majority; n3 sits on its writes. */
-	static const uint32_t q[NODES] = {2, 2, STUB};
-	struct cluster *c = cluster_start(q);
-	static char value[2048];
-	char key[16];
-	weft_kv_stats st;
-	int i;
-
-	(void)state;
-	memset(value, 'v', sizeof(value) - 1);
-	assert_int_equal(put_str(c, 0, "k0", value), 0);
-	assert_true(stub_holds_one(c));
-	assert_int_equal(c->stub.writes[0], 1);
-	/* n2's acks make the quorum; n3's copies wait for its answer. */
-	for (i = 1; i <= BATCHED; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		assert_int_equal(put_str(c, 0, key, value), 0);
-	}
-	assert_int_equal(atomic_load(&c->stub.count), 1);
-	weft_kv_get_stats(c->n[0].kv, &st);
-	assert_true(st.replicate_requests == 2 + BATCHED);
-	assert_true(st.replicate_writes == 2 + BATCHED);
-	/* n3 answers: the waiting writes leave as one request, intact. */
-	stub_release(&c->stub);
-	assert_true(stub_holds_one(c));
-	assert_int_equal(c->stub.writes[0], BATCHED);
-	weft_kv_get_stats(c->n[0].kv, &st);
-	assert_true(st.replicate_requests == 3 + BATCHED);
-	assert_true(st.replicate_writes == 2 + 2 * BATCHED);
-	stub_release(&c->stub);
-	for (i = 0; i <= BATCHED; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		expect_kv(c, 1, key, value);
-	}
-	cluster_stop(c);
-}
-
-/* Appends one encoded replicate write to buf. */
-static void
-add_write(struct evbuffer *buf, uint32_t op, const char *key, const char *value,
-          uint64_t ts, const char *origin)
-{
-	uint8_t h[WEFT__KV_HDR_MAX];
-
-	evbuffer_add(buf, h, weft__kv_enc_array(h, 5));
-	evbuffer_add(buf, h, weft__kv_enc_uint(h, op));
-	evbuffer_add(buf, h, weft__kv_enc_bin(h, (uint32_t)strlen(key)));
-	evbuffer_add(buf, key, strlen(key));
-	evbuffer_add(buf, h, weft__kv_enc_bin(h, (uint32_t)strlen(value)));
-	evbuffer_add(buf, value, strlen(value));
-	evbuffer_add(buf, h, weft__kv_enc_uint(h, ts));
-	evbuffer_add(buf, h, weft__kv_enc_str(h, (uint32_t)strlen(origin)));
-	evbuffer_add(buf, origin, strlen(origin));
-}
-
-/* Sends a replicate request with payload buf to node 0. */
-static int
-replicate_to_n1(struct cluster *c, struct evbuffer *buf)
-{
-	struct call call;
-	int status;
-
-	call_init(&call);
-	assert_int_equal(
-	    weft_msvc_request(c->client, node_peer(c, 0),
-	                      WEFT_KV_VERB_REPLICATE, evbuffer_pullup(buf, -1),
-	                      evbuffer_get_length(buf), NULL, on_reply, &call),
-	    0);
-	status = call_wait(&call);
-	call_fini(&call);
-	return status;
-}
-
-static void
-test_a_replica_applies_a_whole_batch_or_nothing(void **state)
-{
-	struct cluster *c = cluster_start(NULL);
-	struct evbuffer *buf = evbuffer_new();
-	const uint64_t ts = 1ull << 40;
-	weft_kv_stats st;
-
-	(void)state;
-	/* A malformed second write: the first is not applied either. */
-	add_write(buf, WEFT__KV_OP_PUT, "a", "1", ts, "n2");
-	add_write(buf, 9, "b", "2", ts, "n2");
-	assert_int_equal(replicate_to_n1(c, buf), WEFT_EINVAL);
-	assert_int_equal(weft_kv_get_local(c->n[0].kv, "a", 1, NULL),
-	                 WEFT_ENOTFOUND);
-	/* A good batch: a put, a put, and a delete of the first. */
-	evbuffer_drain(buf, evbuffer_get_length(buf));
-	add_write(buf, WEFT__KV_OP_PUT, "a", "1", ts, "n2");
-	add_write(buf, WEFT__KV_OP_PUT, "b", "2", ts, "n3");
-	add_write(buf, WEFT__KV_OP_DELETE, "a", "", ts + 1, "n3");
-	assert_int_equal(replicate_to_n1(c, buf), 0);
-	assert_int_equal(weft_kv_get_local(c->n[0].kv, "a", 1, NULL),
-	                 WEFT_ENOTFOUND);
-	assert_int_equal(weft_kv_get_local(c->n[0].kv, "b", 1, NULL), 0);
-	weft_kv_get_stats(c->n[0].kv, &st);
-	assert_true(st.replicas_applied == 3 && st.bad_requests == 1);
-	evbuffer_free(buf);
-	cluster_stop(c);
-}
-
 #define ROUNDS 30
 #define KEYS 8
 
@@ -800,9 +669,6 @@ main(void)
 	    cmocka_unit_test(test_write_quorum_with_a_node_stopped),
 	    cmocka_unit_test(test_reads_do_not_wait_for_a_pending_write),
 	    cmocka_unit_test(test_a_replica_error_fails_the_write),
-	    cmocka_unit_test(
-	        test_writes_behind_a_slow_replica_leave_as_one_batch),
-	    cmocka_unit_test(test_a_replica_applies_a_whole_batch_or_nothing),
 	    cmocka_unit_test(test_concurrent_writers_converge),
 	    cmocka_unit_test(test_one_mebibyte_value),
 	    cmocka_unit_test(test_malformed_requests_are_refused),

@@ -261,34 +261,6 @@ test_bad_payloads_are_refused(void **state)
 }
 
 static void
-test_a_batch_is_writes_back_to_back(void **state)
-{
-	/* Two replicate writes, a put and a delete, in one payload. */
-	static const uint8_t two[] = {
-	    0x95, 1, 0xc4, 1, 'a', 0xc4, 1, 'x', 7,    0xa2, 'n', '1',
-	    0x95, 2, 0xc4, 1, 'b', 0xc4, 0, 8,   0xa2, 'n',  '2'};
-	struct weft__kv_reader r = {two, two + sizeof(two)};
-	struct weft__kv_req req;
-
-	(void)state;
-	assert_int_equal(weft__kv_read_write(&r, &req), 0);
-	assert_true(req.op == WEFT__KV_OP_PUT && req.ts == 7);
-	assert_memory_equal(req.key, "a", 1);
-	assert_int_equal(weft__kv_read_write(&r, &req), 0);
-	assert_true(req.op == WEFT__KV_OP_DELETE && req.ts == 8);
-	assert_memory_equal(req.origin, "n2", 2);
-	assert_true(r.p == r.end);
-	assert_int_equal(weft__kv_read_write(&r, &req), WEFT_EINVAL);
-	/* The single-write decoder refuses a batch. */
-	assert_int_equal(weft__kv_decode_replicate(two, sizeof(two), &req),
-	                 WEFT_EINVAL);
-	/* A batch cut short anywhere inside its second write is refused. */
-	r = (struct weft__kv_reader){two, two + sizeof(two) - 1};
-	assert_int_equal(weft__kv_read_write(&r, &req), 0);
-	assert_int_equal(weft__kv_read_write(&r, &req), WEFT_EINVAL);
-}
-
-static void
 test_settings_parse(void **state)
 {
 	uint32_t q;
@@ -341,7 +313,6 @@ main(void)
 	    cmocka_unit_test(test_payloads_round_trip),
 	    cmocka_unit_test(test_other_encodings_are_accepted),
 	    cmocka_unit_test(test_bad_payloads_are_refused),
-	    cmocka_unit_test(test_a_batch_is_writes_back_to_back),
 	    cmocka_unit_test(test_settings_parse),
 	};
 

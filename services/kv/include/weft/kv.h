@@ -9,10 +9,7 @@
  * receives it: it stamps the write with a version, applies it locally and
  * sends it to every other member; the client's answer comes once
  * write_quorum replicas (the coordinator included) have applied it, or an
- * error once that can no longer happen. Each member has at most one
- * replicate request in flight to each other member: writes that come
- * meanwhile wait for its answer and then leave together, as one request
- * (a write to an idle replica leaves at once). Versions are (hybrid-clock
+ * error once that can no longer happen. Versions are (hybrid-clock
  * timestamp, origin node id) pairs compared last-writer-wins, so replicas
  * that see the same writes in any order end with the same value. Deletes
  * leave a versioned tombstone for the same reason.
@@ -27,10 +24,8 @@
  *   get       request [key: bin]            response: the value bytes
  *   put       request [key: bin, value: bin] response: empty
  *   delete    request [key: bin]            response: empty
- *   replicate request: one or more writes back to back (a batch), each
- *                      [op: uint (1 put, 2 delete), key: bin, value: bin,
- *                      version: uint, origin: str]
- *             response: empty, once every write of the batch is applied
+ *   replicate request [op: uint (1 put, 2 delete), key: bin, value: bin,
+ *                      version: uint, origin: str]  response: empty
  * Errors travel as messaging error responses: NOT_FOUND (no such key),
  * INVALID (malformed request, key too long), TOO_BIG (value above
  * max_value), and when the write quorum is out of reach, from the replica
@@ -116,12 +111,8 @@ typedef struct weft_kv_stats {
 	uint64_t replicas_stale;   /* replicated writes already superseded */
 	uint64_t replica_failures; /* replica acks that failed */
 	uint64_t bad_requests;     /* malformed payloads */
-	/* Replication: requests sent to replicas, and the writes they
-	 * carried (more writes than requests: writes were batched). */
-	uint64_t replicate_requests;
-	uint64_t replicate_writes;
-	uint64_t keys;        /* keys held, tombstones included */
-	uint64_t value_bytes; /* bytes of live values held */
+	uint64_t keys;             /* keys held, tombstones included */
+	uint64_t value_bytes;      /* bytes of live values held */
 } weft_kv_stats;
 
 WEFT_API void weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out);
