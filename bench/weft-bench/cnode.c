@@ -304,8 +304,14 @@ loaded_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	cnode *n = arg;
 
 	(void)svc;
-	(void)data;
-	(void)len;
+	if (status != 0) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&n->first_error, &zero, status);
+		fprintf(stderr, "weft-bench: loading a key: %s: %.*s\n",
+		        weft_strerror(status), (int)(len < 200 ? len : 200),
+		        data != NULL ? (const char *)data : "");
+	}
 	atomic_fetch_add(status == 0 ? &n->loaded : &n->load_failed, 1);
 }
 
