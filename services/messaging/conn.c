@@ -85,7 +85,11 @@ scratch_room(struct weft__msvc_conn *c, size_t n)
 	return true;
 }
 
-/* The CRC of an evbuffer's bytes, chain by chain. */
+/*
+ * The CRC of an evbuffer's bytes, 16 chains at a time. Asked for
+ * everything (len -1), evbuffer_peek stops once the vectors it was given
+ * are full and returns their number, so a full 16 means "maybe more".
+ */
 static uint32_t
 crc_of_buffer(uint32_t crc, struct evbuffer *buf)
 {
@@ -93,7 +97,8 @@ crc_of_buffer(uint32_t crc, struct evbuffer *buf)
 	struct evbuffer_ptr pos;
 	int i, got;
 
-	evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET);
+	if (evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET) != 0)
+		return crc;
 	for (;;) {
 		size_t adv = 0;
 
@@ -103,9 +108,9 @@ crc_of_buffer(uint32_t crc, struct evbuffer *buf)
 			    weft__msvc_crc32c(crc, v[i].iov_base, v[i].iov_len);
 			adv += v[i].iov_len;
 		}
-		if (got <= 16)
+		if (got < 16 ||
+		    evbuffer_ptr_set(buf, &pos, adv, EVBUFFER_PTR_ADD) != 0)
 			return crc;
-		evbuffer_ptr_set(buf, &pos, adv, EVBUFFER_PTR_ADD);
 	}
 }
 

@@ -85,6 +85,64 @@ test_requests_between_every_pair(void **state)
 	cluster_stop(&cl);
 }
 
+/* An echo whose answer must equal what was sent. */
+struct echo_check {
+	_Atomic int done;
+	_Atomic int bad;
+	const uint8_t *want;
+	size_t want_len;
+};
+
+static void
+on_echo_check(weft_msvc *svc, int status, const void *data, size_t len,
+              void *arg)
+{
+	struct echo_check *e = arg;
+
+	(void)svc;
+	if (status != 0 || len != e->want_len || memcmp(data, e->want, len))
+		atomic_fetch_add(&e->bad, 1);
+	atomic_fetch_add(&e->done, 1);
+	test_poke();
+}
+
+static bool
+echo_done(void *arg)
+{
+	return atomic_load(&((struct echo_check *)arg)->done) > 0;
+}
+
+/* A payload made of many evbuffer chains (more than one batch of the
+ * CRC's 16 vectors) arrives whole, with a good checksum. */
+static void
+test_request_buf_of_many_chains(void **state)
+{
+	static uint8_t bytes[40 * 100];
+	struct echo_check e = {.want = bytes, .want_len = sizeof(bytes)};
+	struct evbuffer *payload = evbuffer_new();
+	weft_msvc_stats st;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		bytes[i] = (uint8_t)(i * 7 + 3);
+	/* 40 chains of 100 bytes: each referenced piece is a chain. */
+	for (size_t i = 0; i < 40; i++)
+		evbuffer_add_reference(payload, bytes + 100 * i, 100, NULL,
+		                       NULL);
+	assert_true(evbuffer_peek(payload, -1, NULL, NULL, 0) >= 40);
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	assert_int_equal(
+	    weft_msvc_request_buf(cl.svc[0], cluster_peer(&cl, 0, 1), VERB_ECHO,
+	                          payload, NULL, on_echo_check, &e),
+	    0);
+	assert_true(test_wait(echo_done, &e, 5000));
+	assert_int_equal(atomic_load(&e.bad), 0);
+	weft_msvc_get_stats(cl.svc[1], &st);
+	assert_int_equal(st.bad_frames, 0);
+	cluster_stop(&cl);
+	evbuffer_free(payload);
+}
+
 static void
 test_unknown_verb_gets_error_response(void **state)
 {
@@ -466,6 +524,7 @@ main(void)
 	    cmocka_unit_test(test_large_message_does_not_delay_small_ones),
 	    cmocka_unit_test(test_metrics_dump_is_prometheus_text),
 	    cmocka_unit_test(test_non_member_client_service),
+	    cmocka_unit_test(test_request_buf_of_many_chains),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);
