@@ -154,12 +154,22 @@ typedef struct wbase_kv_stats {
 	uint64_t bad_requests, keys;
 } wbase_kv_stats;
 
+/* Options; zero fields take the defaults of weft_kv_opts. */
+typedef struct wbase_kv_opts {
+	/* Replicas that must apply a write, 1 to the member count.
+	 * Default: a majority. */
+	uint32_t write_quorum;
+	/* How long a replica has to acknowledge a write (the client's
+	 * deadline still applies). Default 2000 ms. */
+	uint64_t replicate_timeout_ms;
+} wbase_kv_opts;
+
 /*
  * wbase_kv_new registers the verbs on node (not started yet) and returns
- * the store in *out. write_quorum: replicas that must apply a write, 1 to
- * the member count; 0: a majority. Returns 0, WEFT_EINVAL or WEFT_ENOMEM.
+ * the store in *out; opts may be NULL. Returns 0, WEFT_EINVAL (a quorum
+ * above the member count, a verb taken) or WEFT_ENOMEM.
  */
-int wbase_kv_new(wbase_node *node, uint32_t write_quorum, wbase_kv **out);
+int wbase_kv_new(wbase_node *node, const wbase_kv_opts *opts, wbase_kv **out);
 /* wbase_kv_free frees the store, after wbase_node_stop(node) has
  * returned (every write in progress has ended then). NULL is ignored. */
 void wbase_kv_free(wbase_kv *kv);

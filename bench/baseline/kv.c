@@ -27,6 +27,7 @@ struct wbase_kv {
 	wbase_node *node;
 	const char *self_id;
 	uint32_t members, quorum;
+	uint64_t replicate_timeout_ms;
 	atomic_uint_fast64_t clock; /* the hybrid clock's last timestamp */
 	atomic_uint_fast64_t gets, get_misses, puts, deletes, writes_acked;
 	atomic_uint_fast64_t quorum_failures, replicas_applied;
@@ -333,12 +334,12 @@ write_new(wbase_kv *kv)
 
 /* replicate_timeout_ms: the replicas' time, within the client's. */
 static uint64_t
-replicate_timeout_ms(const wbase_msg *msg)
+replicate_timeout_ms(const wbase_kv *kv, const wbase_msg *msg)
 {
 	uint64_t deadline = wbase_msg_deadline_ms(msg), now = weft_wall_ms();
 
-	if (deadline == 0 || deadline >= now + REPLICATE_TIMEOUT_MS)
-		return REPLICATE_TIMEOUT_MS;
+	if (deadline == 0 || deadline >= now + kv->replicate_timeout_ms)
+		return kv->replicate_timeout_ms;
 	return deadline > now ? deadline - now : 1;
 }
 
@@ -368,7 +369,7 @@ static void
 coordinate(wbase_kv *kv, wbase_msg *msg, const kv_req *r, wbase_blob *b)
 {
 	wbase_version ver = {clock_next(kv), kv->self_id};
-	uint64_t timeout_ms = replicate_timeout_ms(msg);
+	uint64_t timeout_ms = replicate_timeout_ms(kv, msg);
 	msgpack_sbuffer sb;
 	wbase_write *w;
 	int rv;
@@ -532,7 +533,7 @@ on_replicate(wbase_node *node, wbase_msg *msg, void *arg)
 /* ---- Set-up ------------------------------------------------------------- */
 
 int
-wbase_kv_new(wbase_node *node, uint32_t write_quorum, wbase_kv **out)
+wbase_kv_new(wbase_node *node, const wbase_kv_opts *opts, wbase_kv **out)
 {
 	static const struct {
 		uint32_t verb;
@@ -544,16 +545,20 @@ wbase_kv_new(wbase_node *node, uint32_t write_quorum, wbase_kv **out)
 	    {WEFT_KV_VERB_REPLICATE, on_replicate},
 	};
 	uint32_t members = (uint32_t)wbase_peer_count(node);
+	wbase_kv_opts o = opts != NULL ? *opts : (wbase_kv_opts){0};
 	wbase_kv *kv;
 	int rv = 0;
 
-	if (write_quorum > members)
+	if (o.write_quorum > members)
 		return WEFT_EINVAL;
 	if ((kv = calloc(1, sizeof(*kv))) == NULL)
 		return WEFT_ENOMEM;
 	kv->node = node;
 	kv->members = members;
-	kv->quorum = write_quorum ? write_quorum : members / 2 + 1;
+	kv->quorum = o.write_quorum ? o.write_quorum : members / 2 + 1;
+	kv->replicate_timeout_ms = o.replicate_timeout_ms
+	                               ? o.replicate_timeout_ms
+	                               : REPLICATE_TIMEOUT_MS;
 	for (size_t i = 0; i < members; i++)
 		if (wbase_peer_is_self(node, i))
 			kv->self_id = wbase_peer_id(node, i);

@@ -578,7 +578,7 @@ kv_rig_start(kv_rig *r)
 	for (int i = 0; i < 3; i++) {
 		snprintf(id, sizeof(id), "n%d", i);
 		assert_int_equal(wbase_node_new(r->cfg, id, &r->nodes[i]), 0);
-		assert_int_equal(wbase_kv_new(r->nodes[i], 0, &r->kvs[i]), 0);
+		assert_int_equal(wbase_kv_new(r->nodes[i], NULL, &r->kvs[i]), 0);
 		assert_int_equal(wbase_node_start(r->nodes[i]), 0);
 	}
 	assert_int_equal(weft_loop_group_new(1, &r->group), 0);
