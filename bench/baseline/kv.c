@@ -182,8 +182,8 @@ write_len(const uint8_t *p, size_t left)
 
 /* decode_write reads the next write of a batch at *p, moving past it. */
 static bool
-decode_write(msgpack_unpacked *u, const uint8_t **p,
-             const uint8_t *end, kv_req *r)
+decode_write(msgpack_unpacked *u, const uint8_t **p, const uint8_t *end,
+             kv_req *r)
 {
 	size_t n = write_len(*p, (size_t)(end - *p));
 	const msgpack_object *a = n ? unpack(u, *p, n, 5) : NULL;
@@ -232,8 +232,7 @@ pack_write(msgpack_sbuffer *sb, uint64_t op, const kv_req *r,
 	    msgpack_pack_bin_body(&pk, r->key, r->key_len) ||
 	    msgpack_pack_bin(&pk, r->value_len) ||
 	    msgpack_pack_bin_body(&pk, r->value, r->value_len) ||
-	    msgpack_pack_uint64(&pk, ver->ts) ||
-	    msgpack_pack_str(&pk, olen) ||
+	    msgpack_pack_uint64(&pk, ver->ts) || msgpack_pack_str(&pk, olen) ||
 	    msgpack_pack_str_body(&pk, ver->origin, olen))
 		return WEFT_ENOMEM;
 	return 0;
@@ -316,7 +315,8 @@ on_ack(wbase_node *node, int status, const void *data, size_t len, void *arg)
 static wbase_write *
 write_new(wbase_kv *kv)
 {
-	wbase_write *w = calloc(1, sizeof(*w) + kv->members * sizeof(wbase_ack));
+	wbase_write *w =
+	    calloc(1, sizeof(*w) + kv->members * sizeof(wbase_ack));
 	size_t j = 0;
 
 	if (w == NULL)
@@ -500,8 +500,7 @@ check_batch(wbase_kv *kv, const uint8_t *p, const uint8_t *end)
 
 	msgpack_unpacked_init(&u);
 	while (ok && p < end)
-		ok = decode_write(&u, &p, end, &r) &&
-		     origin_of(kv, &r) != NULL;
+		ok = decode_write(&u, &p, end, &r) && origin_of(kv, &r) != NULL;
 	msgpack_unpacked_destroy(&u);
 	return ok;
 }
@@ -563,8 +562,7 @@ wbase_kv_new(wbase_node *node, const wbase_kv_opts *opts, wbase_kv **out)
 		if (wbase_peer_is_self(node, i))
 			kv->self_id = wbase_peer_id(node, i);
 	wbase__store_init(&kv->store);
-	for (size_t i = 0; rv == 0 && i < sizeof(verbs) / sizeof(verbs[0]);
-	     i++)
+	for (size_t i = 0; rv == 0 && i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		rv = wbase_register(node, verbs[i].verb, verbs[i].cb, kv);
 	if (rv != 0) {
 		wbase_kv_free(kv);

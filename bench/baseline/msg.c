@@ -199,15 +199,15 @@ static int
 reply(wbase_msg *msg, uint32_t flags, const void *data, size_t len)
 {
 	wbase_node *n = msg->node;
-	wbase_out *out = msg->peer == SIZE_MAX ? msg->client_out
-	                                       : &n->peers[msg->peer].out;
+	wbase_out *out =
+	    msg->peer == SIZE_MAX ? msg->client_out : &n->peers[msg->peer].out;
 	int rv;
 
 	if (msg->responded || !(msg->env.flags & WBASE_REQUEST) || out == NULL)
 		return WEFT_EINVAL;
 	msg->responded = true;
-	rv = push_frame(out, msg->env.id, msg->env.verb,
-	                WBASE_RESPONSE | flags, msg->env.expires_ms, data, len);
+	rv = push_frame(out, msg->env.id, msg->env.verb, WBASE_RESPONSE | flags,
+	                msg->env.expires_ms, data, len);
 	release(msg);
 	return rv;
 }

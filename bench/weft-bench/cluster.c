@@ -516,8 +516,7 @@ print_header(const wbench_opts *o, FILE *out)
 		        o->outstanding);
 	fprintf(out, " %zu B %s, warm-up %g s, window %g s%s\n", o->size,
 	        o->workload == WBENCH_MIX ? "values" : "payloads echoed",
-	        o->warmup_s, o->duration_s,
-	        o->tls_dir ? ", mutual TLS" : "");
+	        o->warmup_s, o->duration_s, o->tls_dir ? ", mutual TLS" : "");
 	if (o->slow_fraction > 0)
 		fprintf(out,
 		        "  %g%% of requests take %g ms more in the handler\n",
@@ -729,11 +728,10 @@ mix_run(const wbench_opts *o)
 
 				if (!(o->io & io))
 					continue;
-				if (run_cluster(o, (enum wbench_io)io,
-				                o->peer_list[p],
-				                o->client_list[0],
-				                o->outstanding,
-				                (int)o->mix_list[m], r) != 0) {
+				if (run_cluster(
+				        o, (enum wbench_io)io, o->peer_list[p],
+				        o->client_list[0], o->outstanding,
+				        (int)o->mix_list[m], r) != 0) {
 					failed = 1;
 					continue;
 				}

@@ -482,10 +482,10 @@ start_baseline(cnode *n, const char *id)
 	if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
 	    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0 ||
 	    (n->o->kv &&
-	     wbase_kv_new(n->base,
-	                  &(wbase_kv_opts){.replicate_timeout_ms =
-	                                       REPLICATE_TIMEOUT_MS},
-	                  &n->base_kv) != 0))
+	     wbase_kv_new(
+	         n->base,
+	         &(wbase_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
+	         &n->base_kv) != 0))
 		return 0;
 	tls_files(n, cert, key, ca);
 	if (n->o->tls_dir != NULL &&
@@ -514,10 +514,10 @@ start_service(cnode *n)
 	if (weft_loop_group_new(1, &n->group) != 0 ||
 	    weft_msvc_new(n->group, n->cfg, id, &mo, &n->svc) != 0 ||
 	    (n->o->kv && !n->o->client &&
-	     weft_kv_new(n->svc,
-	                 &(weft_kv_opts){.replicate_timeout_ms =
-	                                     REPLICATE_TIMEOUT_MS},
-	                 &n->kv) != 0) ||
+	     weft_kv_new(
+	         n->svc,
+	         &(weft_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
+	         &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
 	                       n->slow_every ? WEFT_MSVC_BLOCKING
 	                                     : WEFT_MSVC_INLINE) != 0 ||

@@ -490,7 +490,7 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	remove_dir(dir);
 }
 
-/* ---- The key-value service ------------------------------------------------ */
+/* ---- The key-value service --------------------------------------------- */
 
 /* One call at a time: its status and a copy of its answer. */
 typedef struct sync_call {
@@ -547,8 +547,7 @@ sync_wait(sync_call *c)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 20;
 	pthread_mutex_lock(&c->lock);
-	while (!c->done &&
-	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+	while (!c->done && pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
 		;
 	assert_true(c->done);
 	pthread_mutex_unlock(&c->lock);
@@ -578,7 +577,8 @@ kv_rig_start(kv_rig *r)
 	for (int i = 0; i < 3; i++) {
 		snprintf(id, sizeof(id), "n%d", i);
 		assert_int_equal(wbase_node_new(r->cfg, id, &r->nodes[i]), 0);
-		assert_int_equal(wbase_kv_new(r->nodes[i], NULL, &r->kvs[i]), 0);
+		assert_int_equal(wbase_kv_new(r->nodes[i], NULL, &r->kvs[i]),
+		                 0);
 		assert_int_equal(wbase_node_start(r->nodes[i]), 0);
 	}
 	assert_int_equal(weft_loop_group_new(1, &r->group), 0);
@@ -698,8 +698,8 @@ test_kv_puts_and_gets(void **state)
 	}
 	assert_int_equal(kv_get(&r, 1, "nope"), WEFT_ENOTFOUND);
 	sync_reset(&r.call);
-	assert_int_equal(weft_kv_client_delete(r.svc, r.peers[1], "k1", 2,
-	                                       NULL, sync_msvc, &r.call),
+	assert_int_equal(weft_kv_client_delete(r.svc, r.peers[1], "k1", 2, NULL,
+	                                       sync_msvc, &r.call),
 	                 0);
 	assert_int_equal(sync_wait(&r.call), 0);
 	assert_int_equal(kv_get(&r, 1, "k1"), WEFT_ENOTFOUND);
@@ -737,24 +737,24 @@ test_kv_bad_payloads_fail(void **state)
 	                 WEFT_EINVAL);
 	assert_int_equal(raw(&r, 1, WEFT_KV_VERB_GET, str_key, sizeof(str_key)),
 	                 WEFT_EINVAL);
-	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_PUT, no_value,
-	                     sizeof(no_value)),
-	                 WEFT_EINVAL);
-	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_DELETE, trailing,
-	                     sizeof(trailing)),
-	                 WEFT_EINVAL);
+	assert_int_equal(
+	    raw(&r, 2, WEFT_KV_VERB_PUT, no_value, sizeof(no_value)),
+	    WEFT_EINVAL);
+	assert_int_equal(
+	    raw(&r, 2, WEFT_KV_VERB_DELETE, trailing, sizeof(trailing)),
+	    WEFT_EINVAL);
 	assert_int_equal(raw(&r, 2, WEFT_KV_VERB_DELETE, "", 0), WEFT_EINVAL);
 	long_key[0] = 0x91;
 	long_key[1] = 0xc5; /* bin 16 */
 	long_key[2] = (WEFT_KV_MAX_KEY + 1) >> 8;
 	long_key[3] = (WEFT_KV_MAX_KEY + 1) & 0xff;
-	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_GET, long_key,
-	                     4 + WEFT_KV_MAX_KEY + 1),
-	                 WEFT_EINVAL);
+	assert_int_equal(
+	    raw(&r, 0, WEFT_KV_VERB_GET, long_key, 4 + WEFT_KV_MAX_KEY + 1),
+	    WEFT_EINVAL);
 	/* Clients may not replicate. */
-	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_REPLICATE, str_key,
-	                     sizeof(str_key)),
-	                 WEFT_EINVAL);
+	assert_int_equal(
+	    raw(&r, 0, WEFT_KV_VERB_REPLICATE, str_key, sizeof(str_key)),
+	    WEFT_EINVAL);
 	for (int i = 0; i < 2; i++) {
 		*p++ = 0x95;
 		*p++ = 0x01;
@@ -774,8 +774,8 @@ test_kv_bad_payloads_fail(void **state)
 	}
 	sync_reset(&r.call);
 	assert_int_equal(wbase_request(r.nodes[0], 1, WEFT_KV_VERB_REPLICATE,
-	                               batch, (size_t)(p - batch), 0,
-	                               sync_base, &r.call),
+	                               batch, (size_t)(p - batch), 0, sync_base,
+	                               &r.call),
 	                 0);
 	assert_int_equal(sync_wait(&r.call), 0);
 	assert_int_equal(kv_get(&r, 1, "b1"), 0);
