@@ -142,7 +142,7 @@ void wbase_node_get_stats(const wbase_node *node, wbase_stats *out);
  * shards, and a put or delete counts its replicas' acknowledgements in
  * reply callbacks, answering the client from the one that reaches the
  * quorum (or makes it unreachable). Each write goes to each replica as a
- * replicate request of its own (a batch of one); the writer threads
+ * replicate request of its own, as in weft's service; the writer threads
  * coalesce the frames queued meanwhile into one write() call.
  */
 typedef struct wbase_kv wbase_kv;

@@ -165,8 +165,8 @@ item_len(const uint8_t *p, size_t left)
 }
 
 /* write_len is the size of the write (an array of 5 plain items) at the
- * start of a replicate batch, or 0 if there is none: where msgpack-c's
- * unpacker may look. */
+ * start of a replicate payload, or 0 if there is none: where msgpack-c's
+ * unpacker may look (what follows it makes the payload malformed). */
 static size_t
 write_len(const uint8_t *p, size_t left)
 {
@@ -180,7 +180,7 @@ write_len(const uint8_t *p, size_t left)
 	return off;
 }
 
-/* decode_write reads the next write of a batch at *p, moving past it. */
+/* decode_write reads the write at *p, moving past it. */
 static bool
 decode_write(msgpack_unpacked *u, const uint8_t **p, const uint8_t *end,
              kv_req *r)
@@ -218,7 +218,7 @@ origin_of(wbase_kv *kv, const kv_req *r)
 	return NULL;
 }
 
-/* pack_write packs one write of a replicate batch into sb. */
+/* pack_write packs a replicate request's write into sb. */
 static int
 pack_write(msgpack_sbuffer *sb, uint64_t op, const kv_req *r,
            const wbase_version *ver)
@@ -489,44 +489,27 @@ apply_write(wbase_kv *kv, const kv_req *r, const char *origin)
 	return 0;
 }
 
-/* check_batch checks every write of a replicate batch (one or more back
- * to back) before any is applied. */
-static bool
-check_batch(wbase_kv *kv, const uint8_t *p, const uint8_t *end)
-{
-	msgpack_unpacked u;
-	bool ok = p != NULL && p < end;
-	kv_req r;
-
-	msgpack_unpacked_init(&u);
-	while (ok && p < end)
-		ok = decode_write(&u, &p, end, &r) && origin_of(kv, &r) != NULL;
-	msgpack_unpacked_destroy(&u);
-	return ok;
-}
-
+/* A replicate request holds one write, from a member. */
 static void
 on_replicate(wbase_node *node, wbase_msg *msg, void *arg)
 {
 	wbase_kv *kv = arg;
 	const uint8_t *p = wbase_msg_data(msg), *end = p + wbase_msg_len(msg);
+	const char *origin = NULL;
 	msgpack_unpacked u;
-	int rv = 0;
 	kv_req r;
 
 	(void)node;
-	if (wbase_msg_sender(msg) == SIZE_MAX || !check_batch(kv, p, end)) {
-		bad_request(kv, msg, "malformed replicate");
-		return;
-	}
 	msgpack_unpacked_init(&u);
-	while (rv == 0 && p < end && decode_write(&u, &p, end, &r))
-		rv = apply_write(kv, &r, origin_of(kv, &r));
-	msgpack_unpacked_destroy(&u);
-	if (rv != 0)
+	if (wbase_msg_sender(msg) == SIZE_MAX || p == NULL ||
+	    !decode_write(&u, &p, end, &r) || p != end ||
+	    (origin = origin_of(kv, &r)) == NULL)
+		bad_request(kv, msg, "malformed replicate");
+	else if (apply_write(kv, &r, origin) != 0)
 		wbase_respond_error(msg, WEFT_EREMOTE, "out of memory");
 	else
 		wbase_respond(msg, "", 0);
+	msgpack_unpacked_destroy(&u);
 }
 
 /* ---- Set-up ------------------------------------------------------------- */

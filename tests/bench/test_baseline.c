@@ -710,6 +710,18 @@ test_kv_puts_and_gets(void **state)
 	kv_rig_stop(&r);
 }
 
+/* replicate sends a replicate request from member n0 to n1; returns the
+ * status of its answer (an error answer reads as WEFT_EREMOTE). */
+static int
+replicate(kv_rig *r, const void *p, size_t n)
+{
+	sync_reset(&r->call);
+	assert_int_equal(wbase_request(r->nodes[0], 1, WEFT_KV_VERB_REPLICATE,
+	                               p, n, 0, sync_base, &r->call),
+	                 0);
+	return sync_wait(&r->call);
+}
+
 /* Bad payloads get INVALID answers, and the members keep serving. */
 static void
 test_kv_bad_payloads_fail(void **state)
@@ -722,8 +734,9 @@ test_kv_bad_payloads_fail(void **state)
 	static const uint8_t str_key[] = {0x91, 0xa1, 'k'};
 	static const uint8_t no_value[] = {0x91, 0xc4, 0x01, 'k'};
 	static const uint8_t trailing[] = {0x91, 0xc4, 0x01, 'k', 0x00};
-	/* A replicate batch of two writes, from member n0, and a bad one. */
+	/* Two replicate writes, back to back. */
 	uint8_t batch[2 * 32], *p = batch;
+	size_t half;
 	uint64_t ts = (weft_wall_ms() + 1000) << 16;
 	wbase_kv_stats st;
 	kv_rig r;
@@ -772,30 +785,23 @@ test_kv_bad_payloads_fail(void **state)
 		*p++ = 'n';
 		*p++ = '0';
 	}
-	sync_reset(&r.call);
-	assert_int_equal(wbase_request(r.nodes[0], 1, WEFT_KV_VERB_REPLICATE,
-	                               batch, (size_t)(p - batch), 0, sync_base,
-	                               &r.call),
-	                 0);
-	assert_int_equal(sync_wait(&r.call), 0);
+	half = (size_t)(p - batch) / 2;
+	/* One write, from member n0: applied. */
+	assert_int_equal(replicate(&r, batch, half), 0);
 	assert_int_equal(kv_get(&r, 1, "b1"), 0);
 	assert_true(has_value(&r, "x"));
-	assert_int_equal(kv_get(&r, 1, "b2"), 0);
-	assert_true(has_value(&r, "y"));
-	/* The same batch cut short: nothing applied, an error. */
+	/* Two writes back to back, and one cut short: errors, nothing
+	 * applied. */
 	batch[4] = 'c';
-	sync_reset(&r.call);
-	assert_int_equal(wbase_request(r.nodes[0], 1, WEFT_KV_VERB_REPLICATE,
-	                               batch, (size_t)(p - batch) - 1, 0,
-	                               sync_base, &r.call),
-	                 0);
-	assert_int_not_equal(sync_wait(&r.call), 0);
+	assert_int_not_equal(replicate(&r, batch, 2 * half), 0);
+	assert_int_not_equal(replicate(&r, batch + half, half - 1), 0);
 	assert_int_equal(kv_get(&r, 1, "c1"), WEFT_ENOTFOUND);
+	assert_int_equal(kv_get(&r, 1, "b2"), WEFT_ENOTFOUND);
 	/* Still serving. */
 	assert_int_equal(kv_put(&r, 0, "after", "ok"), 0);
 	assert_int_equal(kv_get(&r, 0, "after"), 0);
 	wbase_kv_get_stats(r.kvs[1], &st);
-	assert_int_equal(st.replicas_applied >= 2, true);
+	assert_true(st.replicas_applied >= 1);
 	wbase_kv_get_stats(r.kvs[0], &st);
 	assert_int_equal(st.bad_requests, 4);
 	kv_rig_stop(&r);
