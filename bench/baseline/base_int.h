@@ -169,10 +169,12 @@ struct wbase_msg {
 	wbase_node *node;
 	wbase_in *in;
 	wbase_env env;
-	size_t peer; /* the sender's member index, or SIZE_MAX */
+	size_t peer;           /* the sender's member index, or SIZE_MAX */
 	wbase_out *client_out; /* a client's connection, or NULL */
 	bool responded;
-	bool detached; /* on the heap: freed by the response */
+	/* A detached copy: its own heap block, freed by the response; NULL
+	 * for the reader's message on its stack. */
+	struct wbase_msg *heap;
 };
 
 struct wbase_node {

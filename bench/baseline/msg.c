@@ -188,11 +188,11 @@ wbase_msg_verb(const wbase_msg *msg)
 static void
 release(wbase_msg *msg)
 {
-	if (!msg->detached)
+	if (msg->heap == NULL)
 		return;
 	if (msg->client_out != NULL)
 		wbase__client_out_unref(msg->client_out);
-	free(msg);
+	free(msg->heap);
 }
 
 static int
@@ -223,7 +223,7 @@ wbase_msg_detach(wbase_msg *msg)
 {
 	wbase_msg *copy;
 
-	if (msg->detached || msg->responded ||
+	if (msg->heap != NULL || msg->responded ||
 	    !(msg->env.flags & WBASE_REQUEST) ||
 	    (copy = malloc(sizeof(*copy))) == NULL)
 		return NULL;
@@ -231,7 +231,7 @@ wbase_msg_detach(wbase_msg *msg)
 	copy->in = NULL;
 	copy->env.payload = NULL; /* the frame is the reader's */
 	copy->env.len = 0;
-	copy->detached = true;
+	copy->heap = copy;
 	if (copy->client_out != NULL)
 		atomic_fetch_add(&copy->client_out->refs, 1);
 	msg->responded = true; /* the copy answers */
