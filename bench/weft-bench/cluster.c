@@ -656,6 +656,70 @@ write_csv(const wbench_opts *o, const cresult *rows, unsigned n)
 	return rv;
 }
 
+/* md_label is a row's first cell(s): P, C x D, or nodes | gets. */
+static void
+md_label(const cresult *r, char *label, size_t len)
+{
+	if (r->read_pct >= 0)
+		snprintf(label, len, "%u | %d%%", r->peers, r->read_pct);
+	else if (r->clients > 0)
+		snprintf(label, len, "%u x %u", r->clients, r->depth);
+	else
+		snprintf(label, len, "%u", r->peers);
+}
+
+/* write_md writes the rows as a Markdown table (docs/BENCHMARKS.md). */
+static int
+write_md(const wbench_opts *o, const cresult *rows, unsigned n)
+{
+	FILE *f = fopen(o->md_path, "w");
+
+	if (f == NULL) {
+		perror(o->md_path);
+		return -1;
+	}
+	fprintf(f,
+	        "| %s | io | ops/s | p50 ms | p99 ms | p99.9 ms | "
+	        "ctx-sw/op | CPU us/op | RSS MB (per node) | threads | "
+	        "msgs/wake-up | errors |\n",
+	        o->workload == WBENCH_RPC   ? "C x D"
+	        : o->workload == WBENCH_MIX ? "nodes | gets"
+	                                    : "P");
+	fprintf(f, "|---|%s---|---|---|---|---|---|---|---|---|---|---|\n",
+	        o->workload == WBENCH_MIX ? "---|" : "");
+	for (unsigned i = 0; i < n; i++) {
+		const cresult *r = &rows[i];
+		char label[32];
+
+		md_label(r, label, sizeof(label));
+		fprintf(f,
+		        "| %s | %s | %.0f | %.2f | %.2f | %.2f | %.3f | %.2f | "
+		        "%.1f (%.2f) | %llu | %.1f | %llu |\n",
+		        label, io_name(r->io), r->ops_per_s, r->p50_us / 1e3,
+		        r->p99_us / 1e3, r->p999_us / 1e3,
+		        r->vcsw_per_op + r->ivcsw_per_op, r->cpu_us_per_op,
+		        r->rss_mb, r->rss_mb_per_node,
+		        (unsigned long long)r->threads, r->msgs_per_wakeup,
+		        (unsigned long long)r->errors);
+	}
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+/* write_reports writes the --json, --csv and --md files asked for. */
+static int
+write_reports(const wbench_opts *o, const cresult *rows, unsigned n)
+{
+	int rv = 0;
+
+	if (o->json_path && write_json(o, rows, n) != 0)
+		rv = -1;
+	if (o->csv_path && write_csv(o, rows, n) != 0)
+		rv = -1;
+	if (o->md_path && write_md(o, rows, n) != 0)
+		rv = -1;
+	return rv;
+}
+
 /* plot_series writes one I/O model's points as gnuplot inline data. */
 static void
 plot_series(FILE *gp, const char *name, const cresult *rows, unsigned n,
@@ -740,9 +804,7 @@ mix_run(const wbench_opts *o)
 				fflush(stdout);
 				n++;
 			}
-	if (o->json_path && write_json(o, rows, n) != 0)
-		failed = 1;
-	if (o->csv_path && write_csv(o, rows, n) != 0)
+	if (write_reports(o, rows, n) != 0)
 		failed = 1;
 	return failed;
 }
@@ -776,9 +838,7 @@ rpc_run(const wbench_opts *o)
 				fflush(stdout);
 				n++;
 			}
-	if (o->json_path && write_json(o, rows, n) != 0)
-		failed = 1;
-	if (o->csv_path && write_csv(o, rows, n) != 0)
+	if (write_reports(o, rows, n) != 0)
 		failed = 1;
 	return failed;
 }
@@ -803,9 +863,7 @@ hosts_run(const wbench_opts *o)
 	failed |= r.lost != 0 || r.duplicates != 0;
 	print_row(&r, stdout);
 	fflush(stdout);
-	if (o->json_path && write_json(o, &r, 1) != 0)
-		failed = 1;
-	if (o->csv_path && write_csv(o, &r, 1) != 0)
+	if (write_reports(o, &r, 1) != 0)
 		failed = 1;
 	return failed;
 }
@@ -859,9 +917,7 @@ wbench_cluster_run(const wbench_opts *o)
 report:
 	for (unsigned i = 0; i < n; i++)
 		failed |= rows[i].lost != 0 || rows[i].duplicates != 0;
-	if (o->json_path && write_json(o, rows, n) != 0)
-		failed = 1;
-	if (o->csv_path && write_csv(o, rows, n) != 0)
+	if (write_reports(o, rows, n) != 0)
 		failed = 1;
 	if (o->plot_path && plot(o, rows, n) != 0)
 		failed = 1;

@@ -32,6 +32,8 @@ wbench_usage(FILE *out)
 	    "  --json FILE     write every figure to FILE\n"
 	    "  --csv FILE      one CSV row per run or series (every "
 	    "workload)\n"
+	    "  --md FILE       cluster, rpc, mix: the table in Markdown "
+	    "(docs/BENCHMARKS.md)\n"
 	    "  --tls DIR       weft halves over mutual TLS: DIR/ca.crt, "
 	    "n0.crt/.key (the\n"
 	    "                  measuring half), n1.crt/.key (the load half); "
@@ -261,6 +263,7 @@ static const struct option long_opts[] = {
     {"tls", required_argument, NULL, 'T'},
     {"tls-compare", no_argument, NULL, 'T' + 256},
     {"csv", required_argument, NULL, 'j' + 256},
+    {"md", required_argument, NULL, 'j' + 512},
     {"hosts", required_argument, NULL, 'H'},
     {"cluster-name", required_argument, NULL, 'H' + 256},
     {"netns", no_argument, NULL, 'E'},
@@ -559,6 +562,9 @@ apply_opt(wbench_opts *o, int c, const char *arg)
 		return 0;
 	case 'j' + 256:
 		o->csv_path = arg;
+		return 0;
+	case 'j' + 512:
+		o->md_path = arg;
 		return 0;
 	case 'T' + 256:
 		o->tls_compare = true;

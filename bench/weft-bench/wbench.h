@@ -98,6 +98,7 @@ typedef struct wbench_opts {
 	const char *tls_dir;
 	bool tls_compare;     /* weft plaintext and weft TLS alternately */
 	const char *csv_path; /* --csv FILE: one row per run or series */
+	const char *md_path; /* cluster, rpc, mix --md FILE: a Markdown table */
 	/* cluster --hosts: "[ID@]HOST:PORT,..." of weftd nodes run
 	 * elsewhere; peers is their number, local processes are clients. */
 	const char *hosts;
