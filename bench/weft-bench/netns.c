@@ -74,11 +74,12 @@ ip_batch(const char *ns, const char *lines)
 static void
 kill_ns_pids(const char *ns)
 {
-	char cmd[128], line[32];
+	char cmd[384], line[32];
 	FILE *p;
 
-	snprintf(cmd, sizeof(cmd), "ip netns pids %s 2>/dev/null", ns);
-	if ((p = popen(cmd, "r")) == NULL)
+	if (snprintf(cmd, sizeof(cmd), "ip netns pids %s 2>/dev/null", ns) >=
+	        (int)sizeof(cmd) ||
+	    (p = popen(cmd, "r")) == NULL)
 		return;
 	while (fgets(line, sizeof(line), p) != NULL)
 		kill((pid_t)atoi(line), SIGKILL);
