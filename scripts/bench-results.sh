@@ -25,7 +25,7 @@ mkdir -p "$(dirname "$out")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Certificates for 64 nodes and 16 clients.
+# Certificates for 64 nodes and 16 clients (DIR in the commands shown).
 # shellcheck disable=SC2046 # one argument per id
 sh "$script_dir/gen-certs.sh" "$tmp/certs" $(seq -f 'n%g' 0 63) \
 	$(seq -f '--client c%g' 0 15) >/dev/null
@@ -49,7 +49,7 @@ table() {
 	{
 		echo "### $title"
 		echo
-		echo "\`weft-bench $*\`"
+		echo "\`weft-bench ${*//$tmp\/certs/DIR}\`"
 		echo
 		if [ "$status" = 0 ]; then
 			cat "$tmp/table.md"
