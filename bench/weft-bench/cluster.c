@@ -31,7 +31,7 @@ typedef struct child {
 	char *buf; /* what it printed, not yet split into lines */
 	size_t have;
 	uint16_t port;
-	uint64_t ticks;
+	uint64_t ticks, tick_p99_ns; /* the last progress line */
 	bool addressed, ready, done, reported, hist, dead;
 	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
 	uint64_t wakeups, msgs_in, sent, replies, duplicates;
@@ -184,13 +184,23 @@ parse_result(child *k, const char *line)
 	k->reported = true;
 }
 
+/* read_tick reads "OPS P99" of a progress line. */
+static void
+read_tick(child *k, const char *text)
+{
+	char *end;
+
+	k->ticks = strtoull(text, &end, 10);
+	k->tick_p99_ns = strtoull(end, NULL, 10);
+}
+
 static void
 on_line(cluster *c, child *k, const char *line)
 {
 	if (strncmp(line, "port ", 5) == 0)
 		k->port = (uint16_t)atoi(line + 5);
 	else if (strncmp(line, "tick ", 5) == 0)
-		k->ticks = strtoull(line + 5, NULL, 10);
+		read_tick(k, line + 5);
 	else if (strcmp(line, "addressed") == 0)
 		k->addressed = true;
 	else if (strcmp(line, "ready") == 0)
@@ -233,17 +243,23 @@ read_child(cluster *c, child *k)
 static void
 progress(cluster *c)
 {
-	uint64_t now = wbench_now_ns(), ticks = 0;
+	uint64_t now = wbench_now_ns(), ticks = 0, p99 = 0;
 
-	for (unsigned i = 0; i < c->n; i++)
+	for (unsigned i = 0; i < c->n; i++) {
 		ticks += c->kids[i].ticks;
+		if (c->kids[i].tick_p99_ns > p99)
+			p99 = c->kids[i].tick_p99_ns;
+	}
 	if (now - c->last_print_ns < 1000000000u)
 		return;
 	if (!c->o->quiet && c->last_print_ns != 0)
-		fprintf(stderr, "cluster %s P=%u: %.0f ops/s\n", io_name(c->io),
-		        c->n,
+		fprintf(stderr,
+		        "cluster %s P=%u: %.0f ops/s, p99 so far %.3f ms "
+		        "(worst process)\n",
+		        io_name(c->io), c->n,
 		        (double)(ticks - c->last_ticks) * 1e9 /
-		            (double)(now - c->last_print_ns));
+		            (double)(now - c->last_print_ns),
+		        (double)p99 / 1e6);
 	c->last_print_ns = now;
 	c->last_ticks = ticks;
 }

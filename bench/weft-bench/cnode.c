@@ -14,7 +14,8 @@
  *   node -> "ready"             it asked every other node once, so every
  *                               connection (and TLS session) is up
  *   coord -> "go"               the clock starts
- *   node -> "tick OPS"          each second: completions so far
+ *   node -> "tick OPS P99"      each second: completions so far, and
+ *                               the p99 (ns) of the round trips so far
  *   node -> "done"              its window closed and its slots are idle
  *   coord -> "exit"             everybody is done: report and stop
  *   node -> "result k=v ...", "hist ..."
@@ -78,7 +79,10 @@ struct cnode {
 	slot *slots;
 	uint64_t window_start_ns, window_end_ns;
 	atomic_uint_fast64_t completed; /* replies, any time */
-	atomic_uint active;             /* slots with a request in flight */
+	/* Round trips so far, for the progress lines: counted by the loop
+	 * threads, read by the main thread each second. */
+	_Atomic uint32_t so_far[WBENCH_LAT_BUCKETS];
+	atomic_uint active; /* slots with a request in flight */
 	/* Open loop (--rate): idle slots, taken by the pacer. */
 	pthread_mutex_t free_lock;
 	unsigned *free_ids, nfree;
@@ -172,6 +176,10 @@ slot_done(slot *s, int status)
 		atomic_compare_exchange_strong(&n->first_error, &zero, status);
 	}
 	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
+	if (status == 0)
+		atomic_fetch_add_explicit(
+		    &n->so_far[wbench_lat_bucket(now - s->sent_ns)], 1,
+		    memory_order_relaxed);
 	if (n->o->rate > 0)
 		slot_free(s);
 	else if (now < n->window_end_ns)
@@ -617,6 +625,21 @@ wait_idle(cnode *n)
 		sleep_until(now_ns() + 1000000u);
 }
 
+/* print_tick tells the coordinator the completions and p99 so far. */
+static void
+print_tick(cnode *n)
+{
+	uint64_t counts[WBENCH_LAT_BUCKETS];
+
+	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
+		counts[i] =
+		    atomic_load_explicit(&n->so_far[i], memory_order_relaxed);
+	printf("tick %llu %llu\n",
+	       (unsigned long long)atomic_load(&n->completed),
+	       (unsigned long long)wbench_lat_percentile(counts, 99));
+	fflush(stdout);
+}
+
 /* pace runs an open loop: request k is due at t0 + k / rate and carries
  * that time, even when no slot is free to send it yet. */
 static void
@@ -640,9 +663,7 @@ pace(cnode *n, uint64_t t0, usage *before)
 			opened = true;
 		}
 		if (now >= tick) {
-			printf("tick %llu\n",
-			       (unsigned long long)atomic_load(&n->completed));
-			fflush(stdout);
+			print_tick(n);
 			tick += 1000000000u;
 		}
 		sleep_until(now + 100000u);
@@ -677,9 +698,7 @@ run_window(cnode *n, usage *before, usage *after)
 			continue;
 		}
 		sleep_until(tick);
-		printf("tick %llu\n",
-		       (unsigned long long)atomic_load(&n->completed));
-		fflush(stdout);
+		print_tick(n);
 		tick += 1000000000u;
 	}
 	sleep_until(n->window_end_ns);

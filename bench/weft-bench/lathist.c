@@ -20,6 +20,29 @@ bucket(uint64_t v)
 	return i < WBENCH_LAT_BUCKETS ? i : WBENCH_LAT_BUCKETS - 1;
 }
 
+unsigned
+wbench_lat_bucket(uint64_t ns)
+{
+	return bucket(ns);
+}
+
+uint64_t
+wbench_lat_percentile(const uint64_t *counts, double p)
+{
+	uint64_t total = 0, seen = 0, want;
+
+	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
+		total += counts[i];
+	if (total == 0)
+		return 0;
+	want = (uint64_t)((double)total * p / 100.0 + 0.5);
+	want = want < 1 ? 1 : want;
+	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
+		if ((seen += counts[i]) >= want)
+			return wbench_lat_value(i);
+	return wbench_lat_value(WBENCH_LAT_BUCKETS - 1);
+}
+
 uint64_t
 wbench_lat_value(unsigned i)
 {

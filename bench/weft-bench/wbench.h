@@ -257,6 +257,11 @@ uint64_t wbench_lat_value(unsigned i);
 /* wbench_lat_print writes "hist i:count ..." (one line); _parse reads it
  * into a weft_histogram. */
 void wbench_lat_print(const wbench_lat *l, FILE *out);
+/* wbench_lat_bucket is the bucket of a value; wbench_lat_percentile the
+ * value at or below which p percent of counts[WBENCH_LAT_BUCKETS] lie
+ * (0 when empty), for progress lines. */
+unsigned wbench_lat_bucket(uint64_t ns);
+uint64_t wbench_lat_percentile(const uint64_t *counts, double p);
 int wbench_lat_parse(const char *line, struct weft_histogram *h);
 
 /* csv.c: --csv. A figure below 0 was not measured (an empty cell). */
