@@ -19,7 +19,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +27,6 @@
 #include <unistd.h>
 
 #include "wbench.h"
-
-extern char **environ;
 
 #define NETNS_DIR "/run/netns"
 #define NODE_PORT 7100
@@ -179,39 +176,50 @@ write_config(netns_run *r)
 	return fclose(f) == 0 ? 0 : -1;
 }
 
-/* start_weftd starts node i in its namespace, its stdout on a pipe. */
+/*
+ * start_weftd starts node i in its namespace, its stdout on a pipe. The
+ * child joins the namespace itself (setns) rather than through `ip netns
+ * exec`, which also remounts /sys and fails in containers that allow
+ * namespaces but not that mount.
+ */
 static int
 start_weftd(netns_run *r, unsigned i)
 {
-	char ns[64], id[16], ini[128], cert[PATH_MAX], key[PATH_MAX];
-	char *argv[16] = {"ip",       "netns", "exec", ns, r->weftd,
-	                  "--config", ini,     "--id", id, NULL};
-	posix_spawn_file_actions_t fa;
-	int out[2], rv;
+	char ns[PATH_MAX], id[16], ini[128], cert[PATH_MAX], key[PATH_MAX];
+	char *argv[16] = {r->weftd, "--config", ini, "--id", id, NULL};
+	int out[2], nsfd;
+	pid_t pid;
 
-	snprintf(ns, sizeof(ns), "%s-n%u", r->prefix, i);
+	snprintf(ns, sizeof(ns), NETNS_DIR "/%s-n%u", r->prefix, i);
 	snprintf(id, sizeof(id), "n%u", i);
 	snprintf(ini, sizeof(ini), "%s/cluster.ini", r->dir);
 	if (r->o->tls_dir != NULL) {
 		snprintf(cert, sizeof(cert), "%s/n%u.crt", r->o->tls_dir, i);
 		snprintf(key, sizeof(key), "%s/n%u.key", r->o->tls_dir, i);
-		argv[9] = "--tls-cert";
-		argv[10] = cert;
-		argv[11] = "--tls-key";
-		argv[12] = key;
+		argv[5] = "--tls-cert";
+		argv[6] = cert;
+		argv[7] = "--tls-key";
+		argv[8] = key;
 	}
-	if (pipe2(out, O_CLOEXEC) != 0)
+	if ((nsfd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-	rv = posix_spawnp(&r->pids[i], "ip", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
+	if (pipe2(out, O_CLOEXEC) != 0) {
+		close(nsfd);
+		return -1;
+	}
+	if ((pid = fork()) == 0) {
+		/* Only async-signal-safe calls until exec. */
+		if (setns(nsfd, CLONE_NEWNET) != 0 || dup2(out[1], 1) < 0)
+			_exit(127);
+		execv(r->weftd, argv);
+		_exit(127);
+	}
+	close(nsfd);
 	close(out[1]);
 	r->out_fds[i] = out[0];
-	if (rv != 0) {
-		r->pids[i] = 0;
+	if (pid < 0)
 		return -1;
-	}
+	r->pids[i] = pid;
 	return 0;
 }
 
