@@ -147,6 +147,22 @@ out_keep(const struct weft__msvc_out *src)
  * free; if not, it is copied when it must wait. Returns 0, or an error
  * with nothing done (out untouched, no callback).
  */
+/*
+ * dial_urgent brings up a member's urgent connection with the first one of
+ * another class. It carries the heartbeats, so the peer's liveness is known
+ * from its first message, and the first heartbeat does not dial (with TLS,
+ * a handshake to every peer at once) in the middle of the traffic.
+ */
+static void
+dial_urgent(weft_msvc_peer *peer)
+{
+	if (peer->is_client ||
+	    peer->svc->cfg->limits.connections[WEFT_MSVC_URGENT] == 0)
+		return;
+	if (peer->conns[WEFT_MSVC_URGENT][0].state == WEFT__MSVC_IDLE)
+		weft__msvc_conn_dial(&peer->conns[WEFT_MSVC_URGENT][0]);
+}
+
 static int
 emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 {
@@ -186,8 +202,10 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	TAILQ_INSERT_TAIL(&c->backlog, kept, link);
 	if (request)
 		weft__msvc_slot_at(peer->home, slot)->out = kept;
-	if (c->state == WEFT__MSVC_IDLE)
+	if (c->state == WEFT__MSVC_IDLE) {
 		weft__msvc_conn_dial(c);
+		dial_urgent(peer);
+	}
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * from one INI file (or built in code). A service (weft_msvc) runs one node,
  * or a non-member client, on a loop group. Each node dials its own outbound
  * connections to each peer lazily, one or more per message class (urgent:
- * heartbeats and control; small; large: payload above a threshold), and
+ * heartbeats and control; small; large: payload above a threshold; the
+ * first urgent connection comes up with the first one of any class), and
  * writes only on connections it dialed; a response travels on the
  * responder's own outbound connection of the class that fits its size. A
  * non-member client (a service started with an id the config does not
