@@ -23,23 +23,7 @@
 static void on_handshake_timeout(weft_timer *t, void *arg);
 static void on_backoff(weft_timer *t, void *arg);
 
-static inline uint32_t
-be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
 /* ---- Writing ----------------------------------------------------------- */
-
-static inline void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
 
 /* Moves the small frames gathered in c->scratch into c->tx. */
 static void
@@ -136,7 +120,7 @@ encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
 		evbuffer_add(c->tx, data, len);
 	}
 	if (c->crc) {
-		put_be32(tail, crc);
+		weft__msvc_put_be32(tail, crc);
 		evbuffer_add(c->tx, tail, 4);
 	}
 }
@@ -153,17 +137,17 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	if (buf == NULL && n <= WEFT__MSVC_SCRATCH && scratch_room(c, n)) {
 		/* Small: written in place, one CRC pass, no evbuffer call. */
 		h = c->scratch + c->scratch_len;
-		put_be32(h, (uint32_t)body);
+		weft__msvc_put_be32(h, (uint32_t)body);
 		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
 		                      expires_ms, (uint32_t)len);
 		if (len > 0)
 			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
 		if (c->crc)
-			put_be32(h + 4 + body,
-			         weft__msvc_crc32c(0, h, 4 + body));
+			weft__msvc_put_be32(h + 4 + body,
+			                    weft__msvc_crc32c(0, h, 4 + body));
 		c->scratch_len += n;
 	} else {
-		put_be32(big, (uint32_t)body);
+		weft__msvc_put_be32(big, (uint32_t)body);
 		weft__msvc_env_header(big + 4, id, verb, flags, created_ms,
 		                      expires_ms, (uint32_t)len);
 		encode_large(c, big, data, len, buf);
@@ -937,7 +921,7 @@ handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
 
 	if (c->crc) {
 		crc = weft__msvc_crc32c(0, p, 4 + (size_t)len);
-		if (crc != be32(p + 4 + len)) {
+		if (crc != (uint32_t)weft__msvc_get_be(p + 4 + len, 4)) {
 			weft__msvc_count(&c->svc->st.bad_frames, 1);
 			conn_reject(c, "frame checksum mismatch");
 			return false;
@@ -964,7 +948,7 @@ frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 	                   ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
 	                   : WEFT__MSVC_HELLO_MAX;
 
-	*len = be32(p);
+	*len = (uint32_t)weft__msvc_get_be(p, 4);
 	if (*len > max || *len == 0 ||
 	    (c->state == WEFT__MSVC_UP && *len < MIN_ENVELOPE)) {
 		if (c->state == WEFT__MSVC_UP)

@@ -60,33 +60,6 @@ weft__msvc_crc32c(uint32_t crc, const void *data, size_t len)
 }
 #endif
 
-static inline void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline void
-put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t
-get_be(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 void
 weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
                       uint64_t created_ms, uint64_t expires_ms,
@@ -94,16 +67,16 @@ weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
 {
 	out[0] = 0x96;
 	out[1] = 0xcf;
-	put_be64(out + 2, id);
+	weft__msvc_put_be64(out + 2, id);
 	out[10] = 0xce;
-	put_be32(out + 11, verb);
+	weft__msvc_put_be32(out + 11, verb);
 	out[15] = (uint8_t)(flags & 0x7f);
 	out[16] = 0xcf;
-	put_be64(out + 17, created_ms);
+	weft__msvc_put_be64(out + 17, created_ms);
 	out[25] = 0xcf;
-	put_be64(out + 26, expires_ms);
+	weft__msvc_put_be64(out + 26, expires_ms);
 	out[34] = 0xc6;
-	put_be32(out + 35, payload_len);
+	weft__msvc_put_be32(out + 35, payload_len);
 }
 
 /* A bounds-checked reader over one frame body. */
@@ -134,7 +107,7 @@ rd_uint(struct rd *r, uint64_t *out)
 		return false;
 	if ((size_t)(r->end - r->p) < n)
 		return false;
-	v = get_be(r->p, n);
+	v = weft__msvc_get_be(r->p, n);
 	r->p += n;
 	/* A signed integer must be non-negative. */
 	if (t >= 0xd0 && (v >> (n * 8 - 1)) != 0)
@@ -159,7 +132,7 @@ rd_len(struct rd *r, uint8_t t8, const uint8_t **data, size_t *len)
 		hdr = (size_t)1 << (t - t8);
 		if ((size_t)(r->end - r->p) < hdr)
 			return false;
-		n = (size_t)get_be(r->p, hdr);
+		n = (size_t)weft__msvc_get_be(r->p, hdr);
 	} else {
 		return false;
 	}
@@ -204,11 +177,11 @@ rd_array(struct rd *r, size_t want)
 		return (size_t)(t & 0x0f) == want;
 	if (t == 0xdc && r->end - r->p >= 2) {
 		r->p += 2;
-		return get_be(r->p - 2, 2) == want;
+		return weft__msvc_get_be(r->p - 2, 2) == want;
 	}
 	if (t == 0xdd && r->end - r->p >= 4) {
 		r->p += 4;
-		return get_be(r->p - 4, 4) == want;
+		return weft__msvc_get_be(r->p - 4, 4) == want;
 	}
 	return false;
 }
@@ -232,12 +205,13 @@ weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
 	/* The common case: exactly our own fixed layout. */
 	if (n >= WEFT__MSVC_ENV_HEADER && p[0] == 0x96 && p[1] == 0xcf &&
 	    p[10] == 0xce && p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
-	    p[34] == 0xc6 && get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
-		out->id = get_be(p + 2, 8);
-		out->verb = (uint32_t)get_be(p + 11, 4);
+	    p[34] == 0xc6 &&
+	    weft__msvc_get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
+		out->id = weft__msvc_get_be(p + 2, 8);
+		out->verb = (uint32_t)weft__msvc_get_be(p + 11, 4);
 		out->flags = p[15];
-		out->created_ms = get_be(p + 17, 8);
-		out->expires_ms = get_be(p + 26, 8);
+		out->created_ms = weft__msvc_get_be(p + 17, 8);
+		out->expires_ms = weft__msvc_get_be(p + 26, 8);
 		out->payload = p + WEFT__MSVC_ENV_HEADER;
 		out->len = n - WEFT__MSVC_ENV_HEADER;
 		return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
@@ -279,11 +253,11 @@ wr_uint(struct wr *w, uint64_t v)
 		wr_bytes(w, b, 1);
 	} else if (v <= UINT32_MAX) {
 		b[0] = 0xce;
-		put_be32(b + 1, (uint32_t)v);
+		weft__msvc_put_be32(b + 1, (uint32_t)v);
 		wr_bytes(w, b, 5);
 	} else {
 		b[0] = 0xcf;
-		put_be64(b + 1, v);
+		weft__msvc_put_be64(b + 1, v);
 		wr_bytes(w, b, 9);
 	}
 }
@@ -318,14 +292,14 @@ weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n, bool crc)
 	uint8_t hdr[4], trailer[4];
 	uint32_t c;
 
-	put_be32(hdr, (uint32_t)n);
+	weft__msvc_put_be32(hdr, (uint32_t)n);
 	if (evbuffer_add(out, hdr, 4) != 0 || evbuffer_add(out, body, n) != 0)
 		return WEFT_ENOMEM;
 	if (!crc)
 		return 0;
 	c = weft__msvc_crc32c(0, hdr, 4);
 	c = weft__msvc_crc32c(c, body, n);
-	put_be32(trailer, c);
+	weft__msvc_put_be32(trailer, c);
 	return evbuffer_add(out, trailer, 4) == 0 ? 0 : WEFT_ENOMEM;
 }
 
