@@ -789,72 +789,75 @@ plot(const wbench_opts *o, const cresult *rows, unsigned n)
 	return 0;
 }
 
-/* mix_run: for each node count and mix, N key-value members and C
- * clients (weft's service), the members on each I/O model of --io:
- * weft's key-value service or the baseline's. */
+/* The most rows one invocation reports. */
+#define MAX_ROWS 128
+
+/* One point of a series, run on each I/O model of --io. */
+typedef struct point {
+	unsigned members, clients, depth;
+	int read_pct; /* mix, or -1 */
+} point;
+
+/* run_series runs every point on each I/O model of --io, printing a row
+ * per run (and for cluster the loop/threads ratio), then writes the
+ * reports. Returns the exit status. */
 static int
-mix_run(const wbench_opts *o)
+run_series(const wbench_opts *o, const point *pts, unsigned npts)
 {
-	cresult rows[2 * 64];
+	cresult rows[MAX_ROWS];
 	unsigned n = 0;
 	int failed = 0;
 
 	print_header(o, stdout);
-	for (unsigned p = 0; p < o->npeer_list; p++)
-		for (unsigned m = 0; m < o->nmix_list && n < 2 * 64 - 1; m++)
-			for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS;
-			     io++) {
-				cresult *r = &rows[n];
+	for (unsigned i = 0; i < npts; i++)
+		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
+			cresult *r = &rows[n];
 
-				if (!(o->io & io))
-					continue;
-				if (run_cluster(
-				        o, (enum wbench_io)io, o->peer_list[p],
-				        o->client_list[0], o->outstanding,
-				        (int)o->mix_list[m], r) != 0) {
-					failed = 1;
-					continue;
-				}
-				failed |= r->lost != 0 || r->duplicates != 0;
-				print_row(r, stdout);
-				fflush(stdout);
-				n++;
+			if (!(o->io & io) || n == MAX_ROWS)
+				continue;
+			if (run_cluster(o, (enum wbench_io)io, pts[i].members,
+			                pts[i].clients, pts[i].depth,
+			                pts[i].read_pct, r) != 0) {
+				failed = 1;
+				continue;
 			}
-	if (write_reports(o, rows, n) != 0)
+			/* Failed requests are a result; a request answered
+			 * twice or never is a broken run. */
+			failed |= r->lost != 0 || r->duplicates != 0;
+			print_row(r, stdout);
+			if (o->workload == WBENCH_CLUSTER &&
+			    io == WBENCH_IO_THREADS && n > 0 &&
+			    rows[n - 1].peers == r->peers &&
+			    rows[n - 1].io == WBENCH_IO_LOOP)
+				print_ratio(&rows[n - 1], r, stdout);
+			fflush(stdout);
+			n++;
+		}
+	if (write_reports(o, rows, n) != 0 ||
+	    (o->plot_path && o->workload == WBENCH_CLUSTER &&
+	     plot(o, rows, n) != 0))
 		failed = 1;
 	return failed;
 }
 
-/* wbench_rpc_run: for each C and D, one server and C clients. */
+/* netns_run: cluster --netns, weftd nodes in network namespaces. */
 static int
-rpc_run(const wbench_opts *o)
+netns_run(const wbench_opts *o)
 {
-	cresult rows[2 * 64];
+	cresult rows[16];
 	unsigned n = 0;
-	int failed = 0;
+	int rv, failed = 0;
 
 	print_header(o, stdout);
-	for (unsigned ci = 0; ci < o->nclient_list; ci++)
-		for (unsigned di = 0; di < o->ndepth_list; di++)
-			for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS;
-			     io++) {
-				cresult *r = &rows[n];
-
-				if (!(o->io & io))
-					continue;
-				if (run_cluster(o, (enum wbench_io)io, 1,
-				                o->client_list[ci],
-				                o->depth_list[di], -1,
-				                r) != 0) {
-					failed = 1;
-					continue;
-				}
-				failed |= r->lost != 0 || r->duplicates != 0;
-				print_row(r, stdout);
-				fflush(stdout);
-				n++;
-			}
-	if (write_reports(o, rows, n) != 0)
+	rv = wbench_netns_run(o, rows, &n);
+	for (unsigned i = 0; i < n; i++) {
+		failed |= rows[i].lost != 0 || rows[i].duplicates != 0;
+		print_row(&rows[i], stdout);
+	}
+	if (rv != 0)
+		return rv == WBENCH_SKIPPED ? rv : 1;
+	if (write_reports(o, rows, n) != 0 ||
+	    (o->plot_path && plot(o, rows, n) != 0))
 		failed = 1;
 	return failed;
 }
@@ -887,55 +890,26 @@ hosts_run(const wbench_opts *o)
 int
 wbench_cluster_run(const wbench_opts *o)
 {
-	cresult rows[2 * 16];
+	point pts[MAX_ROWS];
 	unsigned n = 0;
-	int failed = 0;
 
-	if (o->workload == WBENCH_RPC)
-		return rpc_run(o);
-	if (o->workload == WBENCH_MIX)
-		return mix_run(o);
 	if (o->hosts != NULL)
 		return hosts_run(o);
-	print_header(o, stdout);
-	if (o->netns) {
-		int rv = wbench_netns_run(o, rows, &n);
-
-		for (unsigned i = 0; i < n; i++)
-			print_row(&rows[i], stdout);
-		if (rv != 0)
-			return rv == WBENCH_SKIPPED ? rv : 1;
-		goto report;
-	}
-	for (unsigned p = 0; p < o->npeer_list; p++) {
-		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
-			cresult *r = &rows[n];
-
-			if (!(o->io & io))
-				continue;
-			if (run_cluster(o, (enum wbench_io)io, o->peer_list[p],
-			                0, 0, -1, r) != 0) {
-				failed = 1;
-				continue;
-			}
-			/* Failed requests are a result; a request answered
-			 * twice or never is a broken run. */
-			failed |= r->lost != 0 || r->duplicates != 0;
-			print_row(r, stdout);
-			if (io == WBENCH_IO_THREADS && n > 0 &&
-			    rows[n - 1].peers == r->peers &&
-			    rows[n - 1].io == WBENCH_IO_LOOP)
-				print_ratio(&rows[n - 1], r, stdout);
-			fflush(stdout);
-			n++;
-		}
-	}
-report:
-	for (unsigned i = 0; i < n; i++)
-		failed |= rows[i].lost != 0 || rows[i].duplicates != 0;
-	if (write_reports(o, rows, n) != 0)
-		failed = 1;
-	if (o->plot_path && plot(o, rows, n) != 0)
-		failed = 1;
-	return failed;
+	if (o->netns)
+		return netns_run(o);
+	if (o->workload == WBENCH_RPC) /* one server, C clients x D */
+		for (unsigned c = 0; c < o->nclient_list; c++)
+			for (unsigned d = 0; d < o->ndepth_list; d++)
+				pts[n++] = (point){1, o->client_list[c],
+				                   o->depth_list[d], -1};
+	else if (o->workload == WBENCH_MIX) /* N members, C clients */
+		for (unsigned p = 0; p < o->npeer_list; p++)
+			for (unsigned m = 0; m < o->nmix_list; m++)
+				pts[n++] = (point){
+				    o->peer_list[p], o->client_list[0],
+				    o->outstanding, (int)o->mix_list[m]};
+	else /* P nodes asking each other */
+		for (unsigned p = 0; p < o->npeer_list; p++)
+			pts[n++] = (point){o->peer_list[p], 0, 0, -1};
+	return run_series(o, pts, n);
 }
