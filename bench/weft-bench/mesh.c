@@ -37,10 +37,7 @@ typedef struct mesh_node {
 	bool answered; /* the start request came back */
 	int status;
 	char why[160];
-	uint64_t completed, p99_ns; /* the last status answer */
-	uint64_t ops, errors, sent, replies, duplicates;
-	uint64_t vcsw, ivcsw, cpu_us, rss_kb, threads, wakeups, msgs_in;
-	int64_t first_error;
+	wbench_load_answer a; /* the start answer, or the last status one */
 } mesh_node;
 
 typedef struct mesh {
@@ -58,31 +55,32 @@ typedef struct mesh {
 
 /* set_field stores the value of a known key of a node's answer. */
 static void
-set_field(mesh_node *m, const msgpack_object_str *k, const msgpack_object *v)
+set_field(wbench_load_answer *a, const msgpack_object_str *k,
+          const msgpack_object *v)
 {
 	const struct {
 		const char *key;
 		uint64_t *val;
 	} keys[] = {
-	    {"ops", &m->ops},
-	    {"errors", &m->errors},
-	    {"sent", &m->sent},
-	    {"replies", &m->replies},
-	    {"duplicates", &m->duplicates},
-	    {"vcsw", &m->vcsw},
-	    {"ivcsw", &m->ivcsw},
-	    {"cpu_us", &m->cpu_us},
-	    {"rss_kb", &m->rss_kb},
-	    {"threads", &m->threads},
-	    {"wakeups", &m->wakeups},
-	    {"msgs_in", &m->msgs_in},
-	    {"completed", &m->completed},
-	    {"p99_ns", &m->p99_ns},
+	    {"ops", &a->ops},
+	    {"errors", &a->errors},
+	    {"sent", &a->sent},
+	    {"replies", &a->replies},
+	    {"duplicates", &a->duplicates},
+	    {"vcsw", &a->vcsw},
+	    {"ivcsw", &a->ivcsw},
+	    {"cpu_us", &a->cpu_us},
+	    {"rss_kb", &a->rss_kb},
+	    {"threads", &a->threads},
+	    {"wakeups", &a->wakeups},
+	    {"msgs_in", &a->msgs_in},
+	    {"completed", &a->completed},
+	    {"p99_ns", &a->p99_ns},
 	};
 
 	if (k->size == 11 && memcmp(k->ptr, "first_error", 11) == 0) {
 		if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-			m->first_error = v->via.i64;
+			a->first_error = v->via.i64;
 		return;
 	}
 	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
@@ -93,13 +91,31 @@ set_field(mesh_node *m, const msgpack_object_str *k, const msgpack_object *v)
 			*keys[i].val = v->via.u64;
 }
 
-/* read_answer reads a node's map (figures and, for a finished run, its
- * histogram as value, count pairs); 0 or -1 (malformed). */
-static int
-read_answer(mesh *ms, mesh_node *m, const void *data, size_t len)
+/* hist_ok checks a "hist" value: an array of value, count pairs. */
+static bool
+hist_ok(const msgpack_object *v)
+{
+	if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size % 2)
+		return false;
+	for (uint32_t j = 0; j < v->via.array.size; j++)
+		if (v->via.array.ptr[j].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+			return false;
+	return true;
+}
+
+static bool
+is_hist(const msgpack_object *k)
+{
+	return k->via.str.size == 4 && memcmp(k->via.str.ptr, "hist", 4) == 0;
+}
+
+int
+wbench_load_answer_read(const void *data, size_t len, wbench_load_answer *a,
+                        weft_histogram *h)
 {
 	msgpack_unpacked up;
-	const msgpack_object *o = &up.data;
+	const msgpack_object *o = &up.data, *hist = NULL;
+	wbench_load_answer got = *a;
 	int rv = -1;
 
 	if (weft_msgpack_check(data, len, 4) != 0)
@@ -109,29 +125,25 @@ read_answer(mesh *ms, mesh_node *m, const void *data, size_t len)
 	        MSGPACK_UNPACK_SUCCESS ||
 	    o->type != MSGPACK_OBJECT_MAP)
 		goto out;
+	/* All checked before anything is kept: a bad answer changes
+	 * nothing. */
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object *k = &o->via.map.ptr[i].key;
 		const msgpack_object *v = &o->via.map.ptr[i].val;
 
 		if (k->type != MSGPACK_OBJECT_STR)
 			goto out;
-		if (k->via.str.size != 4 || memcmp(k->via.str.ptr, "hist", 4)) {
-			set_field(m, &k->via.str, v);
-			continue;
-		}
-		if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size % 2)
+		if (!is_hist(k))
+			set_field(&got, &k->via.str, v);
+		else if (hist == NULL && hist_ok(v))
+			hist = v;
+		else
 			goto out;
-		for (uint32_t j = 0; j < v->via.array.size; j += 2) {
-			const msgpack_object *val = &v->via.array.ptr[j];
-			const msgpack_object *cnt = &v->via.array.ptr[j + 1];
-
-			if (val->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-			    cnt->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-				goto out;
-			weft_histogram_record_n(ms->lat, val->via.u64,
-			                        cnt->via.u64);
-		}
 	}
+	*a = got;
+	for (uint32_t j = 0; hist != NULL && j < hist->via.array.size; j += 2)
+		weft_histogram_record_n(h, hist->via.array.ptr[j].via.u64,
+		                        hist->via.array.ptr[j + 1].via.u64);
 	rv = 0;
 out:
 	msgpack_unpacked_destroy(&up);
@@ -159,7 +171,7 @@ on_result(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 		snprintf(m->why, sizeof(m->why), "%s: %.*s",
 		         weft_strerror(status), (int)(len < 120 ? len : 120),
 		         (const char *)data);
-	else if (read_answer(c->ms, m, data, len) != 0)
+	else if (wbench_load_answer_read(data, len, &m->a, c->ms->lat) != 0)
 		m->status = WEFT_EPROTO;
 	m->answered = true;
 	c->ms->answered++;
@@ -174,7 +186,7 @@ on_status(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	(void)svc;
 	pthread_mutex_lock(&c->ms->lock);
 	if (status == 0)
-		read_answer(c->ms, c->node, data, len);
+		wbench_load_answer_read(data, len, &c->node->a, c->ms->lat);
 	pthread_mutex_unlock(&c->ms->lock);
 	free(c);
 }
@@ -289,9 +301,9 @@ progress(mesh *ms, uint64_t *last_ns, uint64_t *last_done)
 
 	pthread_mutex_lock(&ms->lock);
 	for (unsigned i = 0; i < ms->n; i++) {
-		done += ms->nodes[i].completed;
-		if (ms->nodes[i].p99_ns > p99)
-			p99 = ms->nodes[i].p99_ns;
+		done += ms->nodes[i].a.completed;
+		if (ms->nodes[i].a.p99_ns > p99)
+			p99 = ms->nodes[i].a.p99_ns;
 	}
 	pthread_mutex_unlock(&ms->lock);
 	if (!ms->o->quiet && done > *last_done)
@@ -364,7 +376,7 @@ merge(const mesh *ms, wbench_cresult *r)
 	r->peers = ms->n;
 	r->read_pct = -1;
 	for (unsigned i = 0; i < ms->n; i++) {
-		const mesh_node *m = &ms->nodes[i];
+		const wbench_load_answer *m = &ms->nodes[i].a;
 
 		r->ops += m->ops;
 		r->errors += m->errors;

@@ -321,6 +321,22 @@ int wbench_netns_run(const wbench_opts *o, wbench_cresult *rows,
  * gets their merged figures. Returns 0 or -1 with a message on stderr. */
 int wbench_mesh_run(const wbench_opts *o, wbench_cresult *r);
 
+/* A weftd node's answer to the load verb (docs/WEFTD.md): its figures,
+ * or for a status answer its completions and p99 so far. */
+typedef struct wbench_load_answer {
+	uint64_t ops, errors, sent, replies, duplicates;
+	uint64_t vcsw, ivcsw, cpu_us, rss_kb, threads, wakeups, msgs_in;
+	uint64_t completed, p99_ns;
+	int64_t first_error;
+} wbench_load_answer;
+
+/* wbench_load_answer_read reads an answer (a msgpack map; unknown keys
+ * are ignored) into *a and adds its histogram ("hist": value, count
+ * pairs), if any, to h. Returns 0, or -1 for a malformed answer, which
+ * changes neither. */
+int wbench_load_answer_read(const void *data, size_t len, wbench_load_answer *a,
+                            struct weft_histogram *h);
+
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of
  * each implementation, the summary and the JSON. Returns the exit status. */

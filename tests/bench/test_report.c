@@ -1,4 +1,5 @@
-/* Tests of bench/weft-bench/report.c: figures, medians and the JSON. */
+/* Tests of bench/weft-bench/report.c: figures, medians and the JSON; and
+ * of reading weftd's load answers (mesh.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <msgpack.h>
 #include <weft/histogram.h>
 
 #include "wbench.h"
@@ -169,6 +171,100 @@ test_options_parse_sizes_and_counts(void **state)
 	assert_int_equal(wbench_opts_parse(&o, 3, bad), -1);
 }
 
+/* pack_answer packs a load answer: ops 7, sent 9, first_error -8, an
+ * unknown key, and (with hist) two buckets. */
+static void
+pack_answer(msgpack_sbuffer *sb, bool hist)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, hist ? 5 : 4);
+	msgpack_pack_str_with_body(&pk, "ops", 3);
+	msgpack_pack_uint64(&pk, 7);
+	msgpack_pack_str_with_body(&pk, "sent", 4);
+	msgpack_pack_uint64(&pk, 9);
+	msgpack_pack_str_with_body(&pk, "first_error", 11);
+	msgpack_pack_int(&pk, -8);
+	msgpack_pack_str_with_body(&pk, "later", 5);
+	msgpack_pack_str_with_body(&pk, "x", 1);
+	if (hist) {
+		msgpack_pack_str_with_body(&pk, "hist", 4);
+		msgpack_pack_array(&pk, 4);
+		msgpack_pack_uint64(&pk, 1000);
+		msgpack_pack_uint64(&pk, 3);
+		msgpack_pack_uint64(&pk, 50000);
+		msgpack_pack_uint64(&pk, 1);
+	}
+}
+
+/* A node's answer is read whole; every prefix of it, and answers of the
+ * wrong shape, are refused without changing the figures or the
+ * histogram. */
+static void
+test_load_answers_are_checked_before_use(void **state)
+{
+	static const uint8_t bad[][12] = {
+	    {0x93, 0x01, 0x02, 0x03},                     /* not a map */
+	    {0x81, 0x01, 0x02},                           /* key not a str */
+	    {0xdf, 0xff, 0xff, 0xff, 0xff},               /* 2^32 pairs */
+	    {0x81, 0xa4, 'h', 'i', 's', 't', 0x91, 0x05}, /* odd hist */
+	    {0x81, 0xa4, 'h', 'i', 's', 't', 0x92, 0x05, 0xa1, 'x'},
+	    {0x81, 0xa4, 'h', 'i', 's', 't', 0x07}, /* hist not an array */
+	};
+	static const size_t bad_len[] = {4, 3, 5, 8, 10, 7};
+	wbench_load_answer a = {0};
+	weft_histogram *h;
+	msgpack_sbuffer sb;
+
+	(void)state;
+	assert_int_equal(weft_histogram_new(&h), 0);
+	pack_answer(&sb, true);
+	for (size_t n = 0; n < sb.size; n++)
+		assert_int_equal(wbench_load_answer_read(sb.data, n, &a, h),
+		                 -1);
+	assert_int_equal(a.ops, 0);
+	assert_int_equal(weft_histogram_count(h), 0);
+	for (size_t i = 0; i < sizeof(bad_len) / sizeof(bad_len[0]); i++)
+		assert_int_equal(
+		    wbench_load_answer_read(bad[i], bad_len[i], &a, h), -1);
+	assert_int_equal(weft_histogram_count(h), 0);
+	/* Two histograms in one answer: refused too. */
+	{
+		msgpack_packer pk;
+		msgpack_sbuffer two;
+
+		msgpack_sbuffer_init(&two);
+		msgpack_packer_init(&pk, &two, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 2);
+		for (int i = 0; i < 2; i++) {
+			msgpack_pack_str_with_body(&pk, "hist", 4);
+			msgpack_pack_array(&pk, 2);
+			msgpack_pack_uint64(&pk, 10);
+			msgpack_pack_uint64(&pk, 1);
+		}
+		assert_int_equal(
+		    wbench_load_answer_read(two.data, two.size, &a, h), -1);
+		msgpack_sbuffer_destroy(&two);
+	}
+	assert_int_equal(weft_histogram_count(h), 0);
+	/* The whole answer. */
+	assert_int_equal(wbench_load_answer_read(sb.data, sb.size, &a, h), 0);
+	assert_int_equal(a.ops, 7);
+	assert_int_equal(a.sent, 9);
+	assert_int_equal(a.first_error, -8);
+	assert_int_equal(weft_histogram_count(h), 4);
+	assert_int_equal(weft_histogram_max(h), 50000);
+	msgpack_sbuffer_destroy(&sb);
+	/* A status answer has no histogram. */
+	pack_answer(&sb, false);
+	assert_int_equal(wbench_load_answer_read(sb.data, sb.size, &a, h), 0);
+	assert_int_equal(weft_histogram_count(h), 4);
+	msgpack_sbuffer_destroy(&sb);
+	weft_histogram_free(h);
+}
+
 int
 main(void)
 {
@@ -179,6 +275,7 @@ main(void)
 	    cmocka_unit_test(test_ok_needs_every_message_and_no_error),
 	    cmocka_unit_test(test_json_holds_every_figure),
 	    cmocka_unit_test(test_options_parse_sizes_and_counts),
+	    cmocka_unit_test(test_load_answers_are_checked_before_use),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
