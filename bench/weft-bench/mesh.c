@@ -34,7 +34,6 @@
  * callbacks on the client's loop, under the mesh's lock. */
 typedef struct mesh_node {
 	weft_msvc_peer *peer;
-	bool answered; /* the start request came back */
 	int status;
 	char why[160];
 	wbench_load_answer a; /* the start answer, or the last status one */
@@ -173,7 +172,6 @@ on_result(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 		         (const char *)data);
 	else if (wbench_load_answer_read(data, len, &m->a, c->ms->lat) != 0)
 		m->status = WEFT_EPROTO;
-	m->answered = true;
 	c->ms->answered++;
 	pthread_mutex_unlock(&c->ms->lock);
 }
@@ -324,44 +322,46 @@ drive(mesh *ms, call *calls)
 {
 	static const uint8_t status_req[] = {0x81, 0xa2, 'o', 'p', 0xa6, 's',
 	                                     't',  'a',  't', 'u', 's'};
-	uint64_t deadline, last_ns = wbench_now_ns(), last_done = 0;
+	uint64_t last_ns = wbench_now_ns(), last_done = 0;
+	uint64_t deadline =
+	    last_ns + (uint64_t)((ms->o->warmup_s + ms->o->duration_s) * 1e9) +
+	    150 * NS_PER_S;
 	struct evbuffer *req = evbuffer_new();
+	const uint8_t *start;
+	size_t len;
 	unsigned answered = 0;
-	int rv = 0;
 
-	deadline = last_ns +
-	           (uint64_t)((ms->o->warmup_s + ms->o->duration_s) * 1e9) +
-	           150 * NS_PER_S;
-	for (unsigned i = 0; rv == 0 && i < ms->n; i++) {
+	if (req == NULL || pack_start(ms->o, req) != 0 ||
+	    (start = evbuffer_pullup(req, -1)) == NULL)
+		goto fail;
+	len = evbuffer_get_length(req);
+	for (unsigned i = 0; i < ms->n; i++) {
 		calls[i] = (call){ms, &ms->nodes[i]};
-		if (req == NULL || pack_start(ms->o, req) != 0)
-			rv = -1;
-		else if (weft_msvc_request_buf(ms->svc, ms->nodes[i].peer,
-		                               VERB_LOAD, req, NULL, on_result,
-		                               &calls[i]) != 0)
-			rv = -1;
-		if (req != NULL)
-			evbuffer_drain(req, evbuffer_get_length(req));
+		/* One that cannot be sent fails the run; the answers of
+		 * those sent come with ESHUTDOWN when the client stops. */
+		if (weft_msvc_request(ms->svc, ms->nodes[i].peer, VERB_LOAD,
+		                      start, len, NULL, on_result,
+		                      &calls[i]) != 0)
+			goto fail;
 	}
-	if (req != NULL)
-		evbuffer_free(req);
-	if (rv != 0) /* the answers of those sent still come: wait */
-		deadline = wbench_now_ns() + 150 * NS_PER_S;
-	while (wbench_now_ns() < deadline) {
+	evbuffer_free(req);
+	while (answered < ms->n && wbench_now_ns() < deadline) {
 		struct timespec ts = {0, 200000000};
 
-		pthread_mutex_lock(&ms->lock);
-		answered = ms->answered;
-		pthread_mutex_unlock(&ms->lock);
-		if (answered == ms->n || (rv != 0 && answered > 0))
-			break;
 		nanosleep(&ts, NULL);
 		if (wbench_now_ns() - last_ns >= NS_PER_S) {
 			progress(ms, &last_ns, &last_done);
 			ask_status(ms, status_req, sizeof(status_req));
 		}
+		pthread_mutex_lock(&ms->lock);
+		answered = ms->answered;
+		pthread_mutex_unlock(&ms->lock);
 	}
-	return rv == 0 && answered == ms->n ? 0 : -1;
+	return answered == ms->n ? 0 : -1;
+fail:
+	if (req != NULL)
+		evbuffer_free(req);
+	return -1;
 }
 
 /* merge adds up the nodes' figures into r. */
