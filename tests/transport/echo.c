@@ -30,19 +30,9 @@ server_read_complete(weft_ctx *ctx)
 	weft_ctx_flush(ctx);
 }
 
-static void
-server_inactive(weft_ctx *ctx)
-{
-	echo_server *s = weft_ctx_state(ctx);
-
-	atomic_fetch_add(&s->inactive, 1);
-	weft_ctx_fire_inactive(ctx);
-}
-
 static const weft_handler echo_server_handler = {
     .read = server_read,
     .read_complete = server_read_complete,
-    .inactive = server_inactive,
 };
 
 int
@@ -50,7 +40,7 @@ echo_server_init(weft_channel *ch, void *arg)
 {
 	echo_server *s = arg;
 	socklen_t len = sizeof(int);
-	int on = 0;
+	int on = 0, rv;
 	size_t i;
 
 	atomic_fetch_add(&s->channels, 1);
@@ -65,7 +55,10 @@ echo_server_init(weft_channel *ch, void *arg)
 				atomic_fetch_add(&s->per_loop[i], 1);
 		}
 	}
-	return weft_pipeline_add_last(ch, "echo", &echo_server_handler, s);
+	rv = weft_pipeline_add_last(ch, "echo", &echo_server_handler, s);
+	if (rv != 0)
+		return rv;
+	return echo_notify_init(ch, &s->inactive);
 }
 
 /* ---- Checking client ---------------------------------------------------- */
@@ -225,6 +218,49 @@ echo_sink_init(weft_channel *ch, void *arg)
 	return weft_pipeline_add_last(ch, "sink", &echo_sink_handler, s);
 }
 
+/* ---- Notifier and results ----------------------------------------------- */
+
+static void
+notify_inactive(weft_ctx *ctx)
+{
+	atomic_fetch_add((atomic_int *)weft_ctx_state(ctx), 1);
+	weft_ctx_fire_inactive(ctx);
+}
+
+static const weft_handler echo_notify_handler = {
+    .inactive = notify_inactive,
+};
+
+int
+echo_notify_init(weft_channel *ch, atomic_int *inactive)
+{
+	return weft_pipeline_add_last(ch, "notify", &echo_notify_handler,
+	                              inactive);
+}
+
+void
+echo_result_cb(weft_channel *ch, int status, void *arg)
+{
+	echo_result *r = arg;
+
+	r->calls++;
+	r->status = status;
+	r->ch = ch;
+}
+
+bool
+echo_result_set(void *arg)
+{
+	return ((echo_result *)arg)->calls > 0;
+}
+
+void
+echo_server_closed(weft_server *srv, void *arg)
+{
+	(void)srv;
+	atomic_fetch_add((atomic_int *)arg, 1);
+}
+
 bool
 echo_flag_set(void *flag)
 {
@@ -235,6 +271,24 @@ bool
 echo_atomic_set(void *flag)
 {
 	return atomic_load((atomic_int *)flag) != 0;
+}
+
+weft_loop *echo_loop;
+
+int
+echo_loop_setup(void **state)
+{
+	(void)state;
+	return weft_loop_new(&echo_loop);
+}
+
+int
+echo_loop_teardown(void **state)
+{
+	(void)state;
+	weft_loop_free(echo_loop);
+	echo_loop = NULL;
+	return 0;
 }
 
 static void

@@ -1,7 +1,8 @@
 /*
  * echo.h: handlers the transport tests share. An echo server that sends
  * back every byte, a checking client that streams numbered bytes through
- * it and checks each one, and a sink that counts what it reads.
+ * it and checks each one, a sink that counts what it reads, and the small
+ * callbacks that record how a connect, a write or a server close ended.
  */
 #ifndef WEFT_TESTS_TRANSPORT_ECHO_H
 #define WEFT_TESTS_TRANSPORT_ECHO_H
@@ -70,6 +71,28 @@ typedef struct echo_sink {
 
 int echo_sink_init(weft_channel *ch, void *arg);
 
+/* echo_notify_init adds a handler named "notify" that counts the
+ * channel's inactive events in *inactive (which outlives the channel) and
+ * passes them on. Loop thread of the channel. */
+int echo_notify_init(weft_channel *ch, atomic_int *inactive);
+
+/* How one asynchronous call ended, for one loop thread. */
+typedef struct echo_result {
+	int calls;  /* callbacks so far */
+	int status; /* the last one's status */
+	weft_channel *ch;
+} echo_result;
+
+/* echo_result_cb is a weft_connect_cb and a weft_write_cb; arg is an
+ * echo_result. */
+void echo_result_cb(weft_channel *ch, int status, void *arg);
+/* echo_result_set: the echo_result arg has had its callback. */
+bool echo_result_set(void *arg);
+
+/* echo_server_closed is a weft_server_close_cb; arg is an atomic_int
+ * that it increments. */
+void echo_server_closed(weft_server *srv, void *arg);
+
 /*
  * echo_run_until is weft_loop_run_until with a 1 ms ticker on loop, for
  * conditions that other threads make true (the loop would otherwise sleep
@@ -81,6 +104,16 @@ int echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
 /* echo_free_port returns a TCP port on 127.0.0.1 that nobody listens on
  * (bound once, then released). */
 uint16_t echo_free_port(void);
+
+/*
+ * echo_loop is the loop of a test that runs on one loop of its own:
+ * echo_loop_setup makes it and echo_loop_teardown frees it (and sets it
+ * back to NULL). Both are cmocka fixtures; state is not used. The test's
+ * thread.
+ */
+extern weft_loop *echo_loop;
+int echo_loop_setup(void **state);
+int echo_loop_teardown(void **state);
 
 /* Generic done-predicates for weft_loop_run_until. */
 bool echo_flag_set(void *flag);   /* *(bool *)flag */

@@ -78,19 +78,6 @@ typedef struct client {
 	atomic_int inactive;
 } client;
 
-static void
-client_inactive(weft_ctx *ctx)
-{
-	client *c = weft_ctx_state(ctx);
-
-	atomic_store(&c->inactive, 1);
-	weft_ctx_fire_inactive(ctx);
-}
-
-static const weft_handler notify_handler = {
-    .inactive = client_inactive,
-};
-
 static int
 client_init(weft_channel *ch, void *arg)
 {
@@ -99,7 +86,7 @@ client_init(weft_channel *ch, void *arg)
 
 	if ((rv = echo_sink_init(ch, &c->sink)) != 0)
 		return rv;
-	return weft_pipeline_add_last(ch, "notify", &notify_handler, c);
+	return echo_notify_init(ch, &c->inactive);
 }
 
 static void
@@ -119,13 +106,6 @@ resume_reading(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	if (status == 0)
 		weft_channel_set_auto_read(c->sink.ch, true);
-}
-
-static void
-on_server_closed(weft_server *srv, void *arg)
-{
-	(void)srv;
-	atomic_fetch_add((atomic_int *)arg, 1);
 }
 
 typedef struct fixture {
@@ -194,7 +174,7 @@ finish_server(fixture *f)
 	assert_int_equal(errno, ECONNREFUSED);
 	close(fd);
 	/* The loop has stopped: the close runs when the group is freed. */
-	weft_server_close(f->srv, on_server_closed, &f->closed);
+	weft_server_close(f->srv, echo_server_closed, &f->closed);
 	weft_loop_group_free(f->group);
 	assert_int_equal(atomic_load(&f->closed), 1);
 }

@@ -15,24 +15,6 @@
 
 #define DEADLINE_MS 20000
 
-static weft_loop *loop;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	return weft_loop_new(&loop);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	weft_loop_free(loop);
-	loop = NULL;
-	return 0;
-}
-
 static bool
 client_done(void *arg)
 {
@@ -53,13 +35,14 @@ test_inproc_echo_100k_messages(void **state)
 	weft_channel *a, *b;
 
 	(void)state;
-	assert_int_equal(weft_inproc_pair(loop, NULL, echo_client_init, &c,
+	assert_int_equal(weft_inproc_pair(echo_loop, NULL, echo_client_init, &c,
 	                                  echo_server_init, &es, &a, &b),
 	                 0);
 	assert_true(c.active);
 	assert_string_equal(weft_channel_peer(a), "inproc");
 	assert_string_equal(weft_channel_peer(b), "inproc");
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 100000);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
@@ -67,7 +50,7 @@ test_inproc_echo_100k_messages(void **state)
 	/* Closing one end is EOF for the other. */
 	weft_channel_close(a);
 	assert_int_equal(
-	    echo_run_until(loop, server_inactive, &es, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, server_inactive, &es, DEADLINE_MS), 0);
 	assert_true(c.inactive);
 }
 
@@ -81,7 +64,7 @@ test_close_delivers_what_was_written_first(void **state)
 	size_t i;
 
 	(void)state;
-	assert_int_equal(weft_inproc_pair(loop, NULL, NULL, NULL,
+	assert_int_equal(weft_inproc_pair(echo_loop, NULL, NULL, NULL,
 	                                  echo_sink_init, &sink, &a, &b),
 	                 0);
 	for (i = 0; i < sizeof(bytes); i++)
@@ -89,9 +72,9 @@ test_close_delivers_what_was_written_first(void **state)
 	evbuffer_add(buf, bytes, sizeof(bytes));
 	assert_int_equal(weft_channel_write(a, buf, NULL, NULL), 0);
 	weft_channel_close(a);
-	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &sink.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
+	                                &sink.inactive, DEADLINE_MS),
+	                 0);
 	assert_int_equal(sink.bytes, sizeof(bytes));
 	assert_int_equal(sink.mismatches, 0);
 	evbuffer_free(buf);
@@ -100,8 +83,7 @@ test_close_delivers_what_was_written_first(void **state)
 typedef struct writer {
 	int unwritable;
 	int writable;
-	int write_cbs;
-	int write_status;
+	echo_result write; /* of the one big write */
 } writer;
 
 static void
@@ -126,16 +108,6 @@ writer_init(weft_channel *ch, void *arg)
 	return weft_pipeline_add_last(ch, "writer", &writer_handler, arg);
 }
 
-static void
-on_write(weft_channel *ch, int status, void *arg)
-{
-	writer *w = arg;
-
-	(void)ch;
-	w->write_cbs++;
-	w->write_status = status;
-}
-
 static bool
 became_writable(void *arg)
 {
@@ -153,7 +125,7 @@ all_read(void *arg)
 {
 	both *x = arg;
 
-	return x->s->bytes == x->total && x->w->write_cbs == 1;
+	return x->s->bytes == x->total && x->w->write.calls == 1;
 }
 
 static void
@@ -172,30 +144,32 @@ test_paused_reader_makes_writer_unwritable(void **state)
 	size_t i;
 
 	(void)state;
-	assert_int_equal(weft_inproc_pair(loop, &opts, writer_init, &w,
+	assert_int_equal(weft_inproc_pair(echo_loop, &opts, writer_init, &w,
 	                                  echo_sink_init, &sink, &a, &b),
 	                 0);
 	for (i = 0; i < x.total; i++)
 		bytes[i] = echo_pattern(i);
 	evbuffer_add(buf, bytes, x.total);
-	assert_int_equal(weft_channel_write(a, buf, on_write, &w), 0);
+	assert_int_equal(weft_channel_write(a, buf, echo_result_cb, &w.write),
+	                 0);
 	assert_int_equal(w.unwritable, 1);
 	assert_false(weft_channel_is_writable(a));
 	/* The reader does not read: nothing drains. */
-	assert_int_equal(echo_run_until(loop, became_writable, &w, 50),
+	assert_int_equal(echo_run_until(echo_loop, became_writable, &w, 50),
 	                 WEFT_ETIMEDOUT);
 	assert_int_equal(sink.bytes, 0);
-	assert_int_equal(w.write_cbs, 0);
+	assert_int_equal(w.write.calls, 0);
 	weft_channel_set_auto_read(b, true);
-	assert_int_equal(echo_run_until(loop, all_read, &x, DEADLINE_MS), 0);
+	assert_int_equal(echo_run_until(echo_loop, all_read, &x, DEADLINE_MS),
+	                 0);
 	assert_int_equal(w.writable, 1);
 	assert_true(weft_channel_is_writable(a));
-	assert_int_equal(w.write_status, 0);
+	assert_int_equal(w.write.status, 0);
 	assert_int_equal(sink.mismatches, 0);
 	weft_channel_close(b);
-	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &sink.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
+	                                &sink.inactive, DEADLINE_MS),
+	                 0);
 	evbuffer_free(buf);
 	free(bytes);
 }
@@ -215,13 +189,13 @@ test_init_failure_closes_both(void **state)
 	weft_loop_stats st;
 
 	(void)state;
-	assert_int_equal(weft_inproc_pair(loop, NULL, NULL, NULL, failing_init,
-	                                  NULL, &a, &b),
+	assert_int_equal(weft_inproc_pair(echo_loop, NULL, NULL, NULL,
+	                                  failing_init, NULL, &a, &b),
 	                 WEFT_EPROTO);
 	assert_null(a);
 	assert_null(b);
-	echo_run_until(loop, echo_flag_set, &(bool){false}, 20);
-	weft_loop_get_stats(loop, &st);
+	echo_run_until(echo_loop, echo_flag_set, &(bool){false}, 20);
+	weft_loop_get_stats(echo_loop, &st);
 	assert_int_equal(st.channels_open, 0);
 }
 
@@ -230,13 +204,17 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_inproc_echo_100k_messages,
-	                                    setup, teardown),
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_close_delivers_what_was_written_first, setup, teardown),
+	        test_close_delivers_what_was_written_first, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_paused_reader_makes_writer_unwritable, setup, teardown),
+	        test_paused_reader_makes_writer_unwritable, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(test_init_failure_closes_both,
-	                                    setup, teardown),
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	};
 
 	if (argc > 1)

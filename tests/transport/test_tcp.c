@@ -27,47 +27,7 @@
 
 #define DEADLINE_MS 20000
 
-static weft_loop *loop;
-
-static int
-setup(void **state)
-{
-	(void)state;
-	return weft_loop_new(&loop);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	weft_loop_free(loop);
-	loop = NULL;
-	return 0;
-}
-
 /* ---- Helpers ------------------------------------------------------------ */
-
-typedef struct connect_result {
-	int calls;
-	int status;
-	weft_channel *ch;
-} connect_result;
-
-static void
-on_connect(weft_channel *ch, int status, void *arg)
-{
-	connect_result *r = arg;
-
-	r->calls++;
-	r->status = status;
-	r->ch = ch;
-}
-
-static bool
-connect_done(void *arg)
-{
-	return ((connect_result *)arg)->calls > 0;
-}
 
 static bool
 client_done(void *arg)
@@ -85,7 +45,7 @@ never(void *arg)
 static void
 run_for(uint64_t ms)
 {
-	echo_run_until(loop, never, NULL, ms);
+	echo_run_until(echo_loop, never, NULL, ms);
 }
 
 static bool
@@ -109,15 +69,8 @@ start_server(const char *address, echo_server *es)
 	};
 	weft_server *srv = NULL;
 
-	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), 0);
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &opts, &srv), 0);
 	return srv;
-}
-
-static void
-on_server_closed(weft_server *srv, void *arg)
-{
-	(void)srv;
-	atomic_fetch_add((atomic_int *)arg, 1);
 }
 
 static void
@@ -125,12 +78,13 @@ close_server(weft_server *srv)
 {
 	atomic_int closed = 0;
 
-	weft_server_close(srv, on_server_closed, &closed);
+	weft_server_close(srv, echo_server_closed, &closed);
 	/* Idempotent: a second close before the first ends is ignored. */
-	weft_server_close(srv, on_server_closed, &closed);
+	weft_server_close(srv, echo_server_closed, &closed);
 	assert_int_equal(atomic_load(&closed), 0);
 	assert_int_equal(
-	    echo_run_until(loop, echo_atomic_set, &closed, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
+	    0);
 	run_for(10);
 	assert_int_equal(atomic_load(&closed), 1);
 }
@@ -144,7 +98,8 @@ connect_client(const char *address, echo_client *c)
 	};
 
 	assert_int_equal(
-	    weft_connect(loop, address, &opts, echo_client_connected, c), 0);
+	    weft_connect(echo_loop, address, &opts, echo_client_connected, c),
+	    0);
 	/* Never inside weft_connect. */
 	assert_false(c->connected);
 }
@@ -155,7 +110,8 @@ run_echo(weft_server *srv, uint64_t msgs)
 	echo_client c = {.msgs_total = msgs};
 
 	connect_client(weft_server_address(srv), &c);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, msgs);
@@ -163,7 +119,8 @@ run_echo(weft_server *srv, uint64_t msgs)
 	assert_int_equal(c.mismatches, 0);
 	weft_channel_close(c.ch);
 	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &c.inactive, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
+	    0);
 }
 
 /* A listener whose accept queue is full: further SYNs go unanswered. */
@@ -299,7 +256,8 @@ test_echo_ipv4_100k_messages_over_group(void **state)
 		c[i].msgs_total = 25000;
 		connect_client(weft_server_address(srv), &c[i]);
 	}
-	assert_int_equal(echo_run_until(loop, clients_done, c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, clients_done, c, DEADLINE_MS), 0);
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(c[i].connect_status, 0);
 		assert_false(c[i].inactive);
@@ -310,11 +268,12 @@ test_echo_ipv4_100k_messages_over_group(void **state)
 	/* Round-robin: two channels on each loop. */
 	assert_int_equal(atomic_load(&es.per_loop[0]), 2);
 	assert_int_equal(atomic_load(&es.per_loop[1]), 2);
-	assert_int_equal(echo_run_until(loop, four_inactive, &es, DEADLINE_MS),
-	                 0);
-	weft_server_close(srv, on_server_closed, &closed);
 	assert_int_equal(
-	    echo_run_until(loop, echo_atomic_set, &closed, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, four_inactive, &es, DEADLINE_MS), 0);
+	weft_server_close(srv, echo_server_closed, &closed);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
+	    0);
 	weft_loop_group_free(es.group);
 }
 
@@ -331,7 +290,8 @@ test_connect_by_name_and_peer_text(void **state)
 	snprintf(address, sizeof(address), "localhost:%u",
 	         weft_server_port(srv));
 	connect_client(address, &c);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_int_equal(c.connect_status, 0);
 	snprintf(peer, sizeof(peer), "127.0.0.1:%u", weft_server_port(srv));
 	assert_string_equal(weft_channel_peer(c.ch), peer);
@@ -347,15 +307,16 @@ test_connect_by_name_and_peer_text(void **state)
 static void
 test_connect_refused(void **state)
 {
-	connect_result r = {0};
+	echo_result r = {0};
 	char address[64];
 
 	(void)state;
 	snprintf(address, sizeof(address), "127.0.0.1:%u", echo_free_port());
-	assert_int_equal(weft_connect(loop, address, NULL, on_connect, &r), 0);
+	assert_int_equal(
+	    weft_connect(echo_loop, address, NULL, echo_result_cb, &r), 0);
 	assert_int_equal(r.calls, 0);
-	assert_int_equal(echo_run_until(loop, connect_done, &r, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
 	assert_int_equal(r.status, WEFT_ECONNREFUSED);
 	assert_null(r.ch);
 	run_for(20);
@@ -366,17 +327,17 @@ static void
 test_connect_timeout(void **state)
 {
 	weft_connect_opts opts = {.timeout_ms = 200};
-	connect_result r = {0};
+	echo_result r = {0};
 	full_listener fl;
 	uint64_t start;
 
 	(void)state;
 	full_listener_open(&fl);
 	start = weft_now_ns();
-	assert_int_equal(weft_connect(loop, fl.address, &opts, on_connect, &r),
-	                 0);
-	assert_int_equal(echo_run_until(loop, connect_done, &r, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_connect(echo_loop, fl.address, &opts, echo_result_cb, &r), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
 	assert_int_equal(r.status, WEFT_ETIMEDOUT);
 	assert_true(weft_now_ns() - start >= 150u * 1000000u);
 	run_for(20);
@@ -387,28 +348,29 @@ test_connect_timeout(void **state)
 static void
 test_connect_cancel(void **state)
 {
-	connect_result queued = {0}, inflight = {0};
+	echo_result queued = {0}, inflight = {0};
 	weft_connect_req *req;
 	full_listener fl;
 
 	(void)state;
 	full_listener_open(&fl);
 	/* Cancelled before its start task ran. */
-	assert_int_equal(weft_connect_start(loop, fl.address, NULL, on_connect,
-	                                    &queued, &req),
+	assert_int_equal(weft_connect_start(echo_loop, fl.address, NULL,
+	                                    echo_result_cb, &queued, &req),
 	                 0);
 	weft_connect_cancel(req);
 	assert_int_equal(queued.calls, 0);
 	/* Cancelled while connect() is in flight. */
-	assert_int_equal(weft_connect_start(loop, fl.address, NULL, on_connect,
-	                                    &inflight, &req),
+	assert_int_equal(weft_connect_start(echo_loop, fl.address, NULL,
+	                                    echo_result_cb, &inflight, &req),
 	                 0);
 	run_for(50);
 	assert_int_equal(inflight.calls, 0);
 	weft_connect_cancel(req);
 	assert_int_equal(inflight.calls, 0);
 	assert_int_equal(
-	    echo_run_until(loop, connect_done, &inflight, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_result_set, &inflight, DEADLINE_MS),
+	    0);
 	run_for(20);
 	assert_int_equal(queued.calls, 1);
 	assert_int_equal(queued.status, WEFT_ECANCELED);
@@ -425,18 +387,19 @@ test_connect_bad_address_fails_at_once(void **state)
 	    "::1:5",    "unix:",     "host name:80",    "127.0.0.1:-1",
 	    ":80",      "[]:80",     "[localhost]:80",
 	};
-	connect_result r = {0};
+	echo_result r = {0};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(weft_address_check(bad[i]), WEFT_EADDR);
 		assert_int_equal(
-		    weft_connect(loop, bad[i], NULL, on_connect, &r),
+		    weft_connect(echo_loop, bad[i], NULL, echo_result_cb, &r),
 		    WEFT_EADDR);
 	}
-	assert_int_equal(weft_connect(loop, NULL, NULL, on_connect, &r),
-	                 WEFT_EINVAL);
+	assert_int_equal(
+	    weft_connect(echo_loop, NULL, NULL, echo_result_cb, &r),
+	    WEFT_EINVAL);
 	run_for(20);
 	assert_int_equal(r.calls, 0);
 }
@@ -478,7 +441,7 @@ test_server_close_keeps_connected_clients(void **state)
 {
 	echo_server es = {0};
 	echo_client c = {.msgs_total = 100};
-	connect_result late = {0};
+	echo_result late = {0};
 	char address[64];
 	weft_server *srv;
 
@@ -486,24 +449,27 @@ test_server_close_keeps_connected_clients(void **state)
 	srv = start_server("127.0.0.1:0", &es);
 	snprintf(address, sizeof(address), "%s", weft_server_address(srv));
 	connect_client(address, &c);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	close_server(srv);
 	/* Connected clients go on; new ones are refused. */
 	c.msgs_total += 1000;
 	weft_channel_fire_user_event(c.ch, 1, NULL);
-	assert_int_equal(weft_connect(loop, address, NULL, on_connect, &late),
-	                 0);
-	assert_int_equal(echo_run_until(loop, connect_done, &late, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_connect(echo_loop, address, NULL, echo_result_cb, &late), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &late, DEADLINE_MS), 0);
 	assert_int_equal(late.status, WEFT_ECONNREFUSED);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 1100);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
 	assert_int_equal(c.mismatches, 0);
 	weft_channel_close(c.ch);
 	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &c.inactive, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
+	    0);
 	run_for(20);
 	assert_int_equal(atomic_load(&es.inactive), 1);
 }
@@ -524,8 +490,8 @@ test_client_connects_and_closes_at_once(void **state)
 		close(fd);
 	}
 	w = (stats_wait){.srv = srv, .accepted = 20, .open = 0};
-	assert_int_equal(echo_run_until(loop, stats_reached, &w, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	run_echo(srv, 1000);
 	close_server(srv);
 }
@@ -549,8 +515,8 @@ test_client_half_closes(void **state)
 	assert_int_equal(shutdown(fd, SHUT_WR), 0);
 	/* The server takes EOF as the end: its channel goes away. */
 	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
-	assert_int_equal(echo_run_until(loop, stats_reached, &w, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	assert_int_equal(atomic_load(&es.inactive), 1);
 	/* What the client gets back is a prefix of what it sent, then EOF. */
 	while ((n = recv(fd, got + total, sizeof(got) - total, 0)) > 0)
@@ -565,7 +531,7 @@ test_client_half_closes(void **state)
 static bool
 all_connected(void *arg)
 {
-	connect_result *r = arg;
+	echo_result *r = arg;
 	int i;
 
 	for (i = 0; i < 200; i++)
@@ -596,7 +562,7 @@ test_many_connects_at_once(void **state)
 	    .init = echo_server_init,
 	    .init_arg = &es,
 	};
-	connect_result *r = calloc(200, sizeof(*r));
+	echo_result *r = calloc(200, sizeof(*r));
 	group_wait gw = {.es = &es, .inactive = 200};
 	atomic_int closed = 0;
 	weft_server *srv;
@@ -606,23 +572,26 @@ test_many_connects_at_once(void **state)
 	assert_int_equal(weft_loop_group_new(2, &es.group), 0);
 	assert_int_equal(weft_server_new(es.group, &opts, &srv), 0);
 	for (i = 0; i < 200; i++)
-		assert_int_equal(weft_connect(loop, weft_server_address(srv),
-		                              NULL, on_connect, &r[i]),
+		assert_int_equal(weft_connect(echo_loop,
+		                              weft_server_address(srv), NULL,
+		                              echo_result_cb, &r[i]),
 		                 0);
-	assert_int_equal(echo_run_until(loop, all_connected, r, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, all_connected, r, DEADLINE_MS), 0);
 	for (i = 0; i < 200; i++) {
 		assert_int_equal(r[i].status, 0);
 		assert_int_equal(r[i].calls, 1);
 		weft_channel_close(r[i].ch);
 	}
-	assert_int_equal(
-	    echo_run_until(loop, server_inactive_reached, &gw, DEADLINE_MS), 0);
+	assert_int_equal(echo_run_until(echo_loop, server_inactive_reached, &gw,
+	                                DEADLINE_MS),
+	                 0);
 	assert_int_equal(atomic_load(&es.channels), 200);
 	assert_int_equal(atomic_load(&es.per_loop[0]), 100);
-	weft_server_close(srv, on_server_closed, &closed);
+	weft_server_close(srv, echo_server_closed, &closed);
 	assert_int_equal(
-	    echo_run_until(loop, echo_atomic_set, &closed, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
+	    0);
 	weft_loop_group_free(es.group);
 	free(r);
 }
@@ -644,12 +613,13 @@ test_max_channels_rejects_extra(void **state)
 
 	(void)state;
 	memset(c, 0, sizeof(c));
-	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), 0);
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &opts, &srv), 0);
 	for (i = 0; i < 3; i++) {
 		c[i].msgs_total = 10;
 		connect_client(weft_server_address(srv), &c[i]);
 		assert_int_equal(
-		    echo_run_until(loop, client_done, &c[i], DEADLINE_MS), 0);
+		    echo_run_until(echo_loop, client_done, &c[i], DEADLINE_MS),
+		    0);
 	}
 	assert_false(c[0].inactive);
 	assert_false(c[1].inactive);
@@ -686,29 +656,30 @@ test_init_failure_closes_the_connection(void **state)
 	    .init_arg = &client_inits,
 	};
 	echo_client c = {.msgs_total = 10};
-	connect_result r = {0};
+	echo_result r = {0};
 	weft_server_stats st;
 	weft_server *srv;
 	stats_wait w;
 
 	(void)state;
-	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), 0);
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &opts, &srv), 0);
 	/* The server refuses the channel: the client sees it close. */
 	connect_client(weft_server_address(srv), &c);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_true(c.inactive);
 	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
-	assert_int_equal(echo_run_until(loop, stats_reached, &w, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	weft_server_get_stats(srv, &st);
 	assert_int_equal(st.setup_failures, 1);
 	assert_int_equal(atomic_load(&server_inits), 1);
 	/* The client refuses its own channel: the callback says why. */
-	assert_int_equal(weft_connect(loop, weft_server_address(srv), &copts,
-	                              on_connect, &r),
+	assert_int_equal(weft_connect(echo_loop, weft_server_address(srv),
+	                              &copts, echo_result_cb, &r),
 	                 0);
-	assert_int_equal(echo_run_until(loop, connect_done, &r, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
 	assert_int_equal(r.status, WEFT_EPROTO);
 	assert_null(r.ch);
 	assert_int_equal(atomic_load(&client_inits), 1);
@@ -826,18 +797,18 @@ test_water_marks_pause_and_resume_writer(void **state)
 	                .low_water_bytes = 64 << 10},
 	};
 	flood_sink fs = {&f, &sink};
-	connect_result r = {0};
+	echo_result r = {0};
 	weft_server *srv;
 	uint64_t sent_when_blocked;
 	int rounds = 0, writable_before;
 
 	(void)state;
-	assert_int_equal(weft_server_new_on_loop(loop, &sopts, &srv), 0);
-	assert_int_equal(weft_connect(loop, weft_server_address(srv), &copts,
-	                              on_connect, &r),
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &sopts, &srv), 0);
+	assert_int_equal(weft_connect(echo_loop, weft_server_address(srv),
+	                              &copts, echo_result_cb, &r),
 	                 0);
-	assert_int_equal(echo_run_until(loop, flood_blocked, &f, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, flood_blocked, &f, DEADLINE_MS), 0);
 	assert_int_equal(r.status, 0);
 	/* The kernel's buffers take a few MiB first; once they are full the
 	 * writer stays unwritable: wait until nothing moves for 100 ms. */
@@ -856,11 +827,11 @@ test_water_marks_pause_and_resume_writer(void **state)
 	writable_before = f.writable_events;
 	resume_flood = &f;
 	weft_channel_set_auto_read(sink.ch, true);
-	assert_int_equal(
-	    echo_run_until(loop, flood_resumed, &writable_before, DEADLINE_MS),
-	    0);
-	assert_int_equal(echo_run_until(loop, flood_received, &fs, DEADLINE_MS),
+	assert_int_equal(echo_run_until(echo_loop, flood_resumed,
+	                                &writable_before, DEADLINE_MS),
 	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, flood_received, &fs, DEADLINE_MS), 0);
 	assert_int_equal(sink.mismatches, 0);
 	/* Reads take what the socket has, up to max_read_bytes each. */
 	fprintf(stderr, "sink: %llu bytes in %llu reads; sent %llu\n",
@@ -868,9 +839,9 @@ test_water_marks_pause_and_resume_writer(void **state)
 	        (unsigned long long)f.sent);
 	assert_true(sink.reads < sink.bytes / 16384);
 	weft_channel_close(f.ch);
-	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &sink.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
+	                                &sink.inactive, DEADLINE_MS),
+	                 0);
 	close_server(srv);
 }
 
@@ -944,25 +915,26 @@ small_writes(bool one_flush)
 	    .init_arg = &sink,
 	};
 	weft_connect_opts copts = {.init = one_flush ? batch_init : NULL};
-	connect_result r = {0};
+	echo_result r = {0};
 	weft_server *srv;
 
-	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), 0);
-	assert_int_equal(weft_connect(loop, weft_server_address(srv), &copts,
-	                              on_connect, &r),
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &opts, &srv), 0);
+	assert_int_equal(weft_connect(echo_loop, weft_server_address(srv),
+	                              &copts, echo_result_cb, &r),
 	                 0);
-	assert_int_equal(echo_run_until(loop, connect_done, &r, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
 	assert_int_equal(r.status, 0);
 	if (!one_flush)
 		write_small(r.ch, NULL);
-	assert_int_equal(echo_run_until(loop, sink_has, &sink, DEADLINE_MS), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, sink_has, &sink, DEADLINE_MS), 0);
 	assert_int_equal(sink.mismatches, 0);
 	assert_true(sink.reads < 100);
 	weft_channel_close(r.ch);
-	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &sink.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
+	                                &sink.inactive, DEADLINE_MS),
+	                 0);
 	close_server(srv);
 }
 
@@ -1024,7 +996,7 @@ test_accept_emfile_pauses_then_recovers(void **state)
 		n++;
 	assert_true(n < 64);
 	assert_int_equal(
-	    echo_run_until(loop, accept_error_seen, srv, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, accept_error_seen, srv, DEADLINE_MS), 0);
 	run_for(250);
 	weft_server_get_stats(srv, &st);
 	/* One error per 100 ms pause, not thousands. */
@@ -1033,8 +1005,8 @@ test_accept_emfile_pauses_then_recovers(void **state)
 	while (n > 0)
 		close(dummies[--n]);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
-	assert_int_equal(echo_run_until(loop, one_channel, &es, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, one_channel, &es, DEADLINE_MS), 0);
 	close(fd);
 	close_server(srv);
 }
@@ -1043,41 +1015,53 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_echo_ipv6_100k_messages, setup,
-	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_echo_ipv6_100k_messages,
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_echo_ipv4_100k_messages_over_group, setup, teardown),
+	        test_echo_ipv4_100k_messages_over_group, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(test_connect_by_name_and_peer_text,
-	                                    setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_connect_refused, setup,
-	                                    teardown),
-	    cmocka_unit_test_setup_teardown(test_connect_timeout, setup,
-	                                    teardown),
-	    cmocka_unit_test_setup_teardown(test_connect_cancel, setup,
-	                                    teardown),
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_connect_bad_address_fails_at_once, setup, teardown),
+	        test_connect_refused, echo_loop_setup, echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_connect_timeout, echo_loop_setup, echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_connect_cancel, echo_loop_setup, echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_connect_bad_address_fails_at_once, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test(test_address_text),
 	    cmocka_unit_test_setup_teardown(
-	        test_server_close_keeps_connected_clients, setup, teardown),
+	        test_server_close_keeps_connected_clients, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_client_connects_and_closes_at_once, setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_client_half_closes, setup,
-	                                    teardown),
-	    cmocka_unit_test_setup_teardown(test_many_connects_at_once, setup,
-	                                    teardown),
+	        test_client_connects_and_closes_at_once, echo_loop_setup,
+	        echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_client_half_closes, echo_loop_setup, echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(test_many_connects_at_once,
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(test_max_channels_rejects_extra,
-	                                    setup, teardown),
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_init_failure_closes_the_connection, setup, teardown),
+	        test_init_failure_closes_the_connection, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_water_marks_pause_and_resume_writer, setup, teardown),
+	        test_water_marks_pause_and_resume_writer, echo_loop_setup,
+	        echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(test_small_ctx_writes_one_flush,
-	                                    setup, teardown),
-	    cmocka_unit_test_setup_teardown(test_small_channel_writes, setup,
-	                                    teardown),
+	                                    echo_loop_setup,
+	                                    echo_loop_teardown),
 	    cmocka_unit_test_setup_teardown(
-	        test_accept_emfile_pauses_then_recovers, setup, teardown),
+	        test_small_channel_writes, echo_loop_setup, echo_loop_teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_accept_emfile_pauses_then_recovers, echo_loop_setup,
+	        echo_loop_teardown),
 	};
 
 	/* An argument runs only the tests whose names match it. */

@@ -20,27 +20,23 @@
 
 #define DEADLINE_MS 20000
 
-static weft_loop *loop;
 static char path[96];
 static char address[128];
 
 static int
 setup(void **state)
 {
-	(void)state;
 	snprintf(path, sizeof(path), "/tmp/weft-test-unix-%ld.sock",
 	         (long)getpid());
 	snprintf(address, sizeof(address), "unix:%s", path);
 	unlink(path);
-	return weft_loop_new(&loop);
+	return echo_loop_setup(state);
 }
 
 static int
 teardown(void **state)
 {
-	(void)state;
-	weft_loop_free(loop);
-	loop = NULL;
+	echo_loop_teardown(state);
 	unlink(path);
 	return 0;
 }
@@ -51,27 +47,15 @@ client_done(void *arg)
 	return echo_client_done(arg);
 }
 
-static bool
-closed_set(void *arg)
-{
-	return atomic_load((atomic_int *)arg) != 0;
-}
-
-static void
-on_closed(weft_server *srv, void *arg)
-{
-	(void)srv;
-	atomic_store((atomic_int *)arg, 1);
-}
-
 static void
 close_server(weft_server *srv)
 {
 	atomic_int closed = 0;
 
-	weft_server_close(srv, on_closed, &closed);
-	assert_int_equal(echo_run_until(loop, closed_set, &closed, DEADLINE_MS),
-	                 0);
+	weft_server_close(srv, echo_server_closed, &closed);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
+	    0);
 }
 
 static weft_server *
@@ -84,7 +68,8 @@ start_server(const char *addr, echo_server *es, int expect)
 	};
 	weft_server *srv = NULL;
 
-	assert_int_equal(weft_server_new_on_loop(loop, &opts, &srv), expect);
+	assert_int_equal(weft_server_new_on_loop(echo_loop, &opts, &srv),
+	                 expect);
 	return srv;
 }
 
@@ -95,8 +80,9 @@ echo_through(const char *addr, uint64_t msgs)
 	weft_connect_opts opts = {.init = echo_client_init, .init_arg = &c};
 
 	assert_int_equal(
-	    weft_connect(loop, addr, &opts, echo_client_connected, &c), 0);
-	assert_int_equal(echo_run_until(loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_connect(echo_loop, addr, &opts, echo_client_connected, &c), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
@@ -104,7 +90,8 @@ echo_through(const char *addr, uint64_t msgs)
 	assert_string_equal(weft_channel_peer(c.ch), addr);
 	weft_channel_close(c.ch);
 	assert_int_equal(
-	    echo_run_until(loop, echo_flag_set, &c.inactive, DEADLINE_MS), 0);
+	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
+	    0);
 }
 
 static void
@@ -189,35 +176,16 @@ test_regular_file_is_not_replaced(void **state)
 	assert_int_equal(access(path, F_OK), 0);
 }
 
-typedef struct result {
-	int calls;
-	int status;
-} result;
-
-static void
-on_connect(weft_channel *ch, int status, void *arg)
-{
-	result *r = arg;
-
-	(void)ch;
-	r->calls++;
-	r->status = status;
-}
-
-static bool
-result_set(void *arg)
-{
-	return ((result *)arg)->calls > 0;
-}
-
 static void
 test_connect_to_missing_path_is_refused(void **state)
 {
-	result r = {0};
+	echo_result r = {0};
 
 	(void)state;
-	assert_int_equal(weft_connect(loop, address, NULL, on_connect, &r), 0);
-	assert_int_equal(echo_run_until(loop, result_set, &r, DEADLINE_MS), 0);
+	assert_int_equal(
+	    weft_connect(echo_loop, address, NULL, echo_result_cb, &r), 0);
+	assert_int_equal(
+	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
 	assert_int_equal(r.status, WEFT_ECONNREFUSED);
 	assert_int_equal(r.calls, 1);
 }
@@ -226,14 +194,15 @@ static void
 test_too_long_path_is_a_bad_address(void **state)
 {
 	char long_address[256];
-	result r = {0};
+	echo_result r = {0};
 
 	(void)state;
 	memset(long_address, 'x', sizeof(long_address) - 1);
 	long_address[sizeof(long_address) - 1] = '\0';
 	memcpy(long_address, "unix:/", 6);
-	assert_int_equal(weft_connect(loop, long_address, NULL, on_connect, &r),
-	                 WEFT_EADDR);
+	assert_int_equal(
+	    weft_connect(echo_loop, long_address, NULL, echo_result_cb, &r),
+	    WEFT_EADDR);
 	assert_int_equal(weft_address_check(long_address), WEFT_EADDR);
 }
 

@@ -221,6 +221,21 @@ dump_tail(const char *path)
 }
 
 int
+wt_run_line(char *const argv[], char *out, size_t cap, uint64_t timeout_ms)
+{
+	int fd, status;
+	pid_t pid;
+
+	pid = wt_spawn(argv, NULL, &fd);
+	if (wt_read_line(fd, out, cap, timeout_ms) < 0)
+		out[0] = '\0';
+	status = wt_wait_exit(pid, timeout_ms);
+	close(fd);
+	assert_true(status != -1 && WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+int
 wt_nodes_stop(struct wt_proc *p, size_t n)
 {
 	int bad = 0, status;
@@ -245,4 +260,98 @@ wt_nodes_stop(struct wt_proc *p, size_t n)
 		}
 	}
 	return bad;
+}
+
+/* ---- Configuration and the test's client ------------------------------- */
+
+int
+wt_config_begin(char *text, size_t cap, const char *name,
+                const char *const ids[], const uint16_t ports[], size_t n)
+{
+	int len;
+	size_t i;
+
+	len = snprintf(text, cap, "[cluster]\nname = %s\n", name);
+	for (i = 0; i < n; i++)
+		len += snprintf(text + len, cap - (size_t)len,
+		                "[node %s]\nhost = 127.0.0.1\nport = %u\n",
+		                ids[i], ports[i]);
+	len += snprintf(text + len, cap - (size_t)len,
+	                "[limits]\nloops = 1\nheartbeat_interval = 200ms\n"
+	                "reconnect_min = 10ms\nreconnect_max = 200ms\n");
+	assert_true(len > 0 && (size_t)len < cap);
+	return len;
+}
+
+void
+wt_client_start(const char *config, const char *id, const weft_msvc_opts *opts,
+                weft_loop_group **group, weft_msvc **out)
+{
+	weft_msvc_config *cfg;
+	char err[256];
+
+	assert_int_equal(weft_msvc_config_load(config, &cfg, err, sizeof(err)),
+	                 0);
+	assert_int_equal(weft_loop_group_new(1, group), 0);
+	assert_int_equal(weft_msvc_new(*group, cfg, id, opts, out), 0);
+	assert_int_equal(weft_msvc_start(*out), 0);
+	weft_msvc_config_free(cfg);
+}
+
+void
+wt_client_stop(weft_loop_group *group, weft_msvc *svc)
+{
+	weft_msvc_stop(svc, 0);
+	weft_msvc_free(svc);
+	weft_loop_group_free(group);
+}
+
+weft_msvc_peer *
+wt_peer(weft_msvc *svc, const char *id)
+{
+	weft_msvc_peer *p = weft_msvc_peer_find(svc, id);
+
+	assert_non_null(p);
+	return p;
+}
+
+void
+wt_call_done(weft_msvc *svc, int status, const void *data, size_t len,
+             void *arg)
+{
+	struct wt_call *c = arg;
+
+	(void)svc;
+	(void)data;
+	pthread_mutex_lock(&c->lock);
+	c->calls++;
+	c->status = status;
+	c->len = len;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int
+wt_call_wait(struct wt_call *c, uint64_t timeout_ms)
+{
+	struct timespec ts;
+	int status;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(timeout_ms / 1000);
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&c->lock);
+	while (c->calls == 0 &&
+	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+		;
+	assert_int_equal(c->calls, 1);
+	status = c->status;
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	return status;
 }

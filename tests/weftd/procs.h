@@ -1,11 +1,16 @@
-/* procs.h: weftd and weft-kv processes for the weftd tests. Helpers assert
- * with cmocka, so call them from the test's thread. */
+/* procs.h: weftd and weft-kv processes for the weftd tests, their
+ * configuration, and the test's own client service. Helpers assert with
+ * cmocka, so call them from the test's thread (except wt_call_done). */
 #ifndef WEFTD_TEST_PROCS_H
 #define WEFTD_TEST_PROCS_H
 
+#include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <weft/messaging.h>
 
 #ifndef WEFTD_PATH
 #error "WEFTD_PATH must name the weftd binary"
@@ -40,6 +45,10 @@ pid_t wt_spawn(char *const argv[], const char *err_path, int *out_fd);
 /* Waits for pid to exit; returns its wait status, or -1 at the
  * deadline. */
 int wt_wait_exit(pid_t pid, uint64_t timeout_ms);
+/* Runs argv (stderr to /dev/null), reads its first output line into out
+ * ("" if none comes within timeout_ms), waits as long for its exit and
+ * returns its exit code; asserts that it exited. */
+int wt_run_line(char *const argv[], char *out, size_t cap, uint64_t timeout_ms);
 /* Waits until the file holds needle; returns whether it did. */
 bool wt_file_contains(const char *path, const char *needle,
                       uint64_t timeout_ms);
@@ -62,5 +71,50 @@ int wt_node_signal_exit(struct wt_proc *p, int sig);
  * all.
  */
 int wt_nodes_stop(struct wt_proc *p, size_t n);
+
+/*
+ * wt_config_begin writes into text the start of a cluster configuration
+ * the weftd tests share: [cluster] named name, a [node] for each of the n
+ * ids on 127.0.0.1 and its port, and the first keys of [limits] (one loop,
+ * 200 ms heartbeats, reconnects from 10 to 200 ms). Returns the length
+ * written; the caller appends the rest of [limits] and other sections.
+ */
+int wt_config_begin(char *text, size_t cap, const char *name,
+                    const char *const ids[], const uint16_t ports[], size_t n);
+
+/*
+ * wt_client_start loads config and starts a non-member service named id
+ * (opts may be NULL, as for weft_msvc_new) on a new group of one loop;
+ * the caller owns both and ends them with wt_client_stop.
+ */
+void wt_client_start(const char *config, const char *id,
+                     const weft_msvc_opts *opts, weft_loop_group **group,
+                     weft_msvc **out);
+/* wt_client_stop stops the service at once and frees it and its group. */
+void wt_client_stop(weft_loop_group *group, weft_msvc *svc);
+/* wt_peer finds node id in svc's configuration; asserts that it is there. */
+weft_msvc_peer *wt_peer(weft_msvc *svc, const char *id);
+
+/* One request, ended on a loop thread and waited for by the test's. */
+struct wt_call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int calls;
+	int status;
+	size_t len; /* of the reply */
+};
+
+#define WT_CALL_INIT                                                           \
+	{                                                                      \
+		.lock = PTHREAD_MUTEX_INITIALIZER,                             \
+		.cond = PTHREAD_COND_INITIALIZER                               \
+	}
+
+/* wt_call_done is a weft_msvc_reply_cb; arg is a struct wt_call. */
+void wt_call_done(weft_msvc *svc, int status, const void *data, size_t len,
+                  void *arg);
+/* wt_call_wait waits up to timeout_ms for the call to end, asserts that it
+ * ended once, destroys its lock and returns its status. */
+int wt_call_wait(struct wt_call *c, uint64_t timeout_ms);
 
 #endif

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,7 +20,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -53,17 +51,11 @@ static void
 write_config(struct fixture *f)
 {
 	char text[2048];
-	int n = 0, i;
+	int n;
 
-	n += snprintf(text + n, sizeof(text) - (size_t)n,
-	              "[cluster]\nname = weftd-test\n");
-	for (i = 0; i < NODES; i++)
-		n += snprintf(text + n, sizeof(text) - (size_t)n,
-		              "[node %s]\nhost = 127.0.0.1\nport = %u\n",
-		              ids[i], f->ports[i]);
+	n = wt_config_begin(text, sizeof(text), "weftd-test", ids, f->ports,
+	                    NODES);
 	snprintf(text + n, sizeof(text) - (size_t)n,
-	         "[limits]\nloops = 1\nheartbeat_interval = 200ms\n"
-	         "reconnect_min = 10ms\nreconnect_max = 200ms\n"
 	         "request_timeout = 2s\nconnect_timeout = 1s\n"
 	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
 	         "shutdown_timeout = 2s\n"
@@ -81,8 +73,6 @@ static int
 setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	weft_msvc_config *cfg;
-	char err[256];
 	int i;
 
 	assert_non_null(f);
@@ -94,13 +84,7 @@ setup(void **state)
 	write_config(f);
 	for (i = 0; i < NODES; i++)
 		node_start(f, i);
-	assert_int_equal(
-	    weft_msvc_config_load(f->config, &cfg, err, sizeof(err)), 0);
-	assert_int_equal(weft_loop_group_new(1, &f->group), 0);
-	assert_int_equal(
-	    weft_msvc_new(f->group, cfg, "test-client", NULL, &f->client), 0);
-	assert_int_equal(weft_msvc_start(f->client), 0);
-	weft_msvc_config_free(cfg);
+	wt_client_start(f->config, "test-client", NULL, &f->group, &f->client);
 	*state = f;
 	return 0;
 }
@@ -111,9 +95,7 @@ teardown(void **state)
 	struct fixture *f = *state;
 	int i, bad;
 
-	weft_msvc_stop(f->client, 0);
-	weft_msvc_free(f->client);
-	weft_loop_group_free(f->group);
+	wt_client_stop(f->group, f->client);
 	bad = wt_nodes_stop(f->p, NODES);
 	for (i = 0; i < NODES; i++)
 		unlink(f->p[i].err_path);
@@ -127,71 +109,23 @@ teardown(void **state)
 /* ---- Requests from the test's client ---------------------------------------
  */
 
-struct call {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int calls;
-	int status;
-	size_t len;
-};
-
-static void
-on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
-{
-	struct call *c = arg;
-
-	(void)svc;
-	(void)data;
-	pthread_mutex_lock(&c->lock);
-	c->calls++;
-	c->status = status;
-	c->len = len;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-}
-
-/* Waits for one call to end; returns its status. */
-static int
-call_wait(struct call *c)
-{
-	struct timespec ts;
-	int status;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += WAIT_MS / 1000;
-	pthread_mutex_lock(&c->lock);
-	while (c->calls == 0 &&
-	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
-		;
-	assert_int_equal(c->calls, 1);
-	status = c->status;
-	pthread_mutex_unlock(&c->lock);
-	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->lock);
-	return status;
-}
-
 static weft_msvc_peer *
 peer(struct fixture *f, int i)
 {
-	weft_msvc_peer *p = weft_msvc_peer_find(f->client, ids[i]);
-
-	assert_non_null(p);
-	return p;
+	return wt_peer(f->client, ids[i]);
 }
 
 static int
 echo(struct fixture *f, int i, const char *text)
 {
-	struct call c = {.lock = PTHREAD_MUTEX_INITIALIZER,
-	                 .cond = PTHREAD_COND_INITIALIZER};
+	struct wt_call c = WT_CALL_INIT;
 	int status;
 
 	assert_int_equal(weft_msvc_request(f->client, peer(f, i), VERB_ECHO,
-	                                   text, strlen(text), NULL, on_reply,
-	                                   &c),
+	                                   text, strlen(text), NULL,
+	                                   wt_call_done, &c),
 	                 0);
-	status = call_wait(&c);
+	status = wt_call_wait(&c, WAIT_MS);
 	if (status == 0)
 		assert_int_equal(c.len, strlen(text));
 	return status;
@@ -204,34 +138,32 @@ static void
 test_every_node_and_every_pair_answers(void **state)
 {
 	struct fixture *f = *state;
-	struct call c;
+	struct wt_call c;
 	char key[32];
 	int i;
 
 	for (i = 0; i < NODES; i++) {
-		struct call ping = {.lock = PTHREAD_MUTEX_INITIALIZER,
-		                    .cond = PTHREAD_COND_INITIALIZER};
+		struct wt_call ping = WT_CALL_INIT;
 
 		assert_int_equal(echo(f, i, "hello"), 0);
 		assert_int_equal(weft_msvc_request(f->client, peer(f, i),
 		                                   VERB_PING, NULL, 0, NULL,
-		                                   on_reply, &ping),
+		                                   wt_call_done, &ping),
 		                 0);
-		assert_int_equal(call_wait(&ping), 0);
+		assert_int_equal(wt_call_wait(&ping, WAIT_MS), 0);
 		assert_int_equal(ping.len, 0);
 	}
 	/* A put with write_quorum = all through each node is a request and
 	 * a response between that node and each of the others: every
 	 * ordered pair. */
 	for (i = 0; i < NODES; i++) {
-		c = (struct call){.lock = PTHREAD_MUTEX_INITIALIZER,
-		                  .cond = PTHREAD_COND_INITIALIZER};
+		c = (struct wt_call)WT_CALL_INIT;
 		snprintf(key, sizeof(key), "pair-%d", i);
 		assert_int_equal(weft_kv_client_put(f->client, peer(f, i), key,
 		                                    strlen(key), "x", 1, NULL,
-		                                    on_reply, &c),
+		                                    wt_call_done, &c),
 		                 0);
-		assert_int_equal(call_wait(&c), 0);
+		assert_int_equal(wt_call_wait(&c, WAIT_MS), 0);
 	}
 }
 
@@ -244,16 +176,8 @@ run_kv(struct fixture *f, const char *node, const char *cmd, const char *key,
 	char *argv[] = {WEFT_KV_PATH, "--config",     f->config, "--node",
 	                (char *)node, "--timeout-ms", "3000",    (char *)cmd,
 	                (char *)key,  (char *)value,  NULL};
-	int fd, status;
-	pid_t pid;
 
-	pid = wt_spawn(argv, NULL, &fd);
-	if (wt_read_line(fd, out, cap, WAIT_MS) < 0)
-		out[0] = '\0';
-	status = wt_wait_exit(pid, WAIT_MS);
-	close(fd);
-	assert_true(status != -1 && WIFEXITED(status));
-	return WEXITSTATUS(status);
+	return wt_run_line(argv, out, cap, WAIT_MS);
 }
 
 static void

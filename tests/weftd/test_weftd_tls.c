@@ -5,7 +5,6 @@
  * plaintext client refused, and SIGHUP reloading the certificate (a
  * broken file keeps the old one).
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -88,17 +86,11 @@ static void
 write_config(struct fixture *f)
 {
 	char text[2048];
-	int n = 0, i;
+	int n;
 
-	n += snprintf(text + n, sizeof(text) - (size_t)n,
-	              "[cluster]\nname = weftd-tls\n");
-	for (i = 0; i < NODES; i++)
-		n += snprintf(text + n, sizeof(text) - (size_t)n,
-		              "[node %s]\nhost = 127.0.0.1\nport = %u\n",
-		              ids[i], f->ports[i]);
+	n = wt_config_begin(text, sizeof(text), "weftd-tls", ids, f->ports,
+	                    NODES);
 	snprintf(text + n, sizeof(text) - (size_t)n,
-	         "[limits]\nloops = 1\nheartbeat_interval = 200ms\n"
-	         "reconnect_min = 10ms\nreconnect_max = 200ms\n"
 	         "request_timeout = 3s\n"
 	         "[tls]\nmode = all\nca = %s/ca.crt\n"
 	         "cert = %s/n1.crt\nkey = %s/n1.key\n"
@@ -120,28 +112,12 @@ node_start(struct fixture *f, int i)
 	wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i], extra);
 }
 
-/* A non-member client service with the given TLS context (may be NULL). */
-static void
-client_new(struct fixture *f, weft_tls_ctx *tls, const char *id,
-           weft_loop_group **group, weft_msvc **out)
-{
-	weft_msvc_opts opts = {.tls = tls};
-	weft_msvc_config *cfg;
-	char err[256];
-
-	assert_int_equal(
-	    weft_msvc_config_load(f->config, &cfg, err, sizeof(err)), 0);
-	assert_int_equal(weft_loop_group_new(1, group), 0);
-	assert_int_equal(weft_msvc_new(*group, cfg, id, &opts, out), 0);
-	assert_int_equal(weft_msvc_start(*out), 0);
-	weft_msvc_config_free(cfg);
-}
-
 static int
 setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	weft_tls_opts opts = {0};
+	weft_msvc_opts client_opts = {0};
 	char cert[128], key[128], ca[128];
 	int i;
 
@@ -166,7 +142,8 @@ setup(void **state)
 	opts.key_file = key;
 	opts.ca_file = ca;
 	assert_int_equal(weft_tls_ctx_new(&opts, &f->tls), 0);
-	client_new(f, f->tls, CLIENT, &f->group, &f->client);
+	client_opts.tls = f->tls;
+	wt_client_start(f->config, CLIENT, &client_opts, &f->group, &f->client);
 	*state = f;
 	return 0;
 }
@@ -177,9 +154,7 @@ teardown(void **state)
 	struct fixture *f = *state;
 	int bad;
 
-	weft_msvc_stop(f->client, 0);
-	weft_msvc_free(f->client);
-	weft_loop_group_free(f->group);
+	wt_client_stop(f->group, f->client);
 	weft_tls_ctx_unref(f->tls);
 	bad = wt_nodes_stop(f->p, NODES);
 	shell(f->dir, "rm -f *.crt *.key *.srl *.err cluster.ini");
@@ -191,78 +166,33 @@ teardown(void **state)
 
 /* ---- Requests ----------------------------------------------------------- */
 
-struct call {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int calls;
-	int status;
-};
-
-static void
-on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
-{
-	struct call *c = arg;
-
-	(void)svc;
-	(void)data;
-	(void)len;
-	pthread_mutex_lock(&c->lock);
-	c->calls++;
-	c->status = status;
-	pthread_cond_broadcast(&c->cond);
-	pthread_mutex_unlock(&c->lock);
-}
-
-static int
-call_wait(struct call *c)
-{
-	struct timespec ts;
-	int status;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += WAIT_MS / 1000;
-	pthread_mutex_lock(&c->lock);
-	while (c->calls == 0 &&
-	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
-		;
-	assert_int_equal(c->calls, 1);
-	status = c->status;
-	pthread_mutex_unlock(&c->lock);
-	return status;
-}
-
 static weft_msvc_peer *
 peer(weft_msvc *svc, int i)
 {
-	weft_msvc_peer *p = weft_msvc_peer_find(svc, ids[i]);
-
-	assert_non_null(p);
-	return p;
+	return wt_peer(svc, ids[i]);
 }
 
 static int
 echo(weft_msvc *svc, int i)
 {
-	struct call c = {.lock = PTHREAD_MUTEX_INITIALIZER,
-	                 .cond = PTHREAD_COND_INITIALIZER};
+	struct wt_call c = WT_CALL_INIT;
 
 	assert_int_equal(weft_msvc_request(svc, peer(svc, i), VERB_ECHO, "hi",
-	                                   2, NULL, on_reply, &c),
+	                                   2, NULL, wt_call_done, &c),
 	                 0);
-	return call_wait(&c);
+	return wt_call_wait(&c, WAIT_MS);
 }
 
 static int
 put(weft_msvc *svc, int i, const char *key, const char *value)
 {
-	struct call c = {.lock = PTHREAD_MUTEX_INITIALIZER,
-	                 .cond = PTHREAD_COND_INITIALIZER};
+	struct wt_call c = WT_CALL_INIT;
 
 	assert_int_equal(weft_kv_client_put(svc, peer(svc, i), key, strlen(key),
 	                                    value, strlen(value), NULL,
-	                                    on_reply, &c),
+	                                    wt_call_done, &c),
 	                 0);
-	return call_wait(&c);
+	return wt_call_wait(&c, WAIT_MS);
 }
 
 /* Runs weft-kv over TLS as the client; returns its exit code and its
@@ -276,18 +206,10 @@ run_kv(struct fixture *f, const char *node, const char *cmd, const char *key,
 	                (char *)node, "--id",      CLIENT,    "--tls-cert",
 	                cert,         "--tls-key", key_file,  (char *)cmd,
 	                (char *)key,  NULL};
-	int fd, status;
-	pid_t pid;
 
 	snprintf(cert, sizeof(cert), "%s/%s.crt", f->dir, CLIENT);
 	snprintf(key_file, sizeof(key_file), "%s/%s.key", f->dir, CLIENT);
-	pid = wt_spawn(argv, NULL, &fd);
-	if (wt_read_line(fd, out, cap, WAIT_MS) < 0)
-		out[0] = '\0';
-	status = wt_wait_exit(pid, WAIT_MS);
-	close(fd);
-	assert_true(status != -1 && WIFEXITED(status));
-	return WEXITSTATUS(status);
+	return wt_run_line(argv, out, cap, WAIT_MS);
 }
 
 /* ---- Tests --------------------------------------------------------------- */
@@ -331,20 +253,17 @@ test_plaintext_client_is_refused(void **state)
 	weft_msvc_config_free(cfg);
 	assert_int_equal(weft_msvc_start(plain), 0);
 	{
-		struct call c = {.lock = PTHREAD_MUTEX_INITIALIZER,
-		                 .cond = PTHREAD_COND_INITIALIZER};
+		struct wt_call c = WT_CALL_INIT;
 		weft_msvc_call_opts co = {.timeout_ms = 1000};
 
 		assert_int_equal(weft_msvc_request(plain, peer(plain, 0),
 		                                   VERB_ECHO, "x", 1, &co,
-		                                   on_reply, &c),
+		                                   wt_call_done, &c),
 		                 0);
-		status = call_wait(&c);
+		status = wt_call_wait(&c, WAIT_MS);
 	}
 	assert_int_not_equal(status, 0);
-	weft_msvc_stop(plain, 0);
-	weft_msvc_free(plain);
-	weft_loop_group_free(group);
+	wt_client_stop(group, plain);
 	/* The node is unharmed. */
 	assert_int_equal(echo(f->client, 0), 0);
 }
