@@ -5,7 +5,6 @@
  * resumes the session, and a graceful close sends close_notify.
  */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
@@ -23,14 +22,9 @@ static int
 setup(void **state)
 {
 	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	if (weft_loop_new(&loop) != 0 || tt_pki_new(&pki) != 0 ||
-	    tt_node(&pki, "node-a", "node-a") != 0 ||
-	    tt_node(&pki, "node-b", "node-b") != 0 ||
+	if (tt_setup(&loop, &pki, &server_tls, &client_tls) != 0 ||
 	    tt_issue(&pki, "cn-only", "node-c", TT_CLUSTER, -60, 3600, true) !=
-	        0 ||
-	    tt_ctx(&pki, "node-a", NULL, &server_tls) != 0 ||
-	    tt_ctx(&pki, "node-b", NULL, &client_tls) != 0)
+	        0)
 		return -1;
 	return 0;
 }
@@ -39,10 +33,7 @@ static int
 teardown(void **state)
 {
 	(void)state;
-	weft_loop_free(loop);
-	weft_tls_ctx_unref(server_tls);
-	weft_tls_ctx_unref(client_tls);
-	tt_pki_free(&pki);
+	tt_teardown(loop, &pki, server_tls, client_tls);
 	return 0;
 }
 

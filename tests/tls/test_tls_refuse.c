@@ -5,11 +5,7 @@
  * the client; a plaintext client on a TLS port is dropped at once. Every
  * refusal is logged with its reason, and the server goes on serving.
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
@@ -30,18 +26,13 @@ static int
 setup(void **state)
 {
 	(void)state;
-	signal(SIGPIPE, SIG_IGN);
 	tt_log_capture();
-	if (weft_loop_new(&loop) != 0 || tt_pki_new(&pki) != 0 ||
-	    tt_node(&pki, "node-a", "node-a") != 0 ||
-	    tt_node(&pki, "node-b", "node-b") != 0 ||
+	if (tt_setup(&loop, &pki, &server_tls, &client_tls) != 0 ||
 	    tt_issue(&pki, "foreign", "node-b", TT_OTHER, -60, 3600, false) !=
 	        0 ||
 	    tt_issue(&pki, "expired", "node-b", TT_CLUSTER, -7200, -3600,
 	             false) != 0 ||
-	    tt_issue(&pki, "self", "node-b", TT_SELF, -60, 3600, false) != 0 ||
-	    tt_ctx(&pki, "node-a", NULL, &server_tls) != 0 ||
-	    tt_ctx(&pki, "node-b", NULL, &client_tls) != 0)
+	    tt_issue(&pki, "self", "node-b", TT_SELF, -60, 3600, false) != 0)
 		return -1;
 	return 0;
 }
@@ -50,43 +41,18 @@ static int
 teardown(void **state)
 {
 	(void)state;
-	weft_loop_free(loop);
-	weft_tls_ctx_unref(server_tls);
-	weft_tls_ctx_unref(client_tls);
-	tt_pki_free(&pki);
+	tt_teardown(loop, &pki, server_tls, client_tls);
 	weft_log_set_sink(NULL, NULL);
 	return 0;
 }
 
 /* ---- Helpers ------------------------------------------------------------ */
 
-struct failures_wait {
-	tt_server *s;
-	uint64_t n;
-};
-
-static bool
-failures_reached(void *arg)
-{
-	struct failures_wait *w = arg;
-	weft_server_stats st;
-
-	weft_server_get_stats(w->s->srv, &st);
-	return st.setup_failures >= w->n;
-}
-
 /* echo_works checks that a good client still gets its echo. */
 static void
 echo_works(tt_server *s)
 {
-	tt_client c;
-
-	assert_int_equal(
-	    tt_client_connect(loop, s->port, client_tls, "node-a", &c), 0);
-	assert_int_equal(tt_send(&c, 0, 1000), 0);
-	assert_int_equal(tt_run_bytes(loop, &c, 1000), 0);
-	assert_true(tt_check(&c, 1000));
-	tt_client_free(loop, &c);
+	tt_echo_check(loop, s->port, client_tls, 1000);
 }
 
 /*
@@ -100,7 +66,6 @@ refused_by_server(weft_tls_ctx *client, const char *why)
 {
 	tt_server s;
 	tt_client c;
-	struct failures_wait w = {&s, 1};
 	int rv;
 
 	tt_log_clear();
@@ -115,7 +80,7 @@ refused_by_server(weft_tls_ctx *client, const char *why)
 	} else {
 		assert_int_equal(rv, WEFT_ETLS);
 	}
-	assert_int_equal(tt_run_until(loop, failures_reached, &w, 5000), 0);
+	assert_int_equal(tt_run_failures(loop, &s, 1), 0);
 	assert_int_equal(s.channels, 0);
 	assert_true(tt_log_contains(why));
 	tt_client_free(loop, &c);
@@ -218,32 +183,6 @@ test_server_with_the_wrong_name_is_refused(void **state)
 
 /* ---- Plaintext on a TLS port -------------------------------------------- */
 
-static int
-raw_connect(uint16_t port)
-{
-	struct sockaddr_in sin = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	return fd;
-}
-
-/* The server closed the raw socket (what it sent before is skipped). */
-static bool
-raw_closed(void *arg)
-{
-	int fd = *(int *)arg;
-	char buf[512];
-	ssize_t n;
-
-	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		;
-	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
 static void
 test_plaintext_client_on_tls_port_is_dropped_quickly(void **state)
 {
@@ -256,11 +195,11 @@ test_plaintext_client_on_tls_port_is_dropped_quickly(void **state)
 	tt_log_clear();
 	assert_int_equal(
 	    tt_server_start(loop, server_tls, WEFT_TLS_MODE_REQUIRED, &s), 0);
-	fd = raw_connect(s.port);
+	fd = tt_raw_connect(s.port);
 	start = weft_now_ns();
 	assert_int_equal(send(fd, hello, sizeof(hello) - 1, 0),
 	                 (ssize_t)sizeof(hello) - 1);
-	assert_int_equal(tt_run_until(loop, raw_closed, &fd, 5000), 0);
+	assert_int_equal(tt_run_until(loop, tt_raw_closed, &fd, 5000), 0);
 	/* Dropped on its first bytes, long before the handshake timeout. */
 	assert_true(weft_now_ns() - start < 2000000000ull);
 	assert_true(tt_log_contains("wrong version number"));
@@ -281,9 +220,9 @@ test_silent_client_is_dropped_at_the_handshake_timeout(void **state)
 	assert_int_equal(tt_server_start_timeout(
 	                     loop, server_tls, WEFT_TLS_MODE_REQUIRED, 200, &s),
 	                 0);
-	fd = raw_connect(s.port);
+	fd = tt_raw_connect(s.port);
 	start = weft_now_ns();
-	assert_int_equal(tt_run_until(loop, raw_closed, &fd, 5000), 0);
+	assert_int_equal(tt_run_until(loop, tt_raw_closed, &fd, 5000), 0);
 	took = weft_now_ns() - start;
 	assert_true(took >= 150000000ull && took < 3000000000ull);
 	close(fd);
@@ -292,10 +231,6 @@ test_silent_client_is_dropped_at_the_handshake_timeout(void **state)
 }
 
 /* ---- Garbage after the handshake ----------------------------------------- */
-
-struct drained_wait {
-	tt_client *c;
-};
 
 static bool
 client_drained(void *arg)

@@ -6,7 +6,6 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -26,22 +25,15 @@ static int
 setup(void **state)
 {
 	(void)state;
-	signal(SIGPIPE, SIG_IGN);
 	tt_log_capture();
-	if (weft_loop_new(&loop) != 0 || tt_pki_new(&pki) != 0 ||
-	    tt_node(&pki, "node-b", "node-b") != 0 ||
-	    tt_ctx(&pki, "node-b", NULL, &client_tls) != 0)
-		return -1;
-	return 0;
+	return tt_setup(&loop, &pki, NULL, &client_tls);
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	weft_loop_free(loop);
-	weft_tls_ctx_unref(client_tls);
-	tt_pki_free(&pki);
+	tt_teardown(loop, &pki, NULL, client_tls);
 	weft_log_set_sink(NULL, NULL);
 	return 0;
 }
@@ -222,7 +214,6 @@ test_reloads_race_with_handshakes_on_a_group(void **state)
 	struct reloader r = {0};
 	weft_loop_group *group;
 	weft_tls_ctx *server_tls;
-	weft_server_opts o = {0};
 	pthread_t thread;
 	weft_server *srv;
 	char who[128];
@@ -232,10 +223,7 @@ test_reloads_race_with_handshakes_on_a_group(void **state)
 	install("node-a");
 	assert_int_equal(tt_ctx(&pki, "srv", NULL, &server_tls), 0);
 	assert_int_equal(weft_loop_group_new(2, &group), 0);
-	o.address = "127.0.0.1:0";
-	o.init = tt_echo_init;
-	o.tls = server_tls;
-	assert_int_equal(weft_server_new(group, &o, &srv), 0);
+	assert_int_equal(tt_group_server_new(group, server_tls, &srv), 0);
 	r.tls = server_tls;
 	assert_int_equal(pthread_create(&thread, NULL, reload_loop, &r), 0);
 	for (i = 0; i < 20; i++) {

@@ -7,7 +7,6 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -34,22 +33,14 @@ static int
 setup(void **state)
 {
 	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	if (tt_pki_new(&pki) != 0 || tt_node(&pki, "node-a", "node-a") != 0 ||
-	    tt_node(&pki, "node-b", "node-b") != 0 ||
-	    tt_ctx(&pki, "node-a", NULL, &server_tls) != 0 ||
-	    tt_ctx(&pki, "node-b", NULL, &client_tls) != 0)
-		return -1;
-	return 0;
+	return tt_setup(NULL, &pki, &server_tls, &client_tls);
 }
 
 static int
 teardown(void **state)
 {
 	(void)state;
-	weft_tls_ctx_unref(server_tls);
-	weft_tls_ctx_unref(client_tls);
-	tt_pki_free(&pki);
+	tt_teardown(NULL, &pki, server_tls, client_tls);
 	return 0;
 }
 
@@ -166,7 +157,6 @@ static void
 test_handshakes_on_several_loops_at_once(void **state)
 {
 	weft_loop_group *servers, *clients;
-	weft_server_opts so = {0};
 	weft_tls_stats st;
 	weft_server *srv;
 	dialer d[2];
@@ -176,10 +166,7 @@ test_handshakes_on_several_loops_at_once(void **state)
 	(void)state;
 	assert_int_equal(weft_loop_group_new(2, &servers), 0);
 	assert_int_equal(weft_loop_group_new(2, &clients), 0);
-	so.address = "127.0.0.1:0";
-	so.init = tt_echo_init;
-	so.tls = server_tls;
-	assert_int_equal(weft_server_new(servers, &so, &srv), 0);
+	assert_int_equal(tt_group_server_new(servers, server_tls, &srv), 0);
 	for (i = 0; i < 2; i++) {
 		memset(&d[i], 0, sizeof(d[i]));
 		d[i].loop = weft_loop_group_at(clients, (size_t)i);

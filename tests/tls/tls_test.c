@@ -1,11 +1,21 @@
-/* tls_test.c: certificates, echo server and client for the TLS tests. */
+/* tls_test.c: set-up, certificates, echo server, client and checks for
+ * the TLS tests. */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmocka.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -207,6 +217,37 @@ tt_ctx(const tt_pki *p, const char *file, const weft_tls_opts *base,
 	return weft_tls_ctx_new(&o, out);
 }
 
+/* ---- Test program set-up ------------------------------------------------ */
+
+int
+tt_setup(weft_loop **loop, tt_pki *p, weft_tls_ctx **server,
+         weft_tls_ctx **client)
+{
+	signal(SIGPIPE, SIG_IGN);
+	if ((loop != NULL && weft_loop_new(loop) != 0) || tt_pki_new(p) != 0)
+		return -1;
+	if (server != NULL && (tt_node(p, "node-a", "node-a") != 0 ||
+	                       tt_ctx(p, "node-a", NULL, server) != 0))
+		return -1;
+	if (client != NULL && (tt_node(p, "node-b", "node-b") != 0 ||
+	                       tt_ctx(p, "node-b", NULL, client) != 0))
+		return -1;
+	return 0;
+}
+
+void
+tt_teardown(weft_loop *loop, tt_pki *p, weft_tls_ctx *server,
+            weft_tls_ctx *client)
+{
+	if (loop != NULL)
+		weft_loop_free(loop);
+	if (server != NULL)
+		weft_tls_ctx_unref(server);
+	if (client != NULL)
+		weft_tls_ctx_unref(client);
+	tt_pki_free(p);
+}
+
 /* ---- Echo server -------------------------------------------------------- */
 
 static void
@@ -337,6 +378,42 @@ tt_server_stop(weft_loop *loop, tt_server *s)
 	weft_server_close(s->srv, on_server_closed, s);
 	tt_run_flag(loop, &s->closed);
 	s->srv = NULL;
+}
+
+int
+tt_group_server_new(weft_loop_group *group, weft_tls_ctx *tls,
+                    weft_server **out)
+{
+	weft_server_opts o = {
+	    .address = "127.0.0.1:0",
+	    .init = tt_echo_init,
+	    .tls = tls,
+	};
+
+	return weft_server_new(group, &o, out);
+}
+
+struct failures_wait {
+	tt_server *s;
+	uint64_t n;
+};
+
+static bool
+failures_reached(void *arg)
+{
+	struct failures_wait *w = arg;
+	weft_server_stats st;
+
+	weft_server_get_stats(w->s->srv, &st);
+	return st.setup_failures >= w->n;
+}
+
+int
+tt_run_failures(weft_loop *loop, tt_server *s, uint64_t n)
+{
+	struct failures_wait w = {s, n};
+
+	return tt_run_until(loop, failures_reached, &w, 5000);
 }
 
 /* ---- Client ------------------------------------------------------------- */
@@ -541,6 +618,48 @@ tt_run_bytes(weft_loop *loop, tt_client *c, uint64_t n)
 	struct bytes_wait w = {c, n};
 
 	return weft_loop_run_until(loop, bytes_done, &w, TT_DEADLINE_MS);
+}
+
+/* ---- Checks ------------------------------------------------------------- */
+
+void
+tt_echo_check(weft_loop *loop, uint16_t port, weft_tls_ctx *tls, size_t n)
+{
+	tt_client c;
+
+	assert_int_equal(tt_client_connect(loop, port, tls, "node-a", &c), 0);
+	assert_int_equal(weft_tls_is_active(c.ch), tls != NULL);
+	assert_int_equal(tt_send(&c, 0, n), 0);
+	assert_int_equal(tt_run_bytes(loop, &c, n), 0);
+	assert_true(tt_check(&c, n));
+	tt_client_free(loop, &c);
+}
+
+/* ---- Plaintext sockets -------------------------------------------------- */
+
+int
+tt_raw_connect(uint16_t port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	return fd;
+}
+
+bool
+tt_raw_closed(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[512];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		;
+	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 /* ---- Log capture -------------------------------------------------------- */

@@ -63,6 +63,21 @@ const char *tt_path(const tt_pki *p, const char *file, const char *ext,
 int tt_ctx(const tt_pki *p, const char *file, const weft_tls_opts *base,
            weft_tls_ctx **out);
 
+/* ---- Test program set-up ------------------------------------------------ */
+
+/*
+ * tt_setup makes what the TLS test programs share, for a cmocka group
+ * set-up: SIGPIPE ignored, a loop (if loop is not NULL), the PKI p, and
+ * for each context asked for, a node certificate and a context with it:
+ * *server with node-a, *client with node-b (either may be NULL).
+ * Returns 0 or -1. Main thread.
+ */
+int tt_setup(weft_loop **loop, tt_pki *p, weft_tls_ctx **server,
+             weft_tls_ctx **client);
+/* tt_teardown frees what tt_setup made; NULL pointers are skipped. */
+void tt_teardown(weft_loop *loop, tt_pki *p, weft_tls_ctx *server,
+                 weft_tls_ctx *client);
+
 /* ---- Echo server ------------------------------------------------------- */
 
 typedef struct tt_server {
@@ -89,6 +104,14 @@ int tt_server_start_timeout(weft_loop *loop, weft_tls_ctx *tls, int mode,
 int tt_echo_init(weft_channel *ch, void *arg);
 /* tt_server_stop closes the server and waits for it. */
 void tt_server_stop(weft_loop *loop, tt_server *s);
+/* tt_group_server_new makes an echo server (tt_echo_init) with tls on
+ * 127.0.0.1, port 0, on the loops of group. Returns 0 or an error. */
+int tt_group_server_new(weft_loop_group *group, weft_tls_ctx *tls,
+                        weft_server **out);
+/* tt_run_failures runs loop until s counted n setup failures (refused
+ * handshakes, dropped silent peers) or 5 s passed. Returns 0 or
+ * WEFT_ETIMEDOUT. */
+int tt_run_failures(weft_loop *loop, tt_server *s, uint64_t n);
 
 /* ---- Client ------------------------------------------------------------- */
 
@@ -125,14 +148,29 @@ int tt_run_flag(weft_loop *loop, const bool *flag);
  * Returns 0 or WEFT_ETIMEDOUT. */
 int tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
                  uint64_t timeout_ms);
-/* tt_run_until runs loop until done(arg) or the deadline, waking up every
- * millisecond (for conditions the loop's own events do not signal).
- * Returns 0 or WEFT_ETIMEDOUT. */
-int tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-                 uint64_t timeout_ms);
 /* tt_run_bytes runs loop until c received at least n bytes or went
  * inactive. */
 int tt_run_bytes(weft_loop *loop, tt_client *c, uint64_t n);
+
+/* ---- Checks ------------------------------------------------------------ */
+
+/* tt_echo_check connects a client with tls (NULL: plaintext) to
+ * port, expecting node-a there, checks TLS is on exactly when tls is given, and
+ * checks that n bytes of the pattern come back; then frees the client. Fails
+ * the running cmocka test otherwise. */
+void tt_echo_check(weft_loop *loop, uint16_t port, weft_tls_ctx *tls, size_t n);
+
+/* ---- Plaintext sockets -------------------------------------------------- */
+
+/* tt_raw_connect opens a blocking TCP socket to 127.0.0.1:port and
+ * returns it (the caller closes it); fails the running cmocka test if it
+ * cannot. */
+int tt_raw_connect(uint16_t port);
+/* tt_raw_closed, for tt_run_until with arg an int *fd: skips what the
+ * peer sent and tells whether it closed (or reset) the socket. */
+bool tt_raw_closed(void *arg);
+
+/* ---- Log capture -------------------------------------------------------- */
 
 /* tt_log_capture keeps the log lines at warn and above in a buffer;
  * tt_log_contains looks for text there. */
