@@ -65,6 +65,7 @@ channel_free(weft_channel *ch)
 	free(ch->tail);
 	evbuffer_free(ch->unflushed);
 	free(ch->waits);
+	free(ch->done);
 	free(ch);
 }
 
@@ -75,47 +76,84 @@ weft_channel_unref(weft_channel *ch)
 		channel_free(ch);
 }
 
-/* A write callback owed to the user, delivered from a task so that it never
- * runs inside the call that failed it. */
-struct owed_cb {
-	weft_channel *ch;
-	weft_write_cb cb;
-	void *arg;
-	int status;
-};
-
+/* Runs every owed write callback, oldest first; those owed meanwhile
+ * run in the same pass (their calls have returned by then). */
 static void
-run_owed_cb(weft_loop *loop, int status, void *arg)
+run_owed(weft_channel *ch)
 {
-	struct owed_cb *o = arg;
+	struct weft__write_done d;
 
-	(void)loop;
-	(void)status;
-	o->cb(o->ch, o->status, o->arg);
-	weft_channel_unref(o->ch);
-	free(o);
+	while (ch->done_len > 0) {
+		d = ch->done[ch->done_head];
+		ch->done_head = (ch->done_head + 1) % ch->done_cap;
+		ch->done_len--;
+		d.cb(ch, d.status, d.arg);
+	}
 }
 
 static void
+run_owed_task(weft_loop *loop, int status, void *arg)
+{
+	weft_channel *ch = arg;
+
+	(void)loop;
+	(void)status;
+	ch->done_posted = false;
+	enter(ch);
+	run_owed(ch);
+	leave(ch);
+	weft_channel_unref(ch);
+}
+
+static int
+push_owed(weft_channel *ch, weft_write_cb cb, void *arg, int status)
+{
+	struct weft__write_done *d;
+	size_t cap, i;
+
+	if (ch->done_len == ch->done_cap) {
+		cap = ch->done_cap ? ch->done_cap * 2 : 8;
+		if ((d = malloc(cap * sizeof(*d))) == NULL)
+			return WEFT_ENOMEM;
+		for (i = 0; i < ch->done_len; i++)
+			d[i] = ch->done[(ch->done_head + i) % ch->done_cap];
+		free(ch->done);
+		ch->done = d;
+		ch->done_cap = cap;
+		ch->done_head = 0;
+	}
+	d = &ch->done[(ch->done_head + ch->done_len) % ch->done_cap];
+	*d = (struct weft__write_done){cb, arg, status};
+	ch->done_len++;
+	return 0;
+}
+
+/*
+ * Owes cb its status: it runs from the channel's task, so never inside
+ * the call that decided it, and at the latest when the channel is torn
+ * down, before its handlers are removed (a handler frees its state in
+ * removed, and the callback may belong to it). Loop thread.
+ */
+static void
 owe_cb(weft_channel *ch, weft_write_cb cb, void *arg, int status)
 {
-	struct owed_cb *o;
-
 	if (cb == NULL)
 		return;
-	if ((o = malloc(sizeof(*o))) != NULL) {
-		o->ch = ch;
-		o->cb = cb;
-		o->arg = arg;
-		o->status = status;
-		weft_channel_ref(ch);
-		if (weft_loop_post(ch->loop, run_owed_cb, o) == 0)
-			return;
-		weft_channel_unref(ch);
-		free(o);
+	if (push_owed(ch, cb, arg, status) != 0) {
+		/* Out of memory: better now than never. */
+		cb(ch, status, arg);
+		return;
 	}
-	/* The loop is going away or memory ran out: better now than never. */
-	cb(ch, status, arg);
+	if (ch->done_posted)
+		return;
+	ch->done_posted = true;
+	weft_channel_ref(ch);
+	if (weft_loop_post_task(ch->loop, &ch->done_task) == 0)
+		return;
+	/* The loop is going away: run them now rather than never. */
+	ch->done_posted = false;
+	weft_channel_unref(ch);
+	run_owed(ch);
 }
 
 void
@@ -458,6 +496,7 @@ teardown(weft_channel *ch)
 		weft_ctx_fire_inactive(ch->head);
 	ch->torn_down = true;
 	complete_waits(ch, WEFT_ECLOSED);
+	run_owed(ch);
 	drop_unsent(ch);
 	if (ch->read_ev != NULL) {
 		event_free(ch->read_ev);
@@ -601,6 +640,8 @@ weft_channel_new(weft_loop *loop, struct bufferevent *bev,
 	ch->bev = bev;
 	ch->writable = true;
 	ch->auto_read = true;
+	ch->done_task.cb = run_owed_task;
+	ch->done_task.arg = ch;
 	set_defaults(&ch->opts, opts);
 	strcpy(ch->peer, "?");
 	bufferevent_setcb(bev, on_read, on_write, on_event, ch);

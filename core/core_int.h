@@ -38,6 +38,15 @@ struct weft__write_wait {
 	void *arg;
 };
 
+/* A write callback whose outcome is known, owed to its writer: it runs on
+ * the loop after the call that decided it returns, and before any handler
+ * leaves the pipeline at teardown. */
+struct weft__write_done {
+	weft_write_cb cb;
+	void *arg;
+	int status;
+};
+
 struct weft_channel {
 	_Atomic int refs;
 	_Atomic bool open; /* false once close starts or the peer is gone */
@@ -54,6 +63,11 @@ struct weft_channel {
 	/* Write completions, a ring of waits ordered by end_offset. */
 	struct weft__write_wait *waits;
 	size_t waits_cap, waits_head, waits_len;
+	/* Owed write callbacks, a ring run by done_task. */
+	struct weft__write_done *done;
+	size_t done_cap, done_head, done_len;
+	weft_task done_task;
+	bool done_posted;
 	uint64_t bytes_written;      /* appended to unflushed, ever */
 	uint64_t bytes_drained;      /* handed to the socket, ever */
 	uint64_t bytes_flushed;      /* moved to the socket's buffer, ever */

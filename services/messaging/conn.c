@@ -230,8 +230,11 @@ flush_conn(struct weft__msvc_conn *c)
 		}
 	}
 	c->tx_accounted = 0;
-	if (c->ch == NULL || weft_channel_write(c->ch, c->tx, on_written,
-	                                        (void *)(uintptr_t)n) != 0) {
+	/* A closing connection takes no more bytes: the batch's bytes are
+	 * released here, not by a write callback. */
+	if (c->ch == NULL || !weft_channel_is_open(c->ch) ||
+	    weft_channel_write(c->ch, c->tx, on_written,
+	                       (void *)(uintptr_t)n) != 0) {
 		evbuffer_drain(c->tx, evbuffer_get_length(c->tx));
 		if (c->peer != NULL)
 			weft__msvc_release_queued(c->peer, n);
@@ -466,6 +469,8 @@ h_removed(weft_ctx *ctx)
 {
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 
+	/* Nothing reaches c through the channel from here on. */
+	weft_channel_set_data(weft_ctx_channel(ctx), NULL);
 	if (!c->outbound)
 		weft__msvc_conn_free(c);
 }

@@ -434,6 +434,64 @@ test_peer_close_fires_inactive_and_fails_waiting_writes(void **state)
 	evbuffer_free(out);
 }
 
+/*
+ * A handler that closes its channel and then writes in the same callback
+ * (the write fails: the channel is closing) must hear about that write
+ * before it is removed, never after: its state is freed in removed.
+ */
+static void
+on_owner_write_done(weft_channel *ch, int status, void *arg)
+{
+	struct fixture *f = weft_channel_data(ch);
+
+	(void)arg;
+	f->write_cbs++;
+	f->write_status = status;
+	note(f, "W.write_cb ");
+}
+
+static void
+closer_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	weft_bytes b = {"late", 4};
+
+	(void)type;
+	(void)msg;
+	weft_ctx_close(ctx);
+	weft_ctx_write(ctx, &weft_msg_bytes, &b, on_owner_write_done, NULL);
+	weft_ctx_flush(ctx);
+}
+
+static const weft_handler closer = {
+    .removed = rec_removed,
+    .read = closer_read,
+};
+
+static bool
+removed_seen(void *arg)
+{
+	return strstr(((struct fixture *)arg)->log, "W.removed") != NULL;
+}
+
+static void
+test_write_callback_runs_before_its_handler_is_removed(void **state)
+{
+	struct fixture *f = *state;
+	const char *cb, *removed;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "W", &closer, "W"), 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "x", 1);
+	assert_int_equal(weft_loop_run_until(f->loop, removed_seen, f, 5000),
+	                 0);
+	cb = strstr(f->log, "W.write_cb");
+	removed = strstr(f->log, "W.removed");
+	assert_non_null(cb);
+	assert_true(cb < removed);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ECLOSED);
+}
+
 #define CROSS_WRITES 2000
 
 struct cross {
@@ -562,6 +620,9 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_peer_close_fires_inactive_and_fails_waiting_writes, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_write_callback_runs_before_its_handler_is_removed, setup,
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_write_from_another_thread_arrives_in_order, setup,

@@ -1,0 +1,210 @@
+/*
+ * test_trust.c: the messaging service against peers that speak the
+ * protocol correctly but lie or misbehave (docs/SECURITY.md). Every test
+ * drives a real socket with rawpeer.c, a client written from
+ * docs/PROTOCOL.md alone, and checks that the node closes or refuses only
+ * the bad connection while it keeps serving its members.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <event2/buffer.h>
+#include <weft/tls.h>
+
+#include "cluster.h"
+#include "rawpeer.h"
+#include "tls_test.h"
+
+#define WAIT_MS 10000
+
+static struct cluster cl;
+static tt_pki pki;
+
+static int
+group_setup(void **state)
+{
+	if (test_setup(state) != 0 || tt_pki_new(&pki) != 0)
+		return -1;
+	if (tt_node(&pki, "n1", "n1") != 0 || tt_node(&pki, "n2", "n2") != 0 ||
+	    tt_node(&pki, "n3", "n3") != 0 ||
+	    tt_node(&pki, "rawc", "rawc") != 0)
+		return -1;
+	return 0;
+}
+
+static int
+group_teardown(void **state)
+{
+	tt_pki_free(&pki);
+	return test_teardown(state);
+}
+
+static weft_tls_ctx *
+ctx_for(const char *file)
+{
+	weft_tls_ctx *ctx = NULL;
+
+	assert_int_equal(tt_ctx(&pki, file, NULL, &ctx), 0);
+	return ctx;
+}
+
+static void
+loose_tune(weft_msvc_limits *l)
+{
+	l->connect_timeout_ms = 8000;
+	l->request_timeout_ms = 8000;
+	l->heartbeat_misses = 10;
+}
+
+/* Starts n plaintext nodes (tls false) or n nodes in mode all. */
+static void
+start(int n, bool tls, void (*tune)(weft_msvc_limits *l))
+{
+	struct cluster_opts o = {.tune = tune ? tune : loose_tune};
+	int i;
+
+	if (tls) {
+		o.tls_mode = WEFT_MSVC_TLS_ALL;
+		for (i = 0; i < n; i++) {
+			char name[16];
+
+			snprintf(name, sizeof(name), "n%d", i + 1);
+			o.tls[i] = ctx_for(name);
+		}
+	}
+	assert_int_equal(cluster_start_with(&cl, n, &o), 0);
+}
+
+static void
+stop(void)
+{
+	weft_tls_ctx *tls[CLUSTER_MAX];
+
+	memcpy(tls, cl.tls, sizeof(tls));
+	cluster_stop(&cl);
+	for (int i = 0; i < CLUSTER_MAX; i++)
+		if (tls[i] != NULL)
+			weft_tls_ctx_unref(tls[i]);
+}
+
+static SSL_CTX *
+client_tls(const char *name)
+{
+	return rp_tls_ctx(pki.dir, name);
+}
+
+/* The node still serves its members: a request n2 -> n1 is answered. */
+static void
+assert_still_serving(void)
+{
+	struct tally t = {.want = 1};
+
+	assert_int_equal(weft_msvc_request(cl.svc[1], cluster_peer(&cl, 1, 0),
+	                                   VERB_ECHO, "ok", 2, NULL, tally_cb,
+	                                   &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, WAIT_MS));
+	assert_int_equal(atomic_load(&t.ok), 1);
+}
+
+/* Connects as client id to node 0 and handshakes; fails the test unless
+ * accepted. */
+static void
+client_in(rawpeer *p, SSL_CTX *tls, const char *id)
+{
+	rp_connect(p, weft_msvc_port(cl.svc[0]), tls, "n1");
+	assert_int_equal(rp_handshake(p, "test", id, RP_CLIENT, 1, 0), 0);
+}
+
+/* ---- 1. An answer flushed into a closing connection --------------------- */
+
+enum bad_tail { TAIL_ENVELOPE, TAIL_CRC, TAIL_HUGE, TAIL_KINDS };
+
+/* Appends a frame the node rejects to b. */
+static void
+bad_tail(struct evbuffer *b, enum bad_tail kind, bool crc)
+{
+	static const uint8_t junk[16] = {0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1,
+	                                 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1,
+	                                 0xc1, 0xc1, 0xc1, 0xc1};
+	static const uint8_t huge[4] = {0xff, 0xff, 0xff, 0xff};
+
+	switch (kind) {
+	case TAIL_ENVELOPE:
+		rp_frame(b, junk, sizeof(junk), crc);
+		break;
+	case TAIL_CRC:
+		rp_frame(b, junk, sizeof(junk), false);
+		evbuffer_add(b, "\1\2\3\4", 4);
+		break;
+	default:
+		evbuffer_add(b, huge, sizeof(huge));
+		break;
+	}
+}
+
+/*
+ * A client sends, in one write, a request the node answers and a frame it
+ * rejects: the answer goes into a connection that is already closing.
+ * Before the fix its write callback ran after the connection (and the
+ * client's peer) had been freed: a use-after-free any client could cause.
+ */
+static void
+answer_then_reject(SSL_CTX *tls)
+{
+	struct evbuffer *b = evbuffer_new();
+	rawpeer p;
+	int kind, round;
+
+	for (round = 0; round < 4; round++) {
+		for (kind = 0; kind < TAIL_KINDS; kind++) {
+			client_in(&p, tls, "rawc");
+			rp_envelope(b, p.crc, 1, VERB_ECHO, RP_REQUEST,
+			            weft_wall_ms() + 10000, "hello", 5);
+			bad_tail(b, (enum bad_tail)kind, p.crc);
+			assert_true(rp_send(&p, b));
+			assert_true(rp_closed(&p, WAIT_MS));
+			rp_close(&p);
+		}
+	}
+	evbuffer_free(b);
+	assert_still_serving();
+}
+
+static void
+test_answer_flushed_into_a_closing_connection(void **state)
+{
+	(void)state;
+	start(2, false, NULL);
+	answer_then_reject(NULL);
+	stop();
+}
+
+static void
+test_answer_flushed_into_a_closing_tls_connection(void **state)
+{
+	SSL_CTX *tls = client_tls("rawc");
+
+	(void)state;
+	start(2, true, NULL);
+	answer_then_reject(tls);
+	SSL_CTX_free(tls);
+	stop();
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_answer_flushed_into_a_closing_connection),
+	    cmocka_unit_test(test_answer_flushed_into_a_closing_tls_connection),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
