@@ -833,9 +833,14 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 
 /* ---- Reading ----------------------------------------------------------- */
 
-/* Hands a response to the loop that holds its pending request. */
+#define FORGED_WHY "answered a request that was not sent to it"
+
+/* Hands a response to the loop that holds its pending request. The
+ * channel it came on is held, to be closed should the answer be forged. */
 struct handoff {
 	struct weft__msvc_loop *ml;
+	const weft_msvc_peer *from;
+	weft_channel *ch;
 	struct weft__msvc_env env;
 	uint8_t payload[];
 };
@@ -846,8 +851,14 @@ handoff_task(weft_loop *loop, int status, void *arg)
 	struct handoff *h = arg;
 
 	(void)loop;
-	if (status == 0)
-		weft__msvc_response(h->ml, &h->env);
+	if (status == 0 &&
+	    weft__msvc_response(h->ml, h->from, &h->env) == WEFT__MSVC_FORGED) {
+		weft_warn("msvc %s: closing connection from %s (%s): %s",
+		          h->ml->svc->id, weft_channel_peer(h->ch), h->from->id,
+		          FORGED_WHY);
+		weft_channel_close(h->ch);
+	}
+	weft_channel_unref(h->ch);
 	free(h);
 }
 
@@ -859,7 +870,9 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	struct handoff *h;
 
 	if (li == c->ml->index) {
-		weft__msvc_response(c->ml, env);
+		if (weft__msvc_response(c->ml, c->peer, env) ==
+		    WEFT__MSVC_FORGED)
+			conn_reject(c, FORGED_WHY);
 		return;
 	}
 	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->len)) == NULL) {
@@ -867,10 +880,14 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 		return;
 	}
 	h->ml = &svc->loops[li];
+	h->from = c->peer;
+	h->ch = c->ch;
 	h->env = *env;
 	memcpy(h->payload, env->payload, env->len);
 	h->env.payload = h->payload;
+	weft_channel_ref(h->ch);
 	if (weft_loop_post(h->ml->loop, handoff_task, h) != 0) {
+		weft_channel_unref(h->ch);
 		free(h);
 		return;
 	}
@@ -891,10 +908,15 @@ on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
 	weft__msvc_count1(&c->ml->rs.messages_in, 1);
 	weft__msvc_count(&c->peer->st.received, 1);
 	weft__msvc_count(&c->peer->st.bytes_received, frame_bytes);
-	if (env.flags & WEFT__MSVC_F_RESPONSE)
-		route_response(c, &env);
-	else
+	if (!(env.flags & WEFT__MSVC_F_RESPONSE)) {
 		weft__msvc_dispatch(c, &env);
+	} else if (c->peer->is_client) {
+		/* Nothing is ever asked of a client. */
+		weft__msvc_count(&c->svc->st.forged_responses, 1);
+		conn_reject(c, "a client sent a response");
+	} else {
+		route_response(c, &env);
+	}
 }
 
 /* Stops reading while too many inbound bytes are in flight. */

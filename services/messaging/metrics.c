@@ -184,6 +184,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->handshakes_refused = LOAD(s->handshakes_refused);
 	out->unknown_verbs = LOAD(s->unknown_verbs);
 	out->late_responses = LOAD(s->late_responses);
+	out->forged_responses = LOAD(s->forged_responses);
 	out->connections_accepted = LOAD(s->connections_accepted);
 	out->connections_open = LOAD(s->connections_open);
 	out->heartbeats_missed = LOAD(s->heartbeats_missed);
@@ -227,6 +228,8 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
     NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
     NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
+    NODE_METRIC(forged_responses, "counter",
+                "Responses from a peer that was not asked: connection closed."),
     NODE_METRIC(connections_accepted, "counter", "Connections accepted."),
     NODE_METRIC(connections_open, "gauge", "Connections open."),
     NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),

@@ -237,7 +237,7 @@ struct weft__msvc_conn {
 
 /* A pending request. */
 struct weft__msvc_slot {
-	uint32_t gen;
+	uint32_t tag;  /* random per use: the id's upper half */
 	uint32_t next; /* free list, wheel bucket or conn list */
 	uint32_t prev;
 	uint32_t c_next, c_prev; /* the conn's pending list */
@@ -294,6 +294,9 @@ struct weft__msvc_loop {
 	weft_histogram **verb_lat;
 	weft_histogram **verb_snap;
 	pthread_mutex_t snap_lock;
+	/* Random bits for request ids, refilled from getrandom. */
+	uint32_t random[256];
+	uint32_t random_left;
 	/* The clock read once per batch (a read event, a queue drain). */
 	uint32_t batch_depth;
 	uint64_t now_ns, now_ms;
@@ -358,7 +361,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t handshakes_refused, unknown_verbs, late_responses;
 	_Atomic uint64_t connections_accepted, connections_open;
 	_Atomic uint64_t heartbeats_missed, peer_downs, worker_jobs;
-	_Atomic uint64_t responses_dropped;
+	_Atomic uint64_t responses_dropped, forged_responses;
 };
 
 /* A worker pool for blocking handlers. */
@@ -478,8 +481,18 @@ void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
 void weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i);
 void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
                               int status, const void *data, size_t len);
-void weft__msvc_response(struct weft__msvc_loop *ml,
-                         const struct weft__msvc_env *env);
+/* What became of a response (weft__msvc_response). */
+enum weft__msvc_match {
+	WEFT__MSVC_MATCHED, /* completed its request */
+	WEFT__MSVC_LATE,    /* no request waits for it: dropped */
+	WEFT__MSVC_FORGED,  /* a request waits, but not from this peer */
+};
+/* weft__msvc_response completes the request env answers, if from is the
+ * peer it was sent to; from is a member, or a member we are a client
+ * of. */
+enum weft__msvc_match weft__msvc_response(struct weft__msvc_loop *ml,
+                                          const weft_msvc_peer *from,
+                                          const struct weft__msvc_env *env);
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
 int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);

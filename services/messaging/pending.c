@@ -1,13 +1,16 @@
 /*
  * pending.c: pending requests of one loop. Slots live in an array and are
  * reused through a free list, so a request costs no allocation; the id
- * carries the slot index, the loop index and a generation, so matching a
- * response is an array index and a compare. Timeouts sit in a hashed
+ * carries the slot index, the loop index and 32 random bits drawn for
+ * each request, so matching a response is an array index and a compare,
+ * and nobody who did not see the request can answer it. A response is
+ * accepted only from the peer the request went to. Timeouts sit in a hashed
  * timer wheel (one list per tick of WEFT__MSVC_TICK_MS) driven by a
  * single timer per loop, never one timer per request.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "msvc_int.h"
 
@@ -25,7 +28,7 @@ weft__msvc_slot_at(struct weft__msvc_loop *ml, uint32_t i)
 uint64_t
 weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i)
 {
-	return ((uint64_t)ml->slots[i].gen << 32) |
+	return ((uint64_t)ml->slots[i].tag << 32) |
 	       ((uint64_t)ml->index << SLOT_BITS) | i;
 }
 
@@ -40,6 +43,37 @@ record_verb_latency(struct weft__msvc_loop *ml, uint32_t verb, uint64_t ns)
 	    weft_histogram_new(&ml->verb_lat[verb]) != 0)
 		return;
 	weft_histogram_record(ml->verb_lat[verb], ns);
+}
+
+/*
+ * 32 unpredictable bits for a request id, from a pool refilled with
+ * getrandom (one system call per 256 requests). Should the kernel refuse,
+ * a splitmix64 step over the monotonic clock keeps ids unique, if not
+ * secret; that is logged once.
+ */
+static uint32_t
+random32(struct weft__msvc_loop *ml)
+{
+	static const size_t want = sizeof(ml->random);
+	uint64_t z;
+
+	if (ml->random_left == 0) {
+		if (getrandom(ml->random, want, GRND_NONBLOCK) ==
+		    (ssize_t)want) {
+			ml->random_left = want / sizeof(ml->random[0]);
+		} else {
+			if (ml->random[0] == 0 && ml->random[1] == 0)
+				weft_warn("msvc %s: no random bits from the "
+				          "kernel; request ids are guessable",
+				          ml->svc->id);
+			z = weft_now_ns() + 0x9e3779b97f4a7c15ull;
+			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+			ml->random[1] = 1;
+			return (uint32_t)(z ^ (z >> 31));
+		}
+	}
+	return ml->random[--ml->random_left];
 }
 
 static int
@@ -74,7 +108,7 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	i = ml->free_head;
 	s = &ml->slots[i];
 	ml->free_head = s->next;
-	s->gen++;
+	s->tag = random32(ml);
 	s->live = true;
 	s->sent = false;
 	s->internal = false;
@@ -277,32 +311,35 @@ on_tick(weft_timer *t, void *arg)
 	weft__msvc_batch_end(ml);
 }
 
-/* A response arrived: complete the matching slot, or count it late. */
-void
-weft__msvc_response(struct weft__msvc_loop *ml,
+/* A response arrived: complete the matching slot if from is the peer it
+ * asked; otherwise count it, late or forged. */
+enum weft__msvc_match
+weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
                     const struct weft__msvc_env *env)
 {
 	uint32_t i = (uint32_t)(env->id & (MAX_SLOTS - 1));
-	uint32_t gen = (uint32_t)(env->id >> 32);
-	struct weft__msvc_slot *s;
+	uint32_t tag = (uint32_t)(env->id >> 32);
 	const uint8_t *text = NULL;
 	size_t text_len = 0;
 	int status = 0;
 
 	if (i >= ml->slots_cap || !ml->slots[i].live ||
-	    ml->slots[i].gen != gen || ml->slots[i].verb != env->verb) {
+	    ml->slots[i].tag != tag || ml->slots[i].verb != env->verb) {
 		weft__msvc_count(&ml->svc->st.late_responses, 1);
-		return;
+		return WEFT__MSVC_LATE;
 	}
-	s = &ml->slots[i];
+	if (ml->slots[i].peer != from) {
+		weft__msvc_count(&ml->svc->st.forged_responses, 1);
+		return WEFT__MSVC_FORGED;
+	}
 	if (env->flags & WEFT__MSVC_F_ERROR) {
 		weft__msvc_error_decode(env->payload, env->len, &status, &text,
 		                        &text_len);
 		weft__msvc_slot_complete(ml, i, status, text, text_len);
-		return;
+		return WEFT__MSVC_MATCHED;
 	}
-	(void)s;
 	weft__msvc_slot_complete(ml, i, 0, env->payload, env->len);
+	return WEFT__MSVC_MATCHED;
 }
 
 void

@@ -18,6 +18,7 @@
 #include <weft/tls.h>
 
 #include "cluster.h"
+#include "msvc_int.h"
 #include "rawpeer.h"
 #include "tls_test.h"
 
@@ -198,12 +199,196 @@ test_answer_flushed_into_a_closing_tls_connection(void **state)
 	stop();
 }
 
+/* ---- 2. Responses only from the peer asked ------------------------------ */
+
+static weft_msvc_stats
+stats(int i)
+{
+	weft_msvc_stats st;
+
+	weft_msvc_get_stats(cl.svc[i], &st);
+	return st;
+}
+
+struct stat_wait {
+	int node;
+	size_t offset;
+	uint64_t want;
+};
+
+static bool
+stat_reached(void *arg)
+{
+	struct stat_wait *w = arg;
+	weft_msvc_stats st = stats(w->node);
+
+	return *(uint64_t *)((char *)&st + w->offset) >= w->want;
+}
+
+#define WAIT_STAT(node_, field, n)                                             \
+	do {                                                                   \
+		struct stat_wait w_ = {node_,                                  \
+		                       offsetof(weft_msvc_stats, field), n};   \
+		assert_true(test_wait(stat_reached, &w_, WAIT_MS));            \
+	} while (0)
+
+static bool
+one_held(void *arg)
+{
+	(void)arg;
+	return atomic_load(&cl.held_count) >= 1 &&
+	       atomic_load(&cl.held[0]) != NULL;
+}
+
+/* One request's outcome: the status and payload its callback saw. */
+struct reply {
+	_Atomic int runs;
+	int status;
+	char payload[32];
+};
+
+static void
+reply_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct reply *r = arg;
+
+	(void)svc;
+	r->status = status;
+	snprintf(r->payload, sizeof(r->payload), "%.*s", (int)len,
+	         (const char *)data);
+	atomic_fetch_add(&r->runs, 1);
+	test_poke();
+}
+
+static bool
+replied(void *arg)
+{
+	return atomic_load(&((struct reply *)arg)->runs) > 0;
+}
+
+/* n1 asks n2 for VERB_HOLD, which n2 keeps unanswered; returns the
+ * request's id as it travelled. */
+static uint64_t
+pending_request_to_n2(struct reply *r)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 20000};
+
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                   VERB_HOLD, "q", 1, &o, reply_cb, r),
+	                 0);
+	assert_true(test_wait(one_held, NULL, WAIT_MS));
+	return atomic_load(&cl.held[0])->id;
+}
+
+/* n2 answers the held request for real. */
+static void
+answer_held(struct reply *r)
+{
+	weft_msvc_msg *m = atomic_exchange(&cl.held[0], NULL);
+
+	assert_int_equal(atomic_load(&r->runs), 0);
+	assert_int_equal(weft_msvc_respond(m, "real", 4), 0);
+	assert_true(test_wait(replied, r, WAIT_MS));
+	assert_int_equal(atomic_load(&r->runs), 1);
+	assert_int_equal(r->status, 0);
+	assert_string_equal(r->payload, "real");
+}
+
+static void
+forge(rawpeer *p, uint64_t id, uint32_t verb, uint32_t flags)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	rp_envelope(b, p->crc, id, verb, flags, 0, "forged", 6);
+	rp_send(p, b);
+	evbuffer_free(b);
+}
+
+/* A client that knows the exact id of n1's request to n2 answers it. */
+static void
+test_response_from_a_client_is_refused(void **state)
+{
+	struct reply r = {0};
+	rawpeer p;
+	uint64_t id;
+
+	(void)state;
+	start(2, false, NULL);
+	id = pending_request_to_n2(&r);
+	client_in(&p, NULL, "rawc");
+	forge(&p, id, VERB_HOLD, RP_RESPONSE);
+	assert_true(rp_closed(&p, WAIT_MS));
+	rp_close(&p);
+	assert_int_equal(stats(0).forged_responses, 1);
+	answer_held(&r);
+	stop();
+}
+
+/* Another member (n3, here a plaintext impostor of it) answers n1's
+ * request to n2, with its exact id, and with an error too. */
+static void
+test_response_from_another_member_is_refused(void **state)
+{
+	struct reply r = {0};
+	rawpeer p;
+	uint64_t id;
+
+	(void)state;
+	start(3, false, NULL);
+	id = pending_request_to_n2(&r);
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "test", "n3", RP_MEMBER, 1, 0), 0);
+	forge(&p, id, VERB_HOLD, RP_RESPONSE | RP_ERROR);
+	assert_true(rp_closed(&p, WAIT_MS));
+	rp_close(&p);
+	assert_int_equal(stats(0).forged_responses, 1);
+	answer_held(&r);
+	stop();
+}
+
+/*
+ * Posing as n2 itself (plaintext cannot prove it is not), a peer sprays
+ * responses over every id layout it could guess: slots 0..63 of every
+ * loop, generations 1..8. None may complete the request.
+ */
+static void
+test_request_ids_cannot_be_guessed(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	struct reply r = {0};
+	uint64_t gen, slot, loop;
+	rawpeer p;
+
+	(void)state;
+	start(2, false, NULL);
+	(void)pending_request_to_n2(&r);
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "test", "n2", RP_MEMBER, 1, 1), 0);
+	for (gen = 0; gen <= 8; gen++) {
+		for (loop = 0; loop < 4; loop++)
+			for (slot = 0; slot < 64; slot++)
+				rp_envelope(
+				    b, p.crc, gen << 32 | loop << 24 | slot,
+				    VERB_HOLD, RP_RESPONSE, 0, "forged", 6);
+		assert_true(rp_send(&p, b));
+	}
+	/* All but (before the fix) the one that matched are late. */
+	WAIT_STAT(0, late_responses, 9 * 4 * 64 - 1);
+	rp_close(&p);
+	evbuffer_free(b);
+	answer_held(&r);
+	stop();
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_answer_flushed_into_a_closing_connection),
 	    cmocka_unit_test(test_answer_flushed_into_a_closing_tls_connection),
+	    cmocka_unit_test(test_response_from_a_client_is_refused),
+	    cmocka_unit_test(test_response_from_another_member_is_refused),
+	    cmocka_unit_test(test_request_ids_cannot_be_guessed),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

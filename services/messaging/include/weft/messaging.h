@@ -463,6 +463,9 @@ typedef struct weft_msvc_stats {
 	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
 	uint64_t unknown_verbs;      /* answered with an error */
 	uint64_t late_responses;     /* responses to no pending request */
+	/* Responses from a peer other than the one asked (or from a client,
+	 * which is never asked): dropped, connection closed. */
+	uint64_t forged_responses;
 	/* Connections. */
 	uint64_t connections_accepted;
 	uint64_t connections_open;
