@@ -253,6 +253,8 @@ static int
 client_status(int status)
 {
 	switch (status) {
+	case WEFT_ECONFLICT:
+		return WEFT_ECONFLICT;
 	case WEFT_ETIMEDOUT:
 	case WEFT_EEXPIRED:
 		return WEFT_ETIMEDOUT;
@@ -374,9 +376,16 @@ coordinate(wbase_kv *kv, wbase_msg *msg, const kv_req *r, wbase_blob *b)
 	wbase_write *w;
 	int rv;
 
-	if (wbase__store_apply(&kv->store, r->key, r->key_len, b, &ver) < 0 ||
+	if ((rv = wbase__store_apply(&kv->store, r->key, r->key_len, b, &ver)) <
+	        0 ||
 	    (w = write_new(kv)) == NULL) {
 		wbase_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	if (rv == WBASE_SUPERSEDED) {
+		write_unref(w);
+		wbase_respond_error(msg, WEFT_ECONFLICT,
+		                    "superseded by a newer version");
 		return;
 	}
 	if (w->quorum <= 1) {
@@ -485,8 +494,8 @@ apply_write(wbase_kv *kv, const kv_req *r, const char *origin)
 	wbase__blob_unref(b);
 	if (rv < 0)
 		return rv;
-	count(rv ? &kv->replicas_applied : &kv->replicas_stale);
-	return 0;
+	count(rv == 1 ? &kv->replicas_applied : &kv->replicas_stale);
+	return rv == WBASE_SUPERSEDED ? WEFT_ECONFLICT : 0;
 }
 
 /* A replicate request holds one write, from a member. */
@@ -498,6 +507,7 @@ on_replicate(wbase_node *node, wbase_msg *msg, void *arg)
 	const char *origin = NULL;
 	msgpack_unpacked u;
 	kv_req r;
+	int rv;
 
 	(void)node;
 	msgpack_unpacked_init(&u);
@@ -505,7 +515,9 @@ on_replicate(wbase_node *node, wbase_msg *msg, void *arg)
 	    !decode_write(&u, &p, end, &r) || p != end ||
 	    (origin = origin_of(kv, &r)) == NULL)
 		bad_request(kv, msg, "malformed replicate");
-	else if (apply_write(kv, &r, origin) != 0)
+	else if ((rv = apply_write(kv, &r, origin)) == WEFT_ECONFLICT)
+		wbase_respond_error(msg, rv, "superseded by a newer version");
+	else if (rv != 0)
 		wbase_respond_error(msg, WEFT_EREMOTE, "out of memory");
 	else
 		wbase_respond(msg, "", 0);

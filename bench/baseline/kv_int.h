@@ -47,7 +47,9 @@ int wbase__store_init(wbase_store *s);
 void wbase__store_fini(wbase_store *s);
 /* wbase__store_apply makes (value, ver) the key's state if ver is newer
  * (value NULL: a tombstone; the store takes its own reference). Returns 1
- * (applied), 0 (stale) or WEFT_ENOMEM. Any thread. */
+ * (applied), 0 (this version is held already), WBASE_SUPERSEDED (a newer
+ * one is) or WEFT_ENOMEM, as weft's service does. Any thread. */
+#define WBASE_SUPERSEDED 2
 int wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
                        wbase_blob *value, const wbase_version *ver);
 /* wbase__store_get returns the live value with a reference for the

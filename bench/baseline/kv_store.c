@@ -156,7 +156,7 @@ wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 	wbase_shard *sh = &s->shards[h % WBASE_KV_SHARDS];
 	wbase_blob *old = NULL;
 	wbase_entry **slot;
-	int rv = 0;
+	int rv = 0, cmp;
 
 	pthread_mutex_lock(&sh->lock);
 	if ((sh->len + 1) * 4 > sh->cap * 3 && (rv = grow(sh)) != 0)
@@ -165,13 +165,15 @@ wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 	if (*slot == NULL) {
 		if ((rv = insert(s, slot, h, key, key_len, value, ver)) > 0)
 			sh->len++;
-	} else if (version_cmp(ver, &(*slot)->ver) > 0) {
+	} else if ((cmp = version_cmp(ver, &(*slot)->ver)) > 0) {
 		old = (*slot)->value;
 		(*slot)->value = value;
 		(*slot)->ver = *ver;
 		if (value != NULL)
 			atomic_fetch_add(&value->refs, 1);
 		rv = 1;
+	} else if (cmp < 0) {
+		rv = WBASE_SUPERSEDED;
 	}
 out:
 	pthread_mutex_unlock(&sh->lock);

@@ -158,8 +158,14 @@ wbase__deliver_response(wbase_node *n, const wbase_env *env)
 	if (!take_pending(n, env->id, &p))
 		return; /* late: timed out already */
 	if (env->flags & WBASE_ERROR) {
+		/* [code, text]: CONFLICT (12) is an answer the key-value
+		 * service acts on; any other code is a remote error. */
+		bool conflict = env->len >= 2 && env->payload[0] == 0x92 &&
+		                env->payload[1] == 12;
+
 		atomic_fetch_add(&n->failed, 1);
-		p.cb(n, WEFT_EREMOTE, env->payload, env->len, p.arg);
+		p.cb(n, conflict ? WEFT_ECONFLICT : WEFT_EREMOTE, env->payload,
+		     env->len, p.arg);
 		return;
 	}
 	atomic_fetch_add(&n->responses, 1);
@@ -274,6 +280,10 @@ wire_code(int status)
 		return 8;
 	case WEFT_EPEERDOWN:
 		return 9;
+	case WEFT_EPERM:
+		return 11;
+	case WEFT_ECONFLICT:
+		return 12;
 	default:
 		return 10;
 	}

@@ -165,6 +165,10 @@ slot_done(slot *s, int status)
 	s->replies++;
 	/* sent_ns is when the request left or, in an open loop, when it was
 	 * meant to: a stall then shows in the latency instead of hiding. */
+	/* A put that lost to a concurrent put of the same key (CONFLICT) is
+	 * an answer, not a failure: clients writing the same keys race. */
+	if (status == WEFT_ECONFLICT)
+		status = 0;
 	if (now >= n->window_start_ns && now < n->window_end_ns) {
 		if (status == 0) {
 			s->ok++;
@@ -530,8 +534,9 @@ start_service(cnode *n)
 	         &(weft_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
 	         &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
-	                       n->slow_every ? WEFT_MSVC_BLOCKING
-	                                     : WEFT_MSVC_INLINE) != 0 ||
+	                       WEFT_MSVC_CLIENTS |
+	                           (n->slow_every ? WEFT_MSVC_BLOCKING
+	                                          : WEFT_MSVC_INLINE)) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
 		return 0;
 	return n->o->client ? 1 : weft_msvc_port(n->svc);

@@ -9,6 +9,8 @@
 #define DEFAULT_REPLICATE_TIMEOUT_MS 2000
 #define DEFAULT_MAX_VALUE (16u << 20)
 
+#define DEFAULT_MAX_SKEW_MS 30000
+
 uint64_t
 weft__kv_clock_next(weft_kv *kv)
 {
@@ -16,18 +18,25 @@ weft__kv_clock_next(weft_kv *kv)
 	uint64_t old = atomic_load(&kv->clock), next;
 
 	do {
+		if (old == UINT64_MAX && wall <= old)
+			return 0;
 		next = wall > old ? wall : old + 1;
 	} while (!atomic_compare_exchange_weak(&kv->clock, &old, next));
 	return next;
 }
 
-void
+int
 weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
 {
+	uint64_t limit = weft_wall_ms() + kv->max_skew_ms;
 	uint64_t old = atomic_load(&kv->clock);
 
+	/* The timestamp's millisecond part, against ours plus the skew. */
+	if ((ts >> 16) > limit)
+		return WEFT_EINVAL;
 	while (old < ts && !atomic_compare_exchange_weak(&kv->clock, &old, ts))
 		;
+	return 0;
 }
 
 /*
@@ -76,6 +85,7 @@ configure(weft_kv *kv, const weft_kv_opts *opts)
 	kv->quorum = kv->members / 2 + 1;
 	kv->replicate_timeout_ms = DEFAULT_REPLICATE_TIMEOUT_MS;
 	kv->max_value = DEFAULT_MAX_VALUE;
+	kv->max_skew_ms = DEFAULT_MAX_SKEW_MS;
 	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "write_quorum")) &&
 	    weft__kv_parse_quorum(v, kv->members, &kv->quorum) != 0) {
 		weft_error("kv: [kv] write_quorum = %s: want 1 to %u, "
@@ -88,6 +98,14 @@ configure(weft_kv *kv, const weft_kv_opts *opts)
 	     kv->replicate_timeout_ms == 0)) {
 		weft_error("kv: [kv] replicate_timeout = %s: want a duration "
 		           "such as 500ms or 2s",
+		           v);
+		return WEFT_ECONFIG;
+	}
+	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "max_clock_skew")) &&
+	    (weft__kv_parse_duration_ms(v, &kv->max_skew_ms) != 0 ||
+	     kv->max_skew_ms == 0)) {
+		weft_error("kv: [kv] max_clock_skew = %s: want a duration such "
+		           "as 30s",
 		           v);
 		return WEFT_ECONFIG;
 	}
@@ -118,6 +136,8 @@ override(weft_kv *kv, const weft_kv_opts *opts)
 		kv->replicate_timeout_ms = opts->replicate_timeout_ms;
 	if (opts->max_value_bytes)
 		kv->max_value = opts->max_value_bytes;
+	if (opts->max_clock_skew_ms)
+		kv->max_skew_ms = opts->max_clock_skew_ms;
 	return 0;
 }
 
@@ -140,18 +160,21 @@ register_verbs(weft_kv *kv)
 		uint32_t verb;
 		const char *name;
 		weft_msvc_handler_cb cb;
+		unsigned flags;
 	} verbs[] = {
-	    {WEFT_KV_VERB_GET, "kv_get", on_get},
-	    {WEFT_KV_VERB_PUT, "kv_put", weft__kv_on_put},
-	    {WEFT_KV_VERB_DELETE, "kv_delete", weft__kv_on_delete},
-	    {WEFT_KV_VERB_REPLICATE, "kv_replicate", weft__kv_on_replicate},
+	    {WEFT_KV_VERB_GET, "kv_get", on_get, WEFT_MSVC_CLIENTS},
+	    {WEFT_KV_VERB_PUT, "kv_put", weft__kv_on_put, WEFT_MSVC_CLIENTS},
+	    {WEFT_KV_VERB_DELETE, "kv_delete", weft__kv_on_delete,
+	     WEFT_MSVC_CLIENTS},
+	    /* Replicas take writes from the members that coordinate them. */
+	    {WEFT_KV_VERB_REPLICATE, "kv_replicate", weft__kv_on_replicate, 0},
 	};
 	size_t i;
 	int rv;
 
 	for (i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		rv = weft_msvc_register(kv->svc, verbs[i].verb, verbs[i].name,
-		                        verbs[i].cb, kv, WEFT_MSVC_INLINE);
+		                        verbs[i].cb, kv, verbs[i].flags);
 		if (rv != 0)
 			return rv;
 	}
@@ -243,6 +266,8 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->quorum_failures = load(&c->quorum_failures);
 	out->replicas_applied = load(&c->replicas_applied);
 	out->replicas_stale = load(&c->replicas_stale);
+	out->replicas_refused = load(&c->replicas_refused);
+	out->writes_superseded = load(&c->writes_superseded);
 	out->replica_failures = load(&c->replica_failures);
 	out->bad_requests = load(&c->bad_requests);
 	out->keys = load(&kv->store.keys);
@@ -269,6 +294,12 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	     s->replicas_applied},
 	    {"replicas_stale_total", "counter",
 	     "replicated writes already superseded", s->replicas_stale},
+	    {"replicas_refused_total", "counter",
+	     "replicated writes refused: version too far ahead of the clock",
+	     s->replicas_refused},
+	    {"writes_superseded_total", "counter",
+	     "writes answered CONFLICT: a newer version was held",
+	     s->writes_superseded},
 	    {"replica_failures_total", "counter", "replica acks that failed",
 	     s->replica_failures},
 	    {"bad_requests_total", "counter", "malformed requests",

@@ -71,11 +71,18 @@ struct weft__kv_store {
 int weft__kv_store_init(struct weft__kv_store *s);
 void weft__kv_store_fini(struct weft__kv_store *s);
 
+/* What weft__kv_store_apply did. */
+enum weft__kv_applied {
+	WEFT__KV_HELD = 0,       /* this very version is held already */
+	WEFT__KV_APPLIED = 1,    /* it is the key's state now */
+	WEFT__KV_SUPERSEDED = 2, /* a newer version is held: nothing done */
+};
+
 /*
  * weft__kv_store_apply makes (value, ver) the key's state if ver is newer
  * than what the store holds; value NULL deletes. The store takes its own
- * reference on value. Returns 1 (applied), 0 (stale: superseded or a
- * duplicate) or WEFT_ENOMEM. Any thread.
+ * reference on value. Returns a weft__kv_applied or WEFT_ENOMEM. Any
+ * thread.
  */
 int weft__kv_store_apply(struct weft__kv_store *s, const void *key,
                          size_t key_len, struct weft__kv_blob *value,
@@ -154,7 +161,8 @@ int weft__kv_parse_size(const char *text, size_t *out);
 struct weft__kv_counters {
 	_Atomic uint64_t gets, get_misses, puts, deletes, writes_acked;
 	_Atomic uint64_t quorum_failures, replicas_applied, replicas_stale;
-	_Atomic uint64_t replica_failures, bad_requests;
+	_Atomic uint64_t replica_failures, bad_requests, replicas_refused;
+	_Atomic uint64_t writes_superseded;
 };
 
 struct weft_kv {
@@ -164,15 +172,25 @@ struct weft_kv {
 	uint32_t quorum;
 	uint64_t replicate_timeout_ms;
 	size_t max_value;
+	uint64_t max_skew_ms;
 	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
 	struct weft__kv_counters st;
 	struct weft__kv_store store;
 };
 
-/* weft__kv_clock_next returns a timestamp above every one seen. */
+/*
+ * weft__kv_clock_next returns a timestamp above every one seen, or 0 when
+ * the clock has reached its end (it never wraps; observe keeps it within
+ * max_skew_ms of the wall clock, so only a wall clock past the year 10000
+ * gets there).
+ */
 uint64_t weft__kv_clock_next(weft_kv *kv);
-/* weft__kv_clock_observe moves the clock past ts. */
-void weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
+/*
+ * weft__kv_clock_observe moves the clock up to ts, a version seen from
+ * another member; returns 0, or WEFT_EINVAL (nothing changed) when ts is
+ * more than max_skew_ms ahead of this node's wall clock.
+ */
+int weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
 
 /* write.c: puts and deletes, coordinated by the node that receives them. */
 void weft__kv_on_put(weft_msvc *svc, weft_msvc_msg *msg, void *arg);

@@ -229,7 +229,7 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 	struct weft__kv_blob *old;
 	struct weft__kv_entry *e;
 	size_t slot;
-	int rv = 0;
+	int rv = 0, cmp;
 
 	pthread_mutex_lock(&sh->lock);
 	if (sh->cap == 0 && (rv = grow(sh)) != 0)
@@ -239,14 +239,17 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 	    (rv = insert(s, sh, hash, key, key_len, &slot)) != 0)
 		goto out;
 	e = sh->slots[slot];
-	if (e->ver.origin != NULL && weft__kv_version_cmp(ver, &e->ver) <= 0)
-		goto out; /* stale: rv stays 0 */
+	if (e->ver.origin != NULL &&
+	    (cmp = weft__kv_version_cmp(ver, &e->ver)) <= 0) {
+		rv = cmp < 0 ? WEFT__KV_SUPERSEDED : WEFT__KV_HELD;
+		goto out;
+	}
 	old = e->value;
 	if (value != NULL)
 		weft__kv_blob_ref(value);
 	e->value = value;
 	e->ver = *ver;
-	rv = 1;
+	rv = WEFT__KV_APPLIED;
 	pthread_mutex_unlock(&sh->lock);
 	atomic_fetch_add_explicit(&s->value_bytes, value ? value->len : 0,
 	                          memory_order_relaxed);

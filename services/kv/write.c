@@ -4,6 +4,13 @@
  * every other member and answers the client from the replicas' reply
  * callbacks once the quorum is met or can no longer be. Nothing waits:
  * the handler returns at once and no lock is held across a send.
+ *
+ * A write counts as applied by a replica only when its version became the
+ * key's state there (or was already): a replica holding a newer version
+ * answers CONFLICT, which counts against the quorum, so a write that lost
+ * is never acknowledged as applied. Replicas refuse versions too far
+ * ahead of their own clock, which would otherwise pin a key and push the
+ * clock to its end.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +72,8 @@ static int
 client_status(int status)
 {
 	switch (status) {
+	case WEFT_ECONFLICT:
+		return WEFT_ECONFLICT;
 	case WEFT_ETIMEDOUT:
 	case WEFT_EEXPIRED:
 		return WEFT_ETIMEDOUT;
@@ -86,6 +95,8 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 	char text[160];
 
 	weft__kv_count(&w->kv->st.quorum_failures);
+	if (status == WEFT_ECONFLICT)
+		weft__kv_count(&w->kv->st.writes_superseded);
 	snprintf(text, sizeof(text),
 	         "write quorum not reached: %u of %u replicas needed, %s: %s",
 	         w->quorum, w->replicas, weft_msvc_peer_id(peer),
@@ -220,12 +231,23 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 	struct weft__kv_version ver;
 	weft_msvc_call_opts opts;
 	struct kv_write *w;
+	int rv;
 
-	ver.ts = weft__kv_clock_next(kv);
+	if ((ver.ts = weft__kv_clock_next(kv)) == 0) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "clock exhausted");
+		return;
+	}
 	ver.origin = weft_msvc_peer_id(kv->self);
-	if (weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver) <
-	    0) {
+	rv = weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver);
+	if (rv < 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		return;
+	}
+	if (rv == WEFT__KV_SUPERSEDED) {
+		/* A concurrent write with a later version got here first. */
+		weft__kv_count(&kv->st.writes_superseded);
+		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
+		                        "superseded by a newer version");
 		return;
 	}
 	if ((w = write_new(kv)) == NULL) {
@@ -322,13 +344,26 @@ weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	}
 	ver.ts = req.ts;
 	ver.origin = weft_msvc_peer_id(p);
-	weft__kv_clock_observe(kv, req.ts);
+	if (weft__kv_clock_observe(kv, req.ts) != 0) {
+		weft__kv_blob_unref(b);
+		weft__kv_count(&kv->st.replicas_refused);
+		weft_msvc_respond_error(msg, WEFT_EINVAL,
+		                        "version too far ahead of this node's "
+		                        "clock");
+		return;
+	}
 	rv = weft__kv_store_apply(&kv->store, req.key, req.key_len, b, &ver);
 	weft__kv_blob_unref(b);
 	if (rv < 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	weft__kv_count(rv ? &kv->st.replicas_applied : &kv->st.replicas_stale);
+	if (rv == WEFT__KV_SUPERSEDED) {
+		weft__kv_count(&kv->st.replicas_stale);
+		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
+		                        "superseded by a newer version");
+		return;
+	}
+	weft__kv_count(&kv->st.replicas_applied);
 	weft_msvc_respond(msg, "", 0);
 }

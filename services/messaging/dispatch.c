@@ -390,6 +390,13 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 		answer_now(&msg, WEFT_EUNKNOWNVERB, text);
 		return;
 	}
+	if (c->peer->is_client && !(v->flags & WEFT_MSVC_CLIENTS)) {
+		weft__msvc_count(&svc->st.forbidden_requests, 1);
+		snprintf(text, sizeof(text), "verb %u is for members only",
+		         (unsigned)env->verb);
+		answer_now(&msg, WEFT_EPERM, text);
+		return;
+	}
 	weft__msvc_count(&v->received, 1);
 	weft__msvc_count(&v->bytes_received, env->len);
 	if (atomic_load(&svc->stopping)) {

@@ -183,6 +183,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->bad_envelopes = LOAD(s->bad_envelopes);
 	out->handshakes_refused = LOAD(s->handshakes_refused);
 	out->unknown_verbs = LOAD(s->unknown_verbs);
+	out->forbidden_requests = LOAD(s->forbidden_requests);
 	out->late_responses = LOAD(s->late_responses);
 	out->forged_responses = LOAD(s->forged_responses);
 	out->connections_accepted = LOAD(s->connections_accepted);
@@ -227,6 +228,8 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(bad_envelopes, "counter", "Invalid envelopes."),
     NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
     NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
+    NODE_METRIC(forbidden_requests, "counter",
+                "Messages from clients for members-only verbs."),
     NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
     NODE_METRIC(forged_responses, "counter",
                 "Responses from a peer that was not asked: connection closed."),

@@ -359,6 +359,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t expired_before_handler, overloaded, read_pauses;
 	_Atomic uint64_t bad_frames, oversized_frames, bad_envelopes;
 	_Atomic uint64_t handshakes_refused, unknown_verbs, late_responses;
+	_Atomic uint64_t forbidden_requests;
 	_Atomic uint64_t connections_accepted, connections_open;
 	_Atomic uint64_t heartbeats_missed, peer_downs, worker_jobs;
 	_Atomic uint64_t responses_dropped, forged_responses;

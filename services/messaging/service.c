@@ -511,7 +511,8 @@ weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 	struct weft__msvc_verb *v;
 
 	if (verb < WEFT_MSVC_VERB_USER_MIN || verb >= WEFT_MSVC_MAX_VERBS ||
-	    cb == NULL || name == NULL || flags > WEFT_MSVC_BLOCKING)
+	    cb == NULL || name == NULL ||
+	    (flags & ~(unsigned)(WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS)))
 		return WEFT_EINVAL;
 	if (atomic_load(&svc->started))
 		return WEFT_EBUSY;

@@ -386,7 +386,7 @@ static const struct {
     {1, WEFT_EUNKNOWNVERB}, {2, WEFT_EEXPIRED},  {3, WEFT_EOVERLOAD},
     {4, WEFT_ESHUTDOWN},    {5, WEFT_ETOOBIG},   {6, WEFT_EINVAL},
     {7, WEFT_ENOTFOUND},    {8, WEFT_ETIMEDOUT}, {9, WEFT_EPEERDOWN},
-    {10, WEFT_EREMOTE},
+    {10, WEFT_EREMOTE},     {11, WEFT_EPERM},    {12, WEFT_ECONFLICT},
 };
 #define N_ERRORS (sizeof(error_map) / sizeof(error_map[0]))
 #define WIRE_APPLICATION 10

@@ -158,9 +158,9 @@ start_service(struct weftd *d)
 	    (rv = weft_msvc_new(d->group, d->cfg, d->id, &opts, &d->svc)) !=
 	        0 ||
 	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_PING, "ping", on_ping,
-	                             d, WEFT_MSVC_INLINE)) != 0 ||
+	                             d, WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_ECHO, "echo", on_echo,
-	                             d, WEFT_MSVC_INLINE)) != 0 ||
+	                             d, WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
 	    (d->load_on && (rv = weftd_load_register(d)) != 0) ||
 	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0) {

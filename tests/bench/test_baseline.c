@@ -239,7 +239,7 @@ test_baseline_and_weft_interoperate(void **state)
 	assert_int_equal(weft_loop_group_new(1, &group), 0);
 	assert_int_equal(weft_msvc_new(group, cfg, "n1", NULL, &svc), 0);
 	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo", msvc_echo,
-	                                    NULL, WEFT_MSVC_INLINE),
+	                                    NULL, WEFT_MSVC_CLIENTS),
 	                 0);
 	assert_int_equal(weft_msvc_start(svc), 0);
 	assert_int_equal(wbase_node_new(cfg, "n0", &base), 0);

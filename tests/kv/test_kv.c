@@ -16,8 +16,11 @@
 
 #include <cmocka.h>
 #include <event2/buffer.h>
+#include <msgpack.h>
 
 #include <weft/kv.h>
+
+#include "rawpeer.h"
 
 #define NODES 3
 #define WAIT_MS 5000
@@ -557,10 +560,12 @@ test_concurrent_writers_converge(void **state)
 {
 	struct cluster *c = cluster_start(NULL);
 	struct call calls[NODES * KEYS];
+	bool acked[ROUNDS][NODES * KEYS];
 	char key[16], value[32];
 	uint64_t deadline;
 	bool agree = false;
 	size_t r, i, k;
+	int status;
 
 	(void)state;
 	for (r = 0; r < ROUNDS; r++) {
@@ -581,8 +586,12 @@ test_concurrent_writers_converge(void **state)
 				                 0);
 			}
 		}
+		/* A write that lost to a concurrent one at a replica
+		 * before it met its quorum is not acknowledged. */
 		for (i = 0; i < NODES * KEYS; i++) {
-			assert_int_equal(call_wait(&calls[i]), 0);
+			status = call_wait(&calls[i]);
+			assert_true(status == 0 || status == WEFT_ECONFLICT);
+			acked[r][i] = status == 0;
 			call_fini(&calls[i]);
 		}
 	}
@@ -598,6 +607,21 @@ test_concurrent_writers_converge(void **state)
 			nanosleep(&(struct timespec){0, 1000000}, NULL);
 	}
 	assert_true(agree);
+	/* The value every replica settled on was acknowledged. */
+	for (k = 0; k < KEYS; k++) {
+		struct evbuffer *v = evbuffer_new();
+		unsigned wr, wn;
+
+		snprintf(key, sizeof(key), "key%zu", k);
+		assert_int_equal(
+		    weft_kv_get_local(c->n[0].kv, key, strlen(key), v), 0);
+		evbuffer_add(v, "", 1);
+		assert_int_equal(sscanf((const char *)evbuffer_pullup(v, -1),
+		                        "r%u-n%u", &wr, &wn),
+		                 2);
+		assert_true(acked[wr][(wn - 1) * KEYS + k]);
+		evbuffer_free(v);
+	}
 	cluster_stop(c);
 }
 
@@ -640,11 +664,17 @@ test_malformed_requests_are_refused(void **state)
 
 	(void)state;
 	for (i = 0; i < 4; i++) {
+		/* Replicas take writes from members only: n2 asks. */
+		weft_msvc *from = verbs[i] == WEFT_KV_VERB_REPLICATE
+		                      ? c->n[1].svc
+		                      : c->client;
+
 		call_init(&call);
-		assert_int_equal(weft_msvc_request(c->client, node_peer(c, 0),
-		                                   verbs[i], junk, sizeof(junk),
-		                                   NULL, on_reply, &call),
-		                 0);
+		assert_int_equal(
+		    weft_msvc_request(from, weft_msvc_peer_find(from, ids[0]),
+		                      verbs[i], junk, sizeof(junk), NULL,
+		                      on_reply, &call),
+		    0);
 		assert_int_equal(call_wait(&call), WEFT_EINVAL);
 		call_fini(&call);
 	}
@@ -656,6 +686,142 @@ test_malformed_requests_are_refused(void **state)
 	                 WEFT_EINVAL);
 	/* The node still serves. */
 	assert_int_equal(put_str(c, 0, "after", "fine"), 0);
+	cluster_stop(c);
+}
+
+/* ---- Peers that lie ------------------------------------------------------ */
+
+/* A kv_replicate payload: [op, key, value, ts, origin]. */
+static void
+replicate_payload(msgpack_sbuffer *sb, const char *key, const char *value,
+                  uint64_t ts, const char *origin)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 5);
+	msgpack_pack_uint8(&pk, 1); /* put */
+	msgpack_pack_bin_with_body(&pk, key, strlen(key));
+	msgpack_pack_bin_with_body(&pk, value, strlen(value));
+	msgpack_pack_uint64(&pk, ts);
+	msgpack_pack_str_with_body(&pk, origin, strlen(origin));
+}
+
+/* Sends one replicate request on p; a client then reads the answer (a
+ * member's goes back on the node's own connection to that member). */
+static void
+raw_replicate(rawpeer *p, const char *key, const char *value, uint64_t ts,
+              rp_env *answer)
+{
+	msgpack_sbuffer sb;
+
+	replicate_payload(&sb, key, value, ts, "n1");
+	assert_true(
+	    rp_request(p, 42, WEFT_KV_VERB_REPLICATE, sb.data, sb.size));
+	msgpack_sbuffer_destroy(&sb);
+	if (answer == NULL)
+		return;
+	assert_int_equal(rp_read_env(p, answer, WAIT_MS), 0);
+	assert_true(answer->id == 42);
+}
+
+/* Waits until node's counter (a weft_kv_stats field) reaches want. */
+static void
+wait_kv_stat(struct cluster *c, size_t node, size_t offset, uint64_t want)
+{
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	weft_kv_stats st;
+
+	do {
+		weft_kv_get_stats(c->n[node].kv, &st);
+		if (*(uint64_t *)((char *)&st + offset) >= want)
+			return;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	} while (weft_now_ns() < deadline);
+	fail_msg("counter at offset %zu of node %zu below %llu", offset, node,
+	         (unsigned long long)want);
+}
+
+#define WAIT_KV(c, node, field, want)                                          \
+	wait_kv_stat(c, node, offsetof(weft_kv_stats, field), want)
+
+/*
+ * A client that writes a replica directly with the largest version
+ * pinned the key for good (later puts and deletes said yes and changed
+ * nothing), and pushed the node's clock to its end. Replicas take writes
+ * from members only.
+ */
+static void
+test_clients_cannot_write_replicas(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	rawpeer p;
+	rp_env e;
+
+	(void)state;
+	rp_connect(&p, weft_msvc_port(c->n[0].svc), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "kvtest", "evil", RP_CLIENT, 1, 0),
+	                 0);
+	raw_replicate(&p, "pinned", "mine", UINT64_MAX, &e);
+	assert_int_equal(e.flags, RP_RESPONSE | RP_ERROR);
+	assert_int_equal(e.error_code, 11); /* FORBIDDEN */
+	rp_close(&p);
+	assert_int_equal(put_str(c, 0, "pinned", "theirs"), 0);
+	expect_kv(c, 0, "pinned", "theirs");
+	assert_int_equal(del(c, 0, "pinned"), 0);
+	assert_int_equal(get(c, 0, "pinned", NULL), WEFT_ENOTFOUND);
+	cluster_stop(c);
+}
+
+/* A member (here a plaintext impostor of n3) sends a version far ahead
+ * of the replica's clock: refused, and the key stays writable. */
+static void
+test_replicas_refuse_versions_far_ahead(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	uint64_t ahead = (weft_wall_ms() + 3600 * 1000ull) << 16;
+	rawpeer p;
+
+	(void)state;
+	rp_connect(&p, weft_msvc_port(c->n[0].svc), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "kvtest", "n3", RP_MEMBER, 1, 0), 0);
+	raw_replicate(&p, "far", "pinned", UINT64_MAX, NULL);
+	raw_replicate(&p, "far", "pinned", ahead, NULL);
+	WAIT_KV(c, 0, replicas_refused, 2);
+	rp_close(&p);
+	assert_int_equal(put_str(c, 0, "far", "fresh"), 0);
+	expect_kv(c, 0, "far", "fresh");
+	expect_kv(c, 1, "far", "fresh");
+	expect_kv(c, 2, "far", "fresh");
+	cluster_stop(c);
+}
+
+/*
+ * n2 holds a newer version of a key than n1's clock can stamp (from a
+ * member whose clock runs ahead, within the skew). A put coordinated by
+ * n1 that every replica must apply loses at n2: it must fail with
+ * ECONFLICT, not be acknowledged as applied.
+ */
+static void
+test_a_write_that_lost_is_not_acknowledged(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	uint64_t ahead = (weft_wall_ms() + 5000) << 16;
+	weft_kv_stats st;
+	rawpeer p;
+
+	(void)state;
+	rp_connect(&p, weft_msvc_port(c->n[1].svc), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "kvtest", "n3", RP_MEMBER, 1, 0), 0);
+	raw_replicate(&p, "raced", "newer", ahead, NULL);
+	WAIT_KV(c, 1, replicas_applied, 1);
+	rp_close(&p);
+	assert_int_equal(put_str(c, 0, "raced", "older"), WEFT_ECONFLICT);
+	weft_kv_get_stats(c->n[0].kv, &st);
+	assert_int_equal(st.writes_acked, 0);
+	assert_int_equal(st.writes_superseded, 1);
+	expect_kv(c, 1, "raced", "newer");
 	cluster_stop(c);
 }
 
@@ -672,6 +838,9 @@ main(void)
 	    cmocka_unit_test(test_concurrent_writers_converge),
 	    cmocka_unit_test(test_one_mebibyte_value),
 	    cmocka_unit_test(test_malformed_requests_are_refused),
+	    cmocka_unit_test(test_clients_cannot_write_replicas),
+	    cmocka_unit_test(test_replicas_refuse_versions_far_ahead),
+	    cmocka_unit_test(test_a_write_that_lost_is_not_acknowledged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

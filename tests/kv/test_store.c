@@ -81,18 +81,50 @@ test_newer_version_wins_in_any_order(void **state)
 	assert_int_equal(weft__kv_store_init(&a), 0);
 	assert_int_equal(weft__kv_store_init(&b), 0);
 	/* The same three writes, in opposite orders. */
-	assert_int_equal(put(&a, "k", "one", 10, "n1"), 1);
-	assert_int_equal(put(&a, "k", "two", 20, "n1"), 1);
-	assert_int_equal(put(&a, "k", "tie", 20, "n2"), 1);
-	assert_int_equal(put(&b, "k", "tie", 20, "n2"), 1);
-	assert_int_equal(put(&b, "k", "two", 20, "n1"), 0);
-	assert_int_equal(put(&b, "k", "one", 10, "n1"), 0);
+	assert_int_equal(put(&a, "k", "one", 10, "n1"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&a, "k", "two", 20, "n1"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&a, "k", "tie", 20, "n2"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&b, "k", "tie", 20, "n2"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&b, "k", "two", 20, "n1"), WEFT__KV_SUPERSEDED);
+	assert_int_equal(put(&b, "k", "one", 10, "n1"), WEFT__KV_SUPERSEDED);
 	expect(&a, "k", "tie");
 	expect(&b, "k", "tie");
-	/* A duplicate is stale, not applied twice. */
-	assert_int_equal(put(&a, "k", "tie", 20, "n2"), 0);
+	/* A duplicate is held already, not applied twice. */
+	assert_int_equal(put(&a, "k", "tie", 20, "n2"), WEFT__KV_HELD);
 	weft__kv_store_fini(&a);
 	weft__kv_store_fini(&b);
+}
+
+/*
+ * The hybrid clock takes versions from other members only within the
+ * skew, so a forged 2^64-1 cannot pin the clock, and it never wraps to a
+ * small timestamp (which would lose every later write to an existing
+ * key).
+ */
+static void
+test_clock_refuses_far_future_versions_and_never_wraps(void **state)
+{
+	weft_kv kv;
+	uint64_t now = weft_wall_ms() << 16, t1, t2;
+
+	(void)state;
+	memset(&kv, 0, sizeof(kv));
+	kv.max_skew_ms = 30000;
+	assert_int_equal(weft__kv_clock_observe(&kv, UINT64_MAX), WEFT_EINVAL);
+	assert_int_equal(weft__kv_clock_observe(&kv, now + (60000ull << 16)),
+	                 WEFT_EINVAL);
+	assert_true(atomic_load(&kv.clock) == 0);
+	/* Within the skew: taken, and the next stamp is above it. */
+	assert_int_equal(weft__kv_clock_observe(&kv, now + (10000ull << 16)),
+	                 0);
+	t1 = weft__kv_clock_next(&kv);
+	assert_true(t1 > now + (10000ull << 16));
+	t2 = weft__kv_clock_next(&kv);
+	assert_true(t2 > t1);
+	/* At its end the clock says so instead of starting again at 0. */
+	atomic_store(&kv.clock, UINT64_MAX);
+	assert_true(weft__kv_clock_next(&kv) == 0);
+	assert_true(atomic_load(&kv.clock) == UINT64_MAX);
 }
 
 static void
@@ -108,14 +140,14 @@ test_delete_is_a_versioned_tombstone(void **state)
 	assert_int_equal(del(&s, "k", 20, "n2"), 1);
 	expect(&s, "k", NULL);
 	/* A late put older than the delete does not bring the key back. */
-	assert_int_equal(put(&s, "k", "late", 15, "n3"), 0);
+	assert_int_equal(put(&s, "k", "late", 15, "n3"), WEFT__KV_SUPERSEDED);
 	expect(&s, "k", NULL);
 	b = weft__kv_store_get(&s, "k", 1, &v);
 	assert_null(b);
 	assert_true(v.ts == 20);
 	/* A delete of a key never seen still leaves its version behind. */
 	assert_int_equal(del(&s, "never", 5, "n1"), 1);
-	assert_int_equal(put(&s, "never", "old", 4, "n1"), 0);
+	assert_int_equal(put(&s, "never", "old", 4, "n1"), WEFT__KV_SUPERSEDED);
 	expect(&s, "never", NULL);
 	assert_int_equal(put(&s, "never", "new", 6, "n1"), 1);
 	expect(&s, "never", "new");
@@ -307,6 +339,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_siphash_matches_the_reference_vector),
 	    cmocka_unit_test(test_newer_version_wins_in_any_order),
+	    cmocka_unit_test(
+	        test_clock_refuses_far_future_versions_and_never_wraps),
 	    cmocka_unit_test(test_delete_is_a_versioned_tombstone),
 	    cmocka_unit_test(test_table_grows_and_keeps_every_key),
 	    cmocka_unit_test(test_a_reader_keeps_its_value_across_an_update),

@@ -187,13 +187,20 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 {
 	int rv = weft_msvc_on_peer_event(svc, on_peer_event, cl);
 
-	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, cl, 0);
-	rv |= weft_msvc_register(svc, VERB_SINK, "sink", on_sink, cl, 0);
-	rv |= weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, cl, 0);
+	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, cl,
+	                         WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_SINK, "sink", on_sink, cl,
+	                         WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, cl,
+	                         WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_SLOW, "slow", on_slow, cl,
-	                         WEFT_MSVC_BLOCKING);
+	                         WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_ECHO_BLOCK, "echo_block", on_echo,
-	                         cl, WEFT_MSVC_BLOCKING);
+	                         cl, WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_MEMBERS, "members_echo", on_echo, cl,
+	                         0);
+	rv |= weft_msvc_register(svc, VERB_MEMBERS_BLOCK, "members_block",
+	                         on_echo, cl, WEFT_MSVC_BLOCKING);
 	return rv;
 }
 

@@ -20,6 +20,9 @@
 #define VERB_HOLD 18       /* detaches requests and never answers */
 #define VERB_SLOW 19       /* blocking: waits for the test to release it */
 #define VERB_ECHO_BLOCK 20 /* echo on the worker pool */
+/* The same echo, for members only (the verbs above allow clients). */
+#define VERB_MEMBERS 21
+#define VERB_MEMBERS_BLOCK 22
 
 struct cluster {
 	weft_msvc_config *cfg;

@@ -44,7 +44,9 @@
 	X(EEXIST, -22, "already exists")                                       \
 	X(ENOTFOUND, -23, "not found")                                         \
 	X(EBUSY, -24, "busy")                                                  \
-	X(EREMOTE, -25, "remote error")
+	X(EREMOTE, -25, "remote error")                                        \
+	X(EPERM, -26, "not permitted")                                         \
+	X(ECONFLICT, -27, "superseded by a newer version")
 
 enum weft_errno {
 #define WEFT__ERRNO_ENUM(name, value, msg) WEFT_##name = (value),

@@ -139,7 +139,8 @@ run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns, bool blocking,
 	if (weft_loop_group_new(1, &group) != 0 ||
 	    weft_msvc_new(group, cfg, "srv", NULL, &svc) != 0 ||
 	    weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, NULL,
-	                       blocking ? WEFT_MSVC_BLOCKING : 0) != 0 ||
+	                       WEFT_MSVC_CLIENTS |
+	                           (blocking ? WEFT_MSVC_BLOCKING : 0)) != 0 ||
 	    weft_msvc_start(svc) != 0)
 		return 1;
 	if (write(ready_fd, &c, 1) != 1)

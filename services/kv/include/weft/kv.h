@@ -67,6 +67,11 @@ typedef struct weft_kv_opts {
 	/* max_value: longest value accepted. Default 16 MiB, which must
 	 * fit the messaging service's max_frame with room to spare. */
 	size_t max_value_bytes;
+	/* max_clock_skew: how far ahead of this node's clock a replicated
+	 * write's version may be. A member whose clock runs further ahead
+	 * (or a forged version) is refused with WEFT_EINVAL rather than let
+	 * it pin keys and push the clock to its end. Default 30 s. */
+	uint64_t max_clock_skew_ms;
 } weft_kv_opts;
 
 /*
@@ -101,18 +106,20 @@ WEFT_API int weft_kv_get_local(weft_kv *kv, const void *key, size_t key_len,
 
 /* Counters. Any thread; each field is exact, the set is not a snapshot. */
 typedef struct weft_kv_stats {
-	uint64_t gets;             /* get requests answered */
-	uint64_t get_misses;       /* of which not found */
-	uint64_t puts;             /* puts coordinated here */
-	uint64_t deletes;          /* deletes coordinated here */
-	uint64_t writes_acked;     /* writes answered with success */
-	uint64_t quorum_failures;  /* writes answered with an error */
-	uint64_t replicas_applied; /* replicated writes that won */
-	uint64_t replicas_stale;   /* replicated writes already superseded */
-	uint64_t replica_failures; /* replica acks that failed */
-	uint64_t bad_requests;     /* malformed payloads */
-	uint64_t keys;             /* keys held, tombstones included */
-	uint64_t value_bytes;      /* bytes of live values held */
+	uint64_t gets;              /* get requests answered */
+	uint64_t get_misses;        /* of which not found */
+	uint64_t puts;              /* puts coordinated here */
+	uint64_t deletes;           /* deletes coordinated here */
+	uint64_t writes_acked;      /* writes answered with success */
+	uint64_t quorum_failures;   /* writes answered with an error */
+	uint64_t replicas_applied;  /* replicated writes that won */
+	uint64_t replicas_stale;    /* replicated writes already superseded */
+	uint64_t replicas_refused;  /* versions too far ahead of our clock */
+	uint64_t writes_superseded; /* writes that lost to a newer version */
+	uint64_t replica_failures;  /* replica acks that failed */
+	uint64_t bad_requests;      /* malformed payloads */
+	uint64_t keys;              /* keys held, tombstones included */
+	uint64_t value_bytes;       /* bytes of live values held */
 } weft_kv_stats;
 
 WEFT_API void weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out);

@@ -249,16 +249,26 @@ WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
 typedef void (*weft_msvc_handler_cb)(weft_msvc *svc, weft_msvc_msg *msg,
                                      void *arg);
 
+/*
+ * Verb flags, or-ed together. Where a verb's handler runs: INLINE or
+ * BLOCKING. Who may call it (its access class): members of the cluster
+ * only, unless CLIENTS is given. The service enforces the class before any
+ * handler runs: a request from a client for a members-only verb is
+ * answered with WEFT_EPERM (wire code FORBIDDEN), a one-way message is
+ * dropped, and both are counted (forbidden_requests).
+ */
 enum weft_msvc_verb_flags {
 	WEFT_MSVC_INLINE = 0,   /* run on the loop thread (default) */
 	WEFT_MSVC_BLOCKING = 1, /* run on the worker pool */
+	WEFT_MSVC_CLIENTS = 2,  /* clients may call it too */
 };
 
 /*
  * weft_msvc_register binds verb (WEFT_MSVC_VERB_USER_MIN up to
- * WEFT_MSVC_MAX_VERBS-1) and its name (copied, for metrics) to cb. Before
- * weft_msvc_start only. Returns 0, WEFT_EINVAL, WEFT_EEXIST, WEFT_EBUSY
- * (already started) or WEFT_ENOMEM.
+ * WEFT_MSVC_MAX_VERBS-1) and its name (copied, for metrics) to cb, with
+ * flags from weft_msvc_verb_flags. Before weft_msvc_start only. Returns
+ * 0, WEFT_EINVAL, WEFT_EEXIST, WEFT_EBUSY (already started) or
+ * WEFT_ENOMEM.
  */
 WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
                                 weft_msvc_handler_cb cb, void *arg,
@@ -462,6 +472,7 @@ typedef struct weft_msvc_stats {
 	uint64_t bad_envelopes;      /* invalid msgpack or envelope */
 	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
 	uint64_t unknown_verbs;      /* answered with an error */
+	uint64_t forbidden_requests; /* a client asked a members-only verb */
 	uint64_t late_responses;     /* responses to no pending request */
 	/* Responses from a peer other than the one asked (or from a client,
 	 * which is never asked): dropped, connection closed. */
