@@ -217,13 +217,19 @@ pack_start(const wbench_opts *o, struct evbuffer *out)
 	           : -1;
 }
 
-/* start_client joins the cluster of the --hosts nodes as client c0. */
+/*
+ * start_client joins the cluster of the --hosts nodes: as the member
+ * --coordinator names (the load verb is for members only, so the nodes'
+ * file must list it), or else as client c0, which the nodes refuse.
+ */
 static int
 start_client(mesh *ms)
 {
 	const wbench_opts *o = ms->o;
 	weft_msvc_opts mo = {0};
 	weft_msvc_limits *lim;
+	char self[64] = "c0", self_host[256];
+	uint16_t self_port = 0;
 
 	if (weft_msvc_config_new(o->cluster_name ? o->cluster_name
 	                                         : "weft-bench",
@@ -237,6 +243,14 @@ start_client(mesh *ms)
 		    weft_msvc_config_add_node(ms->cfg, id, host, port) != 0)
 			return -1;
 	}
+	if (o->coordinator != NULL) {
+		if (wbench_host_at(o->coordinator, 0, self, self_host,
+		                   &self_port) != 0 ||
+		    weft_msvc_config_add_node(ms->cfg, self, self_host,
+		                              self_port) != 0)
+			return -1;
+		mo.listen_host = self_host;
+	}
 	lim = weft_msvc_config_limits(ms->cfg);
 	lim->loops = 1;
 	/* The start request is answered at the end of the run. */
@@ -248,8 +262,8 @@ start_client(mesh *ms)
 		weft_msvc_tls_config tc = {.mode = WEFT_MSVC_TLS_ALL};
 		weft_tls_opts to = {0};
 
-		snprintf(cert, sizeof(cert), "%s/c0.crt", o->tls_dir);
-		snprintf(key, sizeof(key), "%s/c0.key", o->tls_dir);
+		snprintf(cert, sizeof(cert), "%s/%s.crt", o->tls_dir, self);
+		snprintf(key, sizeof(key), "%s/%s.key", o->tls_dir, self);
 		snprintf(ca, sizeof(ca), "%s/ca.crt", o->tls_dir);
 		tc.cert_file = to.cert_file = cert;
 		tc.key_file = to.key_file = key;
@@ -260,7 +274,7 @@ start_client(mesh *ms)
 		mo.tls = ms->tls;
 	}
 	if (weft_loop_group_new(1, &ms->group) != 0 ||
-	    weft_msvc_new(ms->group, ms->cfg, "c0", &mo, &ms->svc) != 0 ||
+	    weft_msvc_new(ms->group, ms->cfg, self, &mo, &ms->svc) != 0 ||
 	    weft_msvc_start(ms->svc) != 0)
 		return -1;
 	for (unsigned i = 0; i < ms->n; i++) {
@@ -440,8 +454,10 @@ wbench_mesh_run(const wbench_opts *o, wbench_cresult *r)
 	    weft_histogram_new(&ms.lat) != 0)
 		goto out;
 	if (start_client(&ms) != 0) {
-		fprintf(stderr, "weft-bench: cannot join the --hosts cluster "
-		                "as a client\n");
+		fprintf(stderr,
+		        "weft-bench: cannot join the --hosts cluster "
+		        "as %s\n",
+		        o->coordinator ? o->coordinator : "client c0");
 		goto out;
 	}
 	if (drive(&ms, calls) != 0) {
@@ -455,6 +471,12 @@ wbench_mesh_run(const wbench_opts *o, wbench_cresult *r)
 			        weft_msvc_peer_id(ms.nodes[i].peer),
 			        ms.nodes[i].why[0] ? ms.nodes[i].why
 			                           : "a malformed answer");
+			if (ms.nodes[i].status == WEFT_EPERM)
+				fprintf(stderr,
+				        "weft-bench: the load verb is for "
+				        "members: list this process in the "
+				        "nodes' file ([node ID]) and pass "
+				        "--coordinator ID@HOST:PORT\n");
 			rv = -1;
 		}
 	if (rv == 0)

@@ -30,6 +30,10 @@
 
 #define NETNS_DIR "/run/netns"
 #define NODE_PORT 7100
+#define NODE_PORT_TEXT "7100"
+/* The hub's address on the bridge, where weft-bench joins as a member. */
+#define HUB_ADDR "10.77.255.254"
+#define COORDINATOR_ID "c0"
 
 typedef struct netns_run {
 	const wbench_opts *o;
@@ -119,7 +123,7 @@ make_hub(netns_run *r)
 	r->made_hub = true;
 	return ip_batch(hub, "link set lo up\n"
 	                     "link add br0 type bridge\n"
-	                     "addr add 10.77.255.254/16 dev br0\n"
+	                     "addr add " HUB_ADDR "/16 dev br0\n"
 	                     "link set br0 up\n");
 }
 
@@ -164,6 +168,9 @@ write_config(netns_run *r)
 		fprintf(f, "[node n%u]\nhost = %s\nport = %u\n", i, addr,
 		        NODE_PORT);
 	}
+	/* weft-bench itself, in the hub: the load verb is for members. */
+	fprintf(f, "[node %s]\nhost = %s\nport = %u\n", COORDINATOR_ID,
+	        HUB_ADDR, NODE_PORT);
 	/* The same limits as a local cluster run (cnode.c). */
 	fprintf(f, "[limits]\nloops = 1\nrequest_timeout = 30s\n"
 	           "heartbeat_interval = 10s\nheartbeat_misses = 30\n"
@@ -325,6 +332,7 @@ in_hub(netns_run *r, wbench_cresult *res)
 	o.hosts = r->hosts;
 	o.peers = r->n;
 	o.cluster_name = "weft-bench-netns";
+	o.coordinator = COORDINATOR_ID "@" HUB_ADDR ":" NODE_PORT_TEXT;
 	rv = wbench_mesh_run(&o, res);
 	if (setns(home, CLONE_NEWNET) != 0) {
 		perror("weft-bench: leaving the hub namespace");

@@ -91,6 +91,10 @@ wbench_usage(FILE *out)
 	    "weft-bench)\n"
 	    "  --cluster-name N  the nodes' [cluster] name (default "
 	    "weft-bench)\n"
+	    "  --coordinator ID@H:P  join the --hosts cluster as member ID, "
+	    "listening on H:P\n"
+	    "                  (the nodes' file lists it: the load verb is "
+	    "for members only)\n"
 	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
 	    "models (gnuplot)\n"
 	    "  --rate R        open loop: R requests/s per node, latency from "
@@ -266,6 +270,7 @@ static const struct option long_opts[] = {
     {"md", required_argument, NULL, 'j' + 512},
     {"hosts", required_argument, NULL, 'H'},
     {"cluster-name", required_argument, NULL, 'H' + 256},
+    {"coordinator", required_argument, NULL, 'H' + 512},
     {"netns", no_argument, NULL, 'E'},
     {"weftd", required_argument, NULL, 'E' + 256},
     {"plot", required_argument, NULL, 'G'},
@@ -531,6 +536,16 @@ cluster_opt(wbench_opts *o, int c, const char *arg)
 	case 'H' + 256:
 		o->cluster_name = arg;
 		return 0;
+	case 'H' + 512: {
+		char id[64], host[256];
+		uint16_t port;
+
+		if (strchr(arg, '@') == NULL || strchr(arg, ',') != NULL ||
+		    wbench_host_at(arg, 0, id, host, &port) != 0)
+			return -1;
+		o->coordinator = arg;
+		return 0;
+	}
 	case 'E':
 		o->netns = true;
 		return 0;
@@ -618,6 +633,10 @@ check_netns(wbench_opts *o)
 static int
 check_hosts(wbench_opts *o)
 {
+	if (o->coordinator != NULL && o->hosts == NULL) {
+		fprintf(stderr, "weft-bench: --coordinator is for --hosts\n");
+		return -1;
+	}
 	if (o->hosts == NULL)
 		return 0;
 	if (o->workload != WBENCH_CLUSTER &&

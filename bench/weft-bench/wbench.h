@@ -103,9 +103,12 @@ typedef struct wbench_opts {
 	 * elsewhere; peers is their number, local processes are clients. */
 	const char *hosts;
 	const char *cluster_name; /* --cluster-name: weftd's [cluster] name */
-	bool netns;               /* cluster --netns: weftd in namespaces */
-	const char *weftd_path;   /* --weftd: the binary --netns runs */
-	const char *plot_path;    /* cluster --plot FILE.png (gnuplot) */
+	/* --coordinator ID@HOST:PORT: this process joins the --hosts
+	 * cluster as that member (the load verb is for members only). */
+	const char *coordinator;
+	bool netns;             /* cluster --netns: weftd in namespaces */
+	const char *weftd_path; /* --weftd: the binary --netns runs */
+	const char *plot_path;  /* cluster --plot FILE.png (gnuplot) */
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
 	double slow_ms;       /* their extra handling time */

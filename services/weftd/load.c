@@ -7,7 +7,13 @@
  * them at a fixed rate timed from each request's intended send time (open
  * loop), through a warm-up and a measured window; the answer carries the
  * node's figures and latency histogram once every slot is idle. A
- * "status" request reads the completions and p99 so far.
+ * "status" request reads the completions and p99 so far; a "stop"
+ * request ends the run in progress early (its start is then answered
+ * with what was measured).
+ *
+ * The verb is for members only (a client is refused before it gets
+ * here), the member that asks is not one of the run's targets, and a run
+ * is capped by [weftd] load_max_duration and load_max_rate.
  *
  * Threads: the run is driven by a thread of its own (it sleeps between
  * ticks, paces an open loop, and waits for the slots to go idle); the
@@ -59,7 +65,11 @@ struct weftd_load {
 	bool busy;            /* a run is in progress */
 	bool joinable;        /* thread ran and is not joined */
 	pthread_t thread;
-	atomic_bool stop; /* weftd is stopping: end the run */
+	atomic_bool stop;   /* weftd is stopping: end the run */
+	atomic_bool cancel; /* a stop request: end this run */
+	uint64_t max_duration_ms;
+	double max_rate;
+	const weft_msvc_peer *requester; /* not a target */
 	/* The run in progress. */
 	weft_msvc_msg *req; /* the detached start request */
 	uint64_t warmup_ms, duration_ms;
@@ -80,6 +90,14 @@ struct weftd_load {
 };
 
 static void slot_send(load_slot *s);
+
+/* ending is true once the run must stop early. */
+static bool
+ending(struct weftd_load *run)
+{
+	return atomic_load_explicit(&run->stop, memory_order_relaxed) ||
+	       atomic_load_explicit(&run->cancel, memory_order_relaxed);
+}
 
 static void
 sleep_until(uint64_t t_ns)
@@ -146,8 +164,7 @@ on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 			s->errors++;
 		}
 	}
-	if (run->rate <= 0 && now < run->window_end_ns &&
-	    !atomic_load_explicit(&run->stop, memory_order_relaxed))
+	if (run->rate <= 0 && now < run->window_end_ns && !ending(run))
 		slot_send(s);
 	else
 		slot_idle(s);
@@ -205,7 +222,7 @@ prime(struct weftd_load *run)
 		                      run) == 0)
 			sent++;
 	while (atomic_load(&run->primed) < sent && weft_now_ns() < deadline &&
-	       !atomic_load(&run->stop))
+	       !ending(run))
 		sleep_until(weft_now_ns() + NS_PER_MS);
 	if (atomic_load(&run->primed) == run->ntargets)
 		return 0;
@@ -248,8 +265,7 @@ pace(struct weftd_load *run, uint64_t t0, usage *before)
 	bool opened = false;
 	uint64_t k = 0, now;
 
-	while ((now = weft_now_ns()) < run->window_end_ns &&
-	       !atomic_load(&run->stop)) {
+	while ((now = weft_now_ns()) < run->window_end_ns && !ending(run)) {
 		while ((uint64_t)((double)k * gap_ns) <= now - t0) {
 			load_slot *s = NULL;
 
@@ -290,12 +306,10 @@ window(struct weftd_load *run, usage *before, usage *after)
 		atomic_store(&run->active, run->outstanding);
 		for (unsigned i = 0; i < run->outstanding; i++)
 			slot_send(&run->slots[i]);
-		while (weft_now_ns() < run->window_start_ns &&
-		       !atomic_load(&run->stop))
+		while (weft_now_ns() < run->window_start_ns && !ending(run))
 			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
 		read_usage(run, before);
-		while (weft_now_ns() < run->window_end_ns &&
-		       !atomic_load(&run->stop))
+		while (weft_now_ns() < run->window_end_ns && !ending(run))
 			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
 	}
 	read_usage(run, after);
@@ -496,6 +510,11 @@ check_params(const struct weftd_load *run, const params *p)
 	    p->warmup_ms > MAX_PHASE_MS)
 		return "duration_ms must be 1 ms to 24 h, warmup_ms at most 24 "
 		       "h";
+	if (p->warmup_ms + p->duration_ms > run->max_duration_ms)
+		return "warmup_ms + duration_ms above [weftd] "
+		       "load_max_duration";
+	if (p->rate > run->max_rate)
+		return "rate above [weftd] load_max_rate";
 	if (p->size + 1024 > run->max_frame_bytes)
 		return "size does not fit max_frame";
 	if (weft_msvc_peer_count(run->svc) < 2)
@@ -520,6 +539,7 @@ setup_run(struct weftd_load *run, const params *p)
 	atomic_store(&run->completed, 0);
 	atomic_store(&run->first_error, 0);
 	atomic_store(&run->active, 0);
+	atomic_store(&run->cancel, false);
 	run->window_start_ns = run->window_end_ns = UINT64_MAX;
 	run->payload = calloc(1, run->size ? run->size : 1);
 	run->targets = calloc(npeers, sizeof(*run->targets));
@@ -531,9 +551,11 @@ setup_run(struct weftd_load *run, const params *p)
 	for (size_t i = 0; i < npeers; i++) {
 		weft_msvc_peer *peer = weft_msvc_peer_at(run->svc, i);
 
-		if (!weft_msvc_peer_is_self(peer))
+		if (!weft_msvc_peer_is_self(peer) && peer != run->requester)
 			run->targets[run->ntargets++] = peer;
 	}
+	if (run->ntargets == 0)
+		return WEFT_EINVAL;
 	for (unsigned i = 0; i < run->outstanding; i++) {
 		load_slot *s = &run->slots[i];
 
@@ -575,6 +597,7 @@ start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
 		return;
 	}
 	run_free(run);
+	run->requester = weft_msvc_msg_peer(msg);
 	if ((rv = setup_run(run, p)) == 0) {
 		run->req = weft_msvc_msg_detach(msg);
 		/* Made under the lock, so weftd_load_stop either refuses this
@@ -589,7 +612,28 @@ start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
 	}
 	run_free(run);
 	pthread_mutex_unlock(&run->lock);
-	weft_msvc_respond_error(msg, rv, "cannot start a load run");
+	weft_msvc_respond_error(msg, rv,
+	                        rv == WEFT_EINVAL ? "no other member to ask"
+	                                          : "cannot start a load run");
+}
+
+/* stop_run ends the run in progress; answers {"stopped": was_running}. */
+static void
+stop_run(struct weftd_load *run, weft_msvc_msg *msg)
+{
+	uint8_t answer[10] = {0x81, 0xa7, 's', 't', 'o', 'p', 'p', 'e', 'd'};
+	bool busy;
+
+	pthread_mutex_lock(&run->lock);
+	busy = run->busy;
+	if (busy)
+		atomic_store(&run->cancel, true);
+	pthread_mutex_unlock(&run->lock);
+	if (busy)
+		weft_info("weftd: load run stopped by %s",
+		          weft_msvc_msg_sender(msg));
+	answer[9] = busy ? 0xc3 : 0xc2;
+	weft_msvc_respond(msg, answer, sizeof(answer));
 }
 
 static void
@@ -646,9 +690,11 @@ on_load(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 		start(run, msg, &p);
 	else if (op_is(&p, "status"))
 		status(run, msg);
+	else if (op_is(&p, "stop"))
+		stop_run(run, msg);
 	else
 		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "op must be start or status");
+		                        "op must be start or status (or stop)");
 	msgpack_unpacked_destroy(&up);
 }
 
@@ -666,10 +712,11 @@ weftd_load_register(struct weftd *d)
 	    weft_msvc_config_limits_const(d->cfg)->request_timeout_ms;
 	run->max_frame_bytes =
 	    weft_msvc_config_limits_const(d->cfg)->max_frame_bytes;
-	/* TODO(security): members only, once weft-bench's coordinator joins
-	 * as a member. */
+	run->max_duration_ms = d->load_max_duration_ms;
+	run->max_rate = d->load_max_rate;
+	/* Members only: the verb makes this node load the whole cluster. */
 	rv = weft_msvc_register(d->svc, WEFTD_VERB_LOAD, "load", on_load, run,
-	                        WEFT_MSVC_CLIENTS);
+	                        WEFT_MSVC_INLINE);
 	if (rv != 0) {
 		pthread_mutex_destroy(&run->lock);
 		free(run);

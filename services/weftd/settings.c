@@ -9,6 +9,8 @@
 #include "weftd_int.h"
 
 #define DEFAULT_SHUTDOWN_TIMEOUT_MS 5000
+#define DEFAULT_LOAD_MAX_DURATION_MS (10 * 60 * 1000)
+#define DEFAULT_LOAD_MAX_RATE 1e6
 
 int
 weftd_parse_duration_ms(const char *text, uint64_t *out)
@@ -84,6 +86,8 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 	const char *v;
 
 	d->shutdown_timeout_ms = DEFAULT_SHUTDOWN_TIMEOUT_MS;
+	d->load_max_duration_ms = DEFAULT_LOAD_MAX_DURATION_MS;
+	d->load_max_rate = DEFAULT_LOAD_MAX_RATE;
 	v = weft_msvc_config_get(d->cfg, "weftd", "metrics_listen");
 	if (v != NULL) {
 		if (weftd_parse_hostport(v, d->metrics_host,
@@ -100,6 +104,19 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
 			goto bad;
 		d->load_on = strcmp(v, "on") == 0;
+	}
+	v = weft_msvc_config_get(d->cfg, "weftd", "load_max_duration");
+	if (v != NULL &&
+	    (weftd_parse_duration_ms(v, &d->load_max_duration_ms) != 0 ||
+	     d->load_max_duration_ms == 0))
+		goto bad;
+	v = weft_msvc_config_get(d->cfg, "weftd", "load_max_rate");
+	if (v != NULL) {
+		char *end;
+
+		d->load_max_rate = strtod(v, &end);
+		if (end == v || *end != '\0' || !(d->load_max_rate > 0))
+			goto bad;
 	}
 	v = weft_msvc_config_get(d->cfg, "weftd", "log_level");
 	if (v != NULL) {

@@ -38,7 +38,9 @@ struct weftd {
 	uint16_t metrics_port;
 	bool metrics_on;
 	uint64_t shutdown_timeout_ms;
-	bool load_on; /* register the load verb */
+	bool load_on;                  /* register the load verb */
+	uint64_t load_max_duration_ms; /* a run's warm-up and window */
+	double load_max_rate;          /* requests/s of an open-loop run */
 	/* Runtime. */
 	weft_loop *main_loop; /* the main thread's: signals and HTTP */
 	weft_loop_group *group;

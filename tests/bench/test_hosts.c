@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include <cmocka.h>
+#include <msgpack.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 
@@ -161,10 +162,13 @@ free_port(void)
 	return ntohs(a.sin_port);
 }
 
-/* A cluster of three weftd nodes on fixed loopback ports. */
+/* A cluster of three weftd nodes on fixed loopback ports, and a member
+ * c0 (the coordinator: weft-bench or the test) that they list. */
 typedef struct trio {
 	char config[32];
 	unsigned ports[3];
+	unsigned coordinator_port;
+	char coordinator[64]; /* c0@127.0.0.1:PORT */
 	node nodes[3];
 } trio;
 
@@ -184,6 +188,11 @@ trio_start(trio *t, const char *weftd_section)
 		fprintf(f, "[node n%u]\nhost = 127.0.0.1\nport = %u\n", i,
 		        t->ports[i]);
 	}
+	t->coordinator_port = free_port();
+	snprintf(t->coordinator, sizeof(t->coordinator), "c0@127.0.0.1:%u",
+	         t->coordinator_port);
+	fprintf(f, "[node c0]\nhost = 127.0.0.1\nport = %u\n",
+	        t->coordinator_port);
 	fprintf(f, "[limits]\nloops = 1\n[weftd]\nlog_level = error\n%s",
 	        weftd_section);
 	fclose(f);
@@ -211,19 +220,29 @@ test_hosts_mesh_runs_on_the_nodes(void **state)
 {
 	char json[] = "/tmp/wbench-mesh-json-XXXXXX", hosts[128];
 	char text[4096];
-	char *args[] = {"cluster", "--hosts",
-	                hosts,     "--cluster-name",
-	                "wbmesh",  "--outstanding",
-	                "8",       "--warmup",
-	                "0.1",     "--duration",
-	                "0.3",     "--quiet",
-	                "--json",  json,
+	char *args[] = {"cluster",
+	                "--hosts",
+	                hosts,
+	                "--cluster-name",
+	                "wbmesh",
+	                "--outstanding",
+	                "8",
+	                "--warmup",
+	                "0.1",
+	                "--duration",
+	                "0.3",
+	                "--quiet",
+	                "--json",
+	                json,
+	                "--coordinator",
+	                NULL,
 	                NULL};
 	trio t;
 
 	(void)state;
 	close(mkstemp(json));
 	trio_start(&t, "load = on\n");
+	args[15] = t.coordinator;
 	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
 	         t.ports[0], t.ports[1], t.ports[2]);
 	assert_int_equal(run_bench(args), 0);
@@ -245,13 +264,24 @@ static void
 test_hosts_mesh_needs_the_load_verb(void **state)
 {
 	char hosts[128];
-	char *args[] = {"cluster", "--hosts",  hosts, "--cluster-name",
-	                "wbmesh",  "--warmup", "0",   "--duration",
-	                "0.1",     "--quiet",  NULL};
+	char *args[] = {"cluster",
+	                "--hosts",
+	                hosts,
+	                "--cluster-name",
+	                "wbmesh",
+	                "--warmup",
+	                "0",
+	                "--duration",
+	                "0.1",
+	                "--quiet",
+	                "--coordinator",
+	                NULL,
+	                NULL};
 	trio t;
 
 	(void)state;
 	trio_start(&t, "");
+	args[11] = t.coordinator;
 	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
 	         t.ports[0], t.ports[1], t.ports[2]);
 	assert_int_equal(run_bench(args), 1);
@@ -292,6 +322,39 @@ ask(weft_msvc *svc, weft_msvc_peer *peer, const void *req, size_t len)
 	return a;
 }
 
+/* pack_start_request packs {"op": "start", "duration_ms": D,
+ * "outstanding": K, "rate": R}. */
+static void
+pack_start_request(msgpack_sbuffer *sb, uint64_t duration_ms,
+                   uint64_t outstanding, double rate)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, "start", 5);
+	msgpack_pack_str_with_body(&pk, "duration_ms", 11);
+	msgpack_pack_uint64(&pk, duration_ms);
+	msgpack_pack_str_with_body(&pk, "outstanding", 11);
+	msgpack_pack_uint64(&pk, outstanding);
+	msgpack_pack_str_with_body(&pk, "rate", 4);
+	msgpack_pack_double(&pk, rate);
+}
+
+/* pack_start asks peer to start such a run and waits for the answer. */
+static void
+pack_start(answer *a, weft_msvc *svc, weft_msvc_peer *peer,
+           uint64_t duration_ms, uint64_t outstanding, double rate)
+{
+	msgpack_sbuffer sb;
+
+	pack_start_request(&sb, duration_ms, outstanding, rate);
+	*a = ask(svc, peer, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 /* The load verb faces the network: malformed, truncated and out-of-range
  * requests get an error answer, a second start while one runs is refused,
  * and the node keeps working. */
@@ -319,13 +382,14 @@ test_load_verb_refuses_bad_requests(void **state)
 	static const uint8_t huge_map[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
 	weft_msvc_config *cfg;
 	weft_loop_group *group;
-	weft_msvc *svc;
+	weft_msvc *svc, *client;
 	weft_msvc_peer *peer;
 	answer a;
 	trio t;
 
 	(void)state;
-	trio_start(&t, "load = on\n");
+	trio_start(&t, "load = on\nload_max_duration = 30s\n"
+	               "load_max_rate = 1000\n");
 	assert_int_equal(weft_msvc_config_new("wbmesh", &cfg), 0);
 	for (unsigned i = 0; i < 3; i++) {
 		char id[8];
@@ -336,11 +400,32 @@ test_load_verb_refuses_bad_requests(void **state)
 		                              (uint16_t)t.ports[i]),
 		    0);
 	}
+	assert_int_equal(
+	    weft_msvc_config_add_node(cfg, "c0", "127.0.0.1",
+	                              (uint16_t)t.coordinator_port),
+	    0);
 	assert_int_equal(weft_loop_group_new(1, &group), 0);
 	assert_int_equal(weft_msvc_new(group, cfg, "c0", NULL, &svc), 0);
 	assert_int_equal(weft_msvc_start(svc), 0);
 	peer = weft_msvc_peer_find(svc, "n1");
 	assert_non_null(peer);
+
+	/* A client may not start a run, nor ask for its status. */
+	assert_int_equal(weft_msvc_new(group, cfg, "stranger", NULL, &client),
+	                 0);
+	assert_int_equal(weft_msvc_start(client), 0);
+	a = ask(client, weft_msvc_peer_find(client, "n1"), good, sizeof(good));
+	assert_int_equal(a.status, WEFT_EPERM);
+	weft_msvc_stop(client, 1000);
+	weft_msvc_free(client);
+
+	/* Runs are capped in length and rate. */
+	pack_start(&a, svc, peer, 31000, 2, 0);
+	assert_int_equal(a.status, WEFT_EINVAL);
+	assert_non_null(strstr(a.text, "load_max_duration"));
+	pack_start(&a, svc, peer, 500, 2, 5000);
+	assert_int_equal(a.status, WEFT_EINVAL);
+	assert_non_null(strstr(a.text, "load_max_rate"));
 
 	assert_int_equal(ask(svc, peer, "", 0).status, WEFT_EINVAL);
 	assert_int_equal(ask(svc, peer, good, 5).status, WEFT_EINVAL);
@@ -376,6 +461,32 @@ test_load_verb_refuses_bad_requests(void **state)
 		       weft_now_ns() < deadline)
 			usleep(1000);
 		assert_int_equal(first.status, 0);
+	}
+
+	/* A stop ends a long run at once; its start is answered. */
+	{
+		static const uint8_t stop[] = {0x81, 0xa2, 'o', 'p', 0xa4,
+		                               's',  't',  'o', 'p'};
+		answer first = {0};
+		msgpack_sbuffer sb;
+		uint64_t t0 = weft_now_ns(), deadline = t0 + 20000000000ull;
+
+		pack_start_request(&sb, 25000, 2, 0);
+		assert_int_equal(weft_msvc_request(svc, peer, 18, sb.data,
+		                                   sb.size, NULL, on_answer,
+		                                   &first),
+		                 0);
+		msgpack_sbuffer_destroy(&sb);
+		usleep(200000);
+		a = ask(svc, peer, stop, sizeof(stop));
+		assert_int_equal(a.status, 0);
+		while (!__atomic_load_n(&first.done, __ATOMIC_ACQUIRE) &&
+		       weft_now_ns() < deadline)
+			usleep(1000);
+		assert_true(first.done);
+		assert_int_equal(first.status, 0);
+		/* Nowhere near the 25 s asked for. */
+		assert_true(weft_now_ns() - t0 < 15000000000ull);
 	}
 	weft_msvc_stop(svc, 1000);
 	weft_loop_group_shutdown(group, 1000);
