@@ -320,8 +320,16 @@ weft__sock_error(int errnum, const char *what, const char *address)
 			rv = WEFT_EIO;
 		break;
 	}
-	weft_warn("%s %s: %s", what, address ? address : "",
-	          weft__errstr(errnum, eb, sizeof(eb)));
+	/* A peer that refuses, resets or cannot be reached is the caller's
+	 * to report (the status says so), once, not on every retry. */
+	if (strcmp(what, "connect") == 0 &&
+	    (rv == WEFT_ECONNREFUSED || rv == WEFT_ETIMEDOUT ||
+	     rv == WEFT_ECLOSED || rv == WEFT_EADDR))
+		weft_debug("%s %s: %s", what, address ? address : "",
+		           weft__errstr(errnum, eb, sizeof(eb)));
+	else
+		weft_warn("%s %s: %s", what, address ? address : "",
+		          weft__errstr(errnum, eb, sizeof(eb)));
 	return rv;
 }
 

@@ -263,8 +263,9 @@ on_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	weft_warn("connect %s: timed out after %llu ms", req->peer,
-	          (unsigned long long)req->opts.timeout_ms);
+	/* The caller hears WEFT_ETIMEDOUT and reports it. */
+	weft_debug("connect %s: timed out after %llu ms", req->peer,
+	           (unsigned long long)req->opts.timeout_ms);
 	complete(req, NULL, WEFT_ETIMEDOUT);
 }
 

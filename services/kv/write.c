@@ -223,6 +223,18 @@ write_new(weft_kv *kv)
 	return w;
 }
 
+/* Replicas this node knows to be down (weft_msvc_peer_is_down). */
+static uint32_t
+replicas_down(const weft_kv *kv)
+{
+	size_t i, n = weft_msvc_peer_count(kv->svc);
+	uint32_t down = 0;
+
+	for (i = 0; i < n; i++)
+		down += weft_msvc_peer_is_down(weft_msvc_peer_at(kv->svc, i));
+	return down;
+}
+
 /* Coordinates one write: value NULL deletes. */
 static void
 coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
@@ -231,8 +243,22 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 	struct weft__kv_version ver;
 	weft_msvc_call_opts opts;
 	struct kv_write *w;
+	uint32_t down;
+	char text[96];
 	int rv;
 
+	/* A quorum out of reach already fails now, before anything is
+	 * applied, rather than after the replicas' timeout. */
+	if (kv->quorum > 1 &&
+	    (down = replicas_down(kv)) > kv->members - kv->quorum) {
+		weft__kv_count(&kv->st.quorum_failures);
+		snprintf(text, sizeof(text),
+		         "write quorum impossible: %u of %u replicas down, %u "
+		         "needed",
+		         down, kv->members, kv->quorum);
+		weft_msvc_respond_error(msg, WEFT_EPEERDOWN, text);
+		return;
+	}
 	if ((ver.ts = weft__kv_clock_next(kv)) == 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "clock exhausted");
 		return;

@@ -347,19 +347,33 @@ backoff_ms(struct weft__msvc_conn *c)
 	return d / 2 + (uint64_t)rand_r(&c->jitter_seed) % (d / 2 + 1);
 }
 
-/* An outbound connection ended (or never started): back off. */
+/*
+ * An outbound connection ended (or never started): back off. One that
+ * never got through its handshake is a dial that failed: the peer is
+ * unreachable, and what waited for the connection fails now rather than
+ * when it expires.
+ */
 static void
 outbound_lost(struct weft__msvc_conn *c, int status)
 {
 	weft_msvc_peer *peer = c->peer;
+	bool dial_failed = !c->established && !c->retry_plain;
 
 	c->ch = NULL;
 	c->state = WEFT__MSVC_BACKOFF;
+	c->established = false;
+	c->retry_plain = false;
 	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
 	if (atomic_load(&c->svc->stopping)) {
 		c->state = WEFT__MSVC_IDLE;
 		return;
 	}
+	if (dial_failed) {
+		weft__msvc_peer_unreachable(
+		    peer, c->why[0] ? c->why : weft_strerror(status));
+		weft__msvc_conn_fail_backlog(c, WEFT_EPEERDOWN);
+	}
+	c->why[0] = '\0';
 	if (c->cls == WEFT_MSVC_URGENT && atomic_load(&peer->up))
 		weft__msvc_peer_down(peer, weft_strerror(status));
 	c->attempts++;
@@ -385,7 +399,11 @@ on_backoff(weft_timer *t, void *arg)
 	}
 	c->state = WEFT__MSVC_IDLE;
 	weft__msvc_conn_purge_backlog(c, false);
-	if (!TAILQ_EMPTY(&c->backlog))
+	/* A peer known down is redialed on the back-off schedule, so that
+	 * requests stop failing soon after it is back. */
+	if (!TAILQ_EMPTY(&c->backlog) ||
+	    (c->cls == WEFT_MSVC_URGENT && c->index == 0 && c->peer->used &&
+	     atomic_load(&c->peer->down)))
 		weft__msvc_conn_dial(c);
 }
 
@@ -518,6 +536,8 @@ on_handshake_timeout(weft_timer *t, void *arg)
 	if (c->state != WEFT__MSVC_HANDSHAKE)
 		return;
 	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+	if (c->outbound)
+		snprintf(c->why, sizeof(c->why), "no handshake reply in time");
 	conn_reject(c, "no handshake in time");
 }
 
@@ -724,11 +744,13 @@ on_connected(weft_channel *ch, int status, void *arg)
 	c->ml->connects_in_progress--;
 	if (status != 0) {
 		/* In optional mode a peer that has no TLS yet (a rolling
-		 * change) is dialed in plaintext from then on. */
+		 * change) is dialed in plaintext from then on: that retry is
+		 * part of this dial, which has not failed yet. */
 		if ((status == WEFT_ETLS || status == WEFT_ECLOSED) &&
 		    c->svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
 		    c->svc->opts.tls != NULL && !c->plain_fallback) {
 			c->plain_fallback = true;
+			c->retry_plain = true;
 			weft_info("msvc %s: %s does not speak TLS; optional "
 			          "mode dials it in plaintext",
 			          c->svc->id, c->peer->id);
@@ -736,6 +758,8 @@ on_connected(weft_channel *ch, int status, void *arg)
 		weft__msvc_count(&c->peer->st.connect_failures, 1);
 		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
 		           c->peer->id, c->peer_addr, weft_strerror(status));
+		snprintf(c->why, sizeof(c->why), "%s at %s",
+		         weft_strerror(status), c->peer_addr);
 		outbound_lost(c, status);
 		return;
 	}
@@ -783,8 +807,10 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	if (rv != 0) {
 		c->connecting = NULL;
 		weft__msvc_count(&peer->st.connect_failures, 1);
-		weft_warn("msvc %s: cannot dial %s at %s: %s", svc->id,
-		          peer->id, addr, weft_strerror(rv));
+		weft_debug("msvc %s: cannot dial %s at %s: %s", svc->id,
+		           peer->id, addr, weft_strerror(rv));
+		snprintf(c->why, sizeof(c->why), "cannot dial %s: %s", addr,
+		         weft_strerror(rv));
 		outbound_lost(c, rv);
 		return;
 	}
@@ -802,10 +828,13 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		return;
 	}
 	if (r.status != 0) {
+		/* Said once when the peer goes down, not on every retry. */
 		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-		weft_warn("msvc %s: %s refused our connection: %s (%u)",
-		          c->svc->id, c->peer->id, r.reason,
-		          (unsigned)r.status);
+		weft_debug("msvc %s: %s refused our connection: %s (%u)",
+		           c->svc->id, c->peer->id, r.reason,
+		           (unsigned)r.status);
+		snprintf(c->why, sizeof(c->why), "it refused us: %s (%u)",
+		         r.reason, (unsigned)r.status);
 		weft_channel_close(c->ch);
 		return;
 	}
@@ -820,12 +849,15 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		          strcmp(r.id, c->peer->id) == 0
 		              ? " with a certificate for another name"
 		              : "");
+		snprintf(c->why, sizeof(c->why), "%s answered in its place",
+		         r.id);
 		weft_channel_close(c->ch);
 		return;
 	}
 	weft_timer_stop(c->timer);
 	c->crc = r.flags & 1;
 	c->state = WEFT__MSVC_UP;
+	c->established = true;
 	c->attempts = 0;
 	weft__msvc_peer_conn_up(c->peer, c);
 	weft__msvc_conn_flush_backlog(c);

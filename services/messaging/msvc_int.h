@@ -217,6 +217,8 @@ struct weft__msvc_conn {
 	bool paused;
 	bool timer_is_backoff; /* else the handshake deadline */
 	bool plain_fallback;   /* optional TLS mode: the peer has no TLS */
+	bool established;      /* outbound: the handshake was accepted */
+	bool retry_plain;      /* outbound: redial in plaintext, no failure */
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
@@ -233,6 +235,7 @@ struct weft__msvc_conn {
 	LIST_ENTRY(weft__msvc_conn) paused_link;
 	LIST_ENTRY(weft__msvc_conn) inbound_link;
 	char peer_addr[WEFT_ADDRESS_MAX];
+	char why[320]; /* outbound: why the last attempt failed */
 };
 
 /* A pending request. */
@@ -245,6 +248,7 @@ struct weft__msvc_slot {
 	bool live;
 	bool sent;
 	bool internal;
+	int fail_status; /* not 0: ends with this at its deadline */
 	struct weft__msvc_conn *conn; /* sent on, or NULL */
 	struct weft__msvc_out *out;   /* still in a backlog, or NULL */
 	weft_msvc_peer *peer;
@@ -322,6 +326,9 @@ struct weft_msvc_peer {
 	weft_task drain_task;
 	_Atomic size_t queued_bytes;
 	_Atomic bool up;
+	/* Known down: marked down, or dialed and not reached since it was
+	 * last up. Requests and sends to it fail at once (peer down). */
+	_Atomic bool down;
 	_Atomic int refs; /* clients: the conn and detached messages */
 	pthread_mutex_t addr_lock;
 	char *host;
@@ -446,6 +453,8 @@ void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_peer_drain(weft_loop *loop, int status, void *arg);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
 void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
+void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);
+void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
 void weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c);
 void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
 void weft__msvc_hb_start(weft_msvc_peer *peer);
@@ -480,6 +489,10 @@ void weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
 void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
                           struct weft__msvc_conn *c);
 void weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i);
+/* weft__msvc_slot_fail_soon ends the request at the next tick with
+ * status, instead of at its deadline. */
+void weft__msvc_slot_fail_soon(struct weft__msvc_loop *ml, uint32_t i,
+                               int status);
 void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
                               int status, const void *data, size_t len);
 /* What became of a response (weft__msvc_response). */

@@ -175,6 +175,20 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	weft__msvc_peer_touch(peer);
 	if (request && (rv = open_slot(peer, out, &slot)) != 0)
 		return rv;
+	/* A peer known to be down fails what is sent to it at once: a
+	 * one-way message here, a request at the next tick (its callback
+	 * never runs inside the call). Its heartbeats still go, to find out
+	 * when it is back. */
+	if (!out->internal && !(out->flags & WEFT__MSVC_F_RESPONSE) &&
+	    atomic_load_explicit(&peer->down, memory_order_relaxed)) {
+		if (!request)
+			return WEFT_EPEERDOWN;
+		weft__msvc_count(&peer->st.failed_peer_down, 1);
+		weft__msvc_slot_fail_soon(peer->home, slot, WEFT_EPEERDOWN);
+		if (heap)
+			weft__msvc_out_free(out);
+		return 0;
+	}
 	if (c != NULL && c->state == WEFT__MSVC_UP &&
 	    TAILQ_EMPTY(&c->backlog)) {
 		encode_now(c, out, slot);
@@ -237,6 +251,36 @@ weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
 		}
 		encode_now(c, out, out->slot);
 		weft__msvc_out_free(out);
+	}
+}
+
+/* Ends everything in c's backlog with status: requests complete with it,
+ * one-way messages and responses are dropped. For a connection that
+ * could not be made. */
+void
+weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status)
+{
+	struct weft__msvc_out *out;
+
+	while ((out = TAILQ_FIRST(&c->backlog)) != NULL) {
+		TAILQ_REMOVE(&c->backlog, out, link);
+		if (out->flags & WEFT__MSVC_F_REQUEST) {
+			if (!out->internal)
+				weft__msvc_count(&c->peer->st.failed_peer_down,
+				                 1);
+			weft__msvc_slot_at(c->ml, out->slot)->out = NULL;
+			weft__msvc_release_queued(c->peer, out->accounted);
+			weft__msvc_slot_complete(c->ml, out->slot, status, NULL,
+			                         0);
+			weft__msvc_out_free(out);
+		} else if (out->expires_ms != 0 &&
+		           out->expires_ms <= weft_wall_ms()) {
+			weft__msvc_count(&c->svc->st.expired_in_queue, 1);
+			weft__msvc_count(&c->peer->st.dropped_expired, 1);
+			drop_out(c->peer, out, WEFT_EEXPIRED);
+		} else {
+			drop_out(c->peer, out, status);
+		}
 	}
 }
 
@@ -360,6 +404,7 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 {
 	weft_msvc *svc = peer->svc;
 
+	atomic_store(&peer->down, !up);
 	if (atomic_exchange(&peer->up, up) == up)
 		return;
 	if (!up) {
@@ -383,6 +428,25 @@ weft__msvc_peer_down(weft_msvc_peer *peer, const char *why)
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 		for (i = 0; i < svc->cfg->limits.connections[cls]; i++)
 			weft__msvc_conn_close(&peer->conns[cls][i], why);
+}
+
+/*
+ * A dial of peer failed (no connection, or a refused or broken
+ * handshake). Unless another of its connections is up, the peer is known
+ * down from here until one comes up: said once, not once per retry.
+ */
+void
+weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why)
+{
+	weft_msvc *svc = peer->svc;
+
+	if (atomic_load(&peer->up) || atomic_exchange(&peer->down, true))
+		return;
+	weft__msvc_count(&peer->st.downs, 1);
+	weft__msvc_count(&svc->st.peer_downs, 1);
+	weft_warn("msvc %s: peer %s unreachable: %s", svc->id, peer->id, why);
+	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
+		svc->peer_cb(svc, peer, false, svc->peer_cb_arg);
 }
 
 void

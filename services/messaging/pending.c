@@ -112,6 +112,7 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	s->live = true;
 	s->sent = false;
 	s->internal = false;
+	s->fail_status = 0;
 	s->conn = NULL;
 	s->out = NULL;
 	s->bucket = NONE;
@@ -267,12 +268,27 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	cb(svc, status, data, len, arg);
 }
 
+void
+weft__msvc_slot_fail_soon(struct weft__msvc_loop *ml, uint32_t i, int status)
+{
+	struct weft__msvc_slot *s = &ml->slots[i];
+
+	wheel_remove(ml, i);
+	s->fail_status = status;
+	s->deadline_ns = weft__msvc_now_ns(ml);
+	wheel_insert(ml, i);
+}
+
 static void
 expire(struct weft__msvc_loop *ml, uint32_t i)
 {
 	struct weft__msvc_slot *s = &ml->slots[i];
 	int status = WEFT_ETIMEDOUT;
 
+	if (s->fail_status != 0) {
+		weft__msvc_slot_complete(ml, i, s->fail_status, NULL, 0);
+		return;
+	}
 	if (!s->sent) {
 		status = WEFT_EEXPIRED;
 		weft__msvc_count(&ml->svc->st.expired_in_queue, 1);

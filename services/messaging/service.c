@@ -571,6 +571,8 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		out->expires_ms = opts->deadline_ms;
 	if (out->expires_ms != 0 && out->expires_ms <= out->created_ms)
 		return WEFT_EEXPIRED;
+	if (!request && atomic_load_explicit(&peer->down, memory_order_relaxed))
+		return WEFT_EPEERDOWN;
 	out->timeout_ms =
 	    out->expires_ms ? out->expires_ms - out->created_ms : 0;
 	out->cls = (uint8_t)weft__msvc_class_for(svc, len);
@@ -768,6 +770,12 @@ bool
 weft_msvc_peer_is_up(const weft_msvc_peer *peer)
 {
 	return atomic_load(&((weft_msvc_peer *)peer)->up);
+}
+
+bool
+weft_msvc_peer_is_down(const weft_msvc_peer *peer)
+{
+	return atomic_load(&((weft_msvc_peer *)peer)->down);
 }
 
 int

@@ -286,6 +286,14 @@ test_hosts_mesh_needs_the_load_verb(void **state)
 	         t.ports[0], t.ports[1], t.ports[2]);
 	assert_int_equal(run_bench(args), 1);
 	trio_stop(&t);
+	/* Joining as a client (whose id the nodes list as a member, so its
+	 * handshakes are refused): every start fails at once. */
+	trio_start(&t, "load = on\n");
+	args[10] = NULL;
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
+	         t.ports[0], t.ports[1], t.ports[2]);
+	assert_int_equal(run_bench(args), 1);
+	trio_stop(&t);
 }
 
 typedef struct answer {

@@ -453,13 +453,41 @@ test_write_quorum_with_a_node_stopped(void **state)
 	start = weft_now_ns();
 	status = put_str(c, 0, "strict", "fails");
 	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN);
-	/* It fails by the replicate timeout, not the client's. */
+	/* It fails by the replicate timeout, not the client's (or at once,
+	 * with n3 known down). */
 	assert_true(weft_now_ns() - start < 2900 * 1000000ull);
 	weft_kv_get_stats(c->n[0].kv, &st);
-	assert_true(st.quorum_failures == 1 && st.replica_failures >= 1);
+	assert_true(st.quorum_failures == 1);
 	assert_int_equal(put_str(c, 1, "relaxed", "works"), 0);
 	expect_kv(c, 0, "relaxed", "works");
 	expect_kv(c, 1, "relaxed", "works");
+	cluster_stop(c);
+}
+
+/* With n3 known down, a write that needs all three replicas fails at
+ * once and is not applied anywhere; one that needs two still works. */
+static void
+test_impossible_quorum_fails_at_once(void **state)
+{
+	static const uint32_t q[NODES] = {3, 2, 2};
+	struct cluster *c = cluster_start(q);
+	weft_msvc_peer *p;
+	uint64_t deadline;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "warm", "up"), 0);
+	node_stop(&c->n[2]);
+	p = weft_msvc_peer_find(c->n[0].svc, ids[2]);
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	while (!weft_msvc_peer_is_down(p) && weft_now_ns() < deadline)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	assert_true(weft_msvc_peer_is_down(p));
+	assert_int_equal(put_str(c, 0, "strict", "fails"), WEFT_EPEERDOWN);
+	assert_int_equal(weft_kv_get_local(c->n[0].kv, "strict", 6, NULL),
+	                 WEFT_ENOTFOUND);
+	assert_int_equal(weft_kv_get_local(c->n[1].kv, "strict", 6, NULL),
+	                 WEFT_ENOTFOUND);
+	assert_int_equal(put_str(c, 1, "relaxed", "works"), 0);
 	cluster_stop(c);
 }
 
@@ -833,6 +861,7 @@ main(void)
 	    cmocka_unit_test(test_unknown_key_is_not_found),
 	    cmocka_unit_test(test_delete_removes_the_key_everywhere),
 	    cmocka_unit_test(test_write_quorum_with_a_node_stopped),
+	    cmocka_unit_test(test_impossible_quorum_fails_at_once),
 	    cmocka_unit_test(test_reads_do_not_wait_for_a_pending_write),
 	    cmocka_unit_test(test_a_replica_error_fails_the_write),
 	    cmocka_unit_test(test_concurrent_writers_converge),

@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmocka.h>
 
 #include <event2/buffer.h>
@@ -262,18 +267,52 @@ unreachable_tune(weft_msvc_limits *l)
 	l->connect_timeout_ms = 200;
 }
 
+static bool
+is_up(void *arg)
+{
+	return weft_msvc_peer_is_up(arg);
+}
+
+static bool
+is_down(void *arg)
+{
+	return weft_msvc_peer_is_down(arg);
+}
+
+/* A listening socket that is never accepted from: the kernel completes
+ * the TCP handshake, and the HELLO gets no answer. */
+static int
+black_hole(uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
 static void
 test_expired_in_send_queue(void **state)
 {
 	weft_msvc_call_opts o = {.timeout_ms = 60};
 	struct tally t = {.want = 1};
 	weft_msvc_peer *p;
+	uint16_t port;
+	int hole;
 
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 2, unreachable_tune), 0);
-	/* n1 believes n2 is where nobody listens. */
+	/* n1 believes n2 is where its handshake goes unanswered: what is
+	 * sent waits for the connection, and expires first. */
+	hole = black_hole(&port);
 	assert_int_equal(
-	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", 1), 0);
+	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", port), 0);
 	p = cluster_peer(&cl, 0, 1);
 	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
 	                 0);
@@ -284,12 +323,87 @@ test_expired_in_send_queue(void **state)
 	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EEXPIRED]), 1);
 	WAIT_STAT(cl.svc[0], expired_in_queue, 2);
 	assert_false(weft_msvc_peer_is_up(p));
+	close(hole);
 	/* A deadline already past is refused at once. */
 	o.timeout_ms = 0;
 	o.deadline_ms = weft_wall_ms() - 1;
 	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
 	                 WEFT_EEXPIRED);
 	cluster_stop(&cl);
+}
+
+/* Warning lines about refused connections, counted by the log sink
+ * while counting is on (the sink itself is set while no loop runs). */
+static _Atomic int refused_lines;
+static _Atomic bool counting;
+
+static void
+count_refused(enum weft_log_level level, const char *line, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "%s\n", line);
+	if (atomic_load(&counting) && level >= WEFT_LOG_WARN &&
+	    strstr(line, "efused") != NULL)
+		atomic_fetch_add(&refused_lines, 1);
+}
+
+static bool
+nothing(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+/*
+ * Where nobody listens, the dial is refused: what waited for it ends with
+ * "peer down" at once, not when it expires, and so does what is sent
+ * while the peer is known down. Once it can be reached, it is up again.
+ */
+static void
+test_unreachable_peer_fails_fast(void **state)
+{
+	weft_msvc_call_opts o = {.timeout_ms = 8000};
+	struct tally t = {.want = 2};
+	weft_msvc_peer *p;
+
+	(void)state;
+	weft_log_set_sink(count_refused, NULL);
+	assert_int_equal(cluster_start(&cl, 2, unreachable_tune), 0);
+	assert_int_equal(
+	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", 1), 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "b", 1, &o,
+	                                   tally_cb, &t),
+	                 0);
+	/* Well before the 8 s the request could have waited. */
+	assert_true(test_wait(is_down, p, 4000));
+	assert_int_equal(weft_msvc_send(cl.svc[0], p, VERB_SINK, "a", 1, &o),
+	                 WEFT_EPEERDOWN);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "c", 1, &o,
+	                                   tally_cb, &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, 4000));
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_EPEERDOWN]), 2);
+	/* Redials every 10-20 ms: the log says so once, not every time. */
+	atomic_store(&refused_lines, 0);
+	atomic_store(&counting, true);
+	test_wait(nothing, NULL, 300);
+	atomic_store(&counting, false);
+	assert_int_equal(atomic_load(&refused_lines), 0);
+	/* The real address: it comes back by itself, and answers. */
+	assert_int_equal(weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1",
+	                                         weft_msvc_port(cl.svc[1])),
+	                 0);
+	assert_true(test_wait(is_up, p, 5000));
+	assert_false(weft_msvc_peer_is_down(p));
+	t = (struct tally){.want = 1};
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "d", 1, &o,
+	                                   tally_cb, &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.ok), 1);
+	cluster_stop(&cl);
+	weft_log_set_sink(NULL, NULL);
 }
 
 static bool
@@ -520,6 +634,7 @@ main(void)
 	    cmocka_unit_test(test_oneway_messages_keep_their_order),
 	    cmocka_unit_test(test_request_times_out_and_late_answer_is_dropped),
 	    cmocka_unit_test(test_expired_in_send_queue),
+	    cmocka_unit_test(test_unreachable_peer_fails_fast),
 	    cmocka_unit_test(test_expired_before_handler),
 	    cmocka_unit_test(test_large_message_does_not_delay_small_ones),
 	    cmocka_unit_test(test_metrics_dump_is_prometheus_text),

@@ -822,6 +822,12 @@ test_large_payloads_over_tls(void **state)
  * and n2 must dial it over TLS again (n3 now refuses plaintext), and n3
  * reaches them over TLS.
  */
+static bool
+peer_up(void *arg)
+{
+	return weft_msvc_peer_is_up(arg);
+}
+
 static void
 test_optional_mode_redials_tls_once_a_peer_has_it(void **state)
 {
@@ -851,6 +857,10 @@ test_optional_mode_redials_tls_once_a_peer_has_it(void **state)
 	cl.tls[2] = opts.tls[2];
 	assert_int_equal(weft_msvc_config_set_tls(cl.cfg, &all), 0);
 	assert_int_equal(cluster_start_node(&cl, 2), 0);
+	/* n3 is known down to the others until their next dial reaches it:
+	 * requests to it fail at once until then. */
+	assert_true(test_wait(peer_up, cluster_peer(&cl, 0, 2), WAIT_MS));
+	assert_true(test_wait(peer_up, cluster_peer(&cl, 1, 2), WAIT_MS));
 	for (k = 0; k < 3; k++)
 		for (i = 0; i < 2; i++) {
 			call_echo(&bt, i, 2, (size_t)k + 10, 5000, 0);

@@ -115,6 +115,18 @@ peer(struct fixture *f, int i)
 	return wt_peer(f->client, ids[i]);
 }
 
+/* wait_up waits until the client has node i up again. */
+static void
+wait_up(struct fixture *f, int i)
+{
+	uint64_t start = weft_now_ns();
+
+	while (!weft_msvc_peer_is_up(peer(f, i)) &&
+	       wt_ms_since(start) < WAIT_MS)
+		wt_pause_ms(5);
+	assert_true(weft_msvc_peer_is_up(peer(f, i)));
+}
+
 static int
 echo(struct fixture *f, int i, const char *text)
 {
@@ -479,6 +491,8 @@ test_sigterm_drains_and_exits_zero_under_traffic(void **state)
 	assert_true(load_wait(l, node_ok_since_mark, 0, WAIT_MS));
 	load_finish(l);
 	node_start(f, 2);
+	/* Known down until the client's next dial reaches it. */
+	wait_up(f, 2);
 	assert_int_equal(echo(f, 2, "back"), 0);
 }
 

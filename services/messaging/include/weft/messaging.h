@@ -229,6 +229,16 @@ WEFT_API bool weft_msvc_peer_is_self(const weft_msvc_peer *peer);
 /* weft_msvc_peer_is_up is the last state announced for peer (false until
  * the first handshake). Any thread. */
 WEFT_API bool weft_msvc_peer_is_up(const weft_msvc_peer *peer);
+/*
+ * weft_msvc_peer_is_down is true while peer is known to be down: marked
+ * down (its urgent connection failed, or it missed its heartbeats), or
+ * dialed and not reached (refused, unreachable, a refused handshake)
+ * since it was last up. Sends to it then fail at once with WEFT_EPEERDOWN,
+ * and requests end with it at once (within a few milliseconds, never
+ * inside the call); its heartbeats go on, and the first one answered
+ * brings it back. False before the first dial. Any thread.
+ */
+WEFT_API bool weft_msvc_peer_is_down(const weft_msvc_peer *peer);
 
 /*
  * weft_msvc_set_peer_addr changes where peer id is dialed (strings
@@ -344,7 +354,8 @@ typedef struct weft_msvc_call_opts {
 /*
  * A reply callback: status 0 and the response payload, or a negative
  * WEFT_E code: WEFT_ETIMEDOUT (no response in time), WEFT_EPEERDOWN (the
- * connection it went out on died, or the peer missed its heartbeats),
+ * connection it went out on died, the peer missed its heartbeats, or it
+ * is known down: see weft_msvc_peer_is_down),
  * WEFT_EEXPIRED (its deadline passed before it could be sent),
  * WEFT_EOVERLOAD, WEFT_ESHUTDOWN (this service stopped), or an error the
  * responder sent (WEFT_EUNKNOWNVERB, WEFT_EREMOTE, WEFT_ENOTFOUND, ...),
@@ -356,8 +367,9 @@ typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status, const void *data,
 
 /*
  * weft_msvc_send sends a one-way message with a copy of data. Returns 0
- * once queued (delivery is not confirmed), WEFT_EOVERLOAD (the peer's
- * outbound queue is full), WEFT_ETOOBIG (over max_frame_bytes),
+ * once queued (delivery is not confirmed), WEFT_EPEERDOWN (the peer is
+ * known down), WEFT_EOVERLOAD (the peer's outbound queue is full),
+ * WEFT_ETOOBIG (over max_frame_bytes),
  * WEFT_EEXPIRED (the deadline has passed already), WEFT_EINVAL,
  * WEFT_ESHUTDOWN (stopping, or not started) or WEFT_ENOMEM. Any thread.
  */
