@@ -187,7 +187,10 @@ dup_opt(const char **dst, const char *src)
 int
 weft_msvc_config_set_tls(weft_msvc_config *cfg, const weft_msvc_tls_config *tls)
 {
-	weft_msvc_tls_config t = {.mode = tls->mode};
+	weft_msvc_tls_config t = {
+	    .mode = tls->mode,
+	    .allow_plaintext_members = tls->allow_plaintext_members,
+	};
 
 	if (tls->mode > WEFT_MSVC_TLS_OPTIONAL)
 		return WEFT_EINVAL;

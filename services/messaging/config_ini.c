@@ -327,6 +327,14 @@ on_tls(struct parse *p, const char *key, const char *value)
 			            value, "");
 		return 1;
 	}
+	if (strcmp(key, "allow_plaintext_members") == 0) {
+		if (!parse_bool(value, &t->allow_plaintext_members))
+			return fail(p, WEFT_ECONFIG,
+			            "tls allow_plaintext_members '%s'%s: true "
+			            "or false",
+			            value, "");
+		return 1;
+	}
 	if (strcmp(key, "cert") == 0)
 		slot = &t->cert_file;
 	else if (strcmp(key, "key") == 0)

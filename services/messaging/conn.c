@@ -615,6 +615,19 @@ touch_task(weft_loop *loop, int status, void *arg)
 		weft__msvc_peer_touch(arg);
 }
 
+/*
+ * In optional mode, a plaintext claim to be a member is refused once that
+ * member has been seen over TLS (a node that has its certificate dials
+ * with TLS from then on), unless the config allows plaintext members.
+ */
+static bool
+plaintext_claim_refused(const weft_msvc *svc, ssize_t member)
+{
+	return svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+	       !svc->cfg->tls.allow_plaintext_members &&
+	       atomic_load(&svc->peers[member]->seen_tls);
+}
+
 static int
 check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
             ssize_t *member, const char **why)
@@ -633,6 +646,9 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "bad connection class", WEFT__MSVC_R_BAD_CLASS;
 	if (h->role == 0 && *member < 0)
 		return *why = "unknown node id", WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 0 && svc->member && (uint32_t)*member == svc->self_index)
+		return *why = "claims this node's own id",
+		       WEFT__MSVC_R_UNKNOWN_NODE;
 	if (h->role == 1 && *member >= 0)
 		return *why = "client claims a member id",
 		       WEFT__MSVC_R_UNKNOWN_NODE;
@@ -642,12 +658,21 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
 	if (atomic_load(&svc->stopped))
 		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
-	/* With TLS, a member must be the node its certificate names: a valid
-	 * cluster certificate does not let one node speak for another. */
-	if (h->role == 0 && c->ch != NULL && weft_tls_is_active(c->ch) &&
-	    weft_tls_peer_check(c->ch, h->id) != 0)
-		return *why = "certificate does not name this node id",
+	/* With TLS, a member or client must be who its certificate names: a
+	 * valid cluster certificate does not let one speak for another. */
+	if (c->ch != NULL && weft_tls_is_active(c->ch)) {
+		if (weft_tls_peer_check(c->ch, h->id) != 0)
+			return *why =
+			           h->role == 0
+			               ? "certificate does not name this node "
+			                 "id"
+			               : "certificate does not name this "
+			                 "client id",
+			       WEFT__MSVC_R_AUTH;
+	} else if (h->role == 0 && plaintext_claim_refused(svc, *member)) {
+		return *why = "member seen over TLS claimed in plaintext",
 		       WEFT__MSVC_R_AUTH;
+	}
 	return WEFT__MSVC_OK;
 }
 
@@ -670,6 +695,8 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	}
 	if (member >= 0) {
 		c->peer = svc->peers[member];
+		if (weft_tls_is_active(c->ch))
+			atomic_store(&c->peer->seen_tls, true);
 	} else if (weft__msvc_peer_client_new(svc, c, h.id, &c->peer) != 0) {
 		refuse(c, WEFT__MSVC_R_SHUTTING_DOWN, "out of memory");
 		return;
@@ -855,6 +882,8 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		return;
 	}
 	weft_timer_stop(c->timer);
+	if (weft_tls_is_active(c->ch))
+		atomic_store(&c->peer->seen_tls, true);
 	c->crc = r.flags & 1;
 	c->state = WEFT__MSVC_UP;
 	c->established = true;

@@ -329,6 +329,9 @@ struct weft_msvc_peer {
 	/* Known down: marked down, or dialed and not reached since it was
 	 * last up. Requests and sends to it fail at once (peer down). */
 	_Atomic bool down;
+	/* Seen over TLS (its certificate checked): optional mode then
+	 * refuses plaintext claims to be this member. */
+	_Atomic bool seen_tls;
 	_Atomic int refs; /* clients: the conn and detached messages */
 	pthread_mutex_t addr_lock;
 	char *host;

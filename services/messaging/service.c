@@ -550,8 +550,10 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	uint64_t timeout = opts != NULL ? opts->timeout_ms : 0;
 	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
 
+	/* Not to oneself: a node refuses a dialer that claims its own id. */
 	if (peer == NULL || peer->svc != svc || peer->is_client ||
-	    verb < WEFT_MSVC_VERB_USER_MIN || verb >= WEFT_MSVC_MAX_VERBS)
+	    peer->is_self || verb < WEFT_MSVC_VERB_USER_MIN ||
+	    verb >= WEFT_MSVC_MAX_VERBS)
 		return WEFT_EINVAL;
 	if (len > l->max_frame_bytes - WEFT__MSVC_ENV_HEADER)
 		return WEFT_ETOOBIG;

@@ -255,7 +255,10 @@ cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l))
 int
 cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 {
-	weft_msvc_tls_config tls = {.mode = o->tls_mode};
+	weft_msvc_tls_config tls = {
+	    .mode = o->tls_mode,
+	    .allow_plaintext_members = o->allow_plaintext_members,
+	};
 	char id[16];
 	int i, rv;
 

@@ -81,6 +81,7 @@ int cluster_start(struct cluster *cl, int n, void (*tune)(weft_msvc_limits *l));
 struct cluster_opts {
 	void (*tune)(weft_msvc_limits *l); /* may be NULL */
 	enum weft_msvc_tls_mode tls_mode;  /* the config's [tls] mode */
+	bool allow_plaintext_members;      /* and allow_plaintext_members */
 	/* Node i's context, NULL: none. Borrowed: keep each alive until
 	 * cluster_stop has returned. */
 	weft_tls_ctx *tls[CLUSTER_MAX];

@@ -380,6 +380,98 @@ test_request_ids_cannot_be_guessed(void **state)
 	stop();
 }
 
+/* ---- 4. Identities ------------------------------------------------------ */
+
+/* Under TLS a client must be the client its certificate names. */
+static void
+test_tls_client_id_must_match_its_certificate(void **state)
+{
+	SSL_CTX *tls = client_tls("rawc");
+	rawpeer p;
+
+	(void)state;
+	start(2, true, NULL);
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), tls, "n1");
+	assert_int_equal(
+	    rp_handshake(&p, "test", "someone-else", RP_CLIENT, 1, 0),
+	    6); /* AUTH */
+	rp_close(&p);
+	client_in(&p, tls, "rawc");
+	assert_true(rp_request(&p, 5, VERB_ECHO, "me", 2));
+	rp_close(&p);
+	SSL_CTX_free(tls);
+	assert_still_serving();
+	stop();
+}
+
+/* A dialer that claims to be the node it dials is refused. */
+static void
+test_dialer_claiming_the_acceptors_id_is_refused(void **state)
+{
+	rawpeer p;
+
+	(void)state;
+	start(2, false, NULL);
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "test", "n1", RP_MEMBER, 1, 0),
+	                 4); /* UNKNOWN_NODE */
+	rp_close(&p);
+	/* Nor can a node send to itself. */
+	assert_int_equal(weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 0),
+	                                VERB_SINK, "x", 1, NULL),
+	                 WEFT_EINVAL);
+	assert_still_serving();
+	stop();
+}
+
+/* Optional mode, n1 and n2 with certificates, n3 without. */
+static void
+start_optional(bool allow_plaintext_members)
+{
+	struct cluster_opts o = {
+	    .tune = loose_tune,
+	    .tls_mode = WEFT_MSVC_TLS_OPTIONAL,
+	    .allow_plaintext_members = allow_plaintext_members,
+	};
+
+	o.tls[0] = ctx_for("n1");
+	o.tls[1] = ctx_for("n2");
+	assert_int_equal(cluster_start_with(&cl, 3, &o), 0);
+	/* n2 dials n1 with TLS: n1 has seen n2's certificate. */
+	assert_still_serving();
+}
+
+static int
+plaintext_claim(const char *id)
+{
+	rawpeer p;
+	int status;
+
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	status = rp_handshake(&p, "test", id, RP_MEMBER, 1, 3);
+	rp_close(&p);
+	return status;
+}
+
+/*
+ * Once n1 has seen n2 over TLS, a plaintext claim to be n2 is refused;
+ * n3, which has no certificate yet (a rolling change), still gets in, as
+ * do plaintext claims of n2 with allow_plaintext_members.
+ */
+static void
+test_optional_mode_refuses_plaintext_claims_of_tls_members(void **state)
+{
+	(void)state;
+	start_optional(false);
+	assert_int_equal(plaintext_claim("n2"), 6); /* AUTH */
+	assert_int_equal(plaintext_claim("n3"), 0);
+	assert_still_serving();
+	stop();
+	start_optional(true);
+	assert_int_equal(plaintext_claim("n2"), 0);
+	stop();
+}
+
 int
 main(void)
 {
@@ -389,6 +481,10 @@ main(void)
 	    cmocka_unit_test(test_response_from_a_client_is_refused),
 	    cmocka_unit_test(test_response_from_another_member_is_refused),
 	    cmocka_unit_test(test_request_ids_cannot_be_guessed),
+	    cmocka_unit_test(test_tls_client_id_must_match_its_certificate),
+	    cmocka_unit_test(test_dialer_claiming_the_acceptors_id_is_refused),
+	    cmocka_unit_test(
+	        test_optional_mode_refuses_plaintext_claims_of_tls_members),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

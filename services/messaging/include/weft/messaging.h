@@ -94,6 +94,13 @@ typedef struct weft_msvc_tls_config {
 	const char *key_file;
 	const char *ca_file;
 	const char *min_version; /* "1.2" or "1.3"; NULL: the TLS default */
+	/*
+	 * Optional mode only. A plaintext dialer's claim to be a member is
+	 * unauthenticated; once this node has seen a member over TLS, it
+	 * refuses that member's plaintext claims (AUTH), unless this is true
+	 * (a cluster moving back from TLS). Default false.
+	 */
+	bool allow_plaintext_members;
 } weft_msvc_tls_config;
 
 /*
@@ -223,8 +230,9 @@ WEFT_API weft_msvc_peer *weft_msvc_peer_at(weft_msvc *svc, size_t i);
 /* weft_msvc_peer_find returns the member with that id, or NULL. */
 WEFT_API weft_msvc_peer *weft_msvc_peer_find(weft_msvc *svc, const char *id);
 WEFT_API const char *weft_msvc_peer_id(const weft_msvc_peer *peer);
-/* weft_msvc_peer_is_self is true for this node's own entry. Sending to
- * oneself works (over loopback) but is rarely what a service wants. */
+/* weft_msvc_peer_is_self is true for this node's own entry. A node does
+ * not send to itself: send and request return WEFT_EINVAL for it (a node
+ * refuses any dialer that claims its own id, PROTOCOL.md 3.2). */
 WEFT_API bool weft_msvc_peer_is_self(const weft_msvc_peer *peer);
 /* weft_msvc_peer_is_up is the last state announced for peer (false until
  * the first handshake). Any thread. */
