@@ -17,6 +17,14 @@
 #define DEFAULT_RECONNECT_MAX_MS 5000
 #define DEFAULT_REQUEST_TIMEOUT_MS 5000
 #define DEFAULT_WORKERS 2
+#define DEFAULT_CLIENT_OUTBOUND (64u << 20)
+#define DEFAULT_CLIENT_PAUSE (1u << 20)
+#define DEFAULT_CLIENT_STALL_MS 30000
+#define DEFAULT_CLIENT_IDLE_MS 60000
+#define DEFAULT_FRAME_TIMEOUT_MS 30000
+#define DEFAULT_MAX_CLIENTS 1024
+#define DEFAULT_MAX_CLIENTS_PER_ADDRESS 64
+#define DEFAULT_MAX_HANDSHAKES 128
 #define MAX_CONNECTIONS_PER_CLASS 64
 
 bool
@@ -68,6 +76,22 @@ weft__msvc_limits_defaults(weft_msvc_limits *l)
 		l->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 	if (l->worker_threads == 0)
 		l->worker_threads = DEFAULT_WORKERS;
+	if (l->client_outbound_bytes == 0)
+		l->client_outbound_bytes = DEFAULT_CLIENT_OUTBOUND;
+	if (l->client_pause_bytes == 0)
+		l->client_pause_bytes = DEFAULT_CLIENT_PAUSE;
+	if (l->client_stall_timeout_ms == 0)
+		l->client_stall_timeout_ms = DEFAULT_CLIENT_STALL_MS;
+	if (l->client_idle_timeout_ms == 0)
+		l->client_idle_timeout_ms = DEFAULT_CLIENT_IDLE_MS;
+	if (l->frame_timeout_ms == 0)
+		l->frame_timeout_ms = DEFAULT_FRAME_TIMEOUT_MS;
+	if (l->max_clients == 0)
+		l->max_clients = DEFAULT_MAX_CLIENTS;
+	if (l->max_clients_per_address == 0)
+		l->max_clients_per_address = DEFAULT_MAX_CLIENTS_PER_ADDRESS;
+	if (l->max_handshakes == 0)
+		l->max_handshakes = DEFAULT_MAX_HANDSHAKES;
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		if (l->connections[c] == 0)
 			l->connections[c] = 1;

@@ -171,8 +171,10 @@ on_written(weft_channel *ch, int status, void *arg)
 	struct weft__msvc_conn *c = weft_channel_data(ch);
 
 	(void)status;
-	if (c != NULL && c->peer != NULL)
-		weft__msvc_release_queued(c->peer, (size_t)(uintptr_t)arg);
+	if (c == NULL || c->peer == NULL)
+		return;
+	weft__msvc_release_queued(c->peer, (size_t)(uintptr_t)arg);
+	weft__msvc_guard_drained(c);
 }
 
 /*
@@ -220,12 +222,15 @@ flush_conn(struct weft__msvc_conn *c)
 	scratch_to_tx(c);
 	if (evbuffer_get_length(c->tx) == 0)
 		return;
+	weft__msvc_guard_active(c);
 	if (c->state == WEFT__MSVC_UP) {
 		write_directly(c);
 		if (evbuffer_get_length(c->tx) == 0) {
 			c->tx_accounted = 0;
-			if (c->peer != NULL)
+			if (c->peer != NULL) {
 				weft__msvc_release_queued(c->peer, n);
+				weft__msvc_guard_drained(c);
+			}
 			return;
 		}
 	}
@@ -322,8 +327,8 @@ weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why)
 }
 
 /* Closes c for bad input: logged with the reason, counted by the caller. */
-static void
-conn_reject(struct weft__msvc_conn *c, const char *why)
+void
+weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why)
 {
 	weft_warn("msvc %s: closing connection from %s (%s): %s", c->svc->id,
 	          c->peer_addr, c->peer != NULL ? c->peer->id : "?", why);
@@ -474,6 +479,7 @@ h_inactive(weft_ctx *ctx)
 		return;
 	}
 	report_truncated(c);
+	weft__msvc_guard_release(c);
 	c->state = WEFT__MSVC_CLOSED;
 	c->ch = NULL;
 	if (c->peer != NULL && c->peer->is_client) {
@@ -538,7 +544,7 @@ on_handshake_timeout(weft_timer *t, void *arg)
 	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
 	if (c->outbound)
 		snprintf(c->why, sizeof(c->why), "no handshake reply in time");
-	conn_reject(c, "no handshake in time");
+	weft__msvc_conn_reject(c, "no handshake in time");
 }
 
 /* ---- Accepting --------------------------------------------------------- */
@@ -582,8 +588,8 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	}
 	atomic_fetch_add(&svc->st.connections_accepted, 1);
 	LIST_INSERT_HEAD(&c->ml->inbound, c, inbound_link);
-	start_handshake_timer(c);
-	return 0;
+	/* On failure the channel closes, and its handler frees c. */
+	return weft__msvc_guard_accept(c);
 }
 
 static void
@@ -603,7 +609,7 @@ refuse(struct weft__msvc_conn *c, int status, const char *reason)
 		weft_channel_write(c->ch, buf, NULL, NULL);
 	if (buf != NULL)
 		evbuffer_free(buf);
-	conn_reject(c, r.reason);
+	weft__msvc_conn_reject(c, r.reason);
 }
 
 /* Posted to a member's home loop when it dialed us: watch it too. */
@@ -689,6 +695,8 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 
 	if (weft__msvc_hello_decode(body, n, &h) == 0)
 		status = check_hello(c, &h, &member, &why);
+	if (status == WEFT__MSVC_OK && member < 0)
+		status = weft__msvc_guard_admit_client(c, &why);
 	if (status != WEFT__MSVC_OK) {
 		refuse(c, status, why);
 		return;
@@ -716,11 +724,11 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	    weft_channel_write(c->ch, buf, NULL, NULL) != 0) {
 		if (buf != NULL)
 			evbuffer_free(buf);
-		conn_reject(c, "cannot answer the handshake");
+		weft__msvc_conn_reject(c, "cannot answer the handshake");
 		return;
 	}
 	evbuffer_free(buf);
-	weft_timer_stop(c->timer);
+	weft__msvc_guard_handshake_done(c);
 	c->state = WEFT__MSVC_UP;
 	if (member >= 0 && svc->member && !c->peer->is_self) {
 		if (c->peer->home == c->ml)
@@ -851,7 +859,7 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 
 	if (weft__msvc_reply_decode(body, n, &r) != 0) {
 		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-		conn_reject(c, "malformed handshake reply");
+		weft__msvc_conn_reject(c, "malformed handshake reply");
 		return;
 	}
 	if (r.status != 0) {
@@ -933,7 +941,7 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	if (li == c->ml->index) {
 		if (weft__msvc_response(c->ml, c->peer, env) ==
 		    WEFT__MSVC_FORGED)
-			conn_reject(c, FORGED_WHY);
+			weft__msvc_conn_reject(c, FORGED_WHY);
 		return;
 	}
 	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->len)) == NULL) {
@@ -963,7 +971,7 @@ on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
 
 	if (weft__msvc_env_decode(body, n, &env) != 0) {
 		weft__msvc_count(&c->svc->st.bad_envelopes, 1);
-		conn_reject(c, "invalid envelope");
+		weft__msvc_conn_reject(c, "invalid envelope");
 		return;
 	}
 	weft__msvc_count1(&c->ml->rs.messages_in, 1);
@@ -974,21 +982,20 @@ on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
 	} else if (c->peer->is_client) {
 		/* Nothing is ever asked of a client. */
 		weft__msvc_count(&c->svc->st.forged_responses, 1);
-		conn_reject(c, "a client sent a response");
+		weft__msvc_conn_reject(c, "a client sent a response");
 	} else {
 		route_response(c, &env);
 	}
 }
 
-/* Stops reading while too many inbound bytes are in flight. */
-static bool
-should_pause(struct weft__msvc_conn *c)
+/* Stops reading c until the node's inbound bytes in flight go below
+ * the limit again. */
+static void
+pause_reading(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
 	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
 
-	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) < limit)
-		return false;
 	c->paused = true;
 	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
 	atomic_fetch_add(&svc->paused_conns, 1);
@@ -997,6 +1004,24 @@ should_pause(struct weft__msvc_conn *c)
 	/* A release may have raced the pause: look again. */
 	if (atomic_load(&svc->inflight) < limit)
 		weft__msvc_inflight_release(svc, 0);
+}
+
+/* Stops reading while too many inbound bytes are in flight (not counting
+ * the reservation of c's own frame, which handling it gives back), or
+ * while c is a client that does not read its answers. */
+static bool
+should_pause(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	if (weft__msvc_guard_backlogged(c))
+		return true;
+	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) -
+	        c->frame_reserved <
+	    limit)
+		return false;
+	pause_reading(c);
 	return true;
 }
 
@@ -1007,11 +1032,14 @@ handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
 {
 	uint32_t crc;
 
+	/* The frame that was incomplete is whole now. */
+	if (c->frame_started_ns != 0)
+		weft__msvc_guard_frame_done(c);
 	if (c->crc) {
 		crc = weft__msvc_crc32c(0, p, 4 + (size_t)len);
 		if (crc != (uint32_t)weft__msvc_get_be(p + 4 + len, 4)) {
 			weft__msvc_count(&c->svc->st.bad_frames, 1);
-			conn_reject(c, "frame checksum mismatch");
+			weft__msvc_conn_reject(c, "frame checksum mismatch");
 			return false;
 		}
 	}
@@ -1043,8 +1071,8 @@ frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 			weft__msvc_count(&c->svc->st.oversized_frames, 1);
 		else
 			weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-		conn_reject(c,
-		            *len > max ? "frame too large" : "frame too short");
+		weft__msvc_conn_reject(c, *len > max ? "frame too large"
+		                                     : "frame too short");
 		return 0;
 	}
 	return 4 + (size_t)*len + (c->crc ? 4 : 0);
@@ -1091,13 +1119,19 @@ frame_across_chains(struct weft__msvc_conn *c, struct evbuffer *in)
 
 	if (evbuffer_copyout(in, hdr, 4) != 4)
 		return false;
-	if ((total = frame_size(c, hdr, &len)) == 0 ||
-	    evbuffer_get_length(in) < total)
+	if ((total = frame_size(c, hdr, &len)) == 0)
 		return false;
+	if (evbuffer_get_length(in) < total) {
+		/* Its bytes count as in flight until it ends (or its deadline
+		 * closes the connection). */
+		if (!weft__msvc_guard_frame_wait(c, total))
+			pause_reading(c);
+		return false;
+	}
 	if (c->state == WEFT__MSVC_UP && should_pause(c))
 		return false;
 	if ((p = evbuffer_pullup(in, (ssize_t)total)) == NULL) {
-		conn_reject(c, "out of memory");
+		weft__msvc_conn_reject(c, "out of memory");
 		return false;
 	}
 	if (!handle_frame(c, p, len, total))
@@ -1114,8 +1148,9 @@ process_frames(struct weft__msvc_conn *c, struct evbuffer *in)
 	bool go = true;
 
 	weft__msvc_batch_begin(c->ml);
-	while (go && !c->paused && c->state != WEFT__MSVC_CLOSED &&
-	       evbuffer_get_length(in) >= 4) {
+	weft__msvc_guard_active(c);
+	while (go && !c->paused && !c->blocked &&
+	       c->state != WEFT__MSVC_CLOSED && evbuffer_get_length(in) >= 4) {
 		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
 			break;
 		/* Frames wholly inside the first chain are read in place. */
@@ -1125,6 +1160,9 @@ process_frames(struct weft__msvc_conn *c, struct evbuffer *in)
 		else if (go)
 			go = frame_across_chains(c, in);
 	}
+	if (c->state != WEFT__MSVC_CLOSED && evbuffer_get_length(in) > 0 &&
+	    evbuffer_get_length(in) < 4)
+		weft__msvc_guard_frame_begun(c);
 	weft__msvc_batch_end(c->ml);
 }
 
@@ -1144,19 +1182,31 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 {
 	struct weft__msvc_loop *ml = arg;
 	weft_msvc *svc = ml->svc;
+	LIST_HEAD(, weft__msvc_conn) todo;
 	struct weft__msvc_conn *c;
 
 	(void)loop;
 	atomic_store(&ml->resume_posted, false);
 	if (status != 0)
 		return;
-	while ((c = LIST_FIRST(&ml->paused)) != NULL &&
-	       atomic_load(&svc->inflight) <
-	           svc->cfg->limits.inbound_inflight_bytes) {
+	/* Each paused connection is looked at once: they move to a list of
+	 * their own, and one that must wait longer (or pauses again) goes
+	 * back. A connection closed meanwhile leaves whichever list holds
+	 * it. */
+	LIST_INIT(&todo);
+	while ((c = LIST_FIRST(&ml->paused)) != NULL) {
 		LIST_REMOVE(c, paused_link);
+		LIST_INSERT_HEAD(&todo, c, paused_link);
+	}
+	while ((c = LIST_FIRST(&todo)) != NULL) {
+		LIST_REMOVE(c, paused_link);
+		if (!weft__msvc_guard_may_resume(c)) {
+			LIST_INSERT_HEAD(&ml->paused, c, paused_link);
+			continue;
+		}
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
-		if (c->ch != NULL) {
+		if (c->ch != NULL && !c->blocked) {
 			weft_channel_set_auto_read(c->ch, true);
 			weft__msvc_conn_process(c);
 		}
@@ -1214,6 +1264,7 @@ weft__msvc_conn_free(struct weft__msvc_conn *c)
 	weft_msvc_peer *peer = c->peer;
 
 	LIST_REMOVE(c, inbound_link);
+	weft__msvc_guard_fini(c);
 	weft__msvc_conn_fini(c);
 	free(c);
 	if (peer != NULL && peer->is_client)

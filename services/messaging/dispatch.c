@@ -101,10 +101,7 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	out.ptr = data;
 	out.len = len;
 	out.buf = buf;
-	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
-	        svc->cfg->limits.outbound_queue_bytes &&
-	    !out.internal) {
-		weft__msvc_release_queued(peer, frame);
+	if (!weft__msvc_take_queued(peer, frame, out.internal)) {
 		weft__msvc_count(&peer->st.dropped_overload, 1);
 		weft__msvc_count(&svc->st.overloaded, 1);
 		if (msg->verb < WEFT_MSVC_MAX_VERBS)

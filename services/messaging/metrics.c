@@ -186,6 +186,14 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->forbidden_requests = LOAD(s->forbidden_requests);
 	out->late_responses = LOAD(s->late_responses);
 	out->forged_responses = LOAD(s->forged_responses);
+	out->clients_refused = LOAD(s->clients_refused);
+	out->handshakes_dropped = LOAD(s->handshakes_dropped);
+	out->client_pauses = LOAD(s->client_pauses);
+	out->stalled_clients = LOAD(s->stalled_clients);
+	out->idle_clients = LOAD(s->idle_clients);
+	out->frame_timeouts = LOAD(s->frame_timeouts);
+	out->clients_open = atomic_load(&svc->clients);
+	out->client_queued_bytes = atomic_load(&svc->client_queued);
 	out->connections_accepted = LOAD(s->connections_accepted);
 	out->connections_open = LOAD(s->connections_open);
 	out->heartbeats_missed = LOAD(s->heartbeats_missed);
@@ -233,6 +241,20 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(late_responses, "counter", "Responses nobody waited for."),
     NODE_METRIC(forged_responses, "counter",
                 "Responses from a peer that was not asked: connection closed."),
+    NODE_METRIC(clients_refused, "counter",
+                "Client handshakes refused: too many clients."),
+    NODE_METRIC(handshakes_dropped, "counter",
+                "Connections closed at once: too many in their handshake."),
+    NODE_METRIC(client_pauses, "counter",
+                "Clients no longer read: their answers backed up."),
+    NODE_METRIC(stalled_clients, "counter",
+                "Clients closed: not reading their answers."),
+    NODE_METRIC(idle_clients, "counter", "Clients closed: idle."),
+    NODE_METRIC(frame_timeouts, "counter",
+                "Connections closed: a frame not completed in time."),
+    NODE_METRIC(clients_open, "gauge", "Client connections open."),
+    NODE_METRIC(client_queued_bytes, "gauge",
+                "Answer bytes queued for clients."),
     NODE_METRIC(connections_accepted, "counter", "Connections accepted."),
     NODE_METRIC(connections_open, "gauge", "Connections open."),
     NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),

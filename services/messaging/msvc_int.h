@@ -236,6 +236,24 @@ struct weft__msvc_conn {
 	LIST_ENTRY(weft__msvc_conn) inbound_link;
 	char peer_addr[WEFT_ADDRESS_MAX];
 	char why[320]; /* outbound: why the last attempt failed */
+	/* What the node grants it (guard.c). */
+	weft_timer *watch; /* accepted: its deadlines */
+	uint64_t watch_at_ns;
+	uint64_t handshake_deadline_ns;
+	uint64_t last_active_ns;   /* a frame in or out */
+	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
+	uint64_t blocked_since_ns;
+	size_t frame_reserved; /* inflight bytes held for that frame */
+	size_t frame_wanted;   /* its size, while the budget has no room */
+	bool blocked;          /* a client whose answers back up: not read */
+	bool counted_handshake;
+	bool counted_client;
+};
+
+/* Clients per source address (guard.c). */
+struct weft__msvc_addr {
+	char host[WEFT_ADDRESS_MAX];
+	uint32_t n;
 };
 
 /* A pending request. */
@@ -373,6 +391,8 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t connections_accepted, connections_open;
 	_Atomic uint64_t heartbeats_missed, peer_downs, worker_jobs;
 	_Atomic uint64_t responses_dropped, forged_responses;
+	_Atomic uint64_t clients_refused, handshakes_dropped, client_pauses;
+	_Atomic uint64_t stalled_clients, idle_clients, frame_timeouts;
 };
 
 /* A worker pool for blocking handlers. */
@@ -427,6 +447,13 @@ struct weft_msvc {
 	void *peer_cb_arg;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t pending;
+	/* What untrusted peers hold (guard.c). */
+	_Atomic uint32_t handshaking, clients;
+	_Atomic uint64_t client_queued; /* queued_bytes of all clients */
+	uint32_t client_cap, handshake_cap;
+	pthread_mutex_t addr_lock;
+	struct weft__msvc_addr *addrs;
+	size_t naddrs, addrs_cap;
 	_Atomic uint32_t paused_conns;
 	_Atomic uint64_t key_rr;
 	struct weft__msvc_pool pool;
@@ -460,6 +487,11 @@ void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);
 void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
 void weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c);
 void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
+/* weft__msvc_take_queued counts n more bytes queued for peer, within its
+ * queue limit (and for a client, the node's budget for all clients)
+ * unless internal; false, with nothing counted, when they do not fit.
+ * weft__msvc_release_queued gives them back. Any thread. */
+bool weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal);
 void weft__msvc_hb_start(weft_msvc_peer *peer);
 
 /* conn.c: channels, frames, handshakes, dialing. */
@@ -469,6 +501,8 @@ void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);
 void weft__msvc_conn_dial(struct weft__msvc_conn *c);
 void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
+/* weft__msvc_conn_reject closes c for bad input, with a warning. */
+void weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why);
 int weft__msvc_accept_init(weft_channel *ch, void *arg);
 void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
 void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
@@ -481,6 +515,35 @@ size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
                               const void *data, size_t len,
                               struct evbuffer *buf);
 void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
+
+/* guard.c: caps, budgets and deadlines for accepted connections. */
+void weft__msvc_guard_init(weft_msvc *svc);
+/* weft__msvc_guard_accept counts a new connection in its handshake and
+ * arms its deadlines; WEFT_EOVERLOAD when too many are. */
+int weft__msvc_guard_accept(struct weft__msvc_conn *c);
+void weft__msvc_guard_handshake_done(struct weft__msvc_conn *c);
+/* weft__msvc_guard_admit_client counts c as a client, or returns the
+ * refusal (reason in *why) when the node or its address has too many. */
+int weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why);
+void weft__msvc_guard_release(struct weft__msvc_conn *c);
+void weft__msvc_guard_fini(struct weft__msvc_conn *c);
+/* A frame of total bytes is incomplete: its clock starts, and its bytes
+ * are reserved in the inflight budget; false when the budget has no room
+ * (the caller pauses c until it has). */
+bool weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total);
+/* weft__msvc_guard_may_resume tells whether paused c can be read again:
+ * the budget has room for what it waits for. */
+bool weft__msvc_guard_may_resume(const struct weft__msvc_conn *c);
+/* A frame's first bytes, before its length is known. */
+void weft__msvc_guard_frame_begun(struct weft__msvc_conn *c);
+/* The incomplete frame ended: its reservation goes back. */
+void weft__msvc_guard_frame_done(struct weft__msvc_conn *c);
+/* weft__msvc_guard_backlogged stops reading a client whose answers back
+ * up; true while it is stopped. */
+bool weft__msvc_guard_backlogged(struct weft__msvc_conn *c);
+/* Answers to c's client left: reading may resume. */
+void weft__msvc_guard_drained(struct weft__msvc_conn *c);
+void weft__msvc_guard_active(struct weft__msvc_conn *c);
 
 /* pending.c: pending requests and the timer wheel, per loop. */
 int weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out);

@@ -39,9 +39,41 @@ weft__msvc_out_free(struct weft__msvc_out *out)
 void
 weft__msvc_release_queued(weft_msvc_peer *peer, size_t n)
 {
-	if (n != 0)
-		atomic_fetch_sub_explicit(&peer->queued_bytes, n,
+	if (n == 0)
+		return;
+	atomic_fetch_sub_explicit(&peer->queued_bytes, n, memory_order_relaxed);
+	if (peer->is_client)
+		atomic_fetch_sub_explicit(&peer->svc->client_queued, n,
 		                          memory_order_relaxed);
+}
+
+bool
+weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
+{
+	weft_msvc *svc = peer->svc;
+	const weft_msvc_limits *l = &svc->cfg->limits;
+
+	/* Heartbeats and their answers are exempt from the limits. */
+	if (internal) {
+		atomic_fetch_add(&peer->queued_bytes, n);
+		if (peer->is_client)
+			atomic_fetch_add(&svc->client_queued, n);
+		return true;
+	}
+	if (atomic_fetch_add(&peer->queued_bytes, n) + n >
+	    l->outbound_queue_bytes) {
+		atomic_fetch_sub(&peer->queued_bytes, n);
+		return false;
+	}
+	/* Answers to clients also count against the node's budget for all
+	 * of them, so many clients that do not read cannot add up. */
+	if (peer->is_client && atomic_fetch_add(&svc->client_queued, n) + n >
+	                           l->client_outbound_bytes) {
+		atomic_fetch_sub(&svc->client_queued, n);
+		atomic_fetch_sub(&peer->queued_bytes, n);
+		return false;
+	}
+	return true;
 }
 
 uint64_t

@@ -187,6 +187,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	pthread_cond_init(&svc->wait_cond, NULL);
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
+	pthread_mutex_init(&svc->addr_lock, NULL);
 	svc->group = group;
 	snprintf(svc->id, sizeof(svc->id), "%s", node_id);
 	if ((rv = weft__msvc_config_copy(cfg, &svc->cfg)) != 0)
@@ -301,6 +302,7 @@ weft_msvc_start(weft_msvc *svc)
 	}
 	if ((rv = weft__msvc_pool_start(svc)) != 0)
 		return rv;
+	weft__msvc_guard_init(svc);
 	if (svc->member && (rv = listen_on(svc)) != 0) {
 		weft__msvc_pool_stop(svc);
 		return rv;
@@ -490,6 +492,8 @@ free_all(weft_msvc *svc)
 	pthread_cond_destroy(&svc->wait_cond);
 	pthread_mutex_destroy(&svc->pool.lock);
 	pthread_cond_destroy(&svc->pool.cond);
+	pthread_mutex_destroy(&svc->addr_lock);
+	free(svc->addrs);
 	free(svc);
 }
 
@@ -579,11 +583,8 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	    out->expires_ms ? out->expires_ms - out->created_ms : 0;
 	out->cls = (uint8_t)weft__msvc_class_for(svc, len);
 	out->len = len;
-	if (atomic_fetch_add(&peer->queued_bytes, frame) + frame >
-	    l->outbound_queue_bytes) {
-		weft__msvc_release_queued(peer, frame);
+	if (!weft__msvc_take_queued(peer, frame, false))
 		goto err_overload;
-	}
 	if (request &&
 	    atomic_fetch_add(&svc->pending, 1) >= l->max_pending_requests) {
 		atomic_fetch_sub(&svc->pending, 1);

@@ -82,6 +82,37 @@ err_close:
 	return false;
 }
 
+bool
+rp_connect_from(rawpeer *p, uint16_t port, const char *src, int rcvbuf)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons(port)};
+	struct sockaddr_in from = {.sin_family = AF_INET};
+	struct timeval tv = {5, 0};
+
+	memset(p, 0, sizeof(*p));
+	p->status = -1;
+	p->crc = true;
+	if ((p->fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return false;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(p->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(p->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (rcvbuf > 0)
+		setsockopt(p->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf,
+		           sizeof(rcvbuf));
+	if (src != NULL &&
+	    (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+	     bind(p->fd, (struct sockaddr *)&from, sizeof(from)) != 0))
+		goto err_close;
+	if (connect(p->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+		return true;
+err_close:
+	close(p->fd);
+	p->fd = -1;
+	return false;
+}
+
 void
 rp_connect(rawpeer *p, uint16_t port, SSL_CTX *tls, const char *sni)
 {

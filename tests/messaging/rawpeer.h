@@ -60,6 +60,11 @@ void rp_connect(rawpeer *p, uint16_t port, SSL_CTX *tls, const char *sni);
  * test when the connection or TLS handshake is refused. */
 bool rp_try_connect(rawpeer *p, uint16_t port, SSL_CTX *tls, const char *sni);
 
+/* rp_connect_from is rp_connect (plaintext) from source address src
+ * (another 127.0.0.0/8 address), with a receive buffer of rcvbuf bytes
+ * (0: the default). Returns false if the connection failed. */
+bool rp_connect_from(rawpeer *p, uint16_t port, const char *src, int rcvbuf);
+
 /*
  * rp_handshake sends HELLO (version 1, the given role, class, index; flag
  * bit 0 when on TLS) and reads the reply. Returns its status (0:

@@ -5,6 +5,7 @@
  * docs/PROTOCOL.md alone, and checks that the node closes or refuses only
  * the bad connection while it keeps serving its members.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -472,6 +473,257 @@ test_optional_mode_refuses_plaintext_claims_of_tls_members(void **state)
 	stop();
 }
 
+/* ---- 5-7. What the node grants: budgets, deadlines, caps --------------- */
+
+/* Waits until node 0's counter (a weft_msvc_stats field) is at most
+ * want. */
+static bool
+stat_at_most(void *arg)
+{
+	struct stat_wait *w = arg;
+	weft_msvc_stats st = stats(w->node);
+
+	return *(uint64_t *)((char *)&st + w->offset) <= w->want;
+}
+
+#define WAIT_STAT_DOWN(node_, field, n)                                        \
+	do {                                                                   \
+		struct stat_wait w_ = {node_,                                  \
+		                       offsetof(weft_msvc_stats, field), n};   \
+		assert_true(test_wait(stat_at_most, &w_, WAIT_MS));            \
+	} while (0)
+
+/* Nothing is held for clients once they are gone. */
+static void
+assert_clients_gone(void)
+{
+	WAIT_STAT_DOWN(0, clients_open, 0);
+	WAIT_STAT_DOWN(0, client_queued_bytes, 0);
+	WAIT_STAT_DOWN(0, inflight_bytes, 0);
+}
+
+static void
+stall_tune(weft_msvc_limits *l)
+{
+	loose_tune(l);
+	l->client_pause_bytes = 256 << 10;
+	l->client_stall_timeout_ms = 1500;
+}
+
+/* A client that sends requests as fast as it can and never reads. */
+struct flood {
+	rawpeer p;
+	int sent;
+};
+
+static void *
+flood_main(void *arg)
+{
+	struct flood *f = arg;
+	static uint8_t payload[16384];
+	struct evbuffer *b = evbuffer_new();
+
+	for (f->sent = 0; f->sent < 4000; f->sent++) {
+		rp_envelope(b, f->p.crc, (uint64_t)f->sent + 1, VERB_ECHO,
+		            RP_REQUEST, weft_wall_ms() + 60000, payload,
+		            sizeof(payload));
+		if (!rp_send(&f->p, b))
+			break; /* the node closed it, or stopped reading */
+	}
+	evbuffer_free(b);
+	return NULL;
+}
+
+/*
+ * 5. A client that never reads its answers stops being read once they
+ * back up, holds no more than that, and is closed past the stall
+ * deadline; members are served meanwhile, and nothing is left held.
+ */
+static void
+test_client_that_never_reads_is_stopped_and_closed(void **state)
+{
+	struct flood f;
+	pthread_t thread;
+	weft_msvc_stats st;
+
+	(void)state;
+	start(2, false, stall_tune);
+	assert_true(
+	    rp_connect_from(&f.p, weft_msvc_port(cl.svc[0]), NULL, 4096));
+	assert_int_equal(rp_handshake(&f.p, "test", "reader", RP_CLIENT, 1, 0),
+	                 0);
+	pthread_create(&thread, NULL, flood_main, &f);
+	WAIT_STAT(0, client_pauses, 1);
+	assert_still_serving();
+	st = stats(0);
+	/* Paused at 256 KiB, plus what one read of requests answers. */
+	assert_true(st.client_queued_bytes < (4u << 20));
+	WAIT_STAT(0, stalled_clients, 1);
+	pthread_join(thread, NULL);
+	assert_true(f.sent < 4000);
+	rp_close(&f.p);
+	assert_clients_gone();
+	assert_still_serving();
+	stop();
+}
+
+static void
+frame_tune(weft_msvc_limits *l)
+{
+	loose_tune(l);
+	l->inbound_inflight_bytes = 16 << 20;
+	l->frame_timeout_ms = 1000;
+}
+
+/* Sends the header of a frame of n bytes and its first have bytes. */
+static void
+partial_frame(rawpeer *p, uint32_t n, size_t have)
+{
+	uint8_t h[4] = {(uint8_t)(n >> 24), (uint8_t)(n >> 16),
+	                (uint8_t)(n >> 8), (uint8_t)n};
+	uint8_t *body = calloc(1, have);
+
+	assert_true(rp_send_bytes(p, h, 4));
+	assert_true(rp_send_bytes(p, body, have));
+	free(body);
+}
+
+/*
+ * 6. Frames that never finish: their bytes count in the inbound budget
+ * from the start (one 8 MiB frame holds 8 MiB of it), a frame the budget
+ * has no room for is not read at all, and each connection is closed at
+ * its frame deadline. Members are served meanwhile.
+ */
+static void
+test_frames_that_never_finish_are_counted_and_closed(void **state)
+{
+	rawpeer p[3];
+	int i;
+
+	(void)state;
+	start(2, false, frame_tune);
+	/* With its length field and CRC, two such frames fill 16 MiB. */
+	for (i = 0; i < 3; i++) {
+		client_in(&p[i], NULL, "partial");
+		partial_frame(&p[i], (8u << 20) - 8, 1u << 20);
+	}
+	/* Two reservations fit in 16 MiB; the third waits, unread. */
+	WAIT_STAT(0, inflight_bytes, 16u << 20);
+	WAIT_STAT(0, read_pauses, 1);
+	assert_true(stats(0).inflight_bytes <= (16u << 20) + 64);
+	WAIT_STAT(0, frame_timeouts, 2);
+	for (i = 0; i < 3; i++)
+		assert_true(rp_closed(&p[i], WAIT_MS));
+	WAIT_STAT(0, frame_timeouts, 3);
+	for (i = 0; i < 3; i++)
+		rp_close(&p[i]);
+	assert_clients_gone();
+	assert_still_serving();
+	/* A header cut short is a frame begun, too. */
+	client_in(&p[0], NULL, "partial");
+	assert_true(rp_send_bytes(&p[0], "\0\0", 2));
+	assert_true(rp_closed(&p[0], WAIT_MS));
+	rp_close(&p[0]);
+	WAIT_STAT(0, frame_timeouts, 4);
+	stop();
+}
+
+static void
+idle_tune(weft_msvc_limits *l)
+{
+	loose_tune(l);
+	l->client_idle_timeout_ms = 600;
+}
+
+/* 7a. A client that sends and receives nothing is closed; one that keeps
+ * asking is not. */
+static void
+test_idle_clients_are_closed(void **state)
+{
+	rawpeer idle, busy;
+	rp_env e;
+	int i;
+
+	(void)state;
+	start(2, false, idle_tune);
+	client_in(&idle, NULL, "idle");
+	client_in(&busy, NULL, "busy");
+	for (i = 0; i < 8; i++) {
+		assert_true(
+		    rp_request(&busy, (uint64_t)i + 1, VERB_ECHO, "x", 1));
+		assert_int_equal(rp_read_env(&busy, &e, WAIT_MS), 0);
+		test_wait(one_held, NULL,
+		          200); /* 200 ms, nothing to wait for */
+	}
+	assert_true(rp_closed(&idle, 100));
+	assert_int_equal(stats(0).idle_clients, 1);
+	assert_true(rp_request(&busy, 99, VERB_ECHO, "x", 1));
+	assert_int_equal(rp_read_env(&busy, &e, WAIT_MS), 0);
+	rp_close(&idle);
+	rp_close(&busy);
+	stop();
+}
+
+static void
+cap_tune(weft_msvc_limits *l)
+{
+	loose_tune(l);
+	l->max_clients = 5;
+	l->max_clients_per_address = 3;
+	l->max_handshakes = 4;
+}
+
+static int
+client_from(rawpeer *p, const char *src)
+{
+	assert_true(rp_connect_from(p, weft_msvc_port(cl.svc[0]), src, 0));
+	return rp_handshake(p, "test", "capped", RP_CLIENT, 1, 0);
+}
+
+/*
+ * 7b. Client connections are capped per address and in all, and
+ * connections in their handshake too; members still get in: n2, stopped
+ * and started again, is reached and answers.
+ */
+static void
+test_clients_are_capped_and_members_still_get_in(void **state)
+{
+	static const char *const from[] = {
+	    "127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"};
+	rawpeer c[7];
+	struct tally t = {.want = 1};
+	int i;
+
+	(void)state;
+	start(2, false, cap_tune);
+	for (i = 0; i < 5; i++)
+		assert_int_equal(client_from(&c[i], from[i]), 0);
+	assert_int_equal(client_from(&c[5], "127.0.0.1"), 5); /* NO_CLIENTS */
+	rp_close(&c[5]);
+	assert_int_equal(client_from(&c[5], "127.0.0.3"), 5);
+	rp_close(&c[5]);
+	WAIT_STAT(0, clients_refused, 2);
+	/* A member that comes back is let in with every client slot taken. */
+	cluster_stop_node(&cl, 1, 1000);
+	assert_int_equal(cluster_start_node(&cl, 1), 0);
+	assert_int_equal(weft_msvc_request(cl.svc[1], cluster_peer(&cl, 1, 0),
+	                                   VERB_ECHO, "m", 1, NULL, tally_cb,
+	                                   &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, WAIT_MS));
+	assert_int_equal(atomic_load(&t.ok), 1);
+	/* Silent connections beyond the handshake cap are closed at once. */
+	for (i = 0; i < 5; i++)
+		rp_close(&c[i]);
+	for (i = 0; i < 6; i++)
+		assert_true(
+		    rp_connect_from(&c[i], weft_msvc_port(cl.svc[0]), NULL, 0));
+	WAIT_STAT(0, handshakes_dropped, 2);
+	for (i = 0; i < 6; i++)
+		rp_close(&c[i]);
+	stop();
+}
+
 int
 main(void)
 {
@@ -485,6 +737,12 @@ main(void)
 	    cmocka_unit_test(test_dialer_claiming_the_acceptors_id_is_refused),
 	    cmocka_unit_test(
 	        test_optional_mode_refuses_plaintext_claims_of_tls_members),
+	    cmocka_unit_test(
+	        test_client_that_never_reads_is_stopped_and_closed),
+	    cmocka_unit_test(
+	        test_frames_that_never_finish_are_counted_and_closed),
+	    cmocka_unit_test(test_idle_clients_are_closed),
+	    cmocka_unit_test(test_clients_are_capped_and_members_still_get_in),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

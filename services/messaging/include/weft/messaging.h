@@ -78,6 +78,26 @@ typedef struct weft_msvc_limits {
 	uint32_t worker_threads;        /* 2: runs handlers marked BLOCKING */
 	uint32_t connections[WEFT_MSVC_CLASSES]; /* 1, 1, 1 per peer */
 	bool allow_clients; /* true: accept non-member clients */
+	/*
+	 * What one node grants peers it does not trust (docs/SECURITY.md).
+	 * Answers queued for all clients together, and for one client before
+	 * the node stops reading from it; a client that then does not read
+	 * its answers for client_stall_timeout is closed, as is one that
+	 * sends and receives nothing for client_idle_timeout. A frame begun
+	 * must end within frame_timeout (its bytes count as in flight
+	 * meanwhile). Client connections are capped per node (lowered at
+	 * start to what the file limit leaves once every member's
+	 * connections are provided for) and per source address; so are
+	 * connections still in their handshake.
+	 */
+	size_t client_outbound_bytes;     /* 64 MiB per node */
+	size_t client_pause_bytes;        /* 1 MiB per client */
+	uint64_t client_stall_timeout_ms; /* 30000 */
+	uint64_t client_idle_timeout_ms;  /* 60000 */
+	uint64_t frame_timeout_ms;        /* 30000 */
+	uint32_t max_clients;             /* 1024 */
+	uint32_t max_clients_per_address; /* 64 */
+	uint32_t max_handshakes;          /* 128 at once */
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -497,6 +517,15 @@ typedef struct weft_msvc_stats {
 	/* Responses from a peer other than the one asked (or from a client,
 	 * which is never asked): dropped, connection closed. */
 	uint64_t forged_responses;
+	/* What untrusted peers were refused or granted (docs/SECURITY.md). */
+	uint64_t clients_refused; /* too many clients, in all or per address */
+	uint64_t handshakes_dropped; /* too many connections in a handshake */
+	uint64_t client_pauses;      /* clients not read: answers backed up */
+	uint64_t stalled_clients;    /* closed: not reading their answers */
+	uint64_t idle_clients;       /* closed: idle */
+	uint64_t frame_timeouts;     /* closed: a frame not completed in time */
+	uint64_t clients_open;       /* client connections open now */
+	uint64_t client_queued_bytes; /* answer bytes queued for clients now */
 	/* Connections. */
 	uint64_t connections_accepted;
 	uint64_t connections_open;

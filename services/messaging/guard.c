@@ -1,0 +1,396 @@
+/*
+ * guard.c: what a node grants the peers it accepts (docs/SECURITY.md).
+ *
+ * Connections in their handshake and client connections are capped per
+ * node and per source address, within what the file limit leaves once
+ * every member's connections are provided for, so that clients can never
+ * use up the descriptors a member needs to come back. Answers queued for
+ * clients are bounded per node, and a client whose answers back up is no
+ * longer read until it reads them. A frame's bytes count as in flight
+ * from its first byte, and each accepted connection has deadlines: its
+ * handshake, a frame begun, a client's idleness, a client not reading.
+ *
+ * Deadlines are kept lazily: activity only stores a time, and one timer
+ * per accepted connection fires at the earliest deadline that is armed,
+ * looks at each, and re-arms.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "msvc_int.h"
+
+#define NS_PER_MS 1000000ull
+/* Descriptors kept beyond the members' connections: the listener, the
+ * loops' own, files, the metrics endpoint. */
+#define FD_SLACK 64
+
+static void on_watch(weft_timer *t, void *arg);
+
+/* ---- Caps ----------------------------------------------------------------
+ */
+
+void
+weft__msvc_guard_init(weft_msvc *svc)
+{
+	const weft_msvc_limits *l = &svc->cfg->limits;
+	struct rlimit rl;
+	uint64_t per_peer = 0, reserve, avail;
+	uint32_t c;
+
+	svc->client_cap = l->max_clients;
+	svc->handshake_cap = l->max_handshakes;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	/* Every member dials us and we dial it, each class on its own. */
+	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
+		per_peer += 2u * l->connections[c];
+	reserve = per_peer * svc->npeers + FD_SLACK;
+	avail = rl.rlim_cur > reserve ? rl.rlim_cur - reserve : 0;
+	if ((uint64_t)svc->client_cap + svc->handshake_cap <= avail)
+		return;
+	if (svc->handshake_cap > avail / 4)
+		svc->handshake_cap = (uint32_t)(avail / 4);
+	if (svc->client_cap > avail - svc->handshake_cap)
+		svc->client_cap = (uint32_t)(avail - svc->handshake_cap);
+	weft_warn("msvc %s: the file limit (%llu) leaves room for %u clients "
+	          "and %u handshakes beside the members' connections; raise "
+	          "it (ulimit -n) for max_clients = %u",
+	          svc->id, (unsigned long long)rl.rlim_cur, svc->client_cap,
+	          svc->handshake_cap, l->max_clients);
+}
+
+/* The host part of "host:port", "[v6]:port" or a Unix path. */
+static void
+host_of(const char *peer, char *out, size_t len)
+{
+	const char *colon = strrchr(peer, ':');
+
+	if (colon == NULL || strncmp(peer, "unix:", 5) == 0)
+		colon = peer + strlen(peer);
+	snprintf(out, len, "%.*s", (int)(colon - peer), peer);
+}
+
+/* Adds delta (+1 or -1) to the clients from c's address; returns the
+ * count before. Requires nothing; takes the address lock. */
+static uint32_t
+address_count(weft_msvc *svc, const char *host, int delta)
+{
+	struct weft__msvc_addr *a = NULL, *grown;
+	uint32_t before = 0;
+	size_t i;
+
+	pthread_mutex_lock(&svc->addr_lock);
+	for (i = 0; i < svc->naddrs; i++)
+		if (strcmp(svc->addrs[i].host, host) == 0) {
+			a = &svc->addrs[i];
+			break;
+		}
+	if (a == NULL && delta > 0) {
+		if (svc->naddrs == svc->addrs_cap) {
+			size_t cap = svc->addrs_cap ? svc->addrs_cap * 2 : 16;
+
+			grown = realloc(svc->addrs, cap * sizeof(*grown));
+			if (grown == NULL) {
+				pthread_mutex_unlock(&svc->addr_lock);
+				return UINT32_MAX; /* refuse: out of memory */
+			}
+			svc->addrs = grown;
+			svc->addrs_cap = cap;
+		}
+		a = &svc->addrs[svc->naddrs++];
+		snprintf(a->host, sizeof(a->host), "%s", host);
+		a->n = 0;
+	}
+	if (a != NULL) {
+		before = a->n;
+		a->n = (uint32_t)((int64_t)a->n + delta);
+		if (a->n == 0)
+			*a = svc->addrs[--svc->naddrs];
+	}
+	pthread_mutex_unlock(&svc->addr_lock);
+	return before;
+}
+
+/* ---- Deadlines ------------------------------------------------------------
+ */
+
+/* The earliest deadline armed on c, or 0. */
+static uint64_t
+next_deadline(const struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint64_t d[4] = {0, 0, 0, 0}, best = 0;
+	size_t i;
+
+	if (c->state == WEFT__MSVC_HANDSHAKE)
+		d[0] = c->handshake_deadline_ns;
+	if (c->frame_started_ns != 0)
+		d[1] = c->frame_started_ns + l->frame_timeout_ms * NS_PER_MS;
+	if (c->counted_client) {
+		d[2] =
+		    c->last_active_ns + l->client_idle_timeout_ms * NS_PER_MS;
+		if (c->blocked)
+			d[3] = c->blocked_since_ns +
+			       l->client_stall_timeout_ms * NS_PER_MS;
+	}
+	for (i = 0; i < 4; i++)
+		if (d[i] != 0 && (best == 0 || d[i] < best))
+			best = d[i];
+	return best;
+}
+
+/* Arms c's timer for its earliest deadline, unless it fires earlier
+ * already. */
+static void
+watch(struct weft__msvc_conn *c)
+{
+	uint64_t at = next_deadline(c), now = weft__msvc_now_ns(c->ml);
+
+	if (at == 0 || c->watch == NULL ||
+	    (c->watch_at_ns != 0 && c->watch_at_ns <= at))
+		return;
+	c->watch_at_ns = at;
+	weft_timer_start(c->watch, at > now ? (at - now) / NS_PER_MS + 1 : 0,
+	                 0);
+}
+
+/* Closes c for a reason of its own doing, counted in *counter. */
+static void
+expel(struct weft__msvc_conn *c, _Atomic uint64_t *counter, const char *why)
+{
+	weft__msvc_count(counter, 1);
+	weft__msvc_conn_reject(c, why);
+}
+
+static void
+on_watch(weft_timer *t, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+	weft_msvc *svc = c->svc;
+	const weft_msvc_limits *l = &svc->cfg->limits;
+	uint64_t now = weft_now_ns();
+	char why[160];
+
+	(void)t;
+	c->watch_at_ns = 0;
+	if (c->ch == NULL || c->state == WEFT__MSVC_CLOSED)
+		return;
+	if (c->state == WEFT__MSVC_HANDSHAKE &&
+	    now >= c->handshake_deadline_ns) {
+		expel(c, &svc->st.handshakes_refused, "no handshake in time");
+	} else if (c->frame_started_ns != 0 &&
+	           now >=
+	               c->frame_started_ns + l->frame_timeout_ms * NS_PER_MS) {
+		snprintf(why, sizeof(why),
+		         "a frame not completed within %llu ms",
+		         (unsigned long long)l->frame_timeout_ms);
+		expel(c, &svc->st.frame_timeouts, why);
+	} else if (c->counted_client && c->blocked &&
+	           now >= c->blocked_since_ns +
+	                      l->client_stall_timeout_ms * NS_PER_MS) {
+		snprintf(why, sizeof(why),
+		         "not reading its answers for %llu ms",
+		         (unsigned long long)l->client_stall_timeout_ms);
+		expel(c, &svc->st.stalled_clients, why);
+	} else if (c->counted_client &&
+	           now >= c->last_active_ns +
+	                      l->client_idle_timeout_ms * NS_PER_MS) {
+		snprintf(why, sizeof(why), "idle for %llu ms",
+		         (unsigned long long)l->client_idle_timeout_ms);
+		expel(c, &svc->st.idle_clients, why);
+	} else {
+		watch(c);
+	}
+}
+
+/* ---- An accepted connection's life ----------------------------------------
+ */
+
+int
+weft__msvc_guard_accept(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	int rv;
+
+	if (atomic_fetch_add(&svc->handshaking, 1) >= svc->handshake_cap) {
+		atomic_fetch_sub(&svc->handshaking, 1);
+		weft__msvc_count(&svc->st.handshakes_dropped, 1);
+		return WEFT_EOVERLOAD;
+	}
+	c->counted_handshake = true;
+	if ((rv = weft_timer_new(c->ml->loop, on_watch, c, &c->watch)) != 0)
+		return rv;
+	c->last_active_ns = weft_now_ns();
+	c->handshake_deadline_ns =
+	    c->last_active_ns + svc->cfg->limits.connect_timeout_ms * NS_PER_MS;
+	watch(c);
+	return 0;
+}
+
+void
+weft__msvc_guard_handshake_done(struct weft__msvc_conn *c)
+{
+	if (c->counted_handshake)
+		atomic_fetch_sub(&c->svc->handshaking, 1);
+	c->counted_handshake = false;
+}
+
+int
+weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why)
+{
+	weft_msvc *svc = c->svc;
+	char host[WEFT_ADDRESS_MAX];
+
+	host_of(c->peer_addr, host, sizeof(host));
+	if (atomic_fetch_add(&svc->clients, 1) >= svc->client_cap) {
+		atomic_fetch_sub(&svc->clients, 1);
+		weft__msvc_count(&svc->st.clients_refused, 1);
+		return *why = "too many clients", WEFT__MSVC_R_NO_CLIENTS;
+	}
+	if (address_count(svc, host, 1) >=
+	    svc->cfg->limits.max_clients_per_address) {
+		address_count(svc, host, -1);
+		atomic_fetch_sub(&svc->clients, 1);
+		weft__msvc_count(&svc->st.clients_refused, 1);
+		return *why = "too many clients from this address",
+		       WEFT__MSVC_R_NO_CLIENTS;
+	}
+	c->counted_client = true;
+	c->last_active_ns = weft__msvc_now_ns(c->ml);
+	watch(c);
+	return WEFT__MSVC_OK;
+}
+
+void
+weft__msvc_guard_release(struct weft__msvc_conn *c)
+{
+	char host[WEFT_ADDRESS_MAX];
+
+	weft__msvc_guard_handshake_done(c);
+	if (c->counted_client) {
+		host_of(c->peer_addr, host, sizeof(host));
+		address_count(c->svc, host, -1);
+		atomic_fetch_sub(&c->svc->clients, 1);
+		c->counted_client = false;
+	}
+	weft__msvc_guard_frame_done(c);
+	c->frame_started_ns = 0;
+	if (c->watch != NULL)
+		weft_timer_stop(c->watch);
+	c->watch_at_ns = 0;
+}
+
+void
+weft__msvc_guard_fini(struct weft__msvc_conn *c)
+{
+	if (c->watch != NULL)
+		weft_timer_free(c->watch);
+	c->watch = NULL;
+}
+
+/* ---- Frames ---------------------------------------------------------------
+ */
+
+bool
+weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t before;
+
+	if (c->frame_started_ns == 0) {
+		c->frame_started_ns = weft__msvc_now_ns(c->ml);
+		if (!c->outbound)
+			watch(c);
+	}
+	if (c->frame_reserved != 0)
+		return true;
+	/* The frame's bytes count as in flight from now, so unfinished
+	 * frames cannot hold more than the node's budget. One frame is
+	 * always let in, however large, or nothing could ever move. */
+	before = atomic_fetch_add(&svc->inflight, total);
+	if (before != 0 && before + total > limit) {
+		atomic_fetch_sub(&svc->inflight, total);
+		c->frame_wanted = total;
+		return false;
+	}
+	c->frame_reserved = total;
+	c->frame_wanted = 0;
+	return true;
+}
+
+bool
+weft__msvc_guard_may_resume(const struct weft__msvc_conn *c)
+{
+	uint64_t limit = c->svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t now = atomic_load(&c->svc->inflight);
+
+	if (c->frame_wanted != 0)
+		return now == 0 || now + c->frame_wanted <= limit;
+	return now < limit;
+}
+
+void
+weft__msvc_guard_frame_begun(struct weft__msvc_conn *c)
+{
+	if (c->frame_started_ns != 0)
+		return;
+	c->frame_started_ns = weft__msvc_now_ns(c->ml);
+	if (!c->outbound)
+		watch(c);
+}
+
+void
+weft__msvc_guard_frame_done(struct weft__msvc_conn *c)
+{
+	size_t n = c->frame_reserved;
+
+	c->frame_started_ns = 0;
+	c->frame_wanted = 0;
+	if (n == 0)
+		return;
+	c->frame_reserved = 0;
+	weft__msvc_inflight_release(c->svc, n);
+}
+
+/* ---- Clients that do not read ---------------------------------------------
+ */
+
+bool
+weft__msvc_guard_backlogged(struct weft__msvc_conn *c)
+{
+	weft_msvc_peer *peer = c->peer;
+
+	if (!c->counted_client || c->blocked ||
+	    atomic_load_explicit(&peer->queued_bytes, memory_order_relaxed) <=
+	        c->svc->cfg->limits.client_pause_bytes)
+		return c->blocked;
+	c->blocked = true;
+	c->blocked_since_ns = weft__msvc_now_ns(c->ml);
+	weft__msvc_count(&c->svc->st.client_pauses, 1);
+	weft_channel_set_auto_read(c->ch, false);
+	watch(c);
+	return true;
+}
+
+void
+weft__msvc_guard_drained(struct weft__msvc_conn *c)
+{
+	if (!c->blocked || c->ch == NULL ||
+	    atomic_load_explicit(&c->peer->queued_bytes, memory_order_relaxed) >
+	        c->svc->cfg->limits.client_pause_bytes / 2)
+		return;
+	c->blocked = false;
+	if (!c->paused) {
+		weft_channel_set_auto_read(c->ch, true);
+		weft__msvc_conn_process(c);
+	}
+}
+
+void
+weft__msvc_guard_active(struct weft__msvc_conn *c)
+{
+	c->last_active_ns = weft__msvc_now_ns(c->ml);
+}
