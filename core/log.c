@@ -91,6 +91,40 @@ weft_log(enum weft_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
+bool
+weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
+                 const char *fmt, ...)
+{
+	uint64_t now = weft_now_ns(), next, since, dropped;
+	char line[1024];
+	va_list ap;
+
+	next = __atomic_load_n(&lim->next_ns, __ATOMIC_RELAXED);
+	/* One thread wins the slot; the others count themselves. */
+	if (now < next ||
+	    !__atomic_compare_exchange_n(
+	        &lim->next_ns, &next, now + lim->interval_ms * 1000000u, false,
+	        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(&lim->suppressed, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	dropped = __atomic_exchange_n(&lim->suppressed, 0, __ATOMIC_RELAXED);
+	since = __atomic_exchange_n(&lim->since_ns, now, __ATOMIC_RELAXED);
+	if (level < weft_log_get_level())
+		return true;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (dropped == 0)
+		weft_log(level, "%s", line);
+	else
+		weft_log(level, "%s (and %llu more like it in the last %llu s)",
+		         line, (unsigned long long)dropped,
+		         (unsigned long long)((now - since + 999999999u) /
+		                              1000000000u));
+	return true;
+}
+
 uint64_t
 weft_now_ns(void)
 {

@@ -134,11 +134,14 @@ make_channel(weft_connect_req *req, struct bufferevent *bev)
 }
 
 static void
-on_bev_ready(struct bufferevent *bev, int status, void *arg)
+on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
 {
 	weft_connect_req *req = arg;
 
 	req->ready = NULL;
+	/* The caller has the status and reports it, once. */
+	if (status != 0 && why != NULL)
+		weft_debug("connect %s: %s", req->peer, why);
 	if (status != 0)
 		complete(req, NULL, status);
 	else

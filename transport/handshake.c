@@ -23,6 +23,7 @@ struct weft__ready {
 	weft__ready_cb cb;
 	void *arg;
 	char peer[WEFT_ADDRESS_MAX];
+	char why[256];
 };
 
 static void on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
@@ -35,8 +36,11 @@ handshake_done(struct bufferevent *bev)
 	return ssl == NULL || SSL_is_init_finished(ssl);
 }
 
+/* Keeps the first OpenSSL reason in why; returns how many errors were
+ * queued. */
 static int
-log_openssl_errors(struct bufferevent *bev, const char *what, const char *peer)
+openssl_errors(struct bufferevent *bev, const char *what, const char *peer,
+               char *why, size_t len)
 {
 	char detail[256];
 	unsigned long e;
@@ -49,24 +53,28 @@ log_openssl_errors(struct bufferevent *bev, const char *what, const char *peer)
 		if (ERR_GET_LIB(e) == 0)
 			continue;
 		ERR_error_string_n(e, detail, sizeof(detail));
-		weft_warn("%s %s: %s", what, peer ? peer : "", detail);
+		weft_debug("%s %s: %s", what, peer ? peer : "", detail);
+		if (why[0] == '\0')
+			snprintf(why, len, "%s", detail);
 	}
 	return n;
 }
 
 int
 weft__bev_error_status(struct bufferevent *bev, short events, const char *what,
-                       const char *peer)
+                       const char *peer, char *why, size_t len)
 {
 	int err = EVUTIL_SOCKET_ERROR();
 
-	if (log_openssl_errors(bev, what, peer) > 0)
+	why[0] = '\0';
+	if (openssl_errors(bev, what, peer, why, len) > 0)
 		return WEFT_ETLS;
 	if (events & BEV_EVENT_TIMEOUT)
 		return WEFT_ETIMEDOUT;
 	if (!handshake_done(bev)) {
-		weft_warn("%s %s: connection closed during the TLS handshake",
-		          what, peer ? peer : "");
+		snprintf(why, len,
+		         "connection closed during the TLS handshake");
+		weft_debug("%s %s: %s", what, peer ? peer : "", why);
 		return WEFT_ETLS;
 	}
 	if (events & BEV_EVENT_EOF)
@@ -89,8 +97,8 @@ finish(weft__ready *ready, int status)
 		bufferevent_free(bev);
 		bev = NULL;
 	}
+	cb(bev, status, ready->why[0] != '\0' ? ready->why : NULL, arg);
 	free(ready);
-	cb(bev, status, arg);
 }
 
 /* A loop that shuts down (or is freed) ends the handshakes it waits for,
@@ -114,7 +122,8 @@ on_handshake_event(struct bufferevent *bev, short events, void *arg)
 	}
 	if (events & (BEV_EVENT_ERROR | BEV_EVENT_EOF | BEV_EVENT_TIMEOUT))
 		finish(ready, weft__bev_error_status(
-		                  bev, events, "TLS handshake", ready->peer));
+		                  bev, events, "TLS handshake", ready->peer,
+		                  ready->why, sizeof(ready->why)));
 }
 
 static void
@@ -124,7 +133,7 @@ on_handshake_timeout(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	weft_warn("TLS handshake %s: timed out", ready->peer);
+	snprintf(ready->why, sizeof(ready->why), "TLS handshake timed out");
 	finish(ready, WEFT_ETIMEDOUT);
 }
 
@@ -136,7 +145,7 @@ weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev, const char *peer,
 	weft__ready *ready;
 
 	if (handshake_done(bev)) {
-		cb(bev, 0, arg);
+		cb(bev, 0, NULL, arg);
 		return NULL;
 	}
 	if ((ready = calloc(1, sizeof(*ready))) == NULL)
@@ -162,7 +171,7 @@ err_free_ready:
 	free(ready);
 err_free_bev:
 	bufferevent_free(bev);
-	cb(NULL, WEFT_ENOMEM, arg);
+	cb(NULL, WEFT_ENOMEM, NULL, arg);
 	return NULL;
 }
 

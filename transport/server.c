@@ -25,6 +25,8 @@
 #include "transport_int.h"
 
 #define ACCEPT_RETRY_MS 100
+/* At most one line per this many ms about dropped connections. */
+#define LOG_LIMIT_MS 5000
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
 
 struct weft_server {
@@ -57,6 +59,10 @@ struct weft_server {
 	atomic_uint_fast64_t rejected;
 	atomic_uint_fast64_t setup_failures;
 	atomic_uint_fast64_t channels_open;
+	/* A bad or unlucky connection is one line, not one per connection;
+	 * so is every pause of the accept loop. */
+	weft_log_limit log_dropped;
+	weft_log_limit log_accept;
 };
 
 /* One accepted connection on its way to its loop. */
@@ -99,12 +105,14 @@ static const weft_handler server_handler = {
 
 /* handoff_fail drops a connection that never became a channel. */
 static void
-handoff_fail(handoff *h, int status)
+handoff_fail(handoff *h, int status, const char *why)
 {
 	weft_server *srv = h->srv;
 
-	weft_warn("server %s: dropping connection from %s: %s", srv->address,
-	          h->peer, weft_strerror(status));
+	weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
+	                 "server %s: dropping connection from %s: %s%s%s",
+	                 srv->address, h->peer, weft_strerror(status),
+	                 why != NULL ? ": " : "", why != NULL ? why : "");
 	atomic_fetch_add_explicit(&srv->setup_failures, 1,
 	                          memory_order_relaxed);
 	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
@@ -138,8 +146,10 @@ make_channel(handoff *h, struct bufferevent *bev)
 	if ((rv = srv->opts.init(ch, srv->opts.init_arg)) != 0 ||
 	    (rv = weft__channel_install_readers(
 	         ch, srv->opts.channel.max_read_bytes)) != 0) {
-		weft_warn("server %s: setting up %s failed: %s", srv->address,
-		          weft_channel_peer(ch), weft_strerror(rv));
+		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
+		                 "server %s: setting up %s failed: %s",
+		                 srv->address, weft_channel_peer(ch),
+		                 weft_strerror(rv));
 		atomic_fetch_add_explicit(&srv->setup_failures, 1,
 		                          memory_order_relaxed);
 		weft_channel_close(ch);
@@ -151,16 +161,16 @@ make_channel(handoff *h, struct bufferevent *bev)
 err_close:
 	weft_channel_close(ch);
 err_fail:
-	handoff_fail(h, rv);
+	handoff_fail(h, rv, NULL);
 }
 
 static void
-on_bev_ready(struct bufferevent *bev, int status, void *arg)
+on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
 {
 	handoff *h = arg;
 
 	if (status != 0)
-		handoff_fail(h, status);
+		handoff_fail(h, status, why);
 	else
 		make_channel(h, bev);
 }
@@ -171,7 +181,7 @@ on_tls_accepted(struct bufferevent *bev, int status, void *arg)
 	handoff *h = arg;
 
 	if (status != 0) {
-		handoff_fail(h, status);
+		handoff_fail(h, status, NULL);
 		return;
 	}
 	weft__bev_when_ready(h->loop, bev, h->peer,
@@ -189,7 +199,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 
 	if (status != 0) {
 		close(h->fd);
-		handoff_fail(h, status);
+		handoff_fail(h, status, NULL);
 		return;
 	}
 	if (srv->opts.tls != NULL) {
@@ -199,7 +209,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 		                          on_tls_accepted, h, &bev);
 		if (rv != 0 || bev == NULL) {
 			if (rv != 0)
-				handoff_fail(h, rv);
+				handoff_fail(h, rv, NULL);
 			return;
 		}
 		on_tls_accepted(bev, 0, h);
@@ -209,7 +219,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 	                             BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL) {
 		close(h->fd);
-		handoff_fail(h, WEFT_ENOMEM);
+		handoff_fail(h, WEFT_ENOMEM, NULL);
 		return;
 	}
 	make_channel(h, bev);
@@ -252,8 +262,10 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 	(void)lev;
 	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
 	if (over_limit(srv)) {
-		weft_warn("server %s: %zu channels open, refusing one more",
-		          srv->address, srv->opts.max_channels);
+		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
+		                 "server %s: %zu channels open, refusing one "
+		                 "more",
+		                 srv->address, srv->opts.max_channels);
 		close(fd);
 		return;
 	}
@@ -290,9 +302,10 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	atomic_fetch_add_explicit(&srv->accept_errors, 1, memory_order_relaxed);
 	/* EMFILE and friends leave the connection queued, so the listener
 	 * would fire again at once: pause instead of spinning. */
-	weft_warn("server %s: accept: %s; pausing accepts for %d ms",
-	          srv->address, weft__errstr(err, eb, sizeof(eb)),
-	          ACCEPT_RETRY_MS);
+	weft_log_limited(&srv->log_accept, WEFT_LOG_WARN,
+	                 "server %s: accept: %s; pausing accepts for %d ms",
+	                 srv->address, weft__errstr(err, eb, sizeof(eb)),
+	                 ACCEPT_RETRY_MS);
 	evconnlistener_disable(lev);
 	event_add(srv->retry, weft_loop_timeval(srv->accept_loop,
 	                                        ACCEPT_RETRY_MS, &scratch));
@@ -495,6 +508,8 @@ server_new(weft_loop *accept_loop, weft_loop_group *group,
 	if ((srv = calloc(1, sizeof(*srv))) == NULL)
 		return WEFT_ENOMEM;
 	atomic_init(&srv->refs, 1);
+	srv->log_dropped = (weft_log_limit)WEFT_LOG_LIMIT_INIT(LOG_LIMIT_MS);
+	srv->log_accept = (weft_log_limit)WEFT_LOG_LIMIT_INIT(LOG_LIMIT_MS);
 	srv->accept_loop = accept_loop;
 	srv->group = group;
 	srv->opts = *opts;

@@ -86,15 +86,19 @@ int weft__listen_open(const weft__addr *addr, int backlog, evutil_socket_t *fd);
 /* ---- Getting a bufferevent ready (handshake.c) ------------------------- */
 
 /* Runs once when bev can carry application data (status 0, bev now the
- * caller's) or cannot (a WEFT_E code, bev freed, NULL). */
-typedef void (*weft__ready_cb)(struct bufferevent *bev, int status, void *arg);
+ * caller's) or cannot (a WEFT_E code, bev freed, NULL; why, borrowed
+ * until the callback returns, says what OpenSSL or the socket said, or is
+ * NULL). */
+typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
+                               const char *why, void *arg);
 
 /*
  * weft__bev_when_ready calls cb at once (inside this call) for a plain
  * bufferevent or an OpenSSL one whose handshake is done; otherwise it
  * takes over bev's callbacks until the handshake finishes, fails
- * (WEFT_ETLS, detail logged) or timeout_ms passes (WEFT_ETIMEDOUT), and
- * calls cb then. peer names the other end in log lines. The result is a
+ * (WEFT_ETLS, the detail in why and at debug level in the log) or
+ * timeout_ms passes (WEFT_ETIMEDOUT), and calls cb then: whoever asked
+ * reports the failure. peer names the other end. The result is a
  * handle for weft__bev_ready_cancel, or NULL when cb has already run. Loop
  * thread of bev.
  */
@@ -112,10 +116,12 @@ void weft__bev_ready_cancel(weft__ready *ready);
 void weft__channel_start(weft_channel *ch);
 
 /* weft__bev_error_status names why a bufferevent event failed: WEFT_ETLS
- * for an OpenSSL error (logged with the OpenSSL detail), otherwise the
- * errno translation. what and peer are for the log line. */
+ * for an OpenSSL error (its detail in why, len bytes, and at debug level
+ * in the log), otherwise the errno translation. what and peer are for the
+ * log line. */
 int weft__bev_error_status(struct bufferevent *bev, short events,
-                           const char *what, const char *peer);
+                           const char *what, const char *peer, char *why,
+                           size_t len);
 
 /* ---- TLS hooks: implemented by tls.c (tls_stub.c without it) ----------- */
 

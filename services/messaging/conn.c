@@ -330,8 +330,10 @@ weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why)
 void
 weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why)
 {
-	weft_warn("msvc %s: closing connection from %s (%s): %s", c->svc->id,
-	          c->peer_addr, c->peer != NULL ? c->peer->id : "?", why);
+	weft_log_limited(&c->svc->log_reject, WEFT_LOG_WARN,
+	                 "msvc %s: closing connection from %s (%s): %s",
+	                 c->svc->id, c->peer_addr,
+	                 c->peer != NULL ? c->peer->id : "?", why);
 	if (c->ch != NULL)
 		weft_channel_close(c->ch);
 	c->state = WEFT__MSVC_CLOSED;
@@ -442,9 +444,10 @@ report_truncated(struct weft__msvc_conn *c)
 	if (left == 0)
 		return;
 	weft__msvc_count(&c->svc->st.bad_frames, 1);
-	weft_warn("msvc %s: connection from %s closed inside a frame "
-	          "(%zu byte(s) left)",
-	          c->svc->id, c->peer_addr, left);
+	weft_log_limited(&c->svc->log_reject, WEFT_LOG_WARN,
+	                 "msvc %s: connection from %s closed inside a frame "
+	                 "(%zu byte(s) left)",
+	                 c->svc->id, c->peer_addr, left);
 }
 
 static void
@@ -879,11 +882,12 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	    (weft_tls_is_active(c->ch) &&
 	     weft_tls_peer_check(c->ch, c->peer->id) != 0)) {
 		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-		weft_warn("msvc %s: dialed %s but %s answered%s", c->svc->id,
-		          c->peer->id, r.id,
-		          strcmp(r.id, c->peer->id) == 0
-		              ? " with a certificate for another name"
-		              : "");
+		weft_log_limited(&c->svc->log_reject, WEFT_LOG_WARN,
+		                 "msvc %s: dialed %s but %s answered%s",
+		                 c->svc->id, c->peer->id, r.id,
+		                 strcmp(r.id, c->peer->id) == 0
+		                     ? " with a certificate for another name"
+		                     : "");
 		snprintf(c->why, sizeof(c->why), "%s answered in its place",
 		         r.id);
 		weft_channel_close(c->ch);
@@ -922,9 +926,10 @@ handoff_task(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	if (status == 0 &&
 	    weft__msvc_response(h->ml, h->from, &h->env) == WEFT__MSVC_FORGED) {
-		weft_warn("msvc %s: closing connection from %s (%s): %s",
-		          h->ml->svc->id, weft_channel_peer(h->ch), h->from->id,
-		          FORGED_WHY);
+		weft_log_limited(&h->ml->svc->log_reject, WEFT_LOG_WARN,
+		                 "msvc %s: closing connection from %s (%s): %s",
+		                 h->ml->svc->id, weft_channel_peer(h->ch),
+		                 h->from->id, FORGED_WHY);
 		weft_channel_close(h->ch);
 	}
 	weft_channel_unref(h->ch);

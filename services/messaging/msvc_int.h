@@ -67,6 +67,8 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
  * or two per flush. */
 #define WEFT__MSVC_SCRATCH 16384
 #define WEFT__MSVC_SCRATCH_MIN 1024
+/* At most one line per this many ms about rejected connections. */
+#define WEFT__MSVC_LOG_LIMIT_MS 5000
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
 
@@ -458,6 +460,8 @@ struct weft_msvc {
 	_Atomic uint64_t key_rr;
 	struct weft__msvc_pool pool;
 	struct weft__msvc_nstats st;
+	/* A bad connection is one line, not one per connection. */
+	weft_log_limit log_reject;
 	/* Synchronous waits for stop and start. */
 	pthread_mutex_t wait_lock;
 	pthread_cond_t wait_cond;

@@ -78,12 +78,43 @@ test_sink_receives_lines_at_or_above_the_level(void **state)
 	weft_log_set_sink(NULL, NULL);
 }
 
+/* A burst of the same line is one line; the next one that gets through
+ * says how many were dropped. */
+static void
+test_limited_lines_are_counted_not_repeated(void **state)
+{
+	weft_log_limit lim = WEFT_LOG_LIMIT_INIT(60000);
+	struct captured c = {0};
+	int i, emitted = 0;
+
+	(void)state;
+	weft_log_set_sink(capture, &c);
+	weft_log_set_level(WEFT_LOG_INFO);
+	for (i = 0; i < 100; i++)
+		emitted +=
+		    weft_log_limited(&lim, WEFT_LOG_WARN, "bad peer %d", i);
+	assert_int_equal(emitted, 1);
+	assert_int_equal(c.calls, 1);
+	assert_string_equal(c.line, "bad peer 0");
+	/* The interval is over (as if a minute had passed). */
+	lim.next_ns = 0;
+	assert_true(weft_log_limited(&lim, WEFT_LOG_WARN, "bad peer %d", 100));
+	assert_int_equal(c.calls, 2);
+	assert_non_null(strstr(c.line, "bad peer 100 (and 99 more like it"));
+	/* Nothing dropped since: a plain line. */
+	lim.next_ns = 0;
+	assert_true(weft_log_limited(&lim, WEFT_LOG_WARN, "calm"));
+	assert_string_equal(c.line, "calm");
+	weft_log_set_sink(NULL, NULL);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_code_has_a_distinct_name_and_message),
 	    cmocka_unit_test(test_sink_receives_lines_at_or_above_the_level),
+	    cmocka_unit_test(test_limited_lines_are_counted_not_repeated),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,9 +28,23 @@
 static struct cluster cl;
 static tt_pki pki;
 
+/* Lines about closed connections, counted by the log sink (set while no
+ * loop runs, at the start of the group). */
+static _Atomic int closing_lines;
+
+static void
+count_lines(enum weft_log_level level, const char *line, void *arg)
+{
+	(void)arg;
+	fprintf(stderr, "%s\n", line);
+	if (level >= WEFT_LOG_WARN && strstr(line, "closing connection"))
+		atomic_fetch_add(&closing_lines, 1);
+}
+
 static int
 group_setup(void **state)
 {
+	weft_log_set_sink(count_lines, NULL);
 	if (test_setup(state) != 0 || tt_pki_new(&pki) != 0)
 		return -1;
 	if (tt_node(&pki, "n1", "n1") != 0 || tt_node(&pki, "n2", "n2") != 0 ||
@@ -43,6 +57,7 @@ group_setup(void **state)
 static int
 group_teardown(void **state)
 {
+	weft_log_set_sink(NULL, NULL);
 	tt_pki_free(&pki);
 	return test_teardown(state);
 }
@@ -724,6 +739,30 @@ test_clients_are_capped_and_members_still_get_in(void **state)
 	stop();
 }
 
+/* 9. Thirty bad connections in a burst are one warning, with a count. */
+static void
+test_a_burst_of_bad_connections_is_one_line(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	rawpeer p;
+	int i;
+
+	(void)state;
+	start(2, false, NULL);
+	atomic_store(&closing_lines, 0);
+	for (i = 0; i < 30; i++) {
+		client_in(&p, NULL, "noisy");
+		bad_tail(b, TAIL_ENVELOPE, p.crc);
+		assert_true(rp_send(&p, b));
+		assert_true(rp_closed(&p, WAIT_MS));
+		rp_close(&p);
+	}
+	WAIT_STAT(0, bad_envelopes, 30);
+	assert_int_equal(atomic_load(&closing_lines), 1);
+	evbuffer_free(b);
+	stop();
+}
+
 int
 main(void)
 {
@@ -743,6 +782,7 @@ main(void)
 	        test_frames_that_never_finish_are_counted_and_closed),
 	    cmocka_unit_test(test_idle_clients_are_closed),
 	    cmocka_unit_test(test_clients_are_capped_and_members_still_get_in),
+	    cmocka_unit_test(test_a_burst_of_bad_connections_is_one_line),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -101,6 +101,31 @@ WEFT_API void weft_log(enum weft_log_level level, const char *fmt, ...)
     WEFT_PRINTF(2, 3);
 WEFT_API void weft_logv(enum weft_log_level level, const char *fmt, va_list ap);
 
+/*
+ * A rate limit for one kind of log line (say, "closing a bad
+ * connection"): weft_log_limited lets at most one line through per
+ * interval, counts the ones it drops, and adds their number to the next
+ * line that gets through ("... (and 41 more like it in the last 10 s)").
+ * Embed one per kind of line in the object that logs it, initialised with
+ * WEFT_LOG_LIMIT_INIT; its fields are the library's. Any thread.
+ */
+typedef struct weft_log_limit {
+	uint64_t interval_ms;
+	uint64_t next_ns;    /* when the next line may go */
+	uint64_t suppressed; /* lines dropped since the last one */
+	uint64_t since_ns;   /* when the last line went */
+} weft_log_limit;
+
+#define WEFT_LOG_LIMIT_INIT(interval_ms)                                       \
+	{                                                                      \
+		(interval_ms), 0, 0, 0                                         \
+	}
+
+/* weft_log_limited is weft_log through lim. Returns true when the line
+ * was emitted (or would have been, below the log level). */
+WEFT_API bool weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
+                               const char *fmt, ...) WEFT_PRINTF(3, 4);
+
 #define WEFT_LOG_ENABLED(level) ((level) >= weft_log_get_level())
 #define weft_debug(...)                                                        \
 	do {                                                                   \
