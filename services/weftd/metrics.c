@@ -1,5 +1,6 @@
 /* metrics.c: the node's counters in Prometheus text, on request. */
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -39,15 +40,24 @@ weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
 	return weft_kv_metrics_dump(d->kv, out);
 }
 
+/* Sends body, or for HEAD only the headers a GET would have had
+ * (libevent 2.1 would send the body after them too). */
 static void
 send_text(struct evhttp_request *req, int code, const char *reason,
           struct evbuffer *body)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	char length[24];
 
 	evhttp_add_header(h, "Content-Type",
 	                  "text/plain; version=0.0.4; charset=utf-8");
-	evhttp_send_reply(req, code, reason, body);
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+		evhttp_send_reply(req, code, reason, body);
+		return;
+	}
+	snprintf(length, sizeof(length), "%zu", evbuffer_get_length(body));
+	evhttp_add_header(h, "Content-Length", length);
+	evhttp_send_reply(req, code, reason, NULL);
 }
 
 static void

@@ -233,9 +233,11 @@ test_sigusr1_dumps_metrics_to_stderr(void **state)
 	assert_int_equal(echo(f, 0, "still here"), 0);
 }
 
-/* Fetches path from the node's metrics endpoint into buf. */
+/* Asks the node's metrics endpoint for path with method, and reads the
+ * whole answer (HTTP/1.0: up to the server's close) into buf. */
 static size_t
-http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
+http_ask(struct fixture *f, int i, const char *method, const char *path,
+         char *buf, size_t cap)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -248,8 +250,8 @@ http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.sin_port = htons(f->p[i].metrics_port);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
-	         path);
+	snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+	         method, path);
 	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	while (n + 1 < cap && wt_ms_since(start) < WAIT_MS) {
 		if (poll(&pfd, 1, WAIT_MS) <= 0 ||
@@ -260,6 +262,29 @@ http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
 	buf[n] = '\0';
 	close(fd);
 	return n;
+}
+
+static size_t
+http_get(struct fixture *f, int i, const char *path, char *buf, size_t cap)
+{
+	return http_ask(f, i, "GET", path, buf, cap);
+}
+
+/* HEAD gets the headers a GET would, and not one byte of body. */
+static void
+test_head_metrics_sends_no_body(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[1 << 20];
+	const char *end, *length;
+
+	assert_true(http_ask(f, 1, "HEAD", "/metrics", buf, sizeof(buf)) > 0);
+	assert_non_null(strstr(buf, " 200 OK\r\n"));
+	assert_non_null(strstr(buf, "text/plain; version=0.0.4"));
+	assert_non_null(length = strstr(buf, "Content-Length: "));
+	assert_true(atoi(length + 16) > 1000);
+	assert_non_null(end = strstr(buf, "\r\n\r\n"));
+	assert_int_equal(strlen(end), 4);
 }
 
 static void
@@ -546,6 +571,7 @@ main(void)
 	    cmocka_unit_test(test_weft_kv_across_nodes),
 	    cmocka_unit_test(test_sigusr1_dumps_metrics_to_stderr),
 	    cmocka_unit_test(test_metrics_endpoint_serves_prometheus_text),
+	    cmocka_unit_test(test_head_metrics_sends_no_body),
 	    cmocka_unit_test(test_sigkill_and_restart_under_load),
 	    cmocka_unit_test(test_sigterm_drains_and_exits_zero_under_traffic),
 	    cmocka_unit_test(test_bad_configuration_exits_with_2),
