@@ -665,7 +665,12 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "clients not accepted", WEFT__MSVC_R_NO_CLIENTS;
 	if (h->role > 1 || !weft__msvc_id_is_valid(h->id))
 		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
-	if (atomic_load(&svc->stopped))
+	/* From the start of a drain the node is going away: it lets in only
+	 * members that owe it answers (they reply on connections of their
+	 * own), until the drain ends. */
+	if (atomic_load(&svc->stopping) &&
+	    (*member < 0 || atomic_load(&svc->stopped) ||
+	     weft__msvc_relaxed(&svc->peers[*member]->st.pending) == 0))
 		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
 	/* With TLS, a member or client must be who its certificate names: a
 	 * valid cluster certificate does not let one speak for another. */

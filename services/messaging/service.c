@@ -457,8 +457,10 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 		return;
 	while (atomic_load(&svc->callers) > 0)
 		sched_yield();
-	/* Keep accepting while draining: between members, the answers to
-	 * our requests arrive on connections our peers dial. */
+	/* The listener stays open while draining, but new handshakes are
+	 * answered SHUTTING_DOWN (so dialers know, rather than wait), but
+	 * for members that owe us answers: they reply on their own
+	 * connections. */
 	if (atomic_load(&svc->started))
 		wait_quiet(svc, deadline);
 	if (svc->server != NULL)

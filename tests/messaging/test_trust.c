@@ -763,6 +763,50 @@ test_a_burst_of_bad_connections_is_one_line(void **state)
 	stop();
 }
 
+/* 11. A node that is draining answers new handshakes SHUTTING_DOWN,
+ * while what it still waits for arrives on the connections it has. */
+struct stopper {
+	weft_msvc *svc;
+	pthread_t thread;
+};
+
+static void *
+stop_main(void *arg)
+{
+	struct stopper *s = arg;
+
+	weft_msvc_stop(s->svc, 10000);
+	return NULL;
+}
+
+static void
+test_draining_node_refuses_new_handshakes(void **state)
+{
+	struct stopper s;
+	struct reply r = {0};
+	rawpeer p;
+	int status = 0;
+	uint64_t deadline;
+
+	(void)state;
+	start(2, false, NULL);
+	(void)pending_request_to_n2(&r);
+	s.svc = cl.svc[0];
+	pthread_create(&s.thread, NULL, stop_main, &s);
+	/* The drain waits for n1's request to n2; ask until it refuses. */
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	while (status != 7 && weft_now_ns() < deadline) {
+		rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+		status = rp_handshake(&p, "test", "late", RP_CLIENT, 1, 0);
+		rp_close(&p);
+	}
+	assert_int_equal(status, 7); /* SHUTTING_DOWN */
+	/* n2's answer still reaches n1 during the drain. */
+	answer_held(&r);
+	pthread_join(s.thread, NULL);
+	stop();
+}
+
 int
 main(void)
 {
@@ -783,6 +827,7 @@ main(void)
 	    cmocka_unit_test(test_idle_clients_are_closed),
 	    cmocka_unit_test(test_clients_are_capped_and_members_still_get_in),
 	    cmocka_unit_test(test_a_burst_of_bad_connections_is_one_line),
+	    cmocka_unit_test(test_draining_node_refuses_new_handshakes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -223,8 +223,11 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
 /*
  * weft_msvc_stop shuts the service down gracefully: new send and request
  * calls fail with WEFT_ESHUTDOWN at once, inbound messages are refused
- * with a "shutting down" error, queued messages are written and pending
- * requests may complete until timeout_ms passes; then every request still
+ * with a "shutting down" error, new handshakes are refused with
+ * SHUTTING_DOWN (but for members this node waits for answers from),
+ * queued messages are written and pending requests may complete until
+ * timeout_ms passes; then
+ * every request still
  * pending ends with WEFT_ESHUTDOWN, unsent messages are dropped and
  * counted, and all connections close. Returns when every callback has
  * run. Idempotent. Not from one of the service's loops or workers.
