@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -87,9 +88,19 @@ wt_read_line(int fd, char *buf, size_t cap, uint64_t timeout_ms)
 	return -1;
 }
 
+/* The test thread's: the file limit of the next processes. */
+static unsigned spawn_nofile;
+
+void
+wt_spawn_nofile(unsigned n)
+{
+	spawn_nofile = n;
+}
+
 pid_t
 wt_spawn(char *const argv[], const char *err_path, int *out_fd)
 {
+	struct rlimit rl = {spawn_nofile, spawn_nofile};
 	int fds[2], err;
 	pid_t pid;
 
@@ -103,6 +114,8 @@ wt_spawn(char *const argv[], const char *err_path, int *out_fd)
 			_exit(126);
 		/* No node outlives a test that dies (a ctest timeout). */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (spawn_nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(125);
 		/* The tests read info lines (a TLS reload) from the log. */
 		setenv("WEFT_LOG", "info", 1);
 		execv(argv[0], argv);

@@ -42,6 +42,9 @@ ssize_t wt_read_line(int fd, char *buf, size_t cap, uint64_t timeout_ms);
 /* Starts argv with stdout on a pipe (*out_fd, its read end) and stderr
  * appended to err_path (NULL: /dev/null). */
 pid_t wt_spawn(char *const argv[], const char *err_path, int *out_fd);
+/* wt_spawn_nofile sets the file limit (RLIMIT_NOFILE) of the processes
+ * wt_spawn starts from now on; 0: inherited. */
+void wt_spawn_nofile(unsigned n);
 /* Waits for pid to exit; returns its wait status, or -1 at the
  * deadline. */
 int wt_wait_exit(pid_t pid, uint64_t timeout_ms);
