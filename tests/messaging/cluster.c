@@ -230,7 +230,8 @@ cluster_start_node(struct cluster *cl, int i)
 	int rv;
 
 	snprintf(id, sizeof(id), "n%d", i + 1);
-	if ((rv = weft_loop_group_new(1, &cl->groups[i])) != 0)
+	if ((rv = weft_loop_group_new(cl->loops > 0 ? (size_t)cl->loops : 1,
+	                              &cl->groups[i])) != 0)
 		return rv;
 	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, &o, &cl->svc[i])) !=
 	    0)
@@ -267,6 +268,7 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 		return WEFT_EINVAL;
 	the_cluster = cl;
 	cl->n = n;
+	cl->loops = o->loops;
 	memcpy(cl->tls, o->tls, sizeof(cl->tls));
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;

@@ -31,6 +31,7 @@ struct cluster {
 	/* Each node's TLS context (borrowed, NULL: none), kept for
 	 * restarts by cluster_start_node. */
 	weft_tls_ctx *tls[CLUSTER_MAX];
+	int loops; /* per node */
 	int n;
 	/* State the handlers update. */
 	_Atomic uint64_t sink_count[CLUSTER_MAX];
@@ -82,6 +83,7 @@ struct cluster_opts {
 	void (*tune)(weft_msvc_limits *l); /* may be NULL */
 	enum weft_msvc_tls_mode tls_mode;  /* the config's [tls] mode */
 	bool allow_plaintext_members;      /* and allow_plaintext_members */
+	int loops;                         /* per node; 0: 1 */
 	/* Node i's context, NULL: none. Borrowed: keep each alive until
 	 * cluster_stop has returned. */
 	weft_tls_ctx *tls[CLUSTER_MAX];

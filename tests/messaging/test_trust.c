@@ -363,6 +363,37 @@ test_response_from_another_member_is_refused(void **state)
 }
 
 /*
+ * On a node of two loops, a response read on one loop for a request of
+ * the other is handed over in a task; the connection it came on may be
+ * gone when the task runs (here: closed at once), and must still be there
+ * to be closed (the task holds it).
+ */
+static void
+test_forged_response_handed_between_loops(void **state)
+{
+	struct cluster_opts o = {.tune = loose_tune, .loops = 2};
+	struct reply r = {0};
+	rawpeer p;
+	uint64_t id;
+	int i;
+
+	(void)state;
+	assert_int_equal(cluster_start_with(&cl, 3, &o), 0);
+	id = pending_request_to_n2(&r);
+	/* Accepted connections alternate between the two loops. */
+	for (i = 0; i < 4; i++) {
+		rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+		assert_int_equal(
+		    rp_handshake(&p, "test", "n3", RP_MEMBER, 1, i), 0);
+		forge(&p, id, VERB_HOLD, RP_RESPONSE);
+		rp_close(&p);
+	}
+	WAIT_STAT(0, forged_responses, 4);
+	answer_held(&r);
+	stop();
+}
+
+/*
  * Posing as n2 itself (plaintext cannot prove it is not), a peer sprays
  * responses over every id layout it could guess: slots 0..63 of every
  * loop, generations 1..8. None may complete the request.
@@ -816,6 +847,7 @@ main(void)
 	    cmocka_unit_test(test_response_from_a_client_is_refused),
 	    cmocka_unit_test(test_response_from_another_member_is_refused),
 	    cmocka_unit_test(test_request_ids_cannot_be_guessed),
+	    cmocka_unit_test(test_forged_response_handed_between_loops),
 	    cmocka_unit_test(test_tls_client_id_must_match_its_certificate),
 	    cmocka_unit_test(test_dialer_claiming_the_acceptors_id_is_refused),
 	    cmocka_unit_test(
