@@ -101,14 +101,15 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 			goto bad;
 		d->load_on = strcmp(v, "on") == 0;
 	}
+	/* The library logs only warnings by default; a daemon's operator
+	 * wants its info lines (peers up and down, ready, draining). */
+	level = WEFT_LOG_INFO;
 	v = weft_msvc_config_get(d->cfg, "weftd", "log_level");
-	if (v != NULL) {
-		if (parse_log_level(v, &level) != 0)
-			goto bad;
-		/* The WEFT_LOG environment variable wins over the file. */
-		if (getenv("WEFT_LOG") == NULL)
-			weft_log_set_level(level);
-	}
+	if (v != NULL && parse_log_level(v, &level) != 0)
+		goto bad;
+	/* The WEFT_LOG environment variable wins over the file. */
+	if (getenv("WEFT_LOG") == NULL)
+		weft_log_set_level(level);
 	return 0;
 
 bad:

@@ -89,8 +89,12 @@ typedef void (*weft_log_cb)(enum weft_log_level level, const char *line,
  */
 WEFT_API void weft_log_set_sink(weft_log_cb cb, void *arg);
 
-/* weft_log_set_level drops messages below level. Any thread. Default INFO,
- * or the WEFT_LOG environment variable (debug, info, warn, error, off). */
+/*
+ * weft_log_set_level drops messages below level. Any thread. The default is
+ * WEFT_LOG_WARN, so a program that uses weft sees only warnings and errors
+ * on its stderr unless it asks for more; the WEFT_LOG environment variable
+ * (debug, info, warn, error, off) sets the starting level instead.
+ */
 WEFT_API void weft_log_set_level(enum weft_log_level level);
 WEFT_API enum weft_log_level weft_log_get_level(void);
 
