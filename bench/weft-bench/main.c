@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <weft/core.h>
+
 #include "wbench.h"
 
 int
@@ -13,6 +15,10 @@ main(int argc, char **argv)
 {
 	wbench_opts o;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("weft-bench %s\n", weft_version());
+		return 0;
+	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
 		wbench_usage(argc < 2 ? stderr : stdout);

@@ -55,7 +55,8 @@ usage(FILE *f)
 	           "delete KEY\n"
 	           "  put KEY - reads the value from standard input.\n"
 	           "  With TLS, the certificate must name the client id "
-	           "(--id).\n");
+	           "(--id).\n"
+	           "  weft-kv --help | --version\n");
 }
 
 static int
@@ -83,12 +84,13 @@ parse_args(struct cli *c, int argc, char **argv)
 	    {"tls-cert", required_argument, NULL, 'C'},
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	int opt, args;
 	char *end;
 
-	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:h", longopts,
+	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:hV", longopts,
 	                          NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -113,6 +115,9 @@ parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("weft-kv %s\n", weft_version());
 			exit(0);
 		default:
 			goto bad;

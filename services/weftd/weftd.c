@@ -29,7 +29,8 @@ usage(FILE *f)
 	           "  --tls-cert FILE    this node's certificate, instead of "
 	           "[tls] cert\n"
 	           "  --tls-key FILE     its key, instead of [tls] key\n"
-	           "  -h, --help         this text\n");
+	           "  -h, --help         this text\n"
+	           "  -V, --version      the version\n");
 }
 
 /* Parses the command line; 0, or an exit code. */
@@ -42,11 +43,12 @@ parse_args(struct weftd *d, int argc, char **argv)
 	    {"tls-cert", required_argument, NULL, 'C'},
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:i:C:K:h", longopts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "c:i:C:K:hV", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'c':
@@ -63,6 +65,9 @@ parse_args(struct weftd *d, int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("weftd %s\n", weft_version());
 			exit(0);
 		default:
 			usage(stderr);

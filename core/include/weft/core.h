@@ -7,6 +7,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/*
+ * The version of these headers. A release x.y.z follows semantic versioning
+ * (docs/STABILITY.md): before 1.0 every minor release may change the API
+ * and the ABI, and the shared library's SONAME changes with it
+ * (libweft.so.0.MINOR); from 1.0 on, only a major release does (SONAME
+ * libweft.so.MAJOR). The build reads these three lines, so they are the one
+ * place the version is written.
+ */
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+#define WEFT__STRINGIFY(x) #x
+#define WEFT__VERSION_TEXT(a, b, c)                                            \
+	WEFT__STRINGIFY(a) "." WEFT__STRINGIFY(b) "." WEFT__STRINGIFY(c)
+/* "0.1.0" */
+#define WEFT_VERSION_STRING                                                    \
+	WEFT__VERSION_TEXT(WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR,             \
+	                   WEFT_VERSION_PATCH)
+/* 0x00MMmmpp: one number to compare, as OPENSSL_VERSION_NUMBER. */
+#define WEFT_VERSION_NUMBER                                                    \
+	((WEFT_VERSION_MAJOR << 16) | (WEFT_VERSION_MINOR << 8) |              \
+	 WEFT_VERSION_PATCH)
+
 #if defined(__GNUC__)
 #define WEFT_API __attribute__((visibility("default")))
 #define WEFT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -51,6 +75,16 @@ enum weft_errno {
 	WEFT_ERRNO_MAP(WEFT__ERRNO_ENUM)
 #undef WEFT__ERRNO_ENUM
 };
+
+/*
+ * weft_version is the version of the library the program runs with, as
+ * WEFT_VERSION_STRING was when it was built: it differs from the headers'
+ * when a program built against one release loads another. A constant
+ * string. Any thread.
+ */
+WEFT_API const char *weft_version(void);
+/* weft_version_number is the running library's WEFT_VERSION_NUMBER. */
+WEFT_API unsigned weft_version_number(void);
 
 /* weft_strerror names a WEFT_E code (or 0). Returns a constant string, never
  * NULL. Any thread. */

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <weft/core.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 
@@ -279,6 +280,10 @@ main(int argc, char **argv)
 	pid_t child;
 	char c;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("msvc-bench %s\n", weft_version());
+		return 0;
+	}
 	bench.conns = 4;
 	bench.depth = 32;
 	bench.size = 64;
