@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Makefile: entry points that wrap CMake. `make run` runs the main job (the
 # benchmarks), `make test` builds and runs every test. See README.md.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* channel.c: a bufferevent, the pipeline around it, and its life cycle. */
 #include <errno.h>
 #include <stdint.h>

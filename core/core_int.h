@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core_int.h: what the files of core/ share, and nothing else sees. */
 #ifndef WEFT_CORE_INT_H
 #define WEFT_CORE_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* error.c: the version, error codes, their names and messages. */
 #include <errno.h>
 

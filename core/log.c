@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.c: leveled logging to stderr or a user sink. */
 #include <pthread.h>
 #include <signal.h>

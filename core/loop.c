@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* loop.c: one event_base driven by one thread, and its task queue. */
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # gen-certs.sh: a cluster CA and one certificate per node, with the openssl
 # command line tool, for weft's mutual TLS.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # install-deps.sh: install the Debian packages weft needs to build and test.
 #
 # Quiet when nothing is missing. As root it installs only what is missing;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* address.c: address text, name resolution and socket errors. */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connect.c: non-blocking client connects over TCP and Unix sockets, with
  * one deadline for all the addresses a name resolves to and for the TLS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * transport_int.h: what the transport's files share, and the hooks that
  * tls.c implements. Private to the transport module (and white-box tests).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * codec_bench.c: how fast the codecs go on one core.
  *

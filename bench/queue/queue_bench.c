@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * queue_bench: the loop's hand-off queue against liburcu's wfcqueue.
  *

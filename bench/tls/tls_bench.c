@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_bench.c: weft-tls-bench, TLS against plaintext through weft's full
  * pipeline (TCP channel, frame codec, one handler call per message) on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cluster.c: the cluster workload's coordinator. It starts P node
  * processes (cnode.c) on loopback, tells each the others' ports, relays

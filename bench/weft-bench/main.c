@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-bench: throughput and latency of weft's pipeline over TCP, beside a
  * raw-socket reference. See `weft-bench --help` and docs/BENCHMARKS.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo-server [ADDRESS]: sends every frame back to the client that sent it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.c: the values of the [kv] section. */
 #include <ctype.h>
 #include <errno.h>

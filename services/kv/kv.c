@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv.c: the key-value service: set-up, reads, the clock and counters. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv_int.h: the key-value service's private types and functions. */
 #ifndef WEFT_KV_INT_H
 #define WEFT_KV_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.c: the cluster configuration, built in code or read from INI. */
 #include <stdio.h>
 #include <stdlib.h>

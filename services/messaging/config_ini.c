@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config_ini.c: reading the cluster configuration from an INI file. */
 #include <errno.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lat.c: a compact latency histogram for one peer's request round trips.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.c: counters, latency snapshots and the Prometheus text dump. */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* msvc_int.h: the messaging service's private types and functions. */
 #ifndef WEFT_MSVC_INT_H
 #define WEFT_MSVC_INT_H

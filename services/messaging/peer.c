@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * peer.c: sending to one peer. Every peer has a home loop that owns its
  * connections. A sender on the home loop encodes straight into the

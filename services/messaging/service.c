@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* service.c: the service's life (new, start, stop, free) and its API. */
 #include <sched.h>
 #include <stdio.h>

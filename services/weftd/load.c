@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * load.c: the load verb (docs/WEFTD.md), with which `weft-bench cluster
  * --hosts` runs the cluster workload on weftd nodes started elsewhere.

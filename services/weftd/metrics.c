@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.c: the node's counters in Prometheus text, on request. */
 #include <netinet/in.h>
 #include <string.h>

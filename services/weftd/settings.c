@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* settings.c: the [weftd] section of the cluster configuration. */
 #include <ctype.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft_kv_cli.c: weft-kv, the key-value service's command-line client. It
  * joins the cluster as a non-member client (its answers come back on the

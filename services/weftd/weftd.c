@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weftd.c: the node daemon. `weftd --config cluster.ini --id n1` runs one
  * member of the cluster: the messaging service on a loop group, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weftd_int.h: the node daemon's parts. */
 #ifndef WEFTD_INT_H
 #define WEFTD_INT_H

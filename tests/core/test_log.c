@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_log.c: error codes and the log sink. */
 #include <errno.h>
 #include <setjmp.h>

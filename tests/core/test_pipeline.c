@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_pipeline.c: channels and their pipelines over a bufferevent pair. */
 #include <pthread.h>
 #include <sched.h>

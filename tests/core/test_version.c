@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* SPDX-License-Identifier: MIT */
 /* test_version.c: the version macros and weft_version() agree. */
 #include <setjmp.h>
 #include <stdarg.h>

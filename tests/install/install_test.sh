@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # install_test.sh CMAKE BUILD_DIR CONSUMER_DIR WORK_DIR CC LIBDIR [SANITIZER]
 #
 # Installs the weft build in BUILD_DIR into WORK_DIR/prefix, then, as a user

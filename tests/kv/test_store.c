@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_store.c: the key-value replica, its payloads and its settings
  * (white-box: services/kv/kv_int.h). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_cluster.c: a 3-node cluster in one process: requests, one-way
  * ordering, unknown verbs, timeouts, expiry, large messages. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_config.c: the cluster configuration, from code and from INI. */
 #include <setjmp.h>
 #include <stdarg.h>

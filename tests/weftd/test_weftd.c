@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_weftd.c: three weftd processes on loopback, driven by a non-member
  * client service in the test and by the weft-kv binary: requests to every

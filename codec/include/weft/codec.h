@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h) share:
  * their counters.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft/crc32c.h: CRC-32C (Castagnoli), as iSCSI, ext4 and SCTP use it. */
 #ifndef WEFT_CRC32C_H
 #define WEFT_CRC32C_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/line.h: delimited lines (text protocols, logs, tests).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/msgpack_codec.h: msgpack messages over frames (msgpack-c's C API).
  *

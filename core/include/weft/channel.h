@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/channel.h: one connection, bound to one loop for its life, and the
  * pipeline of handlers between its bytes and the application.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft/core.h: library set-up, error codes and logging. */
 #ifndef WEFT_CORE_H
 #define WEFT_CORE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/histogram.h: a latency histogram with log-linear buckets (HdrHistogram
  * style): values up to 2^(sub_bits) are exact, above that each power of two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft/loop.h: event loops, loop groups, cross-thread tasks and timers. */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msvc_bench.c: request/response rate of the messaging service between
  * two nodes in two processes on loopback, in the shape of a reactor RPC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c: a program built against an installed weft, as a user would. */
 #include <stdio.h>
 

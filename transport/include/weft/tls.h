@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/tls.h: TLS (OpenSSL 3) for weft servers and clients.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/transport.h: where a channel's bytes come from. TCP and Unix-socket
  * servers and clients, and an in-process channel pair.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/kv.h: an in-memory replicated key-value store on the messaging
  * service, written only against <weft/messaging.h>, as the model of how
