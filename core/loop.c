@@ -75,7 +75,8 @@ run_tasks(weft_loop *loop, int status)
 	t = weft__mpsc_take_all(&loop->tasks);
 	while (t != NULL) {
 		/* The callback may free or re-post its task. */
-		next = atomic_load_explicit(&t->next, memory_order_relaxed);
+		next = atomic_load_explicit(WEFT__TASK_NEXT(t),
+		                            memory_order_relaxed);
 		t->cb(loop, status, t->arg);
 		t = next;
 		n++;

@@ -5,6 +5,10 @@
 
 #include <weft/core.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * weft_crc32c extends crc with len bytes of data and returns the new CRC.
  * Start with crc = 0; feeding data in pieces gives the same result as in one
@@ -12,5 +16,9 @@
  * crc32 instruction when the CPU has it, a table otherwise. Any thread.
  */
 WEFT_API uint32_t weft_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

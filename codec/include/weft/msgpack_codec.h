@@ -28,6 +28,10 @@
 #include <weft/channel.h>
 #include <weft/codec.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct evbuffer;
 
 /* msgpack-c's unpacker holds 32 open containers: the most max_depth can
@@ -136,5 +140,9 @@ WEFT_API int weft_msgpack_codec_add(weft_channel *ch, const char *name,
 WEFT_API int weft_msgpack_codec_add_after(weft_channel *ch, const char *base,
                                           const char *name,
                                           const weft_msgpack_codec_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 #include <weft/core.h>
 #include <weft/loop.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct bufferevent;
 struct evbuffer;
 
@@ -254,5 +258,9 @@ WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
 
 /* weft_msg_free releases a message that will go no further. */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * The version of these headers. A release x.y.z follows semantic versioning
  * (docs/STABILITY.md): before 1.0 every minor release may change the API
@@ -152,5 +156,9 @@ WEFT_API void weft_logv(enum weft_log_level level, const char *fmt, va_list ap);
 WEFT_API uint64_t weft_now_ns(void);
 /* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. */
 WEFT_API uint64_t weft_wall_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

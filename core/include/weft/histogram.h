@@ -12,6 +12,10 @@
 
 #include <weft/core.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct weft_histogram weft_histogram;
 
 /* weft_histogram_new makes an empty histogram for values 0..2^63. */
@@ -49,5 +53,9 @@ WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h, double p);
  */
 WEFT_API bool weft_histogram_next(const weft_histogram *h, size_t *cursor,
                                   uint64_t *value, uint64_t *count);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -32,6 +32,10 @@
 #include <weft/core.h>
 #include <weft/loop.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A TLS context, made with the functions in <weft/tls.h>. */
 typedef struct weft_tls_ctx weft_tls_ctx;
 
@@ -224,5 +228,9 @@ WEFT_API int weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
  * not resolve names): 0 or WEFT_EADDR. Any thread.
  */
 WEFT_API int weft_address_check(const char *address);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -39,6 +39,10 @@
 
 #include <weft/messaging.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct evbuffer;
 
 /* The verbs the service registers. */
@@ -146,5 +150,9 @@ WEFT_API int weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node,
                                    const void *key, size_t key_len,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

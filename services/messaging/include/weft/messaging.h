@@ -30,6 +30,10 @@
 #include <weft/core.h>
 #include <weft/loop.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct evbuffer;
 /* A TLS context, from <weft/tls.h>. */
 typedef struct weft_tls_ctx weft_tls_ctx;
@@ -482,5 +486,9 @@ WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
  * thread.
  */
 WEFT_API int weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
