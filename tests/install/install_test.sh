@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# install_test.sh CMAKE BUILD_DIR CONSUMER_DIR WORK_DIR CC LIBDIR [SANITIZER]
+# install_test.sh CMAKE BUILD_DIR CONSUMER_DIR WORK_DIR CC LIBDIR SANITIZER
+#                 VERSION SOVERSION CXX CHECK_HEADERS
 #
 # Installs the weft build in BUILD_DIR into WORK_DIR/prefix, then, as a user
 # of the installed package would:
 #   1. builds CONSUMER_DIR with find_package(weft) (shared and static) and
-#      runs both programs;
-#   2. builds CONSUMER_DIR/main.c with `pkg-config --cflags --libs weft` and
-#      runs it;
-#   3. compiles every installed public header on its own, to show each one
-#      is self-contained.
-# Exits 0 on success, 77 (ctest: skipped) when it cannot run here.
+#      runs both programs; the consumer's CMakeLists.txt fails if
+#      find_package(weft) changed any variable of its own;
+#   2. does it again with only the public dependencies visible to
+#      pkg-config (no inih, no OpenSSL, ...): weft::weft must still be
+#      found, built against and run;
+#   3. builds CONSUMER_DIR/main.c with `pkg-config --cflags --libs weft`
+#      and runs it, with every dependency and with the public ones only;
+#   4. checks the version: pkg-config's, the SONAME of libweft.so
+#      (libweft.so.SOVERSION) and weft_version() (in the consumer);
+#   5. compiles every installed public header on its own as strict C11 and
+#      as C++ (CHECK_HEADERS; CXX "-" when there is no C++ compiler).
+# SANITIZER may be empty. Exits 0 on success, 77 (ctest: skipped) when it
+# cannot run here.
 set -euo pipefail
 
-if [ $# -lt 6 ]; then
-	echo "usage: $0 CMAKE BUILD_DIR CONSUMER_DIR WORK_DIR CC LIBDIR [SAN]" >&2
+if [ $# -lt 11 ]; then
+	echo "usage: $0 CMAKE BUILD_DIR CONSUMER_DIR WORK_DIR CC LIBDIR SAN" \
+		"VERSION SOVERSION CXX CHECK_HEADERS" >&2
 	exit 2
 fi
 cmake=$1 build_dir=$2 consumer_dir=$3 work=$4 cc=$5 libdir=$6
-sanitizer=${7:-}
+sanitizer=$7 version=$8 soversion=$9 cxx=${10} check_headers=${11}
 prefix=$work/prefix
 expected="protocol error"
 
@@ -76,15 +85,59 @@ libdir_abs=$(pkg-config --variable=libdir weft)
 check_output "pkg-config" \
 	"$(LD_LIBRARY_PATH="$libdir_abs" "$work/consumer-pc")"
 
-step "compiling each installed header on its own"
-read -r -a pc_cflags <<<"$(pkg-config --cflags weft)"
-count=0
-for header in "$prefix"/include/weft/*.h; do
-	name=weft/$(basename "$header")
-	printf '#include <%s>\n' "$name" >"$work/header.c"
-	"$cc" -std=c11 -Wall -Wextra -Werror -fsyntax-only \
-		"${pc_cflags[@]}" "$work/header.c" ||
-		{ echo "FAIL: <$name> does not compile alone" >&2; exit 1; }
-	count=$((count + 1))
+step "checking the version"
+modversion=$(pkg-config --modversion weft)
+if [ "$modversion" != "$version" ]; then
+	echo "FAIL: pkg-config says weft $modversion, the build is $version" >&2
+	exit 1
+fi
+soname=$(readelf -d "$libdir_abs/libweft.so" |
+	sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+if [ "$soname" != "libweft.so.$soversion" ]; then
+	echo "FAIL: SONAME '$soname', expected libweft.so.$soversion" >&2
+	exit 1
+fi
+echo "version: ok ($modversion, SONAME $soname)"
+
+# Only libevent_core and msgpack, weft's public dependencies, stay visible
+# to pkg-config: a program linked against the shared library must not need
+# inih, OpenSSL or the other private ones.
+step "building against weft with only its public dependencies visible"
+public_pc=$work/pc-public
+mkdir -p "$public_pc"
+for pc in libevent_core msgpack; do
+	cp "$(pkg-config --variable=pcfiledir "$pc")/$pc.pc" "$public_pc/"
 done
-echo "headers: ok ($count compiled alone)"
+export PKG_CONFIG_LIBDIR="$public_pc:$prefix/$libdir/pkgconfig"
+unset PKG_CONFIG_PATH
+if pkg-config --exists inih || pkg-config --exists openssl; then
+	echo "FAIL: inih or openssl is still visible to pkg-config" >&2
+	exit 1
+fi
+"$cmake" -S "$consumer_dir" -B "$work/cmake-public" \
+	-DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+	-DWEFT_CONSUMER_SHARED_ONLY=ON \
+	-DCMAKE_C_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="$san_flags" \
+	>"$work/cmake-public.log" 2>&1 ||
+	{ cat "$work/cmake-public.log"; exit 1; }
+grep -q "weft::weft_static is not defined" "$work/cmake-public.log" ||
+	{ cat "$work/cmake-public.log"; echo "FAIL: no word on weft_static" >&2;
+	  exit 1; }
+"$cmake" --build "$work/cmake-public" >"$work/cmake-public-build.log" 2>&1 ||
+	{ cat "$work/cmake-public-build.log"; exit 1; }
+check_output "find_package, public dependencies only" \
+	"$("$work/cmake-public/consumer")"
+read -r -a pc_flags <<<"$(pkg-config --cflags --libs weft)"
+# shellcheck disable=SC2086 # san_flags is empty or one word
+"$cc" -std=c11 -Wall -Wextra -Werror $san_flags \
+	-o "$work/consumer-pc-public" "$consumer_dir/main.c" "${pc_flags[@]}"
+check_output "pkg-config, public dependencies only" \
+	"$(LD_LIBRARY_PATH="$libdir_abs" "$work/consumer-pc-public")"
+
+step "compiling each installed header on its own"
+rv=0
+bash "$check_headers" "$cc" "$cxx" "$prefix/include" -- \
+	$(pkg-config --cflags libevent_core msgpack) || rv=$?
+if [ "$rv" -ne 0 ] && [ "$rv" -ne 77 ]; then
+	exit 1
+fi
