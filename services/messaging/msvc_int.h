@@ -23,6 +23,7 @@ struct weft__msvc_node {
 
 struct weft__msvc_kv {
 	char *section, *key, *value;
+	int line; /* in the file it was read from; 0: set in code */
 };
 
 struct weft_msvc_config {
@@ -33,13 +34,34 @@ struct weft_msvc_config {
 	weft_msvc_tls_config tls;
 	struct weft__msvc_kv *extra;
 	size_t extra_len, extra_cap;
+	char *source; /* the file read, for messages; NULL: built in code */
 };
 
 bool weft__msvc_id_is_valid(const char *id);
 void weft__msvc_limits_defaults(weft_msvc_limits *l);
 ssize_t weft__msvc_config_find(const weft_msvc_config *cfg, const char *id);
 int weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
-                                const char *key, const char *value);
+                                const char *key, const char *value, int line);
+int weft__msvc_config_set_source(weft_msvc_config *cfg, const char *source);
+/* The file name for messages ("<config>" for a config built in code). */
+const char *weft__msvc_config_source(const weft_msvc_config *cfg);
+
+/* conf.c: the values' grammar and key tables (weft.conf(5)). */
+bool weft__conf_parse_size(const char *s, uint64_t *out);
+bool weft__conf_parse_duration(const char *s, uint64_t *out);
+bool weft__conf_parse_bool(const char *s, bool *out);
+bool weft__conf_parse_address(const char *s, weft_msvc_conf_address *out);
+const weft_msvc_conf_key *weft__conf_find(const weft_msvc_conf_key *keys,
+                                          size_t n, const char *name);
+/* weft__conf_set parses value as k says into dst (the section's struct);
+ * 0, or WEFT_ECONFIG with the reason in why. */
+int weft__conf_set(const weft_msvc_conf_key *k, const char *value, void *dst,
+                   char *why, size_t whylen);
+/* weft__conf_apply finds key in keys and sets it; 0, or WEFT_ECONFIG with
+ * "[section] key: reason" or "[section]: unknown key 'key'" in msg. */
+int weft__conf_apply(const char *section, const weft_msvc_conf_key *keys,
+                     size_t n, const char *key, const char *value, void *dst,
+                     char *msg, size_t msglen);
 int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
                                size_t errlen);
 int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
