@@ -101,7 +101,7 @@ weftd_http_start(struct weftd *d)
 {
 	struct evhttp_bound_socket *bs;
 
-	if (!d->metrics_on)
+	if (d->set.metrics.host[0] == '\0')
 		return 0;
 	if ((d->http = evhttp_new(weft_loop_base(d->main_loop))) == NULL)
 		return WEFT_ENOMEM;
@@ -110,11 +110,11 @@ weftd_http_start(struct weftd *d)
 	evhttp_set_max_body_size(d->http, 4096);
 	evhttp_set_timeout(d->http, 10);
 	evhttp_set_gencb(d->http, on_request, d);
-	bs = evhttp_bind_socket_with_handle(d->http, d->metrics_host,
-	                                    d->metrics_port);
+	bs = evhttp_bind_socket_with_handle(d->http, d->set.metrics.host,
+	                                    d->set.metrics.port);
 	if (bs == NULL) {
 		weft_error("weftd: metrics_listen %s:%u: cannot bind",
-		           d->metrics_host, d->metrics_port);
+		           d->set.metrics.host, d->set.metrics.port);
 		evhttp_free(d->http);
 		d->http = NULL;
 		return WEFT_EADDRINUSE;
