@@ -161,9 +161,10 @@ check_config(struct weftd *d)
 		        d->config_path);
 		return WEFTD_EXIT_CONFIG;
 	}
-	printf("weftd: %s: configuration OK (cluster %s, %zu nodes%s%s)\n",
+	printf("weftd: %s: configuration OK (cluster %s, %zu node%s%s%s)\n",
 	       d->config_path, weft_msvc_config_cluster(d->cfg), n,
-	       d->id ? ", node " : "", d->id ? d->id : "");
+	       n == 1 ? "" : "s", d->id ? ", this one " : "",
+	       d->id ? d->id : "");
 	return 0;
 }
 

@@ -16,7 +16,11 @@
 #   4. checks the version: pkg-config's, the SONAME of libweft.so
 #      (libweft.so.SOVERSION) and weft_version() (in the consumer);
 #   5. compiles every installed public header on its own as strict C11 and
-#      as C++ (CHECK_HEADERS; CXX "-" when there is no C++ compiler).
+#      as C++ (CHECK_HEADERS; CXX "-" when there is no C++ compiler);
+#   6. runs the installed weft-gen-certs, and checks weftd@.service: its
+#      command lines run (weftd --check-config on a cluster of the
+#      certificates just made) and, where systemd-analyze is installed,
+#      `systemd-analyze verify` accepts it.
 # SANITIZER may be empty. Exits 0 on success, 77 (ctest: skipped) when it
 # cannot run here.
 set -euo pipefail
@@ -140,4 +144,51 @@ bash "$check_headers" "$cc" "$cxx" "$prefix/include" -- \
 	$(pkg-config --cflags libevent_core msgpack) || rv=$?
 if [ "$rv" -ne 0 ] && [ "$rv" -ne 77 ]; then
 	exit 1
+fi
+
+step "weft-gen-certs and weftd@.service"
+bindir=$prefix/bin
+out=$("$bindir/weft-gen-certs" --version)
+if [ "$out" != "weft-gen-certs $version" ]; then
+	echo "FAIL: weft-gen-certs --version printed '$out'" >&2
+	exit 1
+fi
+"$bindir/weft-gen-certs" "$work/certs" n1 >/dev/null
+for f in ca.crt n1.crt n1.key; do
+	[ -s "$work/certs/$f" ] || { echo "FAIL: no $f" >&2; exit 1; }
+done
+cat >"$work/cluster.ini" <<EOF
+[cluster]
+name = installed
+[node n1]
+host = 127.0.0.1
+port = 0
+[tls]
+mode = all
+cert = $work/certs/n1.crt
+key = $work/certs/n1.key
+ca = $work/certs/ca.crt
+EOF
+unit=$(find "$prefix" -name 'weftd@.service' | head -n 1)
+[ -n "$unit" ] || { echo "FAIL: weftd@.service is not installed" >&2; exit 1; }
+# The unit as installed under this prefix, reading the test's cluster.
+sed -e "s|=/[^ ]*/bin/weftd |=$bindir/weftd |" \
+	-e "s|--config [^ ]*|--config $work/cluster.ini|" \
+	-e "s|^User=.*|User=$(id -un)|" -e "s|^Group=.*|Group=$(id -gn)|" \
+	"$unit" >"$work/weftd@.service"
+pre=$(sed -n 's/^ExecStartPre=//p' "$work/weftd@.service" | sed 's/%i/n1/g')
+# shellcheck disable=SC2086 # the unit's command line, split as systemd does
+$pre >"$work/check-config.log" 2>&1 ||
+	{ cat "$work/check-config.log"; echo "FAIL: $pre" >&2; exit 1; }
+grep -q "configuration OK" "$work/check-config.log"
+echo "weftd@.service ExecStartPre: ok ($(cat "$work/check-config.log"))"
+if command -v systemd-analyze >/dev/null 2>&1; then
+	cp "$work/weftd@.service" "$work/weftd@n1.service"
+	systemd-analyze verify --man=no "$work/weftd@n1.service" \
+		>"$work/verify.log" 2>&1 ||
+		{ cat "$work/verify.log"; echo "FAIL: systemd-analyze" >&2;
+		  exit 1; }
+	echo "weftd@.service: systemd-analyze verify: ok"
+else
+	echo "weftd@.service: systemd-analyze is not installed: not verified"
 fi
