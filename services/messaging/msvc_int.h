@@ -445,7 +445,17 @@ struct weft_msvc {
 	pthread_cond_t wait_cond;
 	uint32_t wait_count;
 	uint32_t busy; /* stop: loops still closing things */
+	/* sync.c: threads waiting for a peer to come up (monotonic). */
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
 };
+
+/* sync.c: blocking calls for threads that are not the service's. */
+void weft__msvc_sync_init(weft_msvc *svc);
+void weft__msvc_sync_fini(weft_msvc *svc);
+/* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
+ * changed, or the service is stopping. Any thread. */
+void weft__msvc_sync_notify(weft_msvc *svc);
 
 /* service.c */
 bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);

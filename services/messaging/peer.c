@@ -371,6 +371,7 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 	          up ? "up" : "down");
 	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
 		svc->peer_cb(svc, peer, up, svc->peer_cb_arg);
+	weft__msvc_sync_notify(svc);
 }
 
 void

@@ -516,6 +516,91 @@ WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
 
+/* ---- Waiting from other threads (sync.c) ------------------------------ */
+
+/*
+ * For a thread that is not one of the service's loops (the main thread, a
+ * worker of the program's own, a blocking handler): ask and wait, without
+ * writing a mutex and a condition variable around the callback. None of
+ * these may be called from one of the service's loops, whose thread would
+ * wait for the answer it is itself to deliver: they return WEFT_EBUSY
+ * there.
+ */
+
+/* An answer to come: made by weft_msvc_request_future. */
+typedef struct weft_msvc_future weft_msvc_future;
+
+/*
+ * weft_msvc_request_future sends a request as weft_msvc_request does and
+ * gives a future for its answer in *out, the caller's to free with
+ * weft_msvc_future_free. Returns 0, or weft_msvc_request's errors (no
+ * future made). Any thread.
+ */
+WEFT_API int weft_msvc_request_future(weft_msvc *svc, weft_msvc_peer *peer,
+                                      uint32_t verb, const void *data,
+                                      size_t len,
+                                      const weft_msvc_call_opts *opts,
+                                      weft_msvc_future **out);
+
+/*
+ * weft_msvc_future_wait waits until the request has ended, for at most
+ * timeout_ms (UINT64_MAX: as long as it takes, which is bounded: every
+ * request ends, at the latest when it times out). Returns 0 once it ended
+ * (weft_msvc_future_status says how), WEFT_ETIMEDOUT if it has not yet
+ * (wait again, or free the future), or WEFT_EBUSY on one of the service's
+ * loops. Any other thread.
+ */
+WEFT_API int weft_msvc_future_wait(weft_msvc_future *f, uint64_t timeout_ms);
+
+/* weft_msvc_future_is_done is true once the request has ended. Any
+ * thread. */
+WEFT_API bool weft_msvc_future_is_done(weft_msvc_future *f);
+
+/*
+ * weft_msvc_future_status is the ended request's status, as its reply
+ * callback would have seen it: 0, or a WEFT_E code (WEFT_ETIMEDOUT when no
+ * answer came in time, an error the responder sent, ...). WEFT_EBUSY while
+ * it has not ended. Any thread.
+ */
+WEFT_API int weft_msvc_future_status(weft_msvc_future *f);
+
+/*
+ * weft_msvc_future_data is the ended request's payload (the response, or
+ * the responder's error text) and its length in *len; borrowed from f
+ * until weft_msvc_future_free. NULL with *len 0 before the end. Any
+ * thread.
+ */
+WEFT_API const void *weft_msvc_future_data(weft_msvc_future *f, size_t *len);
+
+/* weft_msvc_future_free frees f; if the request is still out, its answer
+ * is dropped when it comes. NULL is ignored. Any thread. */
+WEFT_API void weft_msvc_future_free(weft_msvc_future *f);
+
+/*
+ * weft_msvc_call sends a request and waits for its end: the blocking
+ * request. The response payload, or the text of an error the responder
+ * sent, is appended to reply (may be NULL). Returns what the reply
+ * callback would have seen (0, WEFT_ETIMEDOUT, WEFT_EPEERDOWN, a
+ * responder's error, ...), one of weft_msvc_request's immediate errors, or
+ * WEFT_EBUSY on one of the service's loops. Any other thread.
+ */
+WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+                            const void *data, size_t len,
+                            const weft_msvc_call_opts *opts,
+                            struct evbuffer *reply);
+
+/*
+ * weft_msvc_peer_wait_up starts dialing peer if nothing has yet (peers
+ * are dialed lazily) and waits at most timeout_ms for it to be up (its
+ * urgent connection's handshake done, or a heartbeat answered). Returns 0
+ * once it is, WEFT_ETIMEDOUT, WEFT_ESHUTDOWN (the service is not started,
+ * or stopping), WEFT_EINVAL (this node itself, or not one of svc's
+ * members) or WEFT_EBUSY on one of the service's loops. Any other
+ * thread.
+ */
+WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
+                                    uint64_t timeout_ms);
+
 /* A peer state change: up after a handshake or heartbeat answer, down
  * when its urgent connection fails or it misses heartbeat_misses beats in
  * a row. Runs on one of the service's loops. */
