@@ -11,6 +11,7 @@
 #include <weft/channel.h>
 #include <weft/histogram.h>
 #include <weft/messaging.h>
+#include <weft/metrics.h>
 #include <weft/transport.h>
 
 /* ---- Configuration ----------------------------------------------------- */
@@ -359,6 +360,9 @@ struct weft_msvc_peer {
 	 * numbers, not a second histogram, to keep a peer small. */
 	pthread_mutex_t snap_lock;
 	uint64_t snap_count, snap_p50_ns, snap_p99_ns, snap_max_ns;
+	/* And the exposition's histogram (metrics.c). */
+	uint64_t snap_buckets[WEFT_METRICS_LATENCY_BUCKETS + 1];
+	double snap_sum_ns;
 	struct weft__msvc_pstats st;
 };
 
@@ -538,6 +542,11 @@ uint64_t weft__msvc_lat_max(const struct weft__msvc_lat *h);
  * lie: its bucket's upper edge, at most 1/16 above, capped at the maximum;
  * 0 when empty. */
 uint64_t weft__msvc_lat_percentile(const struct weft__msvc_lat *h, double p);
+/* weft__msvc_lat_buckets copies the counts in the exposition's latency
+ * buckets (<weft/metrics.h>) and returns the sum of all values, in ns. */
+double
+weft__msvc_lat_buckets(const struct weft__msvc_lat *h,
+                       uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1]);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);

@@ -8,24 +8,30 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include <weft/metrics.h>
+
 #include "weftd_int.h"
 
 static int
 dump_daemon(struct weftd *d, struct evbuffer *out)
 {
 	double up = (double)(weft_now_ns() - d->started_ns) / 1e9;
+	char node[2 * WEFT_MSVC_MAX_ID + 1], cluster[2 * WEFT_MSVC_MAX_ID + 1];
 
+	weft_metrics_escape(node, sizeof(node), d->id);
+	weft_metrics_escape(cluster, sizeof(cluster),
+	                    weft_msvc_config_cluster(d->cfg));
 	if (evbuffer_add_printf(
 	        out,
 	        "# HELP weftd_info The node this daemon runs.\n"
 	        "# TYPE weftd_info gauge\n"
-	        "weftd_info{node=\"%s\",cluster=\"%s\"} 1\n"
+	        "weftd_info{node=\"%s\",cluster=\"%s\",version=\"%s\"} 1\n"
 	        "# HELP weftd_uptime_seconds Time since start.\n"
 	        "# TYPE weftd_uptime_seconds gauge\n"
 	        "weftd_uptime_seconds{node=\"%s\"} %.3f\n",
-	        d->id, weft_msvc_config_cluster(d->cfg), d->id, up) < 0)
+	        node, cluster, weft_version(), node, up) < 0)
 		return WEFT_ENOMEM;
-	return 0;
+	return weft_metrics_dump_process(out);
 }
 
 int

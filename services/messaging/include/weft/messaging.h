@@ -698,10 +698,13 @@ typedef struct weft_msvc_stats {
 WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
 
 /*
- * weft_msvc_metrics_dump appends every counter (node, per peer, per verb,
- * latency quantiles) to out in the Prometheus text exposition format
- * (metric names start with weft_msvc_). Returns 0 or WEFT_ENOMEM. Any
- * thread.
+ * weft_msvc_metrics_dump appends every counter (node, per peer, per verb),
+ * an up gauge per peer and the latency histograms (buckets of
+ * <weft/metrics.h>) to out in the Prometheus text exposition format
+ * (metric names start with weft_msvc_; label values escaped). The node
+ * itself is not among the peers. The build and process metrics are
+ * weft_metrics_dump_process's, once per page. Returns 0 or WEFT_ENOMEM.
+ * Any thread.
  */
 WEFT_API int weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out);
 
