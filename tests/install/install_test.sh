@@ -20,7 +20,9 @@
 #   6. runs the installed weft-gen-certs, and checks weftd@.service: its
 #      command lines run (weftd --check-config on a cluster of the
 #      certificates just made) and, where systemd-analyze is installed,
-#      `systemd-analyze verify` accepts it.
+#      `systemd-analyze verify` accepts it;
+#   7. builds every example program (examples/*/*.c) with the README's
+#      command, `cc -std=c11 app.c $(pkg-config --cflags --libs weft)`.
 # SANITIZER may be empty. Exits 0 on success, 77 (ctest: skipped) when it
 # cannot run here.
 set -euo pipefail
@@ -192,3 +194,25 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 else
 	echo "weftd@.service: systemd-analyze is not installed: not verified"
 fi
+
+# The README's command, exactly, for every example program; then again
+# with every warning on, so that they stay clean.
+step "building the examples with the README's command"
+examples_dir=$(cd "$consumer_dir/../../../examples" && pwd)
+export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
+unset PKG_CONFIG_LIBDIR
+count=0
+for src in "$examples_dir"/*/*.c; do
+	name=$(basename "$src" .c)
+	# shellcheck disable=SC2046 # the README splits pkg-config's words too
+	cc -std=c11 "$src" $(pkg-config --cflags --libs weft) \
+		-o "$work/example-$name" ||
+		{ echo "FAIL: $src does not build with the README's command" >&2;
+		  exit 1; }
+	# shellcheck disable=SC2046,SC2086
+	"$cc" -std=c11 -Wall -Wextra -Werror $san_flags "$src" \
+		$(pkg-config --cflags --libs weft) -o "$work/example-$name" ||
+		{ echo "FAIL: $src has warnings" >&2; exit 1; }
+	count=$((count + 1))
+done
+echo "examples: ok ($count built with cc -std=c11 ... \$(pkg-config --cflags --libs weft))"
