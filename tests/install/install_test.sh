@@ -22,7 +22,9 @@
 #      certificates just made) and, where systemd-analyze is installed,
 #      `systemd-analyze verify` accepts it;
 #   7. builds every example program (examples/*/*.c) with the README's
-#      command, `cc -std=c11 app.c $(pkg-config --cflags --libs weft)`.
+#      command, `cc -std=c11 app.c $(pkg-config --cflags --libs weft)`;
+#   8. finds the man pages installed (where scdoc built them), with a
+#      one-line page per function that points at its header's page.
 # SANITIZER may be empty. Exits 0 on success, 77 (ctest: skipped) when it
 # cannot run here.
 set -euo pipefail
@@ -216,3 +218,20 @@ for src in "$examples_dir"/*/*.c; do
 	count=$((count + 1))
 done
 echo "examples: ok ($count built with cc -std=c11 ... \$(pkg-config --cflags --libs weft))"
+
+# `make install` puts the man pages in place, one per function too.
+step "the man pages"
+if command -v scdoc >/dev/null 2>&1; then
+	mandir=$(find "$prefix" -type d -name man8 -path '*/man/*' | head -n 1)
+	mandir=${mandir%/man8}
+	for f in man8/weftd.8 man5/weft.conf.5 man7/weft.7 man1/weft-kv.1 \
+		man1/weft-bench.1 man1/weft-gen-certs.1 man3/weft_msvc.3; do
+		[ -s "$mandir/$f" ] ||
+			{ echo "FAIL: $f is not installed" >&2; exit 1; }
+	done
+	grep -qx '.so man3/weft_msvc.3' "$mandir/man3/weft_msvc_call.3" ||
+		{ echo "FAIL: no man3/weft_msvc_call.3 link" >&2; exit 1; }
+	echo "man: ok ($(find "$mandir" -type f | wc -l) files in $mandir)"
+else
+	echo "man: scdoc is not installed: the pages were not built"
+fi
