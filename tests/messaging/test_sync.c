@@ -175,7 +175,9 @@ try_waiting_on_a_loop(weft_loop *loop, int status, void *arg)
 	    weft_msvc_call(o->cl->svc[0], peer, VERB_ECHO, "", 0, NULL, NULL);
 	o->wait_up = weft_msvc_peer_wait_up(o->cl->svc[0], peer, 10);
 	o->future_wait = -1;
-	if (weft_msvc_request_future(o->cl->svc[0], peer, VERB_HOLD, "", 0,
+	/* The answer comes on this very loop (node 1 has one): it cannot
+	 * have arrived, so the wait must refuse rather than block. */
+	if (weft_msvc_request_future(o->cl->svc[0], peer, VERB_ECHO, "", 0,
 	                             NULL, &f) == 0) {
 		o->future_wait = weft_msvc_future_wait(f, 10);
 		weft_msvc_future_free(f);

@@ -14,6 +14,7 @@
 #include <weft/line.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
+#include <weft/metrics.h>
 #include <weft/msgpack_codec.h>
 #include <weft/tls.h>
 #include <weft/transport.h>
