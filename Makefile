@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Makefile: entry points that wrap CMake. `make run` runs the main job (the
 # benchmarks), `make test` builds and runs every test. See README.md.
 
@@ -31,13 +32,18 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1$(if \
 TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test test-asan test-tsan format-check \
-	format install run clean
+.PHONY: all deps deps-all configure build test test-asan test-tsan \
+	format-check format install run clean
 
 all: build
 
+# What building and testing need; deps-all adds the optional tools
+# (clang-format, gnuplot, clang for fuzzing, liburcu, promtool).
 deps:
 	@scripts/install-deps.sh
+
+deps-all:
+	@scripts/install-deps.sh --all
 
 configure:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -72,11 +78,19 @@ FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard \
 	'*.c' '*.h' 2>/dev/null || find . -path './build*' -prune -o \
 	\( -name '*.c' -o -name '*.h' \) -print)
 
+# clang-format is optional: only these two targets need it.
+CLANG_FORMAT ?= clang-format
+NEED_CLANG_FORMAT = @command -v $(CLANG_FORMAT) >/dev/null 2>&1 || { \
+	echo "make $@: $(CLANG_FORMAT) is not installed (Debian package" \
+		"clang-format; make deps-all installs it)" >&2; exit 1; }
+
 format-check:
-	@clang-format --dry-run -Werror $(FORMAT_FILES)
+	$(NEED_CLANG_FORMAT)
+	@$(CLANG_FORMAT) --dry-run -Werror $(FORMAT_FILES)
 
 format:
-	clang-format -i $(FORMAT_FILES)
+	$(NEED_CLANG_FORMAT)
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* codec.c: what the codecs share: counters, errors, delivery, writes. */
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* codec_int.h: what the files of codec/ share, and nothing else sees. */
 #ifndef WEFT_CODEC_INT_H
 #define WEFT_CODEC_INT_H

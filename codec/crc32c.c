@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crc32c.c: CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), with the
  * SSE4.2 crc32 instruction when the CPU has it (three streams at once, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* frame.c: the length-field frame codec (weft/frame.h). */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* line.c: the delimited-line codec (weft/line.h). */
 #include <stdlib.h>
 #include <string.h>

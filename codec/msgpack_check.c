@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msgpack_check.c: a single pass over msgpack bytes that proves they hold
  * one object that msgpack-c can unpack within a memory bound, before

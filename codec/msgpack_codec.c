@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* msgpack_codec.c: msgpack messages over frames (weft/msgpack_codec.h). */
 #include <stdlib.h>
 #include <string.h>

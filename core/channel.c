@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* channel.c: a bufferevent, the pipeline around it, and its life cycle. */
 #include <errno.h>
 #include <stdint.h>
@@ -425,11 +426,14 @@ tail_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	weft_msg_free(type, msg);
 }
 
+/* An error nobody handled usually means the last handler forgot to: say
+ * so where it will be seen, as Netty does. */
 static void
 tail_error(weft_ctx *ctx, int status)
 {
-	weft_debug("%s: unhandled error: %s", ctx->ch->peer,
-	           weft_strerror(status));
+	weft_warn("%s: an error reached the tail of the pipeline unhandled "
+	          "(add an error handler): %s",
+	          ctx->ch->peer, weft_strerror(status));
 }
 
 static void

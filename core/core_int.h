@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* core_int.h: what the files of core/ share, and nothing else sees. */
 #ifndef WEFT_CORE_INT_H
 #define WEFT_CORE_INT_H
@@ -104,6 +105,18 @@ void weft__channel_abort(weft_channel *ch);
 weft_channel *weft__channel_next_on_loop(weft_channel *ch);
 
 /*
+ * weft_task.next is a plain pointer in the public header (C++ has no
+ * _Atomic); the queue accesses it as the atomic pointer it is. The two have
+ * the same size and alignment on every platform weft builds on, which the
+ * assertions check.
+ */
+#define WEFT__TASK_NEXT(t) ((weft_task * _Atomic *)&(t)->next)
+_Static_assert(sizeof(weft_task *_Atomic) == sizeof(weft_task *),
+               "an atomic pointer is a plain pointer");
+_Static_assert(_Alignof(weft_task *_Atomic) == _Alignof(weft_task *),
+               "an atomic pointer aligns as a plain pointer");
+
+/*
  * An intrusive multi-producer, single-consumer queue of tasks: producers
  * push onto a lock-free stack with one compare-and-swap; the consumer takes
  * the whole stack with one exchange and reverses it into posting order.
@@ -120,7 +133,8 @@ weft__mpsc_push(weft__mpsc *q, weft_task *t)
 	weft_task *old = atomic_load_explicit(&q->top, memory_order_relaxed);
 
 	do {
-		atomic_store_explicit(&t->next, old, memory_order_relaxed);
+		atomic_store_explicit(WEFT__TASK_NEXT(t), old,
+		                      memory_order_relaxed);
 	} while (!atomic_compare_exchange_weak_explicit(
 	    &q->top, &old, t, memory_order_release, memory_order_relaxed));
 	return old == NULL;
@@ -135,8 +149,10 @@ weft__mpsc_take_all(weft__mpsc *q)
 
 	t = atomic_exchange_explicit(&q->top, NULL, memory_order_acquire);
 	while (t != NULL) {
-		next = atomic_load_explicit(&t->next, memory_order_relaxed);
-		atomic_store_explicit(&t->next, fifo, memory_order_relaxed);
+		next = atomic_load_explicit(WEFT__TASK_NEXT(t),
+		                            memory_order_relaxed);
+		atomic_store_explicit(WEFT__TASK_NEXT(t), fifo,
+		                      memory_order_relaxed);
 		fifo = t;
 		t = next;
 	}

@@ -1,7 +1,20 @@
-/* error.c: error codes, their names and messages. */
+/* SPDX-License-Identifier: MIT */
+/* error.c: the version, error codes, their names and messages. */
 #include <errno.h>
 
 #include <weft/core.h>
+
+const char *
+weft_version(void)
+{
+	return WEFT_VERSION_STRING;
+}
+
+unsigned
+weft_version_number(void)
+{
+	return WEFT_VERSION_NUMBER;
+}
 
 const char *
 weft_strerror(int err)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* group.c: a fixed set of loops, each on its own thread. */
 #include <stdlib.h>
 #include <unistd.h>

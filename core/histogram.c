@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * histogram.c: log-linear latency histogram (see weft/histogram.h).
  *

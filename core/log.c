@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* log.c: leveled logging to stderr or a user sink. */
 #include <pthread.h>
 #include <signal.h>
@@ -25,12 +26,15 @@ level_from_env(void)
 	const char *env = getenv("WEFT_LOG");
 	int level;
 
+	/* A library speaks up only when something is wrong: INFO lines are
+	 * for programs that ask for them (weftd does), not for every host
+	 * program's stderr. */
 	if (env == NULL)
-		return WEFT_LOG_INFO;
+		return WEFT_LOG_WARN;
 	for (level = WEFT_LOG_DEBUG; level <= WEFT_LOG_ERROR; level++)
 		if (strcmp(env, level_names[level]) == 0)
 			return level;
-	return strcmp(env, "off") == 0 ? WEFT_LOG_OFF : WEFT_LOG_INFO;
+	return strcmp(env, "off") == 0 ? WEFT_LOG_OFF : WEFT_LOG_WARN;
 }
 
 enum weft_log_level

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* loop.c: one event_base driven by one thread, and its task queue. */
 #include <pthread.h>
 #include <sched.h>
@@ -74,7 +75,8 @@ run_tasks(weft_loop *loop, int status)
 	t = weft__mpsc_take_all(&loop->tasks);
 	while (t != NULL) {
 		/* The callback may free or re-post its task. */
-		next = atomic_load_explicit(&t->next, memory_order_relaxed);
+		next = atomic_load_explicit(WEFT__TASK_NEXT(t),
+		                            memory_order_relaxed);
 		t->cb(loop, status, t->arg);
 		t = next;
 		n++;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pipeline.c: the ordered handlers of a channel and event propagation. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* timer.c: one-shot and periodic timers on a loop. */
 #include <stdlib.h>
 #include <sys/time.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # bench-results.sh [BUILD_DIR] [OUT]: runs the benchmarks behind the results
 # section of docs/BENCHMARKS.md and writes their tables, in Markdown, to OUT
 # (default BUILD_DIR/bench-results/RESULTS.md). About ten minutes on two

@@ -1,8 +1,11 @@
 #!/bin/sh
-# gen-certs.sh: a cluster CA and one certificate per node, with the openssl
-# command line tool, for weft's mutual TLS.
+# SPDX-License-Identifier: MIT
+# weft-gen-certs: a cluster CA and one certificate per node, with the
+# openssl command line tool, for weft's mutual TLS (weft-gen-certs(1)).
+# Installed as weft-gen-certs; scripts/gen-certs.sh in the source tree.
 #
-#   scripts/gen-certs.sh [options] OUTDIR [NODE-ID...]
+#   weft-gen-certs [options] OUTDIR [NODE-ID...]
+#   weft-gen-certs --help | --version
 #
 # OUTDIR gets:
 #   ca.crt, ca.key     the cluster CA (made once; reused when present, so
@@ -31,6 +34,11 @@
 #   ca = OUTDIR/ca.crt
 set -eu
 
+# The build writes the release here when it installs the script; in the
+# source tree, <weft/core.h> next to it says.
+version='@PROJECT_VERSION@'
+me=$(basename "$0")
+
 days=825
 ca_days=3650
 keytype=ec
@@ -42,12 +50,24 @@ others=
 expired=
 
 die() {
-	echo "gen-certs.sh: $*" >&2
+	echo "$me: $*" >&2
 	exit 2
 }
 
+print_version() {
+	case $version in
+	@*)
+		h=$(dirname "$0")/../core/include/weft/core.h
+		version=$(sed -n 's/^#define WEFT_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' \
+			"$h" 2>/dev/null | paste -sd. -)
+		;;
+	esac
+	echo "weft-gen-certs ${version:-unknown}"
+	exit 0
+}
+
 usage() {
-	sed -n '2,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+	sed -n '3,/^set -eu/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
 	exit "${1:-2}"
 }
 
@@ -61,6 +81,7 @@ check_id() {
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-h | --help) usage 0 ;;
+	--version) print_version ;;
 	-c) [ $# -ge 2 ] || usage; config=$2; shift 2 ;;
 	-d) [ $# -ge 2 ] || usage; days=$2; shift 2 ;;
 	--ca-days) [ $# -ge 2 ] || usage; ca_days=$2; shift 2 ;;

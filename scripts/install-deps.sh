@@ -1,27 +1,60 @@
 #!/usr/bin/env bash
-# install-deps.sh: install the Debian packages weft needs to build and test.
+# SPDX-License-Identifier: MIT
+# install-deps.sh [--all]: install the Debian packages weft needs.
+#
+# Without options: what building weft and running its tests need (`make
+# deps`, and so `make test` and `make run`). With --all: also the tools of
+# the optional targets and checks, which CI runs:
+#   clang-format             make format, make format-check
+#   gnuplot-nox              weft-bench --plot (the plots of make run)
+#   clang, libclang-rt-14-dev  the libFuzzer targets (-DWEFT_FUZZ=ON)
+#   liburcu-dev              weft-queue-bench's comparison with liburcu
+#   promtool                 the metrics test (promtool check metrics): taken
+#                            out of Debian's prometheus package, which would
+#                            otherwise bring a whole Prometheus server
+# Each of these is optional: without it the target says what is missing, and
+# the test that needs it is skipped with the reason.
 #
 # Quiet when nothing is missing. As root it installs only what is missing;
-# otherwise it prints the apt-get line to run and exits 1.
+# otherwise it prints the commands to run and exits 1.
 set -euo pipefail
 
-packages=(
-	build-essential # gcc with its ASan/UBSan/TSan runtimes, make
+required=(
+	build-essential # gcc and g++ with their ASan/UBSan/TSan runtimes, make
 	cmake
 	pkg-config
-	libevent-dev    # libevent_core, libevent_pthreads, libevent_openssl
-	libmsgpack-dev  # msgpack-c (C API)
+	libevent-dev   # libevent_core, _pthreads, _openssl, _extra (evdns, evhttp)
+	libmsgpack-dev # msgpack-c (C API)
 	libssl-dev
-	openssl         # the CLI makes test certificates
+	openssl        # the CLI makes test certificates, and weft-gen-certs
 	libcmocka-dev
 	libinih-dev
-	liburcu-dev     # wfcqueue, for the hand-off queue benchmark
-	gnuplot-nox     # benchmark plots
-	iproute2        # ss/ip for network tests and benchmarks
-	clang           # libFuzzer targets
-	libclang-rt-14-dev # clang's sanitizer and fuzzer runtimes
-	clang-format    # make format-check
+	scdoc          # the man pages (docs/man/*.scd)
+	groff-base     # renders them in the man page test
+	iproute2       # ip, for the network namespace test (skipped elsewhere)
 )
+optional=(
+	clang-format
+	gnuplot-nox
+	clang
+	libclang-rt-14-dev
+	liburcu-dev
+)
+
+all=false
+case ${1:-} in
+--all) all=true ;;
+"") ;;
+*)
+	echo "usage: $0 [--all]" >&2
+	exit 2
+	;;
+esac
+
+packages=("${required[@]}")
+if $all; then
+	packages+=("${optional[@]}")
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -31,19 +64,52 @@ for pkg in "${packages[@]}"; do
 		missing+=("$pkg")
 	fi
 done
+need_promtool=false
+if $all && ! command -v promtool >/dev/null 2>&1; then
+	need_promtool=true
+fi
 
-if [ "${#missing[@]}" -eq 0 ]; then
+if [ "${#missing[@]}" -eq 0 ] && ! $need_promtool; then
 	exit 0
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "weft: missing Debian packages: ${missing[*]}" >&2
-	echo "Install them with:" >&2
-	echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+	if [ "${#missing[@]}" -ne 0 ]; then
+		echo "weft: missing Debian packages: ${missing[*]}" >&2
+		echo "Install them with:" >&2
+		echo "  sudo apt-get install -y --no-install-recommends" \
+			"${missing[*]}" >&2
+	fi
+	if $need_promtool; then
+		echo "weft: promtool is missing; run this script as root to" \
+			"take it from Debian's prometheus package" >&2
+	fi
 	exit 1
 fi
 
-echo "weft: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+updated=false
+if [ "${#missing[@]}" -ne 0 ]; then
+	echo "weft: installing ${missing[*]}" >&2
+	apt-get update -qq
+	updated=true
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+		</dev/null
+fi
+
+# promtool alone: download the prometheus package (apt-get download, no
+# install, so no server, no service and none of its web dependencies) and
+# keep its promtool binary.
+if $need_promtool; then
+	echo "weft: installing promtool (from Debian's prometheus package)" >&2
+	$updated || apt-get update -qq
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	# apt-get download writes as the _apt user where it can.
+	chown _apt "$tmp" 2>/dev/null || chmod 777 "$tmp"
+	(cd "$tmp" && apt-get download -qq prometheus </dev/null)
+	dpkg-deb --fsys-tarfile "$tmp"/prometheus_*.deb |
+		tar -x -C "$tmp" ./usr/bin/promtool
+	install -m 755 "$tmp/usr/bin/promtool" /usr/local/bin/promtool
+	promtool --version 2>&1 | head -n 1 >&2
+fi

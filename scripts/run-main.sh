@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run-main.sh [BUILD_DIR]: the project's main job, run by `make run` after the
 # build (about a minute and a half).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* address.c: address text, name resolution and socket errors. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -160,9 +161,9 @@ weft_address_check(const char *address)
 	return weft__addr_parse(address, &addr);
 }
 
-static int
-copy_results(const weft__addr *addr, const struct addrinfo *res,
-             weft__addr **list, size_t *n)
+int
+weft__addr_list_from_ai(const weft__addr *addr, const struct addrinfo *res,
+                        weft__addr **list, size_t *n)
 {
 	const struct addrinfo *ai;
 	size_t count = 0;
@@ -219,7 +220,7 @@ weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
 		                           : gai_strerror(rc));
 		return rc == EAI_MEMORY ? WEFT_ENOMEM : WEFT_EADDR;
 	}
-	rv = copy_results(addr, res, list, n);
+	rv = weft__addr_list_from_ai(addr, res, list, n);
 	freeaddrinfo(res);
 	if (rv == WEFT_EADDR)
 		weft_warn("resolve %s: no IPv4 or IPv6 address", addr->host);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * connect.c: non-blocking client connects over TCP and Unix sockets, with
  * one deadline for all the addresses a name resolves to and for the TLS
@@ -5,6 +6,8 @@
  *
  * A request lives on its loop from the start task until complete(), which
  * frees it and then runs the user's callback; every path ends there once.
+ * A host name is resolved on the loop when the request starts (resolve.c,
+ * evdns), so a retry or a reconnect resolves it again.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -33,7 +36,9 @@ struct weft_connect_req {
 	weft_connect_cb cb;
 	void *arg;
 	weft_connect_opts opts;
-	char *server_name; /* a copy, or NULL */
+	char *server_name;        /* a copy, or NULL */
+	weft__addr target;        /* a name, to resolve when the request runs */
+	weft__resolve *resolving; /* while the name is resolved */
 	weft__addr *addrs;
 	size_t naddrs;
 	size_t next;
@@ -55,6 +60,9 @@ static void on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
 static void
 teardown(weft_connect_req *req)
 {
+	if (req->resolving != NULL)
+		weft__resolve_cancel(req->resolving);
+	req->resolving = NULL;
 	if (req->writable != NULL)
 		event_free(req->writable);
 	req->writable = NULL;
@@ -281,6 +289,21 @@ canceled_run(weft_loop *loop, int status, void *arg)
 }
 
 static void
+on_resolved(int status, weft__addr *addrs, size_t n, void *arg)
+{
+	weft_connect_req *req = arg;
+
+	req->resolving = NULL;
+	if (status != 0) {
+		complete(req, NULL, status);
+		return;
+	}
+	req->addrs = addrs;
+	req->naddrs = n;
+	try_next(req);
+}
+
+static void
 start_run(weft_loop *loop, int status, void *arg)
 {
 	weft_connect_req *req = arg;
@@ -303,6 +326,14 @@ start_run(weft_loop *loop, int status, void *arg)
 	req->hook_added =
 	    weft_loop_on_shutdown(loop, on_loop_shutdown, req) >= 0;
 	req->state = REQ_CONNECTING;
+	if (req->addrs == NULL) {
+		/* A name: the deadline runs from here, resolution included. */
+		status = weft__resolve_start(loop, &req->target, on_resolved,
+		                             req, &req->resolving);
+		if (status != 0)
+			complete(req, NULL, status);
+		return;
+	}
 	try_next(req);
 }
 
@@ -337,12 +368,17 @@ req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
 		free(req);
 		return WEFT_ENOMEM;
 	}
-	rv = weft__addr_resolve(&addr, false, &req->addrs, &req->naddrs);
-	if (rv == WEFT_ENOMEM) {
+	if (addr.family == AF_UNSPEC) {
+		req->target = addr; /* resolved on the loop, by start_run */
+		*out = req;
+		return 0;
+	}
+	/* A numeric address: nothing to look up, nothing can block. */
+	if ((rv = weft__addr_resolve(&addr, false, &req->addrs,
+	                             &req->naddrs)) != 0) {
 		req_free(req);
 		return rv;
 	}
-	req->status = rv; /* an unresolvable name is the callback's news */
 	*out = req;
 	return 0;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handshake.c: waiting until a bufferevent can carry application data (a
  * TLS handshake), and naming why a bufferevent failed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inproc.c: two channels joined by a libevent bufferevent pair.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* listen.c: listening sockets for TCP and Unix-domain servers. */
 #include <errno.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.c: listening servers. The accepting loop owns the listener; each
  * accepted fd is handed to a loop of the group (round-robin), which builds

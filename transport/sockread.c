@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sockread.c: plain sockets read and write through the channel itself.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls.c: TLS contexts. A weft_tls_ctx keeps copies of its options and the
  * SSL_CTX that new connections use; a reload builds a new SSL_CTX from the

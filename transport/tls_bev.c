@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_bev.c: the transport's TLS hooks. Bufferevents for TLS connections,
  * and, in optional mode, telling a TLS client from a plaintext one by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_channel.c: TLS on an open channel. The "weft.tls" handler, first in
  * every TLS channel, and what the public API tells about a channel's peer.

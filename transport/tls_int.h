@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_int.h: what the TLS files of the transport share (tls.c: contexts;
  * tls_bev.c: bufferevents and sniffing; tls_channel.c: the channel

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_session.c: what each SSL_CTX carries besides OpenSSL's own state, in
  * an ex_data slot: a generation. It holds the counters shared with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * transport_int.h: what the transport's files share, and the hooks that
  * tls.c implements. Private to the transport module (and white-box tests).
@@ -39,6 +40,38 @@ int weft__addr_parse(const char *text, weft__addr *out);
  */
 int weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
                        size_t *n);
+
+/* weft__addr_list_from_ai copies the TCP addresses of res (a getaddrinfo
+ * result) into *list, a malloc'd array of *n, each with addr's host and
+ * port. Returns 0, WEFT_EADDR (none) or WEFT_ENOMEM. */
+struct addrinfo;
+int weft__addr_list_from_ai(const weft__addr *addr, const struct addrinfo *res,
+                            weft__addr **list, size_t *n);
+
+/* ---- Resolving names without blocking (resolve.c) ------------------- */
+
+/*
+ * Runs once on the loop, never inside weft__resolve_start: status 0 with
+ * addrs, a malloc'd array of n numeric addresses that is now the
+ * callee's, or WEFT_EADDR (unresolvable; logged) or WEFT_ENOMEM, with
+ * addrs NULL.
+ */
+typedef void (*weft__resolve_cb)(int status, weft__addr *addrs, size_t n,
+                                 void *arg);
+typedef struct weft__resolve weft__resolve;
+
+/*
+ * weft__resolve_start resolves addr's host (a name: family AF_UNSPEC)
+ * with evdns, on loop, without blocking it: /etc/hosts first, then the
+ * nameservers of /etc/resolv.conf (or of the file the WEFT_RESOLV_CONF
+ * environment variable names). Returns 0 with a handle in *out, valid
+ * until cb starts; or WEFT_ENOMEM, and cb never runs. Loop thread.
+ */
+int weft__resolve_start(weft_loop *loop, const weft__addr *addr,
+                        weft__resolve_cb cb, void *arg, weft__resolve **out);
+/* weft__resolve_cancel abandons a resolution: cb never runs (its memory
+ * goes once evdns is done with it). Loop thread. */
+void weft__resolve_cancel(weft__resolve *r);
 
 /* weft__addr_format writes sa as address text ("127.0.0.1:80",
  * "[::1]:80", "unix:/p", "unix:@n", "unix:" when unnamed) into buf. */

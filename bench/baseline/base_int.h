@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* base_int.h: the baseline's internals, shared by its files. */
 #ifndef WBASE_INT_H
 #define WBASE_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * baseline.h: the thread-per-peer baseline that weft-bench's cluster
  * workload compares weft's messaging service against (--io=threads).

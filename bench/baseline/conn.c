@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conn.c: outbound connections. Senders append whole frames to the
  * connection's queue under its lock; its writer thread sleeps on a

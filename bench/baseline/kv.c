@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv.c: the key-value service of <weft/kv.h> on the baseline. Handlers
  * run on the reader threads. A get is answered from the local replica. A

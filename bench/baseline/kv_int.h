@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv_int.h: the baseline key-value service's replica, shared by kv.c and
  * kv_store.c. */
 #ifndef WBASE_KV_INT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kv_store.c: the baseline replica: a hash map in 64 shards, each behind
  * a mutex, keys hashed with a random seed (keys come from the network).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msg.c: requests, responses and the reader threads that run handlers.
  *

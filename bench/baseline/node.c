@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* node.c: a baseline node: its peers, pending requests and acceptor. */
 #include <errno.h>
 #include <netdb.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls.c: the baseline's bytes, plain or through OpenSSL, as a
  * thread-per-peer service does TLS: blocking SSL_read and SSL_write on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* wire.c: the baseline's frames, envelopes and handshake (PROTOCOL.md). */
 #include <errno.h>
 #include <poll.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * codec_bench.c: how fast the codecs go on one core.
  *
@@ -21,6 +22,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include <weft/core.h>
 #include <weft/crc32c.h>
 #include <weft/frame.h>
 
@@ -221,6 +223,10 @@ main(int argc, char **argv)
 	const char *only = "";
 	int c;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("weft-codec-bench %s\n", weft_version());
+		return 0;
+	}
 	while ((c = getopt(argc, argv, "s:c:kbt:m:")) != -1) {
 		switch (c) {
 		case 'b':

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * queue_bench: the loop's hand-off queue against liburcu's wfcqueue.
  *
@@ -18,6 +19,7 @@
 #include <urcu/wfcqueue.h>
 
 #include "core_int.h"
+#include <weft/core.h>
 
 struct node {
 	weft_task task;            /* for weft's queue */
@@ -147,6 +149,10 @@ main(int argc, char **argv)
 	int rounds = 5, i;
 	long j;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("weft-queue-bench %s\n", weft_version());
+		return 0;
+	}
 	memset(&r, 0, sizeof(r));
 	r.producers = 2;
 	r.count = 2000000;

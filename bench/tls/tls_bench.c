@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_bench.c: weft-tls-bench, TLS against plaintext through weft's full
  * pipeline (TCP channel, frame codec, one handler call per message) on
@@ -25,6 +26,7 @@
 #include <event2/buffer.h>
 
 #include <weft/channel.h>
+#include <weft/core.h>
 #include <weft/frame.h>
 #include <weft/histogram.h>
 #include <weft/loop.h>
@@ -473,6 +475,10 @@ main(int argc, char **argv)
 	bool tls_only = false, plain_only = false;
 	int i;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("weft-tls-bench %s\n", weft_version());
+		return 0;
+	}
 	/* A write to a peer that has gone must fail, not kill us. */
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cluster.c: the cluster workload's coordinator. It starts P node
  * processes (cnode.c) on loopback, tells each the others' ports, relays
@@ -749,14 +750,40 @@ plot_series(FILE *gp, const char *name, const cresult *rows, unsigned n,
 	fprintf(gp, "EOD\n");
 }
 
+/* on_path is true when an executable called name is on $PATH. */
+static bool
+on_path(const char *name)
+{
+	const char *path = getenv("PATH"), *end;
+	char file[4096];
+
+	for (; path != NULL && *path != '\0'; path = *end ? end + 1 : end) {
+		end = strchrnul(path, ':');
+		if (snprintf(file, sizeof(file), "%.*s/%s", (int)(end - path),
+		             path, name) < (int)sizeof(file) &&
+		    access(file, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* plot draws op rate and p99 against the number of nodes, both I/O
- * models, with gnuplot. */
+ * models, with gnuplot. gnuplot is optional: without it the figures are
+ * still printed and written, and no plot is made. */
 static int
 plot(const wbench_opts *o, const cresult *rows, unsigned n)
 {
-	FILE *gp = popen("gnuplot", "w");
+	FILE *gp;
 
-	if (gp == NULL) {
+	if (!on_path("gnuplot")) {
+		fprintf(stderr,
+		        "weft-bench: --plot %s: gnuplot is not "
+		        "installed (Debian package gnuplot-nox, or "
+		        "scripts/install-deps.sh --all): no plot made\n",
+		        o->plot_path);
+		return 0;
+	}
+	if ((gp = popen("gnuplot", "w")) == NULL) {
 		fprintf(stderr, "weft-bench: cannot run gnuplot\n");
 		return -1;
 	}

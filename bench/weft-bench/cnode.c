@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cnode.c: one node process of the cluster workload.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* csv.c: --csv FILE, one row per run (throughput, latency) or per series
  * point (cluster, rpc, mix), with the same columns for every workload. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lathist.c: the cluster workload's per-slot latency histograms. */
 #include <stdlib.h>
 #include <string.h>

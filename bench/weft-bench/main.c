@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-bench: throughput and latency of weft's pipeline over TCP, beside a
  * raw-socket reference. See `weft-bench --help` and docs/BENCHMARKS.md.
@@ -6,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <weft/core.h>
+
 #include "wbench.h"
 
 int
@@ -13,6 +16,10 @@ main(int argc, char **argv)
 {
 	wbench_opts o;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("weft-bench %s\n", weft_version());
+		return 0;
+	}
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
 		wbench_usage(argc < 2 ? stderr : stdout);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mesh.c: the cluster workload on weftd nodes run elsewhere (--hosts).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* net.c: plain blocking sockets for the raw reference and the set-up. */
 #include <errno.h>
 #include <netdb.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * netns.c: cluster --netns, the --hosts path tried on one machine. Each
  * of P weftd nodes runs in a network namespace of its own, with one end

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* opts.c: weft-bench's command line. */
 #include <errno.h>
 #include <getopt.h>

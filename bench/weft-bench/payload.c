@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* payload.c: building and checking weft-bench messages. */
 #include <endian.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * raw.c: the raw-socket reference, the ceiling weft is compared against.
  * Blocking sockets; the sender writes pre-built frames in large batches with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.c: progress lines, medians, the summary and the JSON output. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c: one invocation of weft-bench: its runs, their peers, the report. */
 #include <errno.h>
 #include <inttypes.h>

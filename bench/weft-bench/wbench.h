@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wbench.h: weft-bench's internals, shared by its files and by the tests in
  * tests/bench/.

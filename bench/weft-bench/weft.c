@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft.c: the workloads through weft's full pipeline: a TCP channel, the
  * frame codec, and one handler call per message.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo-client [ADDRESS [COUNT]]: sends COUNT numbered messages to an echo
  * server, keeping up to WINDOW of them in flight, and checks that every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run-example.sh SERVER CLIENT: starts the echo server on an ephemeral port,
 # runs the client against it with 10,000 messages, and stops the server.
 set -euo pipefail

@@ -1,11 +1,15 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo-server [ADDRESS]: sends every frame back to the client that sent it.
+ * The guide's second step (docs/GUIDE.md), with echo-client.
  *
  * A weft service is a pipeline per connection: the frame codec turns bytes
  * into messages and back, and a handler does the work. The server runs on
  * a loop group (one loop per core) and calls init_channel for every
  * connection it accepts, on the loop that will own that connection.
  */
+#define _POSIX_C_SOURCE 200809L /* sigwait, pthread_sigmask */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* client.c: requests to the key-value service, from any weft_msvc. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,104 +1,148 @@
-/* config.c: the values of the [kv] section. */
-#include <ctype.h>
-#include <errno.h>
-#include <stdlib.h>
+/* SPDX-License-Identifier: MIT */
+/*
+ * config.c: the [kv] section, in the configuration file's one grammar
+ * (weft_msvc_conf_section): its key table, and the checks that need the
+ * cluster (a quorum no larger than the members, a value that fits a frame).
+ */
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "kv_int.h"
 
-/* Splits text into a decimal number and a unit; 0 or WEFT_EINVAL. */
-static int
-number_unit(const char *text, uint64_t *num, const char **unit)
-{
-	char *end;
-
-	while (isspace((unsigned char)*text))
-		text++;
-	if (!isdigit((unsigned char)*text))
-		return WEFT_EINVAL;
-	errno = 0;
-	*num = strtoull(text, &end, 10);
-	if (errno != 0)
-		return WEFT_EINVAL;
-	while (isspace((unsigned char)*end))
-		end++;
-	*unit = end;
-	return 0;
-}
-
-/* Multiplies num by mult, failing on overflow. */
-static int
-scale(uint64_t num, uint64_t mult, uint64_t *out)
-{
-	if (num > UINT64_MAX / mult)
-		return WEFT_EINVAL;
-	*out = num * mult;
-	return 0;
-}
+#define DEFAULT_REPLICATE_TIMEOUT_MS 2000
+#define DEFAULT_MAX_VALUE (16u << 20)
+#define DEFAULT_MAX_CLOCK_SKEW_MS 30000
+/* What a put carries besides its value: the key and the msgpack around. */
+#define PUT_OVERHEAD (WEFT_KV_MAX_KEY + 64u)
 
 int
 weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out)
 {
-	const char *unit;
-	uint64_t n;
+	struct weft__kv_quorum q;
+	char why[8];
 
-	if (strcasecmp(text, "majority") == 0)
-		n = members / 2 + 1;
-	else if (strcasecmp(text, "all") == 0)
-		n = members;
-	else if (strcasecmp(text, "one") == 0)
-		n = 1;
-	else if (number_unit(text, &n, &unit) != 0 || *unit != '\0')
+	if (weft__kv_quorum_parse(text, &q, why, sizeof(why)) != 0)
 		return WEFT_EINVAL;
+	return weft__kv_quorum_resolve(&q, members, out);
+}
+
+int
+weft__kv_quorum_resolve(const struct weft__kv_quorum *q, uint32_t members,
+                        uint32_t *out)
+{
+	uint64_t n = q->count;
+
+	if (q->kind == WEFT__KV_QUORUM_MAJORITY)
+		n = members / 2 + 1;
+	else if (q->kind == WEFT__KV_QUORUM_ALL)
+		n = members;
+	else if (q->kind == WEFT__KV_QUORUM_ONE)
+		n = 1;
 	if (n < 1 || n > members)
 		return WEFT_EINVAL;
 	*out = (uint32_t)n;
 	return 0;
 }
 
+/* A weft_msvc_conf_parse_cb: "majority", "all", "one" or a count. */
 int
-weft__kv_parse_duration_ms(const char *text, uint64_t *out)
+weft__kv_quorum_parse(const char *text, void *field, char *why, size_t whylen)
 {
-	const char *unit;
-	uint64_t n;
+	static const char *const names[] = {"majority", "all", "one"};
+	struct weft__kv_quorum *q = field;
+	unsigned long long n = 0;
+	size_t i;
 
-	if (number_unit(text, &n, &unit) != 0)
-		return WEFT_EINVAL;
-	if (*unit == '\0' || strcmp(unit, "ms") == 0)
-		*out = n;
-	else if (strcmp(unit, "s") == 0)
-		return scale(n, 1000, out);
-	else
-		return WEFT_EINVAL;
+	for (i = 0; i < 3; i++) {
+		if (strcasecmp(text, names[i]) == 0) {
+			q->kind = (int)i + WEFT__KV_QUORUM_MAJORITY;
+			q->count = 0;
+			return 0;
+		}
+	}
+	for (i = 0; text[i] >= '0' && text[i] <= '9' && n <= UINT32_MAX; i++)
+		n = n * 10 + (unsigned)(text[i] - '0');
+	if (i == 0 || text[i] != '\0' || n < 1 || n > UINT32_MAX) {
+		snprintf(why, whylen,
+		         "'%s': want a number of replicas, "
+		         "majority, all or one",
+		         text);
+		return WEFT_ECONFIG;
+	}
+	q->kind = WEFT__KV_QUORUM_COUNT;
+	q->count = (uint32_t)n;
+	return 0;
+}
+
+#define KV_KEY(type, name, field, ...)                                         \
+	WEFT_MSVC_CONF_KEY(type, name, struct weft__kv_settings, field,        \
+	                   __VA_ARGS__)
+/* [kv]: one line per key (weft.conf(5)). */
+static const weft_msvc_conf_key kv_keys[] = {
+    KV_KEY(CUSTOM, "write_quorum", quorum, .parse = weft__kv_quorum_parse),
+    KV_KEY(DURATION, "replicate_timeout", replicate_timeout_ms, .min = 1),
+    KV_KEY(SIZE, "max_value", max_value, .min = 1, .max = UINT32_MAX / 2),
+    KV_KEY(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1),
+};
+
+const weft_msvc_conf_section weft_kv_config_section = {
+    .name = "kv",
+    .keys = kv_keys,
+    .nkeys = sizeof(kv_keys) / sizeof(kv_keys[0]),
+    .size = sizeof(struct weft__kv_settings),
+};
+
+int
+weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
+                       struct weft__kv_settings *s, char *err, size_t errlen)
+{
+	const weft_msvc_limits *l;
+	char where[256];
+	int rv;
+
+	memset(s, 0, sizeof(*s));
+	s->quorum.kind = WEFT__KV_QUORUM_MAJORITY;
+	s->replicate_timeout_ms = DEFAULT_REPLICATE_TIMEOUT_MS;
+	s->max_value = DEFAULT_MAX_VALUE;
+	s->max_clock_skew_ms = DEFAULT_MAX_CLOCK_SKEW_MS;
+	if (cfg == NULL)
+		return weft__kv_quorum_resolve(&s->quorum, members,
+		                               &s->write_quorum);
+	rv = weft_msvc_config_read(cfg, &weft_kv_config_section, NULL, s, err,
+	                           errlen);
+	if (rv != 0)
+		return rv;
+	if (weft__kv_quorum_resolve(&s->quorum, members, &s->write_quorum)) {
+		weft_msvc_config_where(cfg, "kv", "write_quorum", where,
+		                       sizeof(where));
+		snprintf(
+		    err, errlen,
+		    "%s: [kv] write_quorum: %u is more than the %u members",
+		    where, s->quorum.count, members);
+		return WEFT_ECONFIG;
+	}
+	l = weft_msvc_config_limits_const(cfg);
+	if (s->max_value > l->max_frame_bytes - PUT_OVERHEAD ||
+	    l->max_frame_bytes < PUT_OVERHEAD) {
+		weft_msvc_config_where(cfg, "kv", "max_value", where,
+		                       sizeof(where));
+		snprintf(err, errlen,
+		         "%s: [kv] max_value: %zu bytes and a key do not fit "
+		         "[limits] max_frame (%zu bytes)",
+		         where, s->max_value, l->max_frame_bytes);
+		return WEFT_ECONFIG;
+	}
 	return 0;
 }
 
 int
-weft__kv_parse_size(const char *text, size_t *out)
+weft_kv_config_check(const weft_msvc_config *cfg, char *err, size_t errlen)
 {
-	static const struct {
-		const char *name;
-		uint64_t mult;
-	} units[] = {
-	    {"", 1},           {"B", 1},
-	    {"K", 1024},       {"KiB", 1024},
-	    {"M", 1u << 20},   {"MiB", 1u << 20},
-	    {"G", 1ull << 30}, {"GiB", 1ull << 30},
-	};
-	const char *unit;
-	uint64_t n, v;
-	size_t i;
+	struct weft__kv_settings s;
 
-	if (number_unit(text, &n, &unit) != 0)
+	if (cfg == NULL)
 		return WEFT_EINVAL;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (strcmp(unit, units[i].name) != 0)
-			continue;
-		if (scale(n, units[i].mult, &v) != 0 || v > SIZE_MAX)
-			return WEFT_EINVAL;
-		*out = (size_t)v;
-		return 0;
-	}
-	return WEFT_EINVAL;
+	return weft__kv_settings_read(
+	    cfg, (uint32_t)weft_msvc_config_node_count(cfg), &s, err, errlen);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv.c: the key-value service: set-up, reads, the clock and counters. */
 #include <stdlib.h>
 #include <string.h>
@@ -5,11 +6,6 @@
 #include <event2/buffer.h>
 
 #include "kv_int.h"
-
-#define DEFAULT_REPLICATE_TIMEOUT_MS 2000
-#define DEFAULT_MAX_VALUE (16u << 20)
-
-#define DEFAULT_MAX_SKEW_MS 30000
 
 uint64_t
 weft__kv_clock_next(weft_kv *kv)
@@ -79,43 +75,18 @@ on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 static int
 configure(weft_kv *kv, const weft_kv_opts *opts)
 {
-	const weft_msvc_config *cfg = opts ? opts->config : NULL;
-	const char *v;
+	struct weft__kv_settings s;
+	char err[512];
 
-	kv->quorum = kv->members / 2 + 1;
-	kv->replicate_timeout_ms = DEFAULT_REPLICATE_TIMEOUT_MS;
-	kv->max_value = DEFAULT_MAX_VALUE;
-	kv->max_skew_ms = DEFAULT_MAX_SKEW_MS;
-	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "write_quorum")) &&
-	    weft__kv_parse_quorum(v, kv->members, &kv->quorum) != 0) {
-		weft_error("kv: [kv] write_quorum = %s: want 1 to %u, "
-		           "majority, all or one",
-		           v, kv->members);
+	if (weft__kv_settings_read(opts ? opts->config : NULL, kv->members, &s,
+	                           err, sizeof(err)) != 0) {
+		weft_error("kv: %s", err);
 		return WEFT_ECONFIG;
 	}
-	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "replicate_timeout")) &&
-	    (weft__kv_parse_duration_ms(v, &kv->replicate_timeout_ms) != 0 ||
-	     kv->replicate_timeout_ms == 0)) {
-		weft_error("kv: [kv] replicate_timeout = %s: want a duration "
-		           "such as 500ms or 2s",
-		           v);
-		return WEFT_ECONFIG;
-	}
-	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "max_clock_skew")) &&
-	    (weft__kv_parse_duration_ms(v, &kv->max_skew_ms) != 0 ||
-	     kv->max_skew_ms == 0)) {
-		weft_error("kv: [kv] max_clock_skew = %s: want a duration such "
-		           "as 30s",
-		           v);
-		return WEFT_ECONFIG;
-	}
-	if (cfg && (v = weft_msvc_config_get(cfg, "kv", "max_value")) &&
-	    (weft__kv_parse_size(v, &kv->max_value) != 0 ||
-	     kv->max_value == 0 || kv->max_value > UINT32_MAX / 2)) {
-		weft_error("kv: [kv] max_value = %s: want a size such as 1MiB",
-		           v);
-		return WEFT_ECONFIG;
-	}
+	kv->quorum = s.write_quorum;
+	kv->replicate_timeout_ms = s.replicate_timeout_ms;
+	kv->max_value = s.max_value;
+	kv->max_skew_ms = s.max_clock_skew_ms;
 	return 0;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* kv_int.h: the key-value service's private types and functions. */
 #ifndef WEFT_KV_INT_H
 #define WEFT_KV_INT_H
@@ -152,9 +153,39 @@ int weft__kv_decode_replicate(const void *p, size_t n,
 
 /* ---- Configuration (config.c) ------------------------------------------ */
 
+/* A write_quorum as written: a count, or one resolved against the members. */
+struct weft__kv_quorum {
+	int kind; /* WEFT__KV_QUORUM_… */
+	uint32_t count;
+};
+enum {
+	WEFT__KV_QUORUM_COUNT = 0,
+	WEFT__KV_QUORUM_MAJORITY = 1,
+	WEFT__KV_QUORUM_ALL = 2,
+	WEFT__KV_QUORUM_ONE = 3,
+};
+
+/* The [kv] section, read with weft_kv_config_section. */
+struct weft__kv_settings {
+	struct weft__kv_quorum quorum;
+	uint64_t replicate_timeout_ms;
+	size_t max_value;
+	uint64_t max_clock_skew_ms;
+	uint32_t write_quorum; /* quorum, resolved */
+};
+
+/* weft__kv_settings_read reads [kv] of cfg (NULL: the defaults) and checks
+ * it against the cluster of members; 0 or WEFT_ECONFIG (file:line in
+ * err). */
+int weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
+                           struct weft__kv_settings *s, char *err,
+                           size_t errlen);
+int weft__kv_quorum_parse(const char *text, void *field, char *why,
+                          size_t whylen);
+int weft__kv_quorum_resolve(const struct weft__kv_quorum *q, uint32_t members,
+                            uint32_t *out);
+/* weft__kv_parse_quorum resolves text for members; 0 or WEFT_EINVAL. */
 int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
-int weft__kv_parse_duration_ms(const char *text, uint64_t *out);
-int weft__kv_parse_size(const char *text, size_t *out);
 
 /* ---- The service (kv.c) ------------------------------------------------ */
 

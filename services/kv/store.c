@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* store.c: one node's replica: sharded hash tables of versioned values. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wire.c: the key-value payloads (see <weft/kv.h>): a few msgpack headers
  * written by hand, and a bounded reader that accepts every msgpack

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * write.c: puts and deletes. The node that receives one coordinates it:
  * it stamps a version, applies the write to its own replica, sends it to

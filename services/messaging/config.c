@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* config.c: the cluster configuration, built in code or read from INI. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,7 @@ weft_msvc_config_free(weft_msvc_config *cfg)
 	}
 	free(cfg->extra);
 	free_tls(&cfg->tls);
+	free(cfg->source);
 	free(cfg);
 }
 
@@ -277,8 +279,26 @@ weft_msvc_config_get(const weft_msvc_config *cfg, const char *section,
 }
 
 int
+weft__msvc_config_set_source(weft_msvc_config *cfg, const char *source)
+{
+	char *s = NULL;
+
+	if (source != NULL && (s = strdup(source)) == NULL)
+		return WEFT_ENOMEM;
+	free(cfg->source);
+	cfg->source = s;
+	return 0;
+}
+
+const char *
+weft__msvc_config_source(const weft_msvc_config *cfg)
+{
+	return cfg->source != NULL ? cfg->source : "<config>";
+}
+
+int
 weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
-                            const char *key, const char *value)
+                            const char *key, const char *value, int line)
 {
 	struct weft__msvc_kv *kv;
 	size_t cap;
@@ -295,6 +315,7 @@ weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
 	kv->section = strdup(section);
 	kv->key = strdup(key);
 	kv->value = strdup(value);
+	kv->line = line;
 	if (kv->section == NULL || kv->key == NULL || kv->value == NULL) {
 		free(kv->section);
 		free(kv->key);
@@ -350,7 +371,8 @@ weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out)
 		return rv;
 	cfg->limits = src->limits;
 	weft__msvc_limits_defaults(&cfg->limits);
-	if ((rv = weft_msvc_config_set_tls(cfg, &src->tls)) != 0)
+	if ((rv = weft_msvc_config_set_tls(cfg, &src->tls)) != 0 ||
+	    (rv = weft__msvc_config_set_source(cfg, src->source)) != 0)
 		goto err_free;
 	for (i = 0; i < src->nodes_len; i++) {
 		rv = weft_msvc_config_add_node(cfg, src->nodes[i].id,
@@ -360,9 +382,9 @@ weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out)
 			goto err_free;
 	}
 	for (i = 0; i < src->extra_len; i++) {
-		rv = weft__msvc_config_add_extra(cfg, src->extra[i].section,
-		                                 src->extra[i].key,
-		                                 src->extra[i].value);
+		rv = weft__msvc_config_add_extra(
+		    cfg, src->extra[i].section, src->extra[i].key,
+		    src->extra[i].value, src->extra[i].line);
 		if (rv != 0)
 			goto err_free;
 	}

@@ -1,4 +1,14 @@
-/* config_ini.c: reading the cluster configuration from an INI file. */
+/* SPDX-License-Identifier: MIT */
+/*
+ * config_ini.c: reading the cluster configuration from an INI file.
+ *
+ * libinih splits the text into sections and keys; every entry is kept with
+ * its line. The sections are then read through key tables (conf.c), the
+ * same for all: [cluster], [node ID], [limits] and [tls] into the config,
+ * the sections of other components (opts->sections) checked and kept for
+ * weft_msvc_config_read. The first error by line is reported, as
+ * "FILE:LINE: what".
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,77 +23,155 @@
 /* A configuration file is small; refuse anything absurd. */
 #define MAX_FILE_BYTES (1u << 20)
 
-enum value_kind { V_SIZE, V_DURATION, V_U32, V_BOOL, V_CONNS };
+/* ---- The messaging service's own sections ---------------------------- */
 
-struct limit_key {
-	const char *name;
-	enum value_kind kind;
-	size_t offset;
-	int cls; /* V_CONNS: which class */
+#define LIMIT(type, name, field, ...)                                          \
+	WEFT_MSVC_CONF_KEY(type, name, weft_msvc_limits, field, __VA_ARGS__)
+/* [limits]: one line per key (PROTOCOL.md section 8, weft.conf(5)). */
+static const weft_msvc_conf_key limit_keys[] = {
+    LIMIT(SIZE, "max_frame", max_frame_bytes, .min = 1),
+    LIMIT(SIZE, "outbound_queue", outbound_queue_bytes, .min = 1),
+    LIMIT(SIZE, "inbound_inflight", inbound_inflight_bytes, .min = 1),
+    LIMIT(U32, "max_pending_requests", max_pending_requests, .min = 0),
+    LIMIT(SIZE, "large_message", large_message_bytes, .min = 1),
+    LIMIT(DURATION, "connect_timeout", connect_timeout_ms, .min = 1),
+    LIMIT(DURATION, "heartbeat_interval", heartbeat_interval_ms, .min = 1),
+    LIMIT(U32, "heartbeat_misses", heartbeat_misses, .min = 0),
+    LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1),
+    LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1),
+    LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1),
+    LIMIT(U32, "loops", loops, .min = 0),
+    LIMIT(U32, "worker_threads", worker_threads, .min = 0),
+    LIMIT(BOOL, "allow_clients", allow_clients, .min = 0),
+    LIMIT(SIZE, "client_outbound", client_outbound_bytes, .min = 1),
+    LIMIT(SIZE, "client_pause", client_pause_bytes, .min = 1),
+    LIMIT(DURATION, "client_stall_timeout", client_stall_timeout_ms, .min = 1),
+    LIMIT(DURATION, "client_idle_timeout", client_idle_timeout_ms, .min = 1),
+    LIMIT(DURATION, "frame_timeout", frame_timeout_ms, .min = 1),
+    LIMIT(U32, "max_clients", max_clients, .min = 1),
+    LIMIT(U32, "max_clients_per_address", max_clients_per_address, .min = 1),
+    LIMIT(U32, "max_handshakes", max_handshakes, .min = 1),
+    LIMIT(U32, "connections_urgent", connections[WEFT_MSVC_URGENT], .min = 1,
+          .max = 64),
+    LIMIT(U32, "connections_small", connections[WEFT_MSVC_SMALL], .min = 1,
+          .max = 64),
+    LIMIT(U32, "connections_large", connections[WEFT_MSVC_LARGE], .min = 1,
+          .max = 64),
 };
 
-#define LIMIT(name, kind, field)                                               \
-	{                                                                      \
-		name, kind, offsetof(weft_msvc_limits, field), 0               \
+static int
+parse_id(const char *text, void *field, char *why, size_t whylen)
+{
+	if (!weft__msvc_id_is_valid(text)) {
+		snprintf(why, whylen,
+		         "bad cluster name '%s' (1-63 of A-Z a-z "
+		         "0-9 _ . -)",
+		         text);
+		return WEFT_ECONFIG;
 	}
-static const struct limit_key limit_keys[] = {
-    LIMIT("max_frame", V_SIZE, max_frame_bytes),
-    LIMIT("outbound_queue", V_SIZE, outbound_queue_bytes),
-    LIMIT("inbound_inflight", V_SIZE, inbound_inflight_bytes),
-    LIMIT("max_pending_requests", V_U32, max_pending_requests),
-    LIMIT("large_message", V_SIZE, large_message_bytes),
-    LIMIT("connect_timeout", V_DURATION, connect_timeout_ms),
-    LIMIT("heartbeat_interval", V_DURATION, heartbeat_interval_ms),
-    LIMIT("heartbeat_misses", V_U32, heartbeat_misses),
-    LIMIT("reconnect_min", V_DURATION, reconnect_min_ms),
-    LIMIT("reconnect_max", V_DURATION, reconnect_max_ms),
-    LIMIT("request_timeout", V_DURATION, request_timeout_ms),
-    LIMIT("loops", V_U32, loops),
-    LIMIT("worker_threads", V_U32, worker_threads),
-    LIMIT("allow_clients", V_BOOL, allow_clients),
-    LIMIT("client_outbound", V_SIZE, client_outbound_bytes),
-    LIMIT("client_pause", V_SIZE, client_pause_bytes),
-    LIMIT("client_stall_timeout", V_DURATION, client_stall_timeout_ms),
-    LIMIT("client_idle_timeout", V_DURATION, client_idle_timeout_ms),
-    LIMIT("frame_timeout", V_DURATION, frame_timeout_ms),
-    LIMIT("max_clients", V_U32, max_clients),
-    LIMIT("max_clients_per_address", V_U32, max_clients_per_address),
-    LIMIT("max_handshakes", V_U32, max_handshakes),
-    {"connections_urgent", V_CONNS, 0, WEFT_MSVC_URGENT},
-    {"connections_small", V_CONNS, 0, WEFT_MSVC_SMALL},
-    {"connections_large", V_CONNS, 0, WEFT_MSVC_LARGE},
-};
-#define N_LIMIT_KEYS (sizeof(limit_keys) / sizeof(limit_keys[0]))
+	*(const char **)field = text;
+	return 0;
+}
 
-enum section_kind { S_NONE, S_CLUSTER, S_NODE, S_LIMITS, S_TLS, S_EXTRA };
+static int
+parse_host(const char *text, void *field, char *why, size_t whylen)
+{
+	if (text[0] == '\0') {
+		snprintf(why, whylen, "empty host");
+		return WEFT_ECONFIG;
+	}
+	*(const char **)field = text;
+	return 0;
+}
+
+struct cluster_text {
+	const char *name;
+};
+static const weft_msvc_conf_key cluster_keys[] = {
+    WEFT_MSVC_CONF_KEY(CUSTOM, "name", struct cluster_text, name,
+                       .parse = parse_id),
+};
+
+struct node_text {
+	const char *host;
+	uint32_t port;
+};
+static const weft_msvc_conf_key node_keys[] = {
+    WEFT_MSVC_CONF_KEY(CUSTOM, "host", struct node_text, host,
+                       .parse = parse_host),
+    WEFT_MSVC_CONF_KEY(U32, "port", struct node_text, port, .max = 65535),
+};
+
+static const char *const tls_modes[] = {"none", "all", "optional", NULL};
+static const char *const tls_versions[] = {"1.2", "1.3", NULL};
+struct tls_text {
+	int mode; /* enum weft_msvc_tls_mode, in tls_modes order */
+	const char *cert, *key, *ca;
+	int min_version; /* index in tls_versions, -1: not set */
+	bool allow_plaintext_members;
+};
+static const weft_msvc_conf_key tls_keys[] = {
+    WEFT_MSVC_CONF_KEY(CHOICE, "mode", struct tls_text, mode,
+                       .choices = tls_modes),
+    WEFT_MSVC_CONF_KEY(STRING, "cert", struct tls_text, cert),
+    WEFT_MSVC_CONF_KEY(STRING, "key", struct tls_text, key),
+    WEFT_MSVC_CONF_KEY(STRING, "ca", struct tls_text, ca),
+    WEFT_MSVC_CONF_KEY(CHOICE, "min_version", struct tls_text, min_version,
+                       .choices = tls_versions),
+    WEFT_MSVC_CONF_KEY(BOOL, "allow_plaintext_members", struct tls_text,
+                       allow_plaintext_members),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- Reading the text -------------------------------------------------- */
+
+struct entry {
+	char *key, *value;
+	int line;
+};
+
+struct section {
+	char *name;
+	int line; /* of its [header]; 0 for keys before any header */
+	struct entry *entries;
+	size_t n, cap;
+};
 
 /* Parser state: the text being read, where we are, what was seen. */
 struct parse {
 	weft_msvc_config *cfg;
+	const weft_msvc_config_opts *opts;
 	const char *name;
 	const char *text, *pos;
-	int line;      /* the line the reader last returned */
-	int err_line;  /* first error's line, 0 if none */
-	int rv;        /* first error's code */
-	char msg[200]; /* first error's message */
-	char section[128];
-	int section_line;
+	int line;        /* the line the reader last returned */
 	int header_line; /* the last "[...]" line the reader returned */
-	enum section_kind kind;
-	ssize_t node;  /* S_NODE: index in cfg->nodes */
-	uint32_t seen; /* keys seen in this section, a bit per key */
+	int err_line;    /* first error's line, 0 if none or no line */
+	int rv;          /* first error's code */
+	char msg[512];   /* first error's message, without FILE:LINE */
+	struct section *secs;
+	size_t nsecs, capsecs;
 	bool have_name;
-	uint32_t limits_seen;
 };
 
+/* Keeps the error with the lowest line (line 0: one of the whole file,
+ * kept only if there is no other). Returns 0 for inih (stop). */
+static int fail(struct parse *p, int line, int rv, const char *fmt, ...)
+    WEFT_PRINTF(4, 5);
+
 static int
-fail(struct parse *p, int rv, const char *fmt, const char *a, const char *b)
+fail(struct parse *p, int line, int rv, const char *fmt, ...)
 {
-	if (p->err_line == 0) {
-		p->err_line = p->line;
-		p->rv = rv;
-		snprintf(p->msg, sizeof(p->msg), fmt, a, b);
-	}
+	va_list ap;
+
+	if (p->rv != 0 &&
+	    (line == 0 || (p->err_line != 0 && p->err_line <= line)))
+		return 0;
+	p->rv = rv;
+	p->err_line = line;
+	va_start(ap, fmt);
+	vsnprintf(p->msg, sizeof(p->msg), fmt, ap);
+	va_end(ap);
 	return 0;
 }
 
@@ -111,316 +199,68 @@ read_line(char *buf, int size, void *stream)
 	return buf;
 }
 
-/* Parses an unsigned decimal number; *end gets the rest. */
-static bool
-parse_number(const char *s, uint64_t *out, const char **end)
+static struct section *
+section_begin(struct parse *p, const char *name)
 {
-	uint64_t v = 0;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (v > (UINT64_MAX - 9) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	*end = s;
-	return true;
-}
-
-static bool
-mul_checked(uint64_t v, uint64_t m, uint64_t *out)
-{
-	if (m != 0 && v > UINT64_MAX / m)
-		return false;
-	*out = v * m;
-	return true;
-}
-
-static bool
-parse_size(const char *s, uint64_t *out)
-{
-	static const struct {
-		const char *suffix;
-		uint64_t mult;
-	} units[] = {{"", 1},           {"b", 1},        {"k", 1 << 10},
-	             {"kib", 1 << 10},  {"kb", 1 << 10}, {"m", 1 << 20},
-	             {"mib", 1 << 20},  {"mb", 1 << 20}, {"g", 1u << 30},
-	             {"gib", 1u << 30}, {"gb", 1u << 30}};
-	const char *rest;
-	uint64_t v;
+	struct section *s;
 	size_t i;
 
-	if (!parse_number(s, &v, &rest))
-		return false;
-	while (*rest == ' ')
-		rest++;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcasecmp(rest, units[i].suffix) == 0)
-			return mul_checked(v, units[i].mult, out);
-	return false;
-}
-
-static bool
-parse_duration(const char *s, uint64_t *out)
-{
-	const char *rest;
-	uint64_t v;
-
-	if (!parse_number(s, &v, &rest))
-		return false;
-	while (*rest == ' ')
-		rest++;
-	if (*rest == '\0' || strcasecmp(rest, "ms") == 0) {
-		*out = v;
-		return true;
+	for (i = 0; i < p->nsecs; i++) {
+		if (strcmp(p->secs[i].name, name) == 0) {
+			fail(p, p->header_line, WEFT_ECONFIG,
+			     "duplicate section [%s] (first at line %d)", name,
+			     p->secs[i].line);
+			return NULL;
+		}
 	}
-	if (strcasecmp(rest, "s") == 0)
-		return mul_checked(v, 1000, out);
-	return false;
-}
+	if (p->nsecs == p->capsecs) {
+		size_t cap = p->capsecs ? p->capsecs * 2 : 8;
 
-static bool
-parse_bool(const char *s, bool *out)
-{
-	if (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 ||
-	    strcmp(s, "1") == 0 || strcasecmp(s, "on") == 0)
-		*out = true;
-	else if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 ||
-	         strcmp(s, "0") == 0 || strcasecmp(s, "off") == 0)
-		*out = false;
-	else
-		return false;
-	return true;
+		if ((s = realloc(p->secs, cap * sizeof(*s))) == NULL)
+			return NULL;
+		p->secs = s;
+		p->capsecs = cap;
+	}
+	s = &p->secs[p->nsecs];
+	memset(s, 0, sizeof(*s));
+	if ((s->name = strdup(name)) == NULL)
+		return NULL;
+	s->line = name[0] == '\0' ? 0 : p->header_line;
+	p->nsecs++;
+	return s;
 }
 
 static int
-set_limit(struct parse *p, const struct limit_key *k, const char *value)
+section_add(struct parse *p, struct section *s, const char *key,
+            const char *value)
 {
-	char *base = (char *)&p->cfg->limits + k->offset;
-	uint64_t v = 0;
-	bool b;
-
-	switch (k->kind) {
-	case V_BOOL:
-		if (!parse_bool(value, &b))
-			return fail(p, WEFT_ECONFIG, "%s: not a boolean: '%s'",
-			            k->name, value);
-		*(bool *)base = b;
-		return 1;
-	case V_SIZE:
-		if (!parse_size(value, &v) || v > SIZE_MAX)
-			return fail(p, WEFT_ECONFIG, "%s: not a size: '%s'",
-			            k->name, value);
-		break;
-	case V_DURATION:
-		if (!parse_duration(value, &v))
-			return fail(p, WEFT_ECONFIG, "%s: not a duration: '%s'",
-			            k->name, value);
-		break;
-	case V_U32:
-	case V_CONNS:
-		if (!parse_number(value, &v, &(const char *){NULL}) ||
-		    strspn(value, "0123456789") != strlen(value) ||
-		    v > UINT32_MAX)
-			return fail(p, WEFT_ECONFIG, "%s: not a number: '%s'",
-			            k->name, value);
-		break;
-	}
-	if (v == 0 && k->kind != V_U32)
-		return fail(p, WEFT_ECONFIG, "%s: must not be 0%s", k->name,
-		            "");
-	if (k->kind == V_SIZE)
-		*(size_t *)base = (size_t)v;
-	else if (k->kind == V_DURATION)
-		*(uint64_t *)base = v;
-	else if (k->kind == V_CONNS)
-		p->cfg->limits.connections[k->cls] = (uint32_t)v;
-	else
-		*(uint32_t *)base = (uint32_t)v;
-	return 1;
-}
-
-static int
-on_limits(struct parse *p, const char *key, const char *value)
-{
+	struct entry *e;
 	size_t i;
 
-	for (i = 0; i < N_LIMIT_KEYS; i++) {
-		if (strcmp(key, limit_keys[i].name) != 0)
-			continue;
-		if (p->seen & (1u << i))
-			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-			            key, "");
-		p->seen |= 1u << i;
-		return set_limit(p, &limit_keys[i], value);
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->entries[i].key, key) == 0)
+			return fail(p, p->line, WEFT_ECONFIG,
+			            "[%s]: duplicate key '%s' (first at line "
+			            "%d)",
+			            s->name, key, s->entries[i].line);
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+
+		if ((e = realloc(s->entries, cap * sizeof(*e))) == NULL)
+			return fail(p, 0, WEFT_ENOMEM, "out of memory");
+		s->entries = e;
+		s->cap = cap;
 	}
-	return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-	            p->section);
-}
-
-static int
-on_cluster(struct parse *p, const char *key, const char *value)
-{
-	if (strcmp(key, "name") != 0)
-		return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-		            p->section);
-	if (p->have_name)
-		return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s", key, "");
-	if (!weft__msvc_id_is_valid(value))
-		return fail(
-		    p, WEFT_ECONFIG,
-		    "bad cluster name '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
-		    value, "");
-	strcpy(p->cfg->cluster, value);
-	p->have_name = true;
-	return 1;
-}
-
-static int
-on_node(struct parse *p, const char *key, const char *value)
-{
-	struct weft__msvc_node *n = &p->cfg->nodes[p->node];
-	uint64_t port;
-	const char *end;
-	char *host;
-
-	if (strcmp(key, "host") == 0) {
-		if (p->seen & 1)
-			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-			            key, "");
-		if (value[0] == '\0')
-			return fail(p, WEFT_ECONFIG, "empty host%s%s", "", "");
-		if ((host = strdup(value)) == NULL)
-			return fail(p, WEFT_ENOMEM, "out of memory%s%s", "",
-			            "");
-		free(n->host);
-		n->host = host;
-		p->seen |= 1;
-		return 1;
+	e = &s->entries[s->n];
+	e->key = strdup(key);
+	e->value = strdup(value);
+	e->line = p->line;
+	if (e->key == NULL || e->value == NULL) {
+		free(e->key);
+		free(e->value);
+		return fail(p, 0, WEFT_ENOMEM, "out of memory");
 	}
-	if (strcmp(key, "port") == 0) {
-		if (p->seen & 2)
-			return fail(p, WEFT_ECONFIG, "duplicate key '%s'%s",
-			            key, "");
-		if (!parse_number(value, &port, &end) || *end != '\0' ||
-		    port > 65535)
-			return fail(p, WEFT_ECONFIG, "bad port '%s'%s", value,
-			            "");
-		n->port = (uint16_t)port;
-		p->seen |= 2;
-		return 1;
-	}
-	return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-	            p->section);
-}
-
-static int
-on_tls(struct parse *p, const char *key, const char *value)
-{
-	weft_msvc_tls_config *t = &p->cfg->tls;
-	const char **slot = NULL;
-
-	if (strcmp(key, "mode") == 0) {
-		if (strcmp(value, "none") == 0)
-			t->mode = WEFT_MSVC_TLS_NONE;
-		else if (strcmp(value, "all") == 0)
-			t->mode = WEFT_MSVC_TLS_ALL;
-		else if (strcmp(value, "optional") == 0)
-			t->mode = WEFT_MSVC_TLS_OPTIONAL;
-		else
-			return fail(p, WEFT_ECONFIG,
-			            "tls mode '%s'%s: none, all or optional",
-			            value, "");
-		return 1;
-	}
-	if (strcmp(key, "allow_plaintext_members") == 0) {
-		if (!parse_bool(value, &t->allow_plaintext_members))
-			return fail(p, WEFT_ECONFIG,
-			            "tls allow_plaintext_members '%s'%s: true "
-			            "or false",
-			            value, "");
-		return 1;
-	}
-	if (strcmp(key, "cert") == 0)
-		slot = &t->cert_file;
-	else if (strcmp(key, "key") == 0)
-		slot = &t->key_file;
-	else if (strcmp(key, "ca") == 0)
-		slot = &t->ca_file;
-	else if (strcmp(key, "min_version") == 0) {
-		if (strcmp(value, "1.2") != 0 && strcmp(value, "1.3") != 0)
-			return fail(p, WEFT_ECONFIG,
-			            "tls min_version '%s'%s: 1.2 or 1.3", value,
-			            "");
-		slot = &t->min_version;
-	} else
-		return fail(p, WEFT_ECONFIG, "unknown key '%s' in [%s]", key,
-		            p->section);
-	free((char *)*slot);
-	if ((*slot = strdup(value)) == NULL)
-		return fail(p, WEFT_ENOMEM, "out of memory%s%s", "", "");
-	return 1;
-}
-
-/* Ends the previous section: checks what it must have had. */
-static int
-end_section(struct parse *p)
-{
-	int line = p->line;
-
-	if (p->kind == S_NODE && (p->seen & 3) != 3) {
-		p->line = p->section_line;
-		fail(p, WEFT_ECONFIG, "[%s] needs host and port%s", p->section,
-		     "");
-		p->line = line;
-		return 0;
-	}
-	return 1;
-}
-
-static int
-begin_node(struct parse *p, const char *id)
-{
-	int rv;
-
-	if (!weft__msvc_id_is_valid(id))
-		return fail(p, WEFT_ECONFIG,
-		            "bad node id '%s'%s (1-63 of A-Z a-z 0-9 _ . -)",
-		            id, "");
-	rv = weft_msvc_config_add_node(p->cfg, id, "-", 0);
-	if (rv == WEFT_EEXIST)
-		return fail(p, WEFT_ECONFIG, "duplicate node '%s'%s", id, "");
-	if (rv != 0)
-		return fail(p, rv, "out of memory%s%s", "", "");
-	p->node = weft__msvc_config_find(p->cfg, id);
-	p->kind = S_NODE;
-	return 1;
-}
-
-static int
-begin_section(struct parse *p, const char *section)
-{
-	snprintf(p->section, sizeof(p->section), "%s", section);
-	p->section_line = p->header_line;
-	p->seen = 0;
-	if (strncmp(section, "node ", 5) == 0)
-		return begin_node(p, section + 5);
-	if (strcmp(section, "cluster") == 0)
-		p->kind = S_CLUSTER;
-	else if (strcmp(section, "limits") == 0)
-		p->kind = S_LIMITS;
-	else if (strcmp(section, "tls") == 0)
-		p->kind = S_TLS;
-	else if (strcmp(section, "node") == 0)
-		return fail(p, WEFT_ECONFIG,
-		            "[node] needs an id: [node ID]%s%s", "", "");
-	else
-		p->kind = S_EXTRA;
-	if (p->kind == S_LIMITS && p->limits_seen++ > 0)
-		return fail(p, WEFT_ECONFIG, "duplicate section [%s]%s",
-		            section, "");
+	s->n++;
 	return 1;
 }
 
@@ -428,43 +268,228 @@ static int
 on_entry(void *user, const char *section, const char *key, const char *value)
 {
 	struct parse *p = user;
+	struct section *s = p->nsecs ? &p->secs[p->nsecs - 1] : NULL;
 
-	if (p->err_line != 0)
+	if (p->rv != 0)
 		return 1; /* only the first error is reported */
-	if (strcmp(section, p->section) != 0) {
-		int line = p->line;
-		int ok;
+	if (section[0] == '\0')
+		return fail(p, p->line, WEFT_ECONFIG,
+		            "'%s' outside of any section", key);
+	/* A new header, even one that repeats the last section's name,
+	 * begins a section. */
+	if (s == NULL || strcmp(s->name, section) != 0 ||
+	    p->header_line != s->line) {
+		if ((s = section_begin(p, section)) == NULL)
+			return p->rv ? 0
+			             : fail(p, 0, WEFT_ENOMEM, "out of memory");
+	}
+	return section_add(p, s, key, value);
+}
 
-		/* Errors about the section name belong to its header line. */
-		if (!end_section(p))
-			return 0;
-		p->line = p->header_line;
-		ok = begin_section(p, section);
-		p->line = line;
-		if (!ok)
-			return 0;
+static void
+free_sections(struct parse *p)
+{
+	size_t i, j;
+
+	for (i = 0; i < p->nsecs; i++) {
+		for (j = 0; j < p->secs[i].n; j++) {
+			free(p->secs[i].entries[j].key);
+			free(p->secs[i].entries[j].value);
+		}
+		free(p->secs[i].entries);
+		free(p->secs[i].name);
 	}
-	if (key == NULL)
-		return 1; /* an empty section */
-	switch (p->kind) {
-	case S_NONE:
-		return fail(p, WEFT_ECONFIG, "'%s' outside of any section%s",
-		            key, "");
-	case S_CLUSTER:
-		return on_cluster(p, key, value);
-	case S_NODE:
-		return on_node(p, key, value);
-	case S_LIMITS:
-		return on_limits(p, key, value);
-	case S_TLS:
-		return on_tls(p, key, value);
-	case S_EXTRA:
-		if (weft__msvc_config_add_extra(p->cfg, section, key, value))
-			return fail(p, WEFT_ENOMEM, "out of memory%s%s", "",
-			            "");
-		return 1;
+	free(p->secs);
+}
+
+/* ---- Reading the sections ---------------------------------------------- */
+
+/* Applies every entry of s to dst through keys; false on an error. */
+static bool
+apply(struct parse *p, const struct section *s, const weft_msvc_conf_key *keys,
+      size_t nkeys, void *dst)
+{
+	char msg[sizeof(p->msg)];
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		if (weft__conf_apply(s->name, keys, nkeys, s->entries[i].key,
+		                     s->entries[i].value, dst, msg,
+		                     sizeof(msg)) == 0)
+			continue;
+		fail(p, s->entries[i].line, WEFT_ECONFIG, "%s", msg);
+		return false;
 	}
-	return 1;
+	return true;
+}
+
+static bool
+has_key(const struct section *s, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->entries[i].key, key) == 0)
+			return true;
+	return false;
+}
+
+static void
+read_cluster(struct parse *p, const struct section *s)
+{
+	struct cluster_text c = {NULL};
+
+	if (!apply(p, s, cluster_keys, N(cluster_keys), &c) || c.name == NULL)
+		return;
+	strcpy(p->cfg->cluster, c.name);
+	p->have_name = true;
+}
+
+static void
+read_node(struct parse *p, const struct section *s, const char *id)
+{
+	struct node_text n = {NULL, 0};
+	int rv;
+
+	if (!weft__msvc_id_is_valid(id)) {
+		fail(p, s->line, WEFT_ECONFIG,
+		     "bad node id '%s' (1-63 of A-Z a-z 0-9 _ . -)", id);
+		return;
+	}
+	if (!apply(p, s, node_keys, N(node_keys), &n))
+		return;
+	if (n.host == NULL || !has_key(s, "port")) {
+		fail(p, s->line, WEFT_ECONFIG, "[%s] needs host and port",
+		     s->name);
+		return;
+	}
+	rv = weft_msvc_config_add_node(p->cfg, id, n.host, (uint16_t)n.port);
+	if (rv != 0)
+		fail(p, s->line, rv, "[%s]: %s", s->name, weft_strerror(rv));
+}
+
+static void
+read_tls(struct parse *p, const struct section *s)
+{
+	struct tls_text t = {.min_version = -1};
+	weft_msvc_tls_config tls;
+	int rv;
+
+	if (!apply(p, s, tls_keys, N(tls_keys), &t))
+		return;
+	tls.mode = (enum weft_msvc_tls_mode)t.mode;
+	tls.cert_file = t.cert;
+	tls.key_file = t.key;
+	tls.ca_file = t.ca;
+	tls.min_version =
+	    t.min_version >= 0 ? tls_versions[t.min_version] : NULL;
+	tls.allow_plaintext_members = t.allow_plaintext_members;
+	if ((rv = weft_msvc_config_set_tls(p->cfg, &tls)) != 0)
+		fail(p, 0, rv, "out of memory");
+}
+
+/* The component section that s is (or an instance of, [name ID]), or
+ * NULL; *node gets the ID part of a per-node section. */
+static const weft_msvc_conf_section *
+find_component(const struct parse *p, const char *name, const char **node)
+{
+	const weft_msvc_config_opts *o = p->opts;
+	size_t i, len;
+
+	for (i = 0; o != NULL && i < o->nsections; i++) {
+		const weft_msvc_conf_section *cs = o->sections[i];
+
+		len = strlen(cs->name);
+		*node = NULL;
+		if (strcmp(name, cs->name) == 0)
+			return cs;
+		if (cs->per_node && strncmp(name, cs->name, len) == 0 &&
+		    name[len] == ' ') {
+			*node = name + len + 1;
+			return cs;
+		}
+	}
+	return NULL;
+}
+
+/* Keeps s for weft_msvc_config_get and _read. */
+static void
+keep(struct parse *p, const struct section *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		if (weft__msvc_config_add_extra(
+		        p->cfg, s->name, s->entries[i].key, s->entries[i].value,
+		        s->entries[i].line) != 0) {
+			fail(p, 0, WEFT_ENOMEM, "out of memory");
+			return;
+		}
+	}
+}
+
+/* A section of another component: checked against its table if known. */
+static void
+read_component(struct parse *p, const struct section *s)
+{
+	const weft_msvc_conf_section *cs;
+	const char *node = NULL;
+	void *scratch;
+
+	cs = find_component(p, s->name, &node);
+	if (cs == NULL && p->opts != NULL && p->opts->strict) {
+		fail(p, s->line, WEFT_ECONFIG, "unknown section [%s]", s->name);
+		return;
+	}
+	if (cs != NULL && node != NULL &&
+	    weft__msvc_config_find(p->cfg, node) < 0) {
+		fail(p, s->line, WEFT_ECONFIG,
+		     "[%s]: no such node (no [node %s] section)", s->name,
+		     node);
+		return;
+	}
+	if (cs != NULL) {
+		if ((scratch = calloc(1, cs->size ? cs->size : 1)) == NULL) {
+			fail(p, 0, WEFT_ENOMEM, "out of memory");
+			return;
+		}
+		apply(p, s, cs->keys, cs->nkeys, scratch);
+		free(scratch);
+	}
+	keep(p, s);
+}
+
+/* Nodes first, so that a [name ID] section can be checked against them;
+ * fail() keeps the error of the lowest line whatever the order. */
+static void
+read_sections(struct parse *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nsecs; i++) {
+		const struct section *s = &p->secs[i];
+
+		if (strncmp(s->name, "node ", 5) == 0)
+			read_node(p, s, s->name + 5);
+		else if (strcmp(s->name, "node") == 0)
+			fail(p, s->line, WEFT_ECONFIG,
+			     "[node] needs an id: [node ID]");
+	}
+	for (i = 0; i < p->nsecs; i++) {
+		const struct section *s = &p->secs[i];
+
+		if (strncmp(s->name, "node", 4) == 0 &&
+		    (s->name[4] == '\0' || s->name[4] == ' '))
+			continue;
+		if (strcmp(s->name, "cluster") == 0)
+			read_cluster(p, s);
+		else if (strcmp(s->name, "limits") == 0)
+			apply(p, s, limit_keys, N(limit_keys), &p->cfg->limits);
+		else if (strcmp(s->name, "tls") == 0)
+			read_tls(p, s);
+		else
+			read_component(p, s);
+	}
 }
 
 static int
@@ -472,23 +497,17 @@ finish(struct parse *p, int ini_rv, char *err, size_t errlen)
 {
 	char msg[sizeof(p->msg)];
 
-	if (p->err_line == 0 && ini_rv > 0) {
-		p->err_line = ini_rv;
-		p->rv = WEFT_ECONFIG;
-		snprintf(p->msg, sizeof(p->msg), "syntax error");
-	} else if (p->err_line == 0 && ini_rv < 0) {
-		p->rv = WEFT_ENOMEM;
-		snprintf(p->msg, sizeof(p->msg), "out of memory");
-	}
-	if (p->err_line == 0 && end_section(p) && !p->have_name) {
-		p->rv = WEFT_ECONFIG;
-		snprintf(p->msg, sizeof(p->msg), "no [cluster] name");
-	}
+	if (p->rv == 0 && ini_rv > 0)
+		fail(p, ini_rv, WEFT_ECONFIG, "syntax error");
+	else if (p->rv == 0 && ini_rv < 0)
+		fail(p, 0, WEFT_ENOMEM, "out of memory");
+	if (p->rv == 0)
+		read_sections(p);
+	if (p->rv == 0 && !p->have_name)
+		fail(p, 0, WEFT_ECONFIG, "no [cluster] name");
 	if (p->rv == 0 &&
-	    weft__msvc_config_validate(p->cfg, msg, sizeof(msg)) != 0) {
-		p->rv = WEFT_ECONFIG;
-		snprintf(p->msg, sizeof(p->msg), "%s", msg);
-	}
+	    weft__msvc_config_validate(p->cfg, msg, sizeof(msg)) != 0)
+		fail(p, 0, WEFT_ECONFIG, "%s", msg);
 	if (p->rv == 0)
 		return 0;
 	if (errlen > 0 && p->err_line > 0)
@@ -500,8 +519,9 @@ finish(struct parse *p, int ini_rv, char *err, size_t errlen)
 }
 
 int
-weft_msvc_config_parse(const char *text, const char *name,
-                       weft_msvc_config **out, char *err, size_t errlen)
+weft_msvc_config_parse_opts(const char *text, const char *name,
+                            const weft_msvc_config_opts *opts,
+                            weft_msvc_config **out, char *err, size_t errlen)
 {
 	struct parse p = {.name = name ? name : "<config>", .text = text};
 	int rv;
@@ -509,11 +529,17 @@ weft_msvc_config_parse(const char *text, const char *name,
 	if (text == NULL || out == NULL)
 		return WEFT_EINVAL;
 	p.pos = text;
+	p.opts = opts;
 	/* A placeholder name, replaced by [cluster] name. */
 	if ((rv = weft_msvc_config_new("unnamed", &p.cfg)) != 0)
 		return rv;
-	rv = ini_parse_stream(read_line, &p, on_entry, &p);
-	if ((rv = finish(&p, rv, err, errlen)) != 0) {
+	if ((rv = weft__msvc_config_set_source(p.cfg, p.name)) == 0) {
+		/* libinih's own error is a line number (or -1, -2). */
+		rv = ini_parse_stream(read_line, &p, on_entry, &p);
+		rv = finish(&p, rv, err, errlen);
+	}
+	free_sections(&p);
+	if (rv != 0) {
 		weft_msvc_config_free(p.cfg);
 		return rv;
 	}
@@ -522,8 +548,16 @@ weft_msvc_config_parse(const char *text, const char *name,
 }
 
 int
-weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
-                      size_t errlen)
+weft_msvc_config_parse(const char *text, const char *name,
+                       weft_msvc_config **out, char *err, size_t errlen)
+{
+	return weft_msvc_config_parse_opts(text, name, NULL, out, err, errlen);
+}
+
+/* Reads path into a NUL-terminated malloc'd string; 0 or an error (in
+ * err). */
+static int
+read_file(const char *path, char **out, char *err, size_t errlen)
 {
 	char *text;
 	size_t n;
@@ -541,22 +575,46 @@ weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
 	n = fread(text, 1, MAX_FILE_BYTES + 1, f);
 	rv = ferror(f) ? WEFT_EIO : 0;
 	fclose(f);
-	if (rv == 0 && n > MAX_FILE_BYTES) {
+	if (rv != 0) {
+		snprintf(err, errlen, "%s: read error", path);
+	} else if (n > MAX_FILE_BYTES) {
 		snprintf(err, errlen, "%s: larger than %u bytes", path,
 		         MAX_FILE_BYTES);
 		rv = WEFT_ECONFIG;
-	} else if (rv != 0) {
-		snprintf(err, errlen, "%s: read error", path);
 	} else {
 		text[n] = '\0';
 		if (strlen(text) != n) {
 			snprintf(err, errlen, "%s: contains a NUL byte", path);
 			rv = WEFT_ECONFIG;
-		} else {
-			rv = weft_msvc_config_parse(text, path, out, err,
-			                            errlen);
 		}
 	}
+	if (rv != 0) {
+		free(text);
+		return rv;
+	}
+	*out = text;
+	return 0;
+}
+
+int
+weft_msvc_config_load_opts(const char *path, const weft_msvc_config_opts *opts,
+                           weft_msvc_config **out, char *err, size_t errlen)
+{
+	char *text;
+	int rv;
+
+	if (path == NULL || out == NULL)
+		return WEFT_EINVAL;
+	if ((rv = read_file(path, &text, err, errlen)) != 0)
+		return rv;
+	rv = weft_msvc_config_parse_opts(text, path, opts, out, err, errlen);
 	free(text);
 	return rv;
+}
+
+int
+weft_msvc_config_load(const char *path, weft_msvc_config **out, char *err,
+                      size_t errlen)
+{
+	return weft_msvc_config_load_opts(path, NULL, out, err, errlen);
 }

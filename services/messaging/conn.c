@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * conn.c: one connection of the messaging service: the pipeline handler
  * that reads frames straight from the channel's input buffer, the

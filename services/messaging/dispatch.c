@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dispatch.c: inbound requests and one-way messages meet their handlers,
  * inline on the loop that read them or on the worker pool; responses go

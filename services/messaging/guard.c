@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * guard.c: what a node grants the peers it accepts (docs/SECURITY.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lat.c: a compact latency histogram for one peer's request round trips.
  *
@@ -12,6 +13,7 @@
  * replace this.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "msvc_int.h"
 
@@ -26,6 +28,10 @@ struct weft__msvc_lat {
 	uint64_t count;
 	uint64_t max;
 	uint64_t counts[BUCKETS];
+	/* The exposition's coarser buckets, counted exactly as values come
+	 * (a few comparisons), and the sum, for Prometheus histograms. */
+	uint64_t expo[WEFT_METRICS_LATENCY_BUCKETS + 1];
+	double sum_ns;
 };
 
 static unsigned
@@ -71,8 +77,16 @@ weft__msvc_lat_free(struct weft__msvc_lat *h)
 void
 weft__msvc_lat_record(struct weft__msvc_lat *h, uint64_t ns)
 {
+	unsigned i;
+
 	h->counts[bucket_of(ns)]++;
 	h->count++;
+	h->sum_ns += (double)ns;
+	for (i = 0; i < WEFT_METRICS_LATENCY_BUCKETS &&
+	            ns > weft_metrics_latency_bound(i);
+	     i++)
+		;
+	h->expo[i]++;
 	if (ns > h->max)
 		h->max = ns;
 }
@@ -113,4 +127,12 @@ weft__msvc_lat_percentile(const struct weft__msvc_lat *h, double p)
 	/* The last bucket also holds every longer value. */
 	top = i < BUCKETS - 1 ? bucket_top(i) : h->max;
 	return top < h->max ? top : h->max;
+}
+
+double
+weft__msvc_lat_buckets(const struct weft__msvc_lat *h,
+                       uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1])
+{
+	memcpy(counts, h->expo, sizeof(h->expo));
+	return h->sum_ns;
 }

@@ -1,5 +1,7 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.c: counters, latency snapshots and the Prometheus text dump. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,15 +46,16 @@ snapshot_verbs(struct weft__msvc_loop *ml)
 	pthread_mutex_unlock(&ml->snap_lock);
 }
 
-/* Merges every loop's snapshot of verb's round trips into out. */
-static void
-verb_latency(const weft_msvc *svc, uint32_t verb, weft_msvc_verb_stats *out)
+/* Merges every loop's snapshot of verb's round trips into a histogram of
+ * the caller's; NULL when out of memory. */
+static weft_histogram *
+verb_merged(const weft_msvc *svc, uint32_t verb)
 {
 	weft_histogram *sum;
 	uint32_t i;
 
 	if (weft_histogram_new(&sum) != 0)
-		return;
+		return NULL;
 	for (i = 0; i < svc->nloops; i++) {
 		struct weft__msvc_loop *ml = &svc->loops[i];
 
@@ -63,6 +66,16 @@ verb_latency(const weft_msvc *svc, uint32_t verb, weft_msvc_verb_stats *out)
 			weft_histogram_merge(sum, ml->verb_snap[verb]);
 		pthread_mutex_unlock(&ml->snap_lock);
 	}
+	return sum;
+}
+
+static void
+verb_latency(const weft_msvc *svc, uint32_t verb, weft_msvc_verb_stats *out)
+{
+	weft_histogram *sum = verb_merged(svc, verb);
+
+	if (sum == NULL)
+		return;
 	out->latency_count = weft_histogram_count(sum);
 	out->latency_p50_ns = weft_histogram_percentile(sum, 50);
 	out->latency_p99_ns = weft_histogram_percentile(sum, 99);
@@ -94,6 +107,8 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 		peer->snap_p50_ns = weft__msvc_lat_percentile(peer->lat, 50);
 		peer->snap_p99_ns = weft__msvc_lat_percentile(peer->lat, 99);
 		peer->snap_max_ns = weft__msvc_lat_max(peer->lat);
+		peer->snap_sum_ns =
+		    weft__msvc_lat_buckets(peer->lat, peer->snap_buckets);
 		pthread_mutex_unlock(&peer->snap_lock);
 	}
 }
@@ -313,71 +328,144 @@ header(struct evbuffer *out, const char *group, const struct metric *m)
 	                    m->name, suffix, m->type);
 }
 
+/* The labels of a sample, key="value" pairs (values escaped: a verb's
+ * name is anything its registrant chose), up to three. */
+static void
+labels(char *buf, size_t cap, const char *k1, const char *v1, const char *k2,
+       const char *v2, const char *k3, const char *v3)
+{
+	const char *keys[3] = {k1, k2, k3}, *values[3] = {v1, v2, v3};
+	size_t len = 0;
+	int i, n;
+
+	buf[0] = '\0';
+	for (i = 0; i < 3 && keys[i] != NULL && len + 4 < cap; i++) {
+		n = snprintf(buf + len, cap - len, "%s%s=\"", i ? "," : "",
+		             keys[i]);
+		if (n < 0 || (size_t)n + 2 >= cap - len)
+			break;
+		len += (size_t)n;
+		weft_metrics_escape(buf + len, cap - len - 1, values[i]);
+		len += strlen(buf + len);
+		buf[len++] = '"';
+		buf[len] = '\0';
+	}
+}
+
+static const char *
+suffix_of(const struct metric *m)
+{
+	return strcmp(m->type, "counter") == 0 ? "_total" : "";
+}
+
 static void
 dump_node(weft_msvc *svc, struct evbuffer *out)
 {
+	char lb[160];
 	weft_msvc_stats s;
 	size_t i;
 
 	weft_msvc_get_stats(svc, &s);
+	labels(lb, sizeof(lb), "node", svc->id, NULL, NULL, NULL, NULL);
 	for (i = 0; i < N(node_metrics); i++) {
 		const struct metric *m = &node_metrics[i];
 		uint64_t v = *(const uint64_t *)((const char *)&s + m->offset);
 
 		header(out, "node", m);
-		evbuffer_add_printf(
-		    out, "weft_msvc_node_%s%s{node=\"%s\"} %" PRIu64 "\n",
-		    m->name, strcmp(m->type, "counter") ? "" : "_total",
-		    svc->id, v);
+		evbuffer_add_printf(out,
+		                    "weft_msvc_node_%s%s{%s} %" PRIu64 "\n",
+		                    m->name, suffix_of(m), lb, v);
+	}
+}
+
+/* The members this node talks to: not itself (its entry would be all
+ * zeros). */
+static bool
+is_remote(const weft_msvc_peer *peer)
+{
+	return !peer->is_self;
+}
+
+static void
+dump_peer_up(weft_msvc *svc, struct evbuffer *out)
+{
+	char lb[320];
+	size_t p;
+
+	evbuffer_add_printf(out, "# HELP weft_msvc_peer_up Whether the peer is "
+	                         "up (1) or down (0).\n"
+	                         "# TYPE weft_msvc_peer_up gauge\n");
+	for (p = 0; p < svc->npeers; p++) {
+		if (!is_remote(svc->peers[p]))
+			continue;
+		labels(lb, sizeof(lb), "node", svc->id, "peer",
+		       svc->peers[p]->id, NULL, NULL);
+		evbuffer_add_printf(out, "weft_msvc_peer_up{%s} %d\n", lb,
+		                    weft_msvc_peer_is_up(svc->peers[p]) ? 1
+		                                                        : 0);
+	}
+}
+
+/* Round trips per peer, from the last second's snapshot: a Prometheus
+ * histogram, cumulative over the node's life. */
+static void
+dump_peer_latency(weft_msvc *svc, struct evbuffer *out)
+{
+	uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1];
+	char lb[320];
+	double sum;
+	size_t p;
+
+	evbuffer_add_printf(out, "# HELP weft_msvc_peer_latency_seconds "
+	                         "Request round trips to the peer.\n"
+	                         "# TYPE weft_msvc_peer_latency_seconds "
+	                         "histogram\n");
+	for (p = 0; p < svc->npeers; p++) {
+		weft_msvc_peer *peer = svc->peers[p];
+
+		if (!is_remote(peer))
+			continue;
+		pthread_mutex_lock(&peer->snap_lock);
+		memcpy(counts, peer->snap_buckets, sizeof(counts));
+		sum = peer->snap_sum_ns;
+		pthread_mutex_unlock(&peer->snap_lock);
+		labels(lb, sizeof(lb), "node", svc->id, "peer", peer->id, NULL,
+		       NULL);
+		weft_metrics_histogram_counts(out,
+		                              "weft_msvc_peer_latency_seconds",
+		                              lb, counts, sum / 1e9);
 	}
 }
 
 static void
 dump_peers(weft_msvc *svc, struct evbuffer *out)
 {
-	static const double q[] = {0.5, 0.99};
 	weft_msvc_peer_stats *ps;
+	char lb[320];
 	size_t i, p;
 
 	if ((ps = calloc(svc->npeers ? svc->npeers : 1, sizeof(*ps))) == NULL)
 		return;
 	for (p = 0; p < svc->npeers; p++)
 		weft_msvc_peer_get_stats(svc->peers[p], &ps[p]);
+	dump_peer_up(svc, out);
 	for (i = 0; i < N(peer_metrics); i++) {
 		const struct metric *m = &peer_metrics[i];
 
 		header(out, "peer", m);
-		for (p = 0; p < svc->npeers; p++)
+		for (p = 0; p < svc->npeers; p++) {
+			if (!is_remote(svc->peers[p]))
+				continue;
+			labels(lb, sizeof(lb), "node", svc->id, "peer",
+			       svc->peers[p]->id, NULL, NULL);
 			evbuffer_add_printf(
-			    out,
-			    "weft_msvc_peer_%s%s{node=\"%s\",peer=\"%s\"} "
-			    "%" PRIu64 "\n",
-			    m->name, strcmp(m->type, "counter") ? "" : "_total",
-			    svc->id, svc->peers[p]->id,
+			    out, "weft_msvc_peer_%s%s{%s} %" PRIu64 "\n",
+			    m->name, suffix_of(m), lb,
 			    *(const uint64_t *)((const char *)&ps[p] +
 			                        m->offset));
+		}
 	}
-	evbuffer_add_printf(out, "# HELP weft_msvc_peer_latency_seconds "
-	                         "Request round trips (last second's "
-	                         "snapshot).\n"
-	                         "# TYPE weft_msvc_peer_latency_seconds "
-	                         "summary\n");
-	for (p = 0; p < svc->npeers; p++) {
-		uint64_t v[2] = {ps[p].latency_p50_ns, ps[p].latency_p99_ns};
-
-		for (i = 0; i < 2; i++)
-			evbuffer_add_printf(
-			    out,
-			    "weft_msvc_peer_latency_seconds{node=\"%s\","
-			    "peer=\"%s\",quantile=\"%g\"} %.9f\n",
-			    svc->id, svc->peers[p]->id, q[i],
-			    (double)v[i] / 1e9);
-		evbuffer_add_printf(
-		    out,
-		    "weft_msvc_peer_latency_seconds_count{node=\"%s\","
-		    "peer=\"%s\"} %" PRIu64 "\n",
-		    svc->id, svc->peers[p]->id, ps[p].latency_count);
-	}
+	dump_peer_latency(svc, out);
 	free(ps);
 }
 
@@ -401,40 +489,35 @@ verb_has_latency(weft_msvc *svc, uint32_t verb)
 }
 
 /* The round trips of this node's requests, by verb (also verbs that only
- * peers serve). */
+ * peers serve, which have a number but no name here). */
 static void
 dump_verb_latency(weft_msvc *svc, struct evbuffer *out)
 {
-	static const double q[2] = {0.5, 0.99};
-	weft_msvc_verb_stats vs;
+	char lb[600], number[16];
+	weft_histogram *h;
 	uint32_t v;
 
 	evbuffer_add_printf(out, "# HELP weft_msvc_verb_latency_seconds "
-	                         "Request round trips by verb (last second's "
-	                         "snapshot).\n"
+	                         "Request round trips by verb.\n"
 	                         "# TYPE weft_msvc_verb_latency_seconds "
-	                         "summary\n");
+	                         "histogram\n");
 	for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
-		if (!verb_has_latency(svc, v))
+		if (!verb_has_latency(svc, v) ||
+		    (h = verb_merged(svc, v)) == NULL)
 			continue;
-		weft_msvc_verb_get_stats(svc, v, &vs);
-		evbuffer_add_printf(
-		    out,
-		    "weft_msvc_verb_latency_seconds{node=\"%s\","
-		    "number=\"%u\",quantile=\"%g\"} %.9f\n"
-		    "weft_msvc_verb_latency_seconds{node=\"%s\","
-		    "number=\"%u\",quantile=\"%g\"} %.9f\n"
-		    "weft_msvc_verb_latency_seconds_count{node="
-		    "\"%s\",number=\"%u\"} %" PRIu64 "\n",
-		    svc->id, (unsigned)v, q[0], (double)vs.latency_p50_ns / 1e9,
-		    svc->id, (unsigned)v, q[1], (double)vs.latency_p99_ns / 1e9,
-		    svc->id, (unsigned)v, vs.latency_count);
+		snprintf(number, sizeof(number), "%u", (unsigned)v);
+		labels(lb, sizeof(lb), "node", svc->id, "number", number, NULL,
+		       NULL);
+		weft_metrics_histogram(out, "weft_msvc_verb_latency_seconds",
+		                       lb, h);
+		weft_histogram_free(h);
 	}
 }
 
 static void
 dump_verbs(weft_msvc *svc, struct evbuffer *out)
 {
+	char lb[600], number[16];
 	weft_msvc_verb_stats vs;
 	size_t i;
 	uint32_t v;
@@ -447,12 +530,12 @@ dump_verbs(weft_msvc *svc, struct evbuffer *out)
 			if (svc->verbs[v].name == NULL)
 				continue;
 			weft_msvc_verb_get_stats(svc, v, &vs);
+			snprintf(number, sizeof(number), "%u", (unsigned)v);
+			labels(lb, sizeof(lb), "node", svc->id, "verb",
+			       svc->verbs[v].name, "number", number);
 			evbuffer_add_printf(
-			    out,
-			    "weft_msvc_verb_%s%s{node=\"%s\","
-			    "verb=\"%s\",number=\"%u\"} %" PRIu64 "\n",
-			    m->name, strcmp(m->type, "counter") ? "" : "_total",
-			    svc->id, svc->verbs[v].name, (unsigned)v,
+			    out, "weft_msvc_verb_%s%s{%s} %" PRIu64 "\n",
+			    m->name, suffix_of(m), lb,
 			    *(const uint64_t *)((const char *)&vs + m->offset));
 		}
 	}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* msvc_int.h: the messaging service's private types and functions. */
 #ifndef WEFT_MSVC_INT_H
 #define WEFT_MSVC_INT_H
@@ -10,6 +11,7 @@
 #include <weft/channel.h>
 #include <weft/histogram.h>
 #include <weft/messaging.h>
+#include <weft/metrics.h>
 #include <weft/transport.h>
 
 /* ---- Configuration ----------------------------------------------------- */
@@ -22,6 +24,7 @@ struct weft__msvc_node {
 
 struct weft__msvc_kv {
 	char *section, *key, *value;
+	int line; /* in the file it was read from; 0: set in code */
 };
 
 struct weft_msvc_config {
@@ -32,13 +35,34 @@ struct weft_msvc_config {
 	weft_msvc_tls_config tls;
 	struct weft__msvc_kv *extra;
 	size_t extra_len, extra_cap;
+	char *source; /* the file read, for messages; NULL: built in code */
 };
 
 bool weft__msvc_id_is_valid(const char *id);
 void weft__msvc_limits_defaults(weft_msvc_limits *l);
 ssize_t weft__msvc_config_find(const weft_msvc_config *cfg, const char *id);
 int weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
-                                const char *key, const char *value);
+                                const char *key, const char *value, int line);
+int weft__msvc_config_set_source(weft_msvc_config *cfg, const char *source);
+/* The file name for messages ("<config>" for a config built in code). */
+const char *weft__msvc_config_source(const weft_msvc_config *cfg);
+
+/* conf.c: the values' grammar and key tables (weft.conf(5)). */
+bool weft__conf_parse_size(const char *s, uint64_t *out);
+bool weft__conf_parse_duration(const char *s, uint64_t *out);
+bool weft__conf_parse_bool(const char *s, bool *out);
+bool weft__conf_parse_address(const char *s, weft_msvc_conf_address *out);
+const weft_msvc_conf_key *weft__conf_find(const weft_msvc_conf_key *keys,
+                                          size_t n, const char *name);
+/* weft__conf_set parses value as k says into dst (the section's struct);
+ * 0, or WEFT_ECONFIG with the reason in why. */
+int weft__conf_set(const weft_msvc_conf_key *k, const char *value, void *dst,
+                   char *why, size_t whylen);
+/* weft__conf_apply finds key in keys and sets it; 0, or WEFT_ECONFIG with
+ * "[section] key: reason" or "[section]: unknown key 'key'" in msg. */
+int weft__conf_apply(const char *section, const weft_msvc_conf_key *keys,
+                     size_t n, const char *key, const char *value, void *dst,
+                     char *msg, size_t msglen);
 int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
                                size_t errlen);
 int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
@@ -369,6 +393,9 @@ struct weft_msvc_peer {
 	 * numbers, not a second histogram, to keep a peer small. */
 	pthread_mutex_t snap_lock;
 	uint64_t snap_count, snap_p50_ns, snap_p99_ns, snap_max_ns;
+	/* And the exposition's histogram (metrics.c). */
+	uint64_t snap_buckets[WEFT_METRICS_LATENCY_BUCKETS + 1];
+	double snap_sum_ns;
 	struct weft__msvc_pstats st;
 };
 
@@ -467,7 +494,17 @@ struct weft_msvc {
 	pthread_cond_t wait_cond;
 	uint32_t wait_count;
 	uint32_t busy; /* stop: loops still closing things */
+	/* sync.c: threads waiting for a peer to come up (monotonic). */
+	pthread_mutex_t sync_lock;
+	pthread_cond_t sync_cond;
 };
+
+/* sync.c: blocking calls for threads that are not the service's. */
+void weft__msvc_sync_init(weft_msvc *svc);
+void weft__msvc_sync_fini(weft_msvc *svc);
+/* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
+ * changed, or the service is stopping. Any thread. */
+void weft__msvc_sync_notify(weft_msvc *svc);
 
 /* service.c */
 bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);
@@ -602,6 +639,11 @@ uint64_t weft__msvc_lat_max(const struct weft__msvc_lat *h);
  * lie: its bucket's upper edge, at most 1/16 above, capped at the maximum;
  * 0 when empty. */
 uint64_t weft__msvc_lat_percentile(const struct weft__msvc_lat *h, double p);
+/* weft__msvc_lat_buckets copies the counts in the exposition's latency
+ * buckets (<weft/metrics.h>) and returns the sum of all values, in ns. */
+double
+weft__msvc_lat_buckets(const struct weft__msvc_lat *h,
+                       uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1]);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);

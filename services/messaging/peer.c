@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * peer.c: sending to one peer. Every peer has a home loop that owns its
  * connections. A sender on the home loop encodes straight into the
@@ -447,6 +448,7 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 	          up ? "up" : "down");
 	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
 		svc->peer_cb(svc, peer, up, svc->peer_cb_arg);
+	weft__msvc_sync_notify(svc);
 }
 
 void

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pending.c: pending requests of one loop. Slots live in an array and are
  * reused through a free list, so a request costs no allocation; the id

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* service.c: the service's life (new, start, stop, free) and its API. */
 #include <sched.h>
 #include <stdio.h>
@@ -185,6 +186,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	*out = svc;
 	pthread_mutex_init(&svc->wait_lock, NULL);
 	pthread_cond_init(&svc->wait_cond, NULL);
+	weft__msvc_sync_init(svc);
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
 	pthread_mutex_init(&svc->addr_lock, NULL);
@@ -455,6 +457,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 
 	if (atomic_exchange(&svc->stopping, true))
 		return;
+	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
 	while (atomic_load(&svc->callers) > 0)
 		sched_yield();
 	/* The listener stays open while draining, but new handshakes are
@@ -494,6 +497,7 @@ free_all(weft_msvc *svc)
 	weft_msvc_config_free(svc->cfg);
 	pthread_mutex_destroy(&svc->wait_lock);
 	pthread_cond_destroy(&svc->wait_cond);
+	weft__msvc_sync_fini(svc);
 	pthread_mutex_destroy(&svc->pool.lock);
 	pthread_cond_destroy(&svc->pool.cond);
 	pthread_mutex_destroy(&svc->addr_lock);

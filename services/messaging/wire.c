@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wire.c: the bytes of docs/PROTOCOL.md. The envelope has a fixed layout,
  * so it is written and read by hand (still valid msgpack) without a

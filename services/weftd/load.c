@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * load.c: the load verb (docs/WEFTD.md), with which `weft-bench cluster
  * --hosts` runs the cluster workload on weftd nodes started elsewhere.
@@ -712,8 +713,8 @@ weftd_load_register(struct weftd *d)
 	    weft_msvc_config_limits_const(d->cfg)->request_timeout_ms;
 	run->max_frame_bytes =
 	    weft_msvc_config_limits_const(d->cfg)->max_frame_bytes;
-	run->max_duration_ms = d->load_max_duration_ms;
-	run->max_rate = d->load_max_rate;
+	run->max_duration_ms = d->set.load_max_duration_ms;
+	run->max_rate = d->set.load_max_rate;
 	/* Members only: the verb makes this node load the whole cluster. */
 	rv = weft_msvc_register(d->svc, WEFTD_VERB_LOAD, "load", on_load, run,
 	                        WEFT_MSVC_INLINE);

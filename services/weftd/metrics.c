@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.c: the node's counters in Prometheus text, on request. */
 #include <netinet/in.h>
 #include <stdio.h>
@@ -8,24 +9,30 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include <weft/metrics.h>
+
 #include "weftd_int.h"
 
 static int
 dump_daemon(struct weftd *d, struct evbuffer *out)
 {
 	double up = (double)(weft_now_ns() - d->started_ns) / 1e9;
+	char node[2 * WEFT_MSVC_MAX_ID + 1], cluster[2 * WEFT_MSVC_MAX_ID + 1];
 
+	weft_metrics_escape(node, sizeof(node), d->id);
+	weft_metrics_escape(cluster, sizeof(cluster),
+	                    weft_msvc_config_cluster(d->cfg));
 	if (evbuffer_add_printf(
 	        out,
 	        "# HELP weftd_info The node this daemon runs.\n"
 	        "# TYPE weftd_info gauge\n"
-	        "weftd_info{node=\"%s\",cluster=\"%s\"} 1\n"
+	        "weftd_info{node=\"%s\",cluster=\"%s\",version=\"%s\"} 1\n"
 	        "# HELP weftd_uptime_seconds Time since start.\n"
 	        "# TYPE weftd_uptime_seconds gauge\n"
 	        "weftd_uptime_seconds{node=\"%s\"} %.3f\n",
-	        d->id, weft_msvc_config_cluster(d->cfg), d->id, up) < 0)
+	        node, cluster, weft_version(), node, up) < 0)
 		return WEFT_ENOMEM;
-	return 0;
+	return weft_metrics_dump_process(out);
 }
 
 int
@@ -110,7 +117,7 @@ weftd_http_start(struct weftd *d)
 {
 	struct evhttp_bound_socket *bs;
 
-	if (!d->metrics_on)
+	if (d->set.metrics.host[0] == '\0')
 		return 0;
 	if ((d->http = evhttp_new(weft_loop_base(d->main_loop))) == NULL)
 		return WEFT_ENOMEM;
@@ -119,11 +126,11 @@ weftd_http_start(struct weftd *d)
 	evhttp_set_max_body_size(d->http, 4096);
 	evhttp_set_timeout(d->http, 10);
 	evhttp_set_gencb(d->http, on_request, d);
-	bs = evhttp_bind_socket_with_handle(d->http, d->metrics_host,
-	                                    d->metrics_port);
+	bs = evhttp_bind_socket_with_handle(d->http, d->set.metrics.host,
+	                                    d->set.metrics.port);
 	if (bs == NULL) {
 		weft_error("weftd: metrics_listen %s:%u: cannot bind",
-		           d->metrics_host, d->metrics_port);
+		           d->set.metrics.host, d->set.metrics.port);
 		evhttp_free(d->http);
 		d->http = NULL;
 		return WEFT_EADDRINUSE;

@@ -1,135 +1,91 @@
-/* settings.c: the [weftd] section of the cluster configuration. */
-#include <ctype.h>
-#include <errno.h>
+/* SPDX-License-Identifier: MIT */
+/*
+ * settings.c: the [weftd] section of the cluster configuration, a key table
+ * in the file's one grammar, and the loading that weftd and weft-kv share:
+ * every section checked, an unknown one or a misspelt key an error naming
+ * the file and line.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "weftd_int.h"
 
 #define DEFAULT_SHUTDOWN_TIMEOUT_MS 5000
 #define DEFAULT_LOAD_MAX_DURATION_MS (10 * 60 * 1000)
-#define DEFAULT_LOAD_MAX_RATE 1e6
+#define DEFAULT_LOAD_MAX_RATE 1000000
+
+static const char *const log_levels[] = {"debug", "info", "warn",
+                                         "error", "off",  NULL};
+
+#define WEFTD_KEY(type, name, field, ...)                                      \
+	WEFT_MSVC_CONF_KEY(type, name, struct weftd_settings, field,           \
+	                   __VA_ARGS__)
+/* [weftd] and [weftd ID]: one line per key (docs/WEFTD.md, weftd(8)). */
+static const weft_msvc_conf_key weftd_keys[] = {
+    WEFTD_KEY(ADDRESS, "metrics_listen", metrics),
+    WEFTD_KEY(DURATION, "shutdown_timeout", shutdown_timeout_ms),
+    WEFTD_KEY(CHOICE, "log_level", log_level, .choices = log_levels),
+    WEFTD_KEY(BOOL, "load", load),
+    WEFTD_KEY(DURATION, "load_max_duration", load_max_duration_ms, .min = 1),
+    WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1),
+};
+
+const weft_msvc_conf_section weftd_config_section = {
+    .name = "weftd",
+    .keys = weftd_keys,
+    .nkeys = sizeof(weftd_keys) / sizeof(weftd_keys[0]),
+    .size = sizeof(struct weftd_settings),
+    .per_node = true,
+};
 
 int
-weftd_parse_duration_ms(const char *text, uint64_t *out)
+weftd_config_load(const char *path, weft_msvc_config **out, char *err,
+                  size_t errlen)
 {
-	unsigned long long n;
-	char *end;
+	static const weft_msvc_conf_section *const sections[] = {
+	    &weftd_config_section, &weft_kv_config_section};
+	const weft_msvc_config_opts opts = {
+	    .sections = sections,
+	    .nsections = sizeof(sections) / sizeof(sections[0]),
+	    .strict = true,
+	};
 
-	if (!isdigit((unsigned char)*text))
-		return WEFT_EINVAL;
-	errno = 0;
-	n = strtoull(text, &end, 10);
-	if (errno != 0)
-		return WEFT_EINVAL;
-	if (*end == '\0' || strcmp(end, "ms") == 0) {
-		*out = n;
-		return 0;
-	}
-	if (strcmp(end, "s") != 0 || n > UINT64_MAX / 1000)
-		return WEFT_EINVAL;
-	*out = n * 1000;
-	return 0;
+	return weft_msvc_config_load_opts(path, &opts, out, err, errlen);
 }
 
-/* Accepts "host:port" and "[v6-host]:port"; port 0 binds any free port. */
 int
-weftd_parse_hostport(const char *text, char *host, size_t host_len,
-                     uint16_t *port)
+weftd_settings_read(const weft_msvc_config *cfg, const char *id,
+                    struct weftd_settings *s, char *err, size_t errlen)
 {
-	const char *colon = strrchr(text, ':'), *h = text;
-	unsigned long p;
-	size_t n;
-	char *end;
-
-	if (colon == NULL || colon == text || !isdigit((unsigned char)colon[1]))
-		return WEFT_EINVAL;
-	n = (size_t)(colon - text);
-	if (text[0] == '[') {
-		if (n < 3 || text[n - 1] != ']')
-			return WEFT_EINVAL;
-		h = text + 1;
-		n -= 2;
-	}
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || p > 65535 || n >= host_len)
-		return WEFT_EINVAL;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	*port = (uint16_t)p;
-	return 0;
-}
-
-static int
-parse_log_level(const char *text, enum weft_log_level *out)
-{
-	static const char *const names[] = {"debug", "info", "warn", "error",
-	                                    "off"};
-	size_t i;
-
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcasecmp(text, names[i]) == 0) {
-			*out = (enum weft_log_level)i;
-			return 0;
-		}
-	}
-	return WEFT_EINVAL;
+	memset(s, 0, sizeof(*s));
+	s->shutdown_timeout_ms = DEFAULT_SHUTDOWN_TIMEOUT_MS;
+	s->load_max_duration_ms = DEFAULT_LOAD_MAX_DURATION_MS;
+	s->load_max_rate = DEFAULT_LOAD_MAX_RATE;
+	/* The library logs only warnings by default; a daemon's operator
+	 * wants its info lines (peers up and down, ready, draining). */
+	s->log_level = WEFT_LOG_INFO;
+	return weft_msvc_config_read(cfg, &weftd_config_section, id, s, err,
+	                             errlen);
 }
 
 int
 weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 {
-	enum weft_log_level level;
-	const char *v;
+	int rv;
 
-	d->shutdown_timeout_ms = DEFAULT_SHUTDOWN_TIMEOUT_MS;
-	d->load_max_duration_ms = DEFAULT_LOAD_MAX_DURATION_MS;
-	d->load_max_rate = DEFAULT_LOAD_MAX_RATE;
-	v = weft_msvc_config_get(d->cfg, "weftd", "metrics_listen");
-	if (v != NULL) {
-		if (weftd_parse_hostport(v, d->metrics_host,
-		                         sizeof(d->metrics_host),
-		                         &d->metrics_port) != 0)
-			goto bad;
-		d->metrics_on = true;
-	}
-	v = weft_msvc_config_get(d->cfg, "weftd", "shutdown_timeout");
-	if (v != NULL && weftd_parse_duration_ms(v, &d->shutdown_timeout_ms))
-		goto bad;
-	v = weft_msvc_config_get(d->cfg, "weftd", "load");
-	if (v != NULL) {
-		if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
-			goto bad;
-		d->load_on = strcmp(v, "on") == 0;
-	}
-	v = weft_msvc_config_get(d->cfg, "weftd", "load_max_duration");
-	if (v != NULL &&
-	    (weftd_parse_duration_ms(v, &d->load_max_duration_ms) != 0 ||
-	     d->load_max_duration_ms == 0))
-		goto bad;
-	v = weft_msvc_config_get(d->cfg, "weftd", "load_max_rate");
-	if (v != NULL) {
-		char *end;
-
-		d->load_max_rate = strtod(v, &end);
-		if (end == v || *end != '\0' || !(d->load_max_rate > 0))
-			goto bad;
-	}
-	v = weft_msvc_config_get(d->cfg, "weftd", "log_level");
-	if (v != NULL) {
-		if (parse_log_level(v, &level) != 0)
-			goto bad;
-		/* The WEFT_LOG environment variable wins over the file. */
-		if (getenv("WEFT_LOG") == NULL)
-			weft_log_set_level(level);
-	}
+	if ((rv = weftd_settings_read(d->cfg, d->id, &d->set, err, errlen)))
+		return rv;
+	/* The WEFT_LOG environment variable wins over the file. */
+	if (getenv("WEFT_LOG") == NULL)
+		weft_log_set_level((enum weft_log_level)d->set.log_level);
 	return 0;
+}
 
-bad:
-	snprintf(err, errlen, "%s: [weftd]: invalid value '%s'", d->config_path,
-	         v);
-	return WEFT_ECONFIG;
+void
+weftd_format_address(const weft_msvc_conf_address *a, uint16_t port, char *buf,
+                     size_t len)
+{
+	snprintf(buf, len, strchr(a->host, ':') ? "[%s]:%u" : "%s:%u", a->host,
+	         (unsigned)port);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls.c: the TLS context that the [tls] section asks for (<weft/tls.h>),
  * shared by weftd and weft-kv, and weftd's reload on SIGHUP.

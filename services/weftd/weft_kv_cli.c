@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft_kv_cli.c: weft-kv, the key-value service's command-line client. It
  * joins the cluster as a non-member client (its answers come back on the
@@ -24,7 +25,7 @@
 
 #include "weftd_int.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE WEFTD_EXIT_USAGE
 #define DEFAULT_TIMEOUT_MS 5000
 
 struct cli {
@@ -55,7 +56,8 @@ usage(FILE *f)
 	           "delete KEY\n"
 	           "  put KEY - reads the value from standard input.\n"
 	           "  With TLS, the certificate must name the client id "
-	           "(--id).\n");
+	           "(--id).\n"
+	           "  weft-kv --help | --version\n");
 }
 
 static int
@@ -83,12 +85,13 @@ parse_args(struct cli *c, int argc, char **argv)
 	    {"tls-cert", required_argument, NULL, 'C'},
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	int opt, args;
 	char *end;
 
-	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:h", longopts,
+	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:hV", longopts,
 	                          NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -113,6 +116,9 @@ parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("weft-kv %s\n", weft_version());
 			exit(0);
 		default:
 			goto bad;
@@ -230,7 +236,7 @@ run(struct cli *c, weft_msvc_config *cfg)
 		snprintf(id, sizeof(id), "%s", c->client_id);
 	if (weftd_tls_ctx_from_config(cfg, c->tls_cert, c->tls_key,
 	                              &opts.tls) != 0)
-		return EXIT_USAGE;
+		return WEFTD_EXIT_CONFIG;
 	if (weft_loop_group_new(1, &group) != 0)
 		goto out_tls;
 	if ((rv = weft_msvc_new(group, cfg, id, &opts, &svc)) != 0) {
@@ -243,7 +249,7 @@ run(struct cli *c, weft_msvc_config *cfg)
 	} else if ((node = weft_msvc_peer_find(svc, c->node)) == NULL) {
 		fprintf(stderr, "weft-kv: %s: no node '%s'\n", c->config_path,
 		        c->node);
-		code = EXIT_USAGE;
+		code = WEFTD_EXIT_CONFIG;
 	} else if ((rv = weft_msvc_start(svc)) != 0 ||
 	           (rv = send_request(c, svc, node)) != 0) {
 		fprintf(stderr, "weft-kv: %s %s: %s\n", c->cmd, c->key,
@@ -276,14 +282,15 @@ main(int argc, char **argv)
 		weft_log_set_level(WEFT_LOG_WARN);
 	if ((code = parse_args(&c, argc, argv)) != 0)
 		return code;
-	if (weft_msvc_config_load(c.config_path, &cfg, err, sizeof(err))) {
+	if ((code = weftd_config_load(c.config_path, &cfg, err, sizeof(err))) !=
+	    0) {
 		fprintf(stderr, "weft-kv: %s\n", err);
-		return EXIT_USAGE;
+		return code == WEFT_ENOMEM ? EXIT_FAILURE : WEFTD_EXIT_CONFIG;
 	}
 	if (c.node == NULL &&
 	    weft_msvc_config_node(cfg, 0, &c.node, &host, &port) != 0) {
 		weft_msvc_config_free(cfg);
-		return EXIT_USAGE;
+		return WEFTD_EXIT_CONFIG;
 	}
 	pthread_mutex_init(&c.lock, NULL);
 	pthread_cond_init(&c.cond, NULL);

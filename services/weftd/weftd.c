@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weftd.c: the node daemon. `weftd --config cluster.ini --id n1` runs one
  * member of the cluster: the messaging service on a loop group, the
@@ -21,15 +22,23 @@
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: weftd --config FILE --id NODE [--tls-cert FILE "
-	           "--tls-key FILE]\n"
-	           "Runs one node of a weft cluster (see docs/WEFTD.md).\n"
-	           "  -c, --config FILE  the cluster configuration (INI)\n"
-	           "  -i, --id NODE      this node's id, a [node ID] of FILE\n"
-	           "  --tls-cert FILE    this node's certificate, instead of "
-	           "[tls] cert\n"
-	           "  --tls-key FILE     its key, instead of [tls] key\n"
-	           "  -h, --help         this text\n");
+	fprintf(f,
+	        "usage: weftd --config FILE --id NODE [--tls-cert FILE "
+	        "--tls-key FILE]\n"
+	        "       weftd --check-config --config FILE [--id NODE]\n"
+	        "Runs one node of a weft cluster (weftd(8), docs/WEFTD.md).\n"
+	        "  -c, --config FILE  the cluster configuration (INI, "
+	        "weft.conf(5))\n"
+	        "  -i, --id NODE      this node's id, a [node ID] of FILE\n"
+	        "  --check-config     check FILE (and NODE's settings, TLS "
+	        "files)\n"
+	        "                     and exit: 0 if it is good, 78 if "
+	        "not\n"
+	        "  --tls-cert FILE    this node's certificate, instead of "
+	        "[tls] cert\n"
+	        "  --tls-key FILE     its key, instead of [tls] key\n"
+	        "  -h, --help         this text\n"
+	        "  -V, --version      the version\n");
 }
 
 /* Parses the command line; 0, or an exit code. */
@@ -42,11 +51,13 @@ parse_args(struct weftd *d, int argc, char **argv)
 	    {"tls-cert", required_argument, NULL, 'C'},
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"check-config", no_argument, NULL, 'k'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:i:C:K:h", longopts, NULL)) !=
+	while ((c = getopt_long(argc, argv, "c:i:C:K:hV", longopts, NULL)) !=
 	       -1) {
 		switch (c) {
 		case 'c':
@@ -64,12 +75,19 @@ parse_args(struct weftd *d, int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			exit(0);
+		case 'V':
+			printf("weftd %s\n", weft_version());
+			exit(0);
+		case 'k':
+			d->check_only = true;
+			break;
 		default:
 			usage(stderr);
 			return WEFTD_EXIT_USAGE;
 		}
 	}
-	if (optind != argc || d->config_path == NULL || d->id == NULL) {
+	if (optind != argc || d->config_path == NULL ||
+	    (d->id == NULL && !d->check_only)) {
 		usage(stderr);
 		return WEFTD_EXIT_USAGE;
 	}
@@ -98,22 +116,55 @@ load_config(struct weftd *d)
 	char err[512];
 	int rv;
 
-	rv = weft_msvc_config_load(d->config_path, &d->cfg, err, sizeof(err));
+	rv = weftd_config_load(d->config_path, &d->cfg, err, sizeof(err));
 	if (rv != 0) {
 		fprintf(stderr, "weftd: %s\n", err);
-		return WEFTD_EXIT_USAGE;
+		return rv == WEFT_ENOMEM ? WEFTD_EXIT_FAIL : WEFTD_EXIT_CONFIG;
 	}
-	if (!is_member(d->cfg, d->id)) {
+	if (d->id != NULL && !is_member(d->cfg, d->id)) {
 		fprintf(stderr,
 		        "weftd: %s: unknown node id '%s' (no [node %s] "
 		        "section)\n",
 		        d->config_path, d->id, d->id);
-		return WEFTD_EXIT_USAGE;
+		return WEFTD_EXIT_CONFIG;
 	}
-	if (weftd_settings_load(d, err, sizeof(err)) != 0) {
+	if (weftd_settings_load(d, err, sizeof(err)) != 0 ||
+	    weft_kv_config_check(d->cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "weftd: %s\n", err);
-		return WEFTD_EXIT_USAGE;
+		return WEFTD_EXIT_CONFIG;
 	}
+	return 0;
+}
+
+/* --check-config: what starting would refuse, without starting. With
+ * --id, that node's settings; without, every node's. 0 or an exit code. */
+static int
+check_config(struct weftd *d)
+{
+	struct weftd_settings s;
+	const char *id, *host;
+	char err[512];
+	uint16_t port;
+	size_t i, n = weft_msvc_config_node_count(d->cfg);
+
+	for (i = 0; d->id == NULL && i < n; i++) {
+		weft_msvc_config_node(d->cfg, i, &id, &host, &port);
+		if (weftd_settings_read(d->cfg, id, &s, err, sizeof(err))) {
+			fprintf(stderr, "weftd: %s\n", err);
+			return WEFTD_EXIT_CONFIG;
+		}
+	}
+	if (weftd_tls_open(d) != 0) {
+		fprintf(stderr,
+		        "weftd: %s: the [tls] files do not load (the "
+		        "reason is logged above)\n",
+		        d->config_path);
+		return WEFTD_EXIT_CONFIG;
+	}
+	printf("weftd: %s: configuration OK (cluster %s, %zu node%s%s%s)\n",
+	       d->config_path, weft_msvc_config_cluster(d->cfg), n,
+	       n == 1 ? "" : "s", d->id ? ", this one " : "",
+	       d->id ? d->id : "");
 	return 0;
 }
 
@@ -162,7 +213,7 @@ start_service(struct weftd *d)
 	    (rv = weft_msvc_register(d->svc, WEFTD_VERB_ECHO, "echo", on_echo,
 	                             d, WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
-	    (d->load_on && (rv = weftd_load_register(d)) != 0) ||
+	    (d->set.load && (rv = weftd_load_register(d)) != 0) ||
 	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0) {
 		weft_error("weftd: %s: cannot set up the service: %s", d->id,
 		           weft_strerror(rv));
@@ -250,11 +301,11 @@ remove_signals(struct weftd *d)
 static void
 print_ready(struct weftd *d)
 {
-	char metrics[96] = "off";
+	char metrics[300] = "off";
 
 	if (d->http != NULL)
-		snprintf(metrics, sizeof(metrics), "%s:%u", d->metrics_host,
-		         d->metrics_bound_port);
+		weftd_format_address(&d->set.metrics, d->metrics_bound_port,
+		                     metrics, sizeof(metrics));
 	weft_info("weftd: node %s of cluster %s ready on port %u, metrics %s",
 	          d->id, weft_msvc_config_cluster(d->cfg),
 	          weft_msvc_port(d->svc), metrics);
@@ -272,8 +323,8 @@ teardown(struct weftd *d)
 	weftd_load_stop(d);
 	if (d->svc != NULL) {
 		weft_info("weftd: %s: draining (up to %llu ms)", d->id,
-		          (unsigned long long)d->shutdown_timeout_ms);
-		weft_msvc_stop(d->svc, d->shutdown_timeout_ms);
+		          (unsigned long long)d->set.shutdown_timeout_ms);
+		weft_msvc_stop(d->svc, d->set.shutdown_timeout_ms);
 	}
 	weftd_load_free(d);
 	weft_kv_free(d->kv);
@@ -297,8 +348,12 @@ main(int argc, char **argv)
 	if ((rv = parse_args(&d, argc, argv)) != 0 ||
 	    (rv = load_config(&d)) != 0)
 		goto out;
+	if (d.check_only) {
+		rv = check_config(&d);
+		goto out;
+	}
 	if (weftd_tls_open(&d) != 0) {
-		rv = WEFTD_EXIT_USAGE;
+		rv = WEFTD_EXIT_CONFIG;
 		goto out;
 	}
 	rv = WEFTD_EXIT_FAIL;
@@ -307,7 +362,7 @@ main(int argc, char **argv)
 	if ((err = start_service(&d)) != 0) {
 		/* A [kv] value the service refused is a configuration error. */
 		if (err == WEFT_ECONFIG)
-			rv = WEFTD_EXIT_USAGE;
+			rv = WEFTD_EXIT_CONFIG;
 		goto out;
 	}
 	if (weftd_http_start(&d) != 0)
@@ -318,7 +373,7 @@ main(int argc, char **argv)
 	rv = 0;
 out:
 	teardown(&d);
-	if (rv == 0)
+	if (rv == 0 && !d.check_only)
 		weft_info("weftd: %s: stopped", d.id);
 	return rv;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weftd_int.h: the node daemon's parts. */
 #ifndef WEFTD_INT_H
 #define WEFTD_INT_H
@@ -14,9 +15,24 @@ struct evhttp;
 #define WEFTD_VERB_ECHO 17u
 #define WEFTD_VERB_LOAD 18u /* with [weftd] load = on */
 
-/* Exit codes: 0 clean exit, 1 runtime failure, 2 bad usage or config. */
+/* Exit codes of weftd and weft-kv: 0 success, 1 a runtime failure, 2 bad
+ * usage, 78 (EX_CONFIG of sysexits.h) anything wrong with the
+ * configuration: the file, a value, a node id it does not list, TLS files
+ * that do not load. weftd.service does not restart on 78. */
 #define WEFTD_EXIT_FAIL 1
 #define WEFTD_EXIT_USAGE 2
+#define WEFTD_EXIT_CONFIG 78
+
+/* The [weftd] section, and [weftd ID] for one node (settings.c). */
+struct weftd_settings {
+	weft_msvc_conf_address metrics; /* host "": no endpoint */
+	uint64_t shutdown_timeout_ms;
+	int log_level;                 /* enum weft_log_level */
+	bool load;                     /* register the load verb */
+	uint64_t load_max_duration_ms; /* a run's warm-up and window */
+	uint32_t load_max_rate;        /* requests/s of an open-loop run */
+};
+extern const weft_msvc_conf_section weftd_config_section;
 
 enum {
 	WEFTD_SIG_TERM,
@@ -33,14 +49,8 @@ struct weftd {
 	const char *tls_cert; /* --tls-cert, --tls-key: override [tls] */
 	const char *tls_key;
 	weft_msvc_config *cfg;
-	/* [weftd] settings. */
-	char metrics_host[64];
-	uint16_t metrics_port;
-	bool metrics_on;
-	uint64_t shutdown_timeout_ms;
-	bool load_on;                  /* register the load verb */
-	uint64_t load_max_duration_ms; /* a run's warm-up and window */
-	double load_max_rate;          /* requests/s of an open-loop run */
+	bool check_only; /* --check-config */
+	struct weftd_settings set;
 	/* Runtime. */
 	weft_loop *main_loop; /* the main thread's: signals and HTTP */
 	weft_loop_group *group;
@@ -79,10 +89,19 @@ int weftd_load_register(struct weftd *d);
 void weftd_load_stop(struct weftd *d);
 void weftd_load_free(struct weftd *d);
 
-/* settings.c: the [weftd] section; 0 or WEFT_ECONFIG (message in err). */
+/* settings.c. weftd_config_load reads the file with every section checked
+ * ([weftd], [kv] and the messaging service's); 0, WEFT_ECONFIG, WEFT_EIO or
+ * WEFT_ENOMEM, with file:line in err. */
+int weftd_config_load(const char *path, weft_msvc_config **out, char *err,
+                      size_t errlen);
+/* weftd_settings_read reads [weftd] and [weftd id] into s, defaults first;
+ * 0 or WEFT_ECONFIG (message in err). */
+int weftd_settings_read(const weft_msvc_config *cfg, const char *id,
+                        struct weftd_settings *s, char *err, size_t errlen);
+/* weftd_settings_load reads d's settings and sets the log level. */
 int weftd_settings_load(struct weftd *d, char *err, size_t errlen);
-int weftd_parse_duration_ms(const char *text, uint64_t *out);
-int weftd_parse_hostport(const char *text, char *host, size_t host_len,
-                         uint16_t *port);
+/* "host:port", "[v6]:port" */
+void weftd_format_address(const weft_msvc_conf_address *a, uint16_t port,
+                          char *buf, size_t len);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_exec.c: see bench_exec.h. */
 #include <setjmp.h>
 #include <spawn.h>

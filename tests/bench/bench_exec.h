@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_exec.h: what the tests that run the weft-bench binary share:
  * running it, reading its JSON, and making certificates for it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Tests of the thread-per-peer baseline (bench/baseline): requests among
  * baseline nodes and with weft's messaging service, each answered exactly

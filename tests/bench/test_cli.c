@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Runs the weft-bench binary as a user would, with the load half in a
  * child process, and checks its exit status and JSON figures.

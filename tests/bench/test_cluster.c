@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Runs weft-bench's cluster and rpc workloads as a user would (node
  * processes on loopback) and checks that every request was answered exactly

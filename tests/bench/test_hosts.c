@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-bench cluster --hosts against weftd nodes started here: the cluster
  * workload run by the nodes themselves (weftd's load verb), its bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of bench/weft-bench/payload.c: building and checking messages. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of bench/weft-bench/report.c: figures, medians and the JSON; and
  * of reading weftd's load answers (mesh.c). */
 #include <setjmp.h>

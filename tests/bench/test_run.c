@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Short runs of every weft-bench workload, both implementations, with the
  * load half on a thread: every message must arrive exactly once and the

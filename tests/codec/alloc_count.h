@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * alloc_count.h: counts the bytes a program asks the allocator for while
  * counting is on. Include it in exactly one file of a test program. Under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fixture.c: see fixture.h. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixture.h: a channel under test over a bufferevent pair, for the codec
  * tests. The test drives the other end (peer) by hand: bytes written to it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_crc32c.c: CRC-32C against published vectors, both engines. */
 #include <setjmp.h>
 #include <stdarg.h>

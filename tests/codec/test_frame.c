@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_frame.c: the length-field frame codec over a bufferevent pair. */
 #include <setjmp.h>
 #include <stdarg.h>

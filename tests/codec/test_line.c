@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_line.c: the delimited-line codec over a bufferevent pair. */
 #include <setjmp.h>
 #include <stdarg.h>

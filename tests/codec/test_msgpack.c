@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_msgpack.c: weft_msgpack_check and the msgpack codec over frames. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_histogram.c: tests for core/histogram.c through <weft/histogram.h>. */
 #include <setjmp.h>
 #include <stdarg.h>

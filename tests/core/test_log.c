@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: MIT */
 /* test_log.c: error codes and the log sink. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -108,14 +110,27 @@ test_limited_lines_are_counted_not_repeated(void **state)
 	weft_log_set_sink(NULL, NULL);
 }
 
+/* Runs first, before anything has read the level: a library must not
+ * print INFO lines into the stderr of the program that uses it. */
+static void
+test_default_level_is_warn_without_weft_log(void **state)
+{
+	(void)state;
+	assert_int_equal(weft_log_get_level(), WEFT_LOG_WARN);
+	assert_false(WEFT_LOG_ENABLED(WEFT_LOG_INFO));
+	assert_true(WEFT_LOG_ENABLED(WEFT_LOG_WARN));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_default_level_is_warn_without_weft_log),
 	    cmocka_unit_test(test_every_code_has_a_distinct_name_and_message),
 	    cmocka_unit_test(test_sink_receives_lines_at_or_above_the_level),
 	    cmocka_unit_test(test_limited_lines_are_counted_not_repeated),
 	};
 
+	unsetenv("WEFT_LOG");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_loop.c: loops, loop groups, cross-thread tasks and timers. */
 #include <pthread.h>
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_pipeline.c: channels and their pipelines over a bufferevent pair. */
 #include <pthread.h>
 #include <sched.h>
@@ -7,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -594,6 +596,43 @@ test_byte_runs_are_copied_on_write_and_measured(void **state)
 	assert_memory_equal(evbuffer_pullup(in, 8), "borrowed", 8);
 }
 
+struct log_capture {
+	int warnings;
+	char line[256];
+};
+
+static void
+capture_warning(enum weft_log_level level, const char *line, void *arg)
+{
+	struct log_capture *c = arg;
+
+	if (level != WEFT_LOG_WARN)
+		return;
+	c->warnings++;
+	snprintf(c->line, sizeof(c->line), "%s", line);
+}
+
+/* An error no handler dealt with reaches the tail: it must be logged where
+ * it is seen (warning, as Netty does), not at debug level. */
+static void
+test_unhandled_error_at_the_tail_is_a_warning(void **state)
+{
+	struct fixture *f = *state;
+	struct log_capture c = {0};
+	weft_ctx *ctx;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "A", &recorder, "A"), 0);
+	ctx = weft_pipeline_get(f->ch, "A");
+	assert_non_null(ctx);
+	weft_log_set_sink(capture_warning, &c);
+	weft_log_set_level(WEFT_LOG_WARN);
+	weft_ctx_fire_error(ctx, WEFT_EPROTO);
+	weft_log_set_sink(NULL, NULL);
+	assert_int_equal(c.warnings, 1);
+	assert_non_null(strstr(c.line, "unhandled"));
+	assert_non_null(strstr(c.line, weft_strerror(WEFT_EPROTO)));
+}
+
 int
 main(void)
 {
@@ -630,6 +669,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_byte_runs_are_copied_on_write_and_measured, setup,
 	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_unhandled_error_at_the_tail_is_a_warning, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

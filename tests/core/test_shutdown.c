@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_shutdown.c: graceful loop shutdown with writes still pending. */
 #include <setjmp.h>
 #include <stdarg.h>

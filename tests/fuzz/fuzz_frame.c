@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_frame.c: bytes from the network through a real pipeline.
  *

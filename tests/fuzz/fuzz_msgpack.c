@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_msgpack.c: weft_msgpack_check against msgpack-c itself.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * standalone.c: a main() for fuzz targets built without libFuzzer. It runs
  * LLVMFuzzerTestOneInput once on each file named on the command line, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_kv.c: the replicated key-value service on a 3-node cluster in one
  * process (three services on loop groups of their own, ports bound to 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_store.c: the key-value replica, its payloads and its settings
  * (white-box: services/kv/kv_int.h). */
 #include <setjmp.h>
@@ -296,8 +297,6 @@ static void
 test_settings_parse(void **state)
 {
 	uint32_t q;
-	uint64_t ms;
-	size_t sz;
 
 	(void)state;
 	assert_int_equal(weft__kv_parse_quorum("majority", 5, &q), 0);
@@ -311,26 +310,74 @@ test_settings_parse(void **state)
 	assert_int_equal(weft__kv_parse_quorum("4", 3, &q), WEFT_EINVAL);
 	assert_int_equal(weft__kv_parse_quorum("0", 3, &q), WEFT_EINVAL);
 	assert_int_equal(weft__kv_parse_quorum("2x", 3, &q), WEFT_EINVAL);
-	assert_int_equal(weft__kv_parse_duration_ms("2s", &ms), 0);
-	assert_true(ms == 2000);
-	assert_int_equal(weft__kv_parse_duration_ms("250ms", &ms), 0);
-	assert_true(ms == 250);
-	assert_int_equal(weft__kv_parse_duration_ms("7", &ms), 0);
-	assert_true(ms == 7);
-	assert_int_equal(weft__kv_parse_duration_ms("-1s", &ms), WEFT_EINVAL);
-	assert_int_equal(weft__kv_parse_duration_ms("1h", &ms), WEFT_EINVAL);
-	assert_int_equal(weft__kv_parse_size("1MiB", &sz), 0);
-	assert_int_equal(sz, 1 << 20);
-	assert_int_equal(weft__kv_parse_size("64 K", &sz), 0);
-	assert_int_equal(sz, 64 << 10);
-	assert_int_equal(weft__kv_parse_size("100", &sz), 0);
-	assert_int_equal(sz, 100);
-	assert_int_equal(weft__kv_parse_size("16G", &sz), 0);
-	assert_true(sz == (size_t)16 << 30);
-	assert_int_equal(weft__kv_parse_size("99999999999G", &sz), WEFT_EINVAL);
-	assert_int_equal(weft__kv_parse_size("1T", &sz), WEFT_EINVAL);
-	assert_int_equal(weft__kv_parse_size("99999999999999999999G", &sz),
-	                 WEFT_EINVAL);
+}
+
+#define THREE_NODES                                                            \
+	"[cluster]\nname = c\n[node a]\nhost = h\nport = 1\n"                  \
+	"[node b]\nhost = h\nport = 2\n[node c]\nhost = h\nport = 3\n"
+
+/* Reads [kv] from text the way weft_kv_new does; returns its settings'
+ * check, with the message in err. */
+static int
+kv_settings(const char *text, struct weft__kv_settings *s, char *err,
+            size_t errlen)
+{
+	static const weft_msvc_conf_section *const sections[] = {
+	    &weft_kv_config_section};
+	weft_msvc_config_opts opts = {.sections = sections, .nsections = 1};
+	weft_msvc_config *cfg;
+	int rv;
+
+	rv = weft_msvc_config_parse_opts(text, "kv.ini", &opts, &cfg, err,
+	                                 errlen);
+	if (rv != 0)
+		return rv;
+	rv = weft__kv_settings_read(cfg, 3, s, err, errlen);
+	if (rv == 0)
+		rv = weft_kv_config_check(cfg, err, errlen);
+	weft_msvc_config_free(cfg);
+	return rv;
+}
+
+/* [kv] takes the file's one grammar: 16MB and "5 s" as [limits] does
+ * (both were refused here before), and refuses a misspelt key. */
+static void
+test_kv_section_uses_the_common_grammar(void **state)
+{
+	struct weft__kv_settings s;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(kv_settings(THREE_NODES "[kv]\nmax_value = 16MB\n"
+	                                         "replicate_timeout = 5 s\n"
+	                                         "write_quorum = all\n",
+	                             &s, err, sizeof(err)),
+	                 0);
+	assert_int_equal(s.max_value, 16u << 20);
+	assert_true(s.replicate_timeout_ms == 5000);
+	assert_int_equal(s.write_quorum, 3);
+	assert_int_equal(kv_settings(THREE_NODES, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.write_quorum, 2);
+	assert_true(s.replicate_timeout_ms == 2000);
+	assert_int_equal(s.max_value, 16u << 20);
+	assert_int_equal(kv_settings(THREE_NODES "[kv]\nwrite_qorum = all\n",
+	                             &s, err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "kv.ini:13: [kv]: unknown key"));
+	assert_int_equal(kv_settings(THREE_NODES "[kv]\nmax_value = 1T\n", &s,
+	                             err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "kv.ini:13: [kv] max_value: not a size"));
+	assert_int_equal(kv_settings(THREE_NODES "[kv]\nwrite_quorum = 4\n", &s,
+	                             err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "kv.ini:13: [kv] write_quorum: 4 is more "
+	                            "than the 3 members"));
+	assert_int_equal(kv_settings(THREE_NODES "[limits]\nmax_frame = 1MiB\n"
+	                                         "[kv]\nmax_value = 1MiB\n",
+	                             &s, err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "kv.ini:15: [kv] max_value: "));
 }
 
 int
@@ -348,6 +395,7 @@ main(void)
 	    cmocka_unit_test(test_other_encodings_are_accepted),
 	    cmocka_unit_test(test_bad_payloads_are_refused),
 	    cmocka_unit_test(test_settings_parse),
+	    cmocka_unit_test(test_kv_section_uses_the_common_grammar),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

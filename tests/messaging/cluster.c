@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cluster.c: see cluster.h. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cluster.h: helpers for the messaging tests: an in-process cluster of
  * services, each on a loop group of its own, bound to 127.0.0.1 port 0,

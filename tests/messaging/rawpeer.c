@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rawpeer.c: see rawpeer.h. */
 #include <errno.h>
 #include <setjmp.h>

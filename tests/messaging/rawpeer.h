@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rawpeer.h: a hostile peer for the trust tests. It speaks the wire
  * protocol of docs/PROTOCOL.md from the document alone, over a blocking

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_config.c: the cluster configuration, from code and from INI. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,21 +103,22 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\nbogus = 2\n",
-     "bad.ini:6: unknown key 'bogus' in [node n1]"},
+     "bad.ini:6: [node n1]: unknown key 'bogus'"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 70000\n",
-     "bad.ini:5: bad port '70000'"},
+     "bad.ini:5: [node n1] port: 70000 is out of range (0 to 65535)"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\n[limits]\n",
      "bad.ini:3: [node n1] needs host and port"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
      "[limits]\nmax_frame = 12 parsecs\n",
-     "bad.ini:7: max_frame: not a size: '12 parsecs'"},
+     "bad.ini:7: [limits] max_frame: not a size: '12 parsecs'"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
      "[limits]\nrequest_timeout = 0\n",
-     "bad.ini:7: request_timeout: must not be 0"},
+     "bad.ini:7: [limits] request_timeout: must not be 0"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
      "[node n1]\nhost = h\nport = 2\n",
-     "bad.ini:7: duplicate key 'host'"},
-    {"[cluster]\nname = a b\n", "bad.ini:2: bad cluster name 'a b'"},
+     "bad.ini:6: duplicate section [node n1] (first at line 3)"},
+    {"[cluster]\nname = a b\n",
+     "bad.ini:2: [cluster] name: bad cluster name 'a b'"},
     {"[node n1]\nhost = h\nport = 1\n", "bad.ini: no [cluster] name"},
     {"[cluster]\nname = a\n", "bad.ini: no [node ...] section"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
@@ -124,17 +126,17 @@ static const struct bad_case bad_cases[] = {
      "reconnect_min is above reconnect_max"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[tls]\n"
      "mode = sometimes\n",
-     "bad.ini:7: tls mode 'sometimes'"},
+     "bad.ini:7: [tls] mode: 'sometimes' is not one of none, all, optional"},
     {"[cluster]\nname = a\nthis line is not ini\n", "bad.ini:3: syntax"},
     {"name = a\n", "bad.ini:1: 'name' outside of any section"},
     {"[cluster]\nname = a\n[node bad/id]\nhost = h\nport = 1\n",
      "bad.ini:3: bad node id 'bad/id'"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
      "connections_small = 1000\n",
-     "more than 64 connections per class"},
+     "bad.ini:7: [limits] connections_small: 1000 is out of range (1 to 64)"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
      "max_frame = 99999999999999999999999\n",
-     "bad.ini:7: max_frame: not a size"},
+     "bad.ini:7: [limits] max_frame: not a size"},
 };
 
 static void
@@ -156,6 +158,169 @@ test_bad_config_names_the_line(void **state)
 			         bad_cases[i].expect);
 		assert_null(cfg);
 	}
+}
+
+/* A component's section, as [kv] or [weftd] use them. */
+struct app_settings {
+	size_t buffer;
+	uint64_t timeout_ms;
+	bool verbose;
+	uint32_t count;
+	weft_msvc_conf_address listen;
+	int mode;
+	const char *label;
+};
+static const char *const app_modes[] = {"fast", "safe", NULL};
+#define APP_KEY(type, name, field, ...)                                        \
+	WEFT_MSVC_CONF_KEY(type, name, struct app_settings, field, __VA_ARGS__)
+static const weft_msvc_conf_key app_keys[] = {
+    APP_KEY(SIZE, "buffer", buffer, .min = 1),
+    APP_KEY(DURATION, "timeout", timeout_ms),
+    APP_KEY(BOOL, "verbose", verbose),
+    APP_KEY(U32, "count", count, .max = 10),
+    APP_KEY(ADDRESS, "listen", listen),
+    APP_KEY(CHOICE, "mode", mode, .choices = app_modes),
+    APP_KEY(STRING, "label", label),
+};
+static const weft_msvc_conf_section app_section = {
+    .name = "app",
+    .keys = app_keys,
+    .nkeys = sizeof(app_keys) / sizeof(app_keys[0]),
+    .size = sizeof(struct app_settings),
+    .per_node = true,
+};
+static const weft_msvc_conf_section *const app_sections[] = {&app_section};
+static const weft_msvc_config_opts app_opts = {
+    .sections = app_sections, .nsections = 1, .strict = true};
+
+#define CLUSTER_AB                                                             \
+	"[cluster]\nname = c\n[node a]\nhost = 127.0.0.1\nport = 1\n"          \
+	"[node b]\nhost = 127.0.0.1\nport = 2\n"
+
+/* The same grammar in every section: what [limits] takes, [app] takes. */
+static void
+test_one_grammar_for_every_section(void **state)
+{
+	static const char text[] =
+	    CLUSTER_AB "[limits]\nmax_frame = 16MB\nrequest_timeout = 5 s\n"
+	               "allow_clients = off\n"
+	               "[app]\nbuffer = 16MB\ntimeout = 5 s\nverbose = yes\n"
+	               "count = 7\nlisten = [::1]:9100\nmode = SAFE\n"
+	               "label = hello world\n"
+	               "[app b]\ntimeout = 2m\nlisten = 127.0.0.1:0\n";
+	struct app_settings a = {.count = 1}, b = {.count = 1};
+	weft_msvc_config *cfg;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(weft_msvc_config_parse_opts(text, "g.ini", &app_opts,
+	                                             &cfg, err, sizeof(err)),
+	                 0);
+	assert_int_equal(weft_msvc_config_limits(cfg)->max_frame_bytes,
+	                 16u << 20);
+	assert_int_equal(weft_msvc_config_limits(cfg)->request_timeout_ms,
+	                 5000);
+	assert_false(weft_msvc_config_limits(cfg)->allow_clients);
+	assert_int_equal(
+	    weft_msvc_config_read(cfg, &app_section, "a", &a, err, sizeof(err)),
+	    0);
+	assert_int_equal(a.buffer, 16u << 20);
+	assert_int_equal(a.timeout_ms, 5000);
+	assert_true(a.verbose);
+	assert_int_equal(a.count, 7);
+	assert_string_equal(a.listen.host, "::1");
+	assert_int_equal(a.listen.port, 9100);
+	assert_int_equal(a.mode, 1);
+	assert_string_equal(a.label, "hello world");
+	/* [app b] overrides [app] for node b only. */
+	assert_int_equal(
+	    weft_msvc_config_read(cfg, &app_section, "b", &b, err, sizeof(err)),
+	    0);
+	assert_int_equal(b.timeout_ms, 120000);
+	assert_string_equal(b.listen.host, "127.0.0.1");
+	assert_int_equal(b.listen.port, 0);
+	assert_int_equal(b.buffer, 16u << 20);
+	weft_msvc_config_where(cfg, "app", "count", err, sizeof(err));
+	assert_string_equal(err, "g.ini:17");
+	weft_msvc_config_where(cfg, "app", "nothing", err, sizeof(err));
+	assert_string_equal(err, "g.ini");
+	weft_msvc_config_free(cfg);
+}
+
+static const struct bad_case bad_app_cases[] = {
+    {CLUSTER_AB "[app]\nbufer = 1\n", "bad.ini:10: [app]: unknown key 'bufer'"},
+    {CLUSTER_AB "[app]\nbuffer = 16 MQ\n",
+     "bad.ini:10: [app] buffer: not a size: '16 MQ'"},
+    {CLUSTER_AB "[app]\nbuffer = 0\n",
+     "bad.ini:10: [app] buffer: must not be 0"},
+    {CLUSTER_AB "[app]\ntimeout = soon\n",
+     "bad.ini:10: [app] timeout: not a duration: 'soon'"},
+    {CLUSTER_AB "[app]\nverbose = maybe\n",
+     "bad.ini:10: [app] verbose: not a boolean: 'maybe'"},
+    {CLUSTER_AB "[app]\ncount = 11\n",
+     "bad.ini:10: [app] count: 11 is out of range (0 to 10)"},
+    {CLUSTER_AB "[app]\ncount = -1\n", "bad.ini:10: [app] count: not a number"},
+    {CLUSTER_AB "[app]\nlisten = nowhere\n",
+     "bad.ini:10: [app] listen: not an address: 'nowhere'"},
+    {CLUSTER_AB "[app]\nlisten = ::1:80\n",
+     "bad.ini:10: [app] listen: not an address"},
+    {CLUSTER_AB "[app]\nlisten = h:70000\n",
+     "bad.ini:10: [app] listen: not an address"},
+    {CLUSTER_AB "[app]\nmode = slow\n",
+     "bad.ini:10: [app] mode: 'slow' is not one of fast, safe"},
+    {CLUSTER_AB "[app]\ncount = 1\ncount = 2\n",
+     "bad.ini:11: [app]: duplicate key 'count' (first at line 10)"},
+    {CLUSTER_AB "[app z]\ncount = 1\n",
+     "bad.ini:9: [app z]: no such node (no [node z] section)"},
+    {CLUSTER_AB "[ap]\ncount = 1\n", "bad.ini:9: unknown section [ap]"},
+    /* The first error by line, whichever section it is in. */
+    {CLUSTER_AB "[app]\ncount = 99\n[limits]\nloops = x\n",
+     "bad.ini:10: [app] count"},
+    {"[app]\ncount = 99\n" CLUSTER_AB "[limits]\nloops = x\n",
+     "bad.ini:2: [app] count"},
+};
+
+static void
+test_component_sections_are_checked_while_loading(void **state)
+{
+	weft_msvc_config *cfg = NULL;
+	char err[256];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad_app_cases) / sizeof(bad_app_cases[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(weft_msvc_config_parse_opts(
+		                     bad_app_cases[i].text, "bad.ini",
+		                     &app_opts, &cfg, err, sizeof(err)),
+		                 WEFT_ECONFIG);
+		if (strstr(err, bad_app_cases[i].expect) == NULL)
+			fail_msg("case %zu: got '%s', want '%s'", i, err,
+			         bad_app_cases[i].expect);
+		assert_null(cfg);
+	}
+}
+
+/* Without the section's table at load, weft_msvc_config_read still names
+ * the file and line of a bad value; unknown sections are kept. */
+static void
+test_read_reports_file_and_line(void **state)
+{
+	static const char text[] = CLUSTER_AB "[app]\nverbose = perhaps\n"
+	                                      "[other]\nx = 1\n";
+	struct app_settings a = {0};
+	weft_msvc_config *cfg;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(
+	    weft_msvc_config_parse(text, "r.ini", &cfg, err, sizeof(err)), 0);
+	assert_string_equal(weft_msvc_config_get(cfg, "other", "x"), "1");
+	assert_int_equal(weft_msvc_config_read(cfg, &app_section, NULL, &a, err,
+	                                       sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "r.ini:10: [app] verbose: not a boolean"));
+	weft_msvc_config_free(cfg);
 }
 
 static void
@@ -216,6 +381,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_reads_every_field),
 	    cmocka_unit_test(test_bad_config_names_the_line),
+	    cmocka_unit_test(test_one_grammar_for_every_section),
+	    cmocka_unit_test(test_component_sections_are_checked_while_loading),
+	    cmocka_unit_test(test_read_reports_file_and_line),
 	    cmocka_unit_test(test_load_file_and_missing_file),
 	    cmocka_unit_test(test_build_in_code),
 	};

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults.c: bad input on raw sockets (garbage, truncated, oversized,
  * bad checksum, invalid msgpack, wrong handshakes), a raw non-member

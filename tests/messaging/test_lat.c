@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_lat.c: the compact per-peer latency histogram (lat.c). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lifecycle.c: a peer stopped in the middle of a load and started
  * again (every callback runs exactly once, traffic resumes), and graceful

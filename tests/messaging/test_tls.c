@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls.c: the messaging service over mutual TLS. A cluster in "all"
  * mode where each node has a certificate of its own; nodes that must not

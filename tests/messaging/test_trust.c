@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_trust.c: the messaging service against peers that speak the
  * protocol correctly but lie or misbehave (docs/SECURITY.md). Every test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_wire.c: the envelope and handshake encodings of docs/PROTOCOL.md. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_ctx.c: making TLS contexts. Bad options are refused, files
  * that cannot be used are refused with OpenSSL's reason in the log, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_echo.c: a TLS echo server and client with mutual
  * authentication: many small messages and one of 16 MiB come back

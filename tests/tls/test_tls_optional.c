@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_optional.c: a server in optional mode tells TLS clients from
  * plaintext ones by their first byte and serves both; a client that says

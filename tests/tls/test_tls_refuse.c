@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_refuse.c: who does not get in. A client without a certificate,
  * with one from another CA, or with an expired one is refused by the

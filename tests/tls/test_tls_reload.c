@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_reload.c: certificates reloaded while traffic flows. New
  * connections get the new certificate, open ones carry on byte-exact, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_sclient.c: a TLS client written by nobody here. `openssl
  * s_client` with a client certificate made by scripts/gen-certs.sh

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tls_threads.c: one TLS context used by several loop threads at
  * once. Clients on two loops dial a server on two loops at the same time,

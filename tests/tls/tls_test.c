@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tls_test.c: set-up, certificates, echo server, client and checks for
  * the TLS tests. */
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tls_test.h: what the TLS tests share. Certificates made at test time with
  * the OpenSSL API in a temporary directory (nothing is committed), an echo

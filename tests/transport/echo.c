@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* echo.c: handlers the transport tests share (see echo.h). */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo.h: handlers the transport tests share. An echo server that sends
  * back every byte, a checking client that streams numbered bytes through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_group_shutdown.c: graceful shutdown of a server's loop group. Pending
  * writes reach the peer before the channels close, within the deadline;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_inproc.c: the in-process channel pair: echo, EOF on close, water
  * marks and back-pressure, init failures.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_server_limits.c: a server out of file descriptors pauses its
  * accepts again and again, and says so in one line for the lot, not one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tcp.c: TCP servers and clients over loopback: echo with every byte
  * checked, spreading over a loop group, connect errors, timeouts and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_unix.c: Unix-domain servers and clients: echo over a path and an
  * abstract name, stale and live socket files, removal on close.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* procs.c: weftd and weft-kv processes for the weftd tests. */
 #include <fcntl.h>
 #include <netinet/in.h>

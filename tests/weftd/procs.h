@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* procs.h: weftd and weft-kv processes for the weftd tests, their
  * configuration, and the test's own client service. Helpers assert with
  * cmocka, so call them from the test's thread (except wt_call_done). */

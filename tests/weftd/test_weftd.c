@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_weftd.c: three weftd processes on loopback, driven by a non-member
  * client service in the test and by the weft-kv binary: requests to every
  * node and between every pair, signals (SIGUSR1, SIGTERM under traffic,
- * SIGKILL and restart under load), the /metrics endpoint, and the exit
- * codes for bad configurations.
+ * SIGKILL and restart under load) and the /metrics endpoint. Bad
+ * configurations are test_weftd_config.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -211,11 +212,12 @@ test_weft_kv_across_nodes(void **state)
 	    run_kv(f, "n3", "delete", "city", NULL, out, sizeof(out)), 0);
 	assert_int_equal(run_kv(f, "n2", "get", "city", NULL, out, sizeof(out)),
 	                 1);
-	/* Usage errors and unknown nodes exit with 2. */
+	/* A usage error exits with 2, a node the configuration does not
+	 * list with 78 (a configuration error). */
 	assert_int_equal(
 	    run_kv(f, "n1", "fetch", "city", NULL, out, sizeof(out)), 2);
 	assert_int_equal(run_kv(f, "n9", "get", "city", NULL, out, sizeof(out)),
-	                 2);
+	                 78);
 }
 
 static void
@@ -521,48 +523,6 @@ test_sigterm_drains_and_exits_zero_under_traffic(void **state)
 	assert_int_equal(echo(f, 2, "back"), 0);
 }
 
-/* Runs weftd with a config text and id; returns its exit code. */
-static int
-run_weftd(struct fixture *f, const char *config_text, const char *id)
-{
-	char path[128],
-	    *argv[] = {WEFTD_PATH, "--config", path, "--id", (char *)id, NULL};
-	char line[128];
-	int fd, status;
-	pid_t pid;
-
-	snprintf(path, sizeof(path), "%s/bad.ini", f->dir);
-	wt_write_file(path, config_text);
-	pid = wt_spawn(argv, NULL, &fd);
-	if (wt_read_line(fd, line, sizeof(line), 5000) > 0) /* started: stop */
-		kill(pid, SIGTERM);
-	status = wt_wait_exit(pid, WT_EXIT_MS);
-	close(fd);
-	unlink(path);
-	assert_true(status != -1 && WIFEXITED(status));
-	return WEXITSTATUS(status);
-}
-
-static void
-test_bad_configuration_exits_with_2(void **state)
-{
-	struct fixture *f = *state;
-	static const char base[] = "[cluster]\nname = c\n"
-	                           "[node a]\nhost = 127.0.0.1\nport = 0\n";
-	char text[512];
-
-	/* A syntax error, a missing file, an unknown id, bad values. */
-	assert_int_equal(run_weftd(f, "[cluster\nname = c\n", "a"), 2);
-	assert_int_equal(run_weftd(f, base, "nobody"), 2);
-	snprintf(text, sizeof(text), "%s[weftd]\nmetrics_listen = nowhere\n",
-	         base);
-	assert_int_equal(run_weftd(f, text, "a"), 2);
-	snprintf(text, sizeof(text), "%s[kv]\nwrite_quorum = 5\n", base);
-	assert_int_equal(run_weftd(f, text, "a"), 2);
-	/* A good one starts, and exits 0 on SIGTERM. */
-	assert_int_equal(run_weftd(f, base, "a"), 0);
-}
-
 int
 main(void)
 {
@@ -574,7 +534,6 @@ main(void)
 	    cmocka_unit_test(test_head_metrics_sends_no_body),
 	    cmocka_unit_test(test_sigkill_and_restart_under_load),
 	    cmocka_unit_test(test_sigterm_drains_and_exits_zero_under_traffic),
-	    cmocka_unit_test(test_bad_configuration_exits_with_2),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

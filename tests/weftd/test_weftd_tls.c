@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_weftd_tls.c: three weftd processes with mutual TLS ([tls] mode =
  * all), certificates made at test time with the openssl command line:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_weftd_trust.c: weftd against many hostile clients at once, over
  * raw sockets (tests/messaging/rawpeer.c): its memory stays within its

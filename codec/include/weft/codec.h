@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h) share:
  * their counters.
@@ -14,6 +15,10 @@
 
 #include <weft/channel.h>
 #include <weft/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The counters of one codec, or of every codec of one kind. */
 typedef struct weft_codec_stats {
@@ -45,5 +50,9 @@ WEFT_API int weft_codec_get_stats(weft_channel *ch, const char *name,
  * codec. Any thread. */
 WEFT_API void weft_codec_get_totals(enum weft_codec_kind kind,
                                     weft_codec_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/frame.h: length-field framing.
  *
@@ -28,6 +29,10 @@
 
 #include <weft/channel.h>
 #include <weft/codec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct evbuffer;
 
@@ -70,5 +75,9 @@ WEFT_API int weft_frame_codec_add_after(weft_channel *ch, const char *base,
  */
 WEFT_API int weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
                                const weft_frame_codec_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

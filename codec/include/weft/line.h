@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/line.h: delimited lines (text protocols, logs, tests).
  *
@@ -21,6 +22,10 @@
 
 #include <weft/channel.h>
 #include <weft/codec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define WEFT_LINE_MAX_DELIMITER 16
 #define WEFT_LINE_DEFAULT_MAX (64u << 10)
@@ -49,5 +54,9 @@ WEFT_API int weft_line_codec_add(weft_channel *ch, const char *name,
 WEFT_API int weft_line_codec_add_after(weft_channel *ch, const char *base,
                                        const char *name,
                                        const weft_line_codec_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/msgpack_codec.h: msgpack messages over frames (msgpack-c's C API).
  *
@@ -26,6 +27,10 @@
 
 #include <weft/channel.h>
 #include <weft/codec.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct evbuffer;
 
@@ -135,5 +140,9 @@ WEFT_API int weft_msgpack_codec_add(weft_channel *ch, const char *name,
 WEFT_API int weft_msgpack_codec_add_after(weft_channel *ch, const char *base,
                                           const char *name,
                                           const weft_msgpack_codec_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/channel.h: one connection, bound to one loop for its life, and the
  * pipeline of handlers between its bytes and the application.
@@ -13,6 +14,10 @@
 
 #include <weft/core.h>
 #include <weft/loop.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct bufferevent;
 struct evbuffer;
@@ -253,5 +258,9 @@ WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
 
 /* weft_msg_free releases a message that will go no further. */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft/core.h: library set-up, error codes and logging. */
 #ifndef WEFT_CORE_H
 #define WEFT_CORE_H
@@ -6,6 +7,34 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The version of these headers. A release x.y.z follows semantic versioning
+ * (docs/STABILITY.md): before 1.0 every minor release may change the API
+ * and the ABI, and the shared library's SONAME changes with it
+ * (libweft.so.0.MINOR); from 1.0 on, only a major release does (SONAME
+ * libweft.so.MAJOR). The build reads these three lines, so they are the one
+ * place the version is written.
+ */
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+#define WEFT__STRINGIFY(x) #x
+#define WEFT__VERSION_TEXT(a, b, c)                                            \
+	WEFT__STRINGIFY(a) "." WEFT__STRINGIFY(b) "." WEFT__STRINGIFY(c)
+/* "0.1.0" */
+#define WEFT_VERSION_STRING                                                    \
+	WEFT__VERSION_TEXT(WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR,             \
+	                   WEFT_VERSION_PATCH)
+/* 0x00MMmmpp: one number to compare, as OPENSSL_VERSION_NUMBER. */
+#define WEFT_VERSION_NUMBER                                                    \
+	((WEFT_VERSION_MAJOR << 16) | (WEFT_VERSION_MINOR << 8) |              \
+	 WEFT_VERSION_PATCH)
 
 #if defined(__GNUC__)
 #define WEFT_API __attribute__((visibility("default")))
@@ -54,6 +83,16 @@ enum weft_errno {
 #undef WEFT__ERRNO_ENUM
 };
 
+/*
+ * weft_version is the version of the library the program runs with, as
+ * WEFT_VERSION_STRING was when it was built: it differs from the headers'
+ * when a program built against one release loads another. A constant
+ * string. Any thread.
+ */
+WEFT_API const char *weft_version(void);
+/* weft_version_number is the running library's WEFT_VERSION_NUMBER. */
+WEFT_API unsigned weft_version_number(void);
+
 /* weft_strerror names a WEFT_E code (or 0). Returns a constant string, never
  * NULL. Any thread. */
 WEFT_API const char *weft_strerror(int err);
@@ -91,8 +130,12 @@ typedef void (*weft_log_cb)(enum weft_log_level level, const char *line,
  */
 WEFT_API void weft_log_set_sink(weft_log_cb cb, void *arg);
 
-/* weft_log_set_level drops messages below level. Any thread. Default INFO,
- * or the WEFT_LOG environment variable (debug, info, warn, error, off). */
+/*
+ * weft_log_set_level drops messages below level. Any thread. The default is
+ * WEFT_LOG_WARN, so a program that uses weft sees only warnings and errors
+ * on its stderr unless it asks for more; the WEFT_LOG environment variable
+ * (debug, info, warn, error, off) sets the starting level instead.
+ */
 WEFT_API void weft_log_set_level(enum weft_log_level level);
 WEFT_API enum weft_log_level weft_log_get_level(void);
 
@@ -140,5 +183,9 @@ WEFT_API bool weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
 WEFT_API uint64_t weft_now_ns(void);
 /* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. */
 WEFT_API uint64_t weft_wall_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

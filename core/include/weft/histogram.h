@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/histogram.h: a latency histogram with log-linear buckets (HdrHistogram
  * style): values up to 2^(sub_bits) are exact, above that each power of two
@@ -10,6 +11,10 @@
 #define WEFT_HISTOGRAM_H
 
 #include <weft/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct weft_histogram weft_histogram;
 
@@ -48,5 +53,9 @@ WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h, double p);
  */
 WEFT_API bool weft_histogram_next(const weft_histogram *h, size_t *cursor,
                                   uint64_t *value, uint64_t *count);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,8 +1,13 @@
+/* SPDX-License-Identifier: MIT */
 /* weft/loop.h: event loops, loop groups, cross-thread tasks and timers. */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H
 
 #include <weft/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct event_base;
 
@@ -22,10 +27,12 @@ typedef void (*weft_task_cb)(weft_loop *loop, int status, void *arg);
 /*
  * An intrusive task, for posting without allocation. The caller owns the
  * storage and must keep it alive until its callback has run; the fields are
- * the loop's while it is queued.
+ * the loop's while it is queued. next is private to the loop, which reads
+ * and writes it atomically (a plain pointer here, so that the header is
+ * also C++).
  */
 typedef struct weft_task {
-	struct weft_task *_Atomic next;
+	struct weft_task *next;
 	weft_task_cb cb;
 	void *arg;
 } weft_task;
@@ -169,5 +176,9 @@ struct timeval;
 WEFT_API const struct timeval *weft_loop_timeval(weft_loop *loop,
                                                  uint64_t timeout_ms,
                                                  struct timeval *scratch);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

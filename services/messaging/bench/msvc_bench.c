@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msvc_bench.c: request/response rate of the messaging service between
  * two nodes in two processes on loopback, in the shape of a reactor RPC
@@ -24,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <weft/core.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 
@@ -280,6 +282,10 @@ main(int argc, char **argv)
 	pid_t child;
 	char c;
 
+	if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+		printf("msvc-bench %s\n", weft_version());
+		return 0;
+	}
 	bench.conns = 4;
 	bench.depth = 32;
 	bench.size = 64;

@@ -1,5 +1,7 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c: a program built against an installed weft, as a user would. */
 #include <stdio.h>
+#include <string.h>
 
 #include <weft/core.h>
 #include <weft/loop.h>
@@ -19,6 +21,11 @@ main(void)
 		return 1;
 	}
 	weft_loop_free(loop);
+	if (strcmp(weft_version(), WEFT_VERSION_STRING) != 0) {
+		fprintf(stderr, "running weft %s, built against %s\n",
+		        weft_version(), WEFT_VERSION_STRING);
+		return 1;
+	}
 	printf("%s\n", weft_strerror(WEFT_EPROTO));
 	return 0;
 }

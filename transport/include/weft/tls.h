@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/tls.h: TLS (OpenSSL 3) for weft servers and clients.
  *
@@ -37,6 +38,10 @@
 #include <weft/channel.h>
 #include <weft/core.h>
 #include <weft/transport.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Protocol versions for weft_tls_opts.min_version. */
 #define WEFT_TLS_VERSION_1_2 12
@@ -162,5 +167,9 @@ WEFT_API int weft_tls_get_info(weft_channel *ch, weft_tls_info *out);
 /* weft_tls_version_parse reads "1.2" or "1.3" (as in a config file) into
  * a WEFT_TLS_VERSION_ value. Returns 0 or WEFT_EINVAL. Any thread. */
 WEFT_API int weft_tls_version_parse(const char *text, int *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

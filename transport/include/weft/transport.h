@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/transport.h: where a channel's bytes come from. TCP and Unix-socket
  * servers and clients, and an in-process channel pair.
@@ -5,7 +6,7 @@
  * Addresses are text:
  *   "127.0.0.1:5000"      IPv4
  *   "[::1]:5000"          IPv6 (brackets required)
- *   "localhost:5000"      a name, resolved with getaddrinfo
+ *   "localhost:5000"      a name (servers: getaddrinfo; clients: evdns)
  *   "unix:/path/to/sock"  a Unix stream socket
  *   "unix:@name"          a Linux abstract Unix socket
  * Port 0 makes a server bind an ephemeral port (see weft_server_port).
@@ -30,6 +31,10 @@
 #include <weft/channel.h>
 #include <weft/core.h>
 #include <weft/loop.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* A TLS context, made with the functions in <weft/tls.h>. */
 typedef struct weft_tls_ctx weft_tls_ctx;
@@ -162,11 +167,14 @@ typedef void (*weft_connect_cb)(weft_channel *ch, int status, void *arg);
 typedef struct weft_connect_req weft_connect_req;
 
 /*
- * weft_connect connects to address without blocking the loop (except for
- * resolving a name, which getaddrinfo does inside this call; numeric
- * addresses never block). Each address a name resolves to is tried in turn
- * within the one timeout. On success the channel gets TCP_NODELAY, its
- * pipeline from opts->init, the peer text, and is activated before cb runs.
+ * weft_connect connects to address without blocking the loop. A name is
+ * resolved on the loop with libevent's evdns (/etc/hosts, then the
+ * nameservers of /etc/resolv.conf, or of the file the WEFT_RESOLV_CONF
+ * environment variable names), anew for every connect, so that a
+ * reconnect follows a changed record. Each address a name resolves to is
+ * tried in turn within the one timeout, resolution included. On success the
+ * channel gets TCP_NODELAY, its pipeline from opts->init, the peer text, and is
+ * activated before cb runs.
  *
  * opts may be NULL (defaults, empty pipeline) and is copied, but init_arg
  * and tls are borrowed until cb has run. Returns 0, after which cb runs
@@ -223,5 +231,9 @@ WEFT_API int weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
  * not resolve names): 0 or WEFT_EADDR. Any thread.
  */
 WEFT_API int weft_address_check(const char *address);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/kv.h: an in-memory replicated key-value store on the messaging
  * service, written only against <weft/messaging.h>, as the model of how
@@ -38,6 +39,10 @@
 
 #include <weft/messaging.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct evbuffer;
 
 /* The verbs the service registers. */
@@ -53,7 +58,7 @@ typedef struct weft_kv weft_kv;
 
 /*
  * Service options; zero fields are read from the [kv] section of config
- * (weft_msvc_config_get) and otherwise take the defaults shown.
+ * (weft_kv_config_section) and otherwise take the defaults shown.
  */
 typedef struct weft_kv_opts {
 	/* Borrowed during weft_kv_new only; NULL: no [kv] section. */
@@ -73,6 +78,23 @@ typedef struct weft_kv_opts {
 	 * it pin keys and push the clock to its end. Default 30 s. */
 	uint64_t max_clock_skew_ms;
 } weft_kv_opts;
+
+/*
+ * The [kv] section of the configuration file (weft.conf(5)): write_quorum,
+ * replicate_timeout, max_value. Pass it in weft_msvc_config_opts.sections
+ * so that loading checks it; weft_kv_new reads it from opts->config.
+ */
+WEFT_API extern const weft_msvc_conf_section weft_kv_config_section;
+
+/*
+ * weft_kv_config_check reads the [kv] section of cfg and checks it against
+ * the cluster: a write_quorum no larger than the members, a max_value that
+ * fits [limits] max_frame. Returns 0, or WEFT_ECONFIG with the file, line
+ * and reason in err. What weft_kv_new would refuse, before starting
+ * anything (weftd --check-config). Any thread.
+ */
+WEFT_API int weft_kv_config_check(const weft_msvc_config *cfg, char *err,
+                                  size_t errlen);
 
 /*
  * weft_kv_new registers the key-value verbs on svc, which must be a member
@@ -152,5 +174,9 @@ WEFT_API int weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node,
                                    const void *key, size_t key_len,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft/messaging.h: the cluster messaging service.
  *
@@ -28,6 +29,10 @@
 
 #include <weft/core.h>
 #include <weft/loop.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 struct evbuffer;
 /* A TLS context, from <weft/tls.h>. */
@@ -184,10 +189,143 @@ WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
 /*
  * weft_msvc_config_get returns the value of key in a section the messaging
  * service does not know (say [kv] or [weftd]), kept verbatim for other
- * components, or NULL. The string is borrowed from cfg.
+ * components, or NULL. The string is borrowed from cfg. A component reads
+ * its section typed and checked with weft_msvc_config_read instead.
  */
 WEFT_API const char *weft_msvc_config_get(const weft_msvc_config *cfg,
                                           const char *section, const char *key);
+
+/* ---- The sections of other components --------------------------------- */
+
+/*
+ * One grammar serves every section of the file (weft.conf(5), "Values"):
+ * the messaging service's own ([cluster], [node ID], [limits], [tls]) and
+ * those of other components ([kv], [weftd], a program's own), which
+ * describe their keys in a table of weft_msvc_conf_key, one line per key.
+ */
+enum weft_msvc_conf_type {
+	/* const char *, borrowed from the config. */
+	WEFT_MSVC_CONF_STRING = 0,
+	/* bool: true/false, yes/no, on/off, 1/0 (any case). */
+	WEFT_MSVC_CONF_BOOL = 1,
+	/* uint32_t: a decimal number. */
+	WEFT_MSVC_CONF_U32 = 2,
+	/* size_t: bytes, with an optional unit B, K, KB, KiB, M, MB, MiB, G,
+	 * GB, GiB (any case, all powers of 1024; a space may come between):
+	 * 4096, 64KiB, 16 MB. */
+	WEFT_MSVC_CONF_SIZE = 3,
+	/* uint64_t milliseconds: a number with a unit ms, s, m (or min), h;
+	 * a bare number is milliseconds: 500ms, 2 s, 5m. */
+	WEFT_MSVC_CONF_DURATION = 4,
+	/* weft_msvc_conf_address: host:port or [IPv6]:port. */
+	WEFT_MSVC_CONF_ADDRESS = 5,
+	/* int: the index of the value (any case) in key->choices. */
+	WEFT_MSVC_CONF_CHOICE = 6,
+	/* Whatever key->parse makes of it. */
+	WEFT_MSVC_CONF_CUSTOM = 7,
+};
+
+/* A WEFT_MSVC_CONF_ADDRESS value. */
+typedef struct weft_msvc_conf_address {
+	char host[256]; /* without brackets */
+	uint16_t port;  /* 0: any free port, where that makes sense */
+} weft_msvc_conf_address;
+
+/*
+ * A parser for WEFT_MSVC_CONF_CUSTOM: reads text into field (the key's
+ * field in the section's struct); returns 0, or WEFT_ECONFIG with a short
+ * reason in why ("want a number, majority, all or one").
+ */
+typedef int (*weft_msvc_conf_parse_cb)(const char *text, void *field, char *why,
+                                       size_t whylen);
+
+/* One key of a section: where its value goes in the section's struct, and
+ * what it may be. min and max bound U32, SIZE and DURATION values (max 0:
+ * no bound but the type's). */
+typedef struct weft_msvc_conf_key {
+	const char *name;
+	enum weft_msvc_conf_type type;
+	size_t offset; /* offsetof(the section's struct, field) */
+	uint64_t min, max;
+	const char *const *choices;    /* CHOICE: NULL-terminated */
+	weft_msvc_conf_parse_cb parse; /* CUSTOM */
+} weft_msvc_conf_key;
+
+/* WEFT_MSVC_CONF_KEY(SIZE, "max_value", struct my_settings, max_value,
+ * .min = 1) is one row of a key table (C only: designated initialisers). */
+#define WEFT_MSVC_CONF_KEY(type_, name_, struct_, field_, ...)                 \
+	{                                                                      \
+		.name = (name_), .type = WEFT_MSVC_CONF_##type_,               \
+		.offset = offsetof(struct_, field_), __VA_ARGS__               \
+	}
+
+/*
+ * A section a component reads: [name], and with per_node also [name ID]
+ * for a member ID, whose keys override [name]'s for that node (so one
+ * shared file can give each node its own metrics port). size is the size
+ * of the struct the keys fill, so that loading can check the values.
+ */
+typedef struct weft_msvc_conf_section {
+	const char *name;
+	const weft_msvc_conf_key *keys;
+	size_t nkeys;
+	size_t size;
+	bool per_node;
+} weft_msvc_conf_section;
+
+/* Options for weft_msvc_config_load_opts; zero fields take the defaults. */
+typedef struct weft_msvc_config_opts {
+	/* The other components' sections the file may hold: each is checked
+	 * while loading, an unknown key or a bad value being an error that
+	 * names the file and line. Borrowed during the call. */
+	const weft_msvc_conf_section *const *sections;
+	size_t nsections;
+	/* true: a section neither the messaging service nor sections knows
+	 * is an error too. false (weft_msvc_config_load): such a section is
+	 * kept for weft_msvc_config_get. */
+	bool strict;
+} weft_msvc_config_opts;
+
+/*
+ * weft_msvc_config_load_opts is weft_msvc_config_load checking the
+ * sections of opts as well (see weft_msvc_config_opts). Errors name the
+ * file and line: "cluster.ini:12: [kv] max_value: not a size: '16 MQ'".
+ * Returns 0, WEFT_ECONFIG, WEFT_EIO or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_config_load_opts(const char *path,
+                                        const weft_msvc_config_opts *opts,
+                                        weft_msvc_config **out, char *err,
+                                        size_t errlen);
+/* weft_msvc_config_parse_opts is weft_msvc_config_load_opts for INI text
+ * in memory; name stands for the file in error messages. */
+WEFT_API int weft_msvc_config_parse_opts(const char *text, const char *name,
+                                         const weft_msvc_config_opts *opts,
+                                         weft_msvc_config **out, char *err,
+                                         size_t errlen);
+
+/*
+ * weft_msvc_config_read fills dst, a struct of section->size bytes whose
+ * defaults the caller has set, from the keys of [section->name] and then,
+ * with section->per_node and node_id not NULL, of [section->name node_id].
+ * Keys that are absent leave their field alone. Returns 0, or WEFT_ECONFIG
+ * with the file, line, key and reason in err (an unknown key or a bad
+ * value, when the file was not loaded with this section in opts). Any
+ * thread.
+ */
+WEFT_API int weft_msvc_config_read(const weft_msvc_config *cfg,
+                                   const weft_msvc_conf_section *section,
+                                   const char *node_id, void *dst, char *err,
+                                   size_t errlen);
+
+/*
+ * weft_msvc_config_where writes where key of section was set, "FILE:LINE",
+ * into buf (just "FILE" when it was not set; "<config>" for a config built
+ * in code), for messages about values that are well-formed but do not fit
+ * (a quorum above the member count). Any thread.
+ */
+WEFT_API void weft_msvc_config_where(const weft_msvc_config *cfg,
+                                     const char *section, const char *key,
+                                     char *buf, size_t len);
 
 /* Service options; zero fields take the defaults shown. */
 typedef struct weft_msvc_opts {
@@ -431,6 +569,91 @@ WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
 
+/* ---- Waiting from other threads (sync.c) ------------------------------ */
+
+/*
+ * For a thread that is not one of the service's loops (the main thread, a
+ * worker of the program's own, a blocking handler): ask and wait, without
+ * writing a mutex and a condition variable around the callback. None of
+ * these may be called from one of the service's loops, whose thread would
+ * wait for the answer it is itself to deliver: they return WEFT_EBUSY
+ * there.
+ */
+
+/* An answer to come: made by weft_msvc_request_future. */
+typedef struct weft_msvc_future weft_msvc_future;
+
+/*
+ * weft_msvc_request_future sends a request as weft_msvc_request does and
+ * gives a future for its answer in *out, the caller's to free with
+ * weft_msvc_future_free. Returns 0, or weft_msvc_request's errors (no
+ * future made). Any thread.
+ */
+WEFT_API int weft_msvc_request_future(weft_msvc *svc, weft_msvc_peer *peer,
+                                      uint32_t verb, const void *data,
+                                      size_t len,
+                                      const weft_msvc_call_opts *opts,
+                                      weft_msvc_future **out);
+
+/*
+ * weft_msvc_future_wait waits until the request has ended, for at most
+ * timeout_ms (UINT64_MAX: as long as it takes, which is bounded: every
+ * request ends, at the latest when it times out). Returns 0 once it ended
+ * (weft_msvc_future_status says how), WEFT_ETIMEDOUT if it has not yet
+ * (wait again, or free the future), or WEFT_EBUSY on one of the service's
+ * loops. Any other thread.
+ */
+WEFT_API int weft_msvc_future_wait(weft_msvc_future *f, uint64_t timeout_ms);
+
+/* weft_msvc_future_is_done is true once the request has ended. Any
+ * thread. */
+WEFT_API bool weft_msvc_future_is_done(weft_msvc_future *f);
+
+/*
+ * weft_msvc_future_status is the ended request's status, as its reply
+ * callback would have seen it: 0, or a WEFT_E code (WEFT_ETIMEDOUT when no
+ * answer came in time, an error the responder sent, ...). WEFT_EBUSY while
+ * it has not ended. Any thread.
+ */
+WEFT_API int weft_msvc_future_status(weft_msvc_future *f);
+
+/*
+ * weft_msvc_future_data is the ended request's payload (the response, or
+ * the responder's error text) and its length in *len; borrowed from f
+ * until weft_msvc_future_free. NULL with *len 0 before the end. Any
+ * thread.
+ */
+WEFT_API const void *weft_msvc_future_data(weft_msvc_future *f, size_t *len);
+
+/* weft_msvc_future_free frees f; if the request is still out, its answer
+ * is dropped when it comes. NULL is ignored. Any thread. */
+WEFT_API void weft_msvc_future_free(weft_msvc_future *f);
+
+/*
+ * weft_msvc_call sends a request and waits for its end: the blocking
+ * request. The response payload, or the text of an error the responder
+ * sent, is appended to reply (may be NULL). Returns what the reply
+ * callback would have seen (0, WEFT_ETIMEDOUT, WEFT_EPEERDOWN, a
+ * responder's error, ...), one of weft_msvc_request's immediate errors, or
+ * WEFT_EBUSY on one of the service's loops. Any other thread.
+ */
+WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+                            const void *data, size_t len,
+                            const weft_msvc_call_opts *opts,
+                            struct evbuffer *reply);
+
+/*
+ * weft_msvc_peer_wait_up starts dialing peer if nothing has yet (peers
+ * are dialed lazily) and waits at most timeout_ms for it to be up (its
+ * urgent connection's handshake done, or a heartbeat answered). Returns 0
+ * once it is, WEFT_ETIMEDOUT, WEFT_ESHUTDOWN (the service is not started,
+ * or stopping), WEFT_EINVAL (this node itself, or not one of svc's
+ * members) or WEFT_EBUSY on one of the service's loops. Any other
+ * thread.
+ */
+WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
+                                    uint64_t timeout_ms);
+
 /* A peer state change: up after a handshake or heartbeat answer, down
  * when its urgent connection fails or it misses heartbeat_misses beats in
  * a row. Runs on one of the service's loops. */
@@ -541,11 +764,18 @@ typedef struct weft_msvc_stats {
 WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
 
 /*
- * weft_msvc_metrics_dump appends every counter (node, per peer, per verb,
- * latency quantiles) to out in the Prometheus text exposition format
- * (metric names start with weft_msvc_). Returns 0 or WEFT_ENOMEM. Any
- * thread.
+ * weft_msvc_metrics_dump appends every counter (node, per peer, per verb),
+ * an up gauge per peer and the latency histograms (buckets of
+ * <weft/metrics.h>) to out in the Prometheus text exposition format
+ * (metric names start with weft_msvc_; label values escaped). The node
+ * itself is not among the peers. The build and process metrics are
+ * weft_metrics_dump_process's, once per page. Returns 0 or WEFT_ENOMEM.
+ * Any thread.
  */
 WEFT_API int weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

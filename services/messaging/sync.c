@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sync.c: waiting for the messaging service from threads that are not its
+ * loops: a future per request (weft_msvc_request_future), the blocking
+ * request (weft_msvc_call) and the wait for a peer to come up
+ * (weft_msvc_peer_wait_up). Built on the public calls; from the service it
+ * needs only its loops (to refuse waiting on one), a peer's home loop (to
+ * start watching it) and a wake-up when a peer's state changes.
+ *
+ * Every wait is on CLOCK_MONOTONIC, so that a change of the wall clock
+ * neither shortens nor stretches a timeout.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "msvc_int.h"
+
+struct weft_msvc_future {
+	weft_msvc *svc;   /* valid while the request is out */
+	_Atomic int refs; /* the caller's, and the reply callback's */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+	void *data; /* the payload, malloc'd */
+	size_t len;
+};
+
+/* A condition variable that waits on the monotonic clock. */
+static void
+cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* The absolute monotonic time timeout_ms from now, for timedwait; false
+ * for "no deadline" (UINT64_MAX, or beyond what a timespec holds). */
+static bool
+deadline_in(uint64_t timeout_ms, struct timespec *at)
+{
+	uint64_t ns;
+
+	if (timeout_ms >= (uint64_t)1 << 40) /* 34 years: for ever */
+		return false;
+	ns = weft_now_ns() + timeout_ms * 1000000u;
+	at->tv_sec = (time_t)(ns / 1000000000u);
+	at->tv_nsec = (long)(ns % 1000000000u);
+	return true;
+}
+
+/* True on one of svc's loop threads, where waiting would never end. */
+static bool
+on_own_loop(const weft_msvc *svc)
+{
+	uint32_t i;
+
+	for (i = 0; i < svc->nloops; i++)
+		if (weft_loop_in_thread(svc->loops[i].loop))
+			return true;
+	return false;
+}
+
+/* ---- Futures ----------------------------------------------------------- */
+
+static void
+future_unref(weft_msvc_future *f)
+{
+	if (atomic_fetch_sub(&f->refs, 1) != 1)
+		return;
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->lock);
+	free(f->data);
+	free(f);
+}
+
+static void
+on_future_reply(weft_msvc *svc, int status, const void *data, size_t len,
+                void *arg)
+{
+	weft_msvc_future *f = arg;
+	void *copy = NULL;
+
+	(void)svc;
+	if (len > 0 && (copy = malloc(len)) != NULL)
+		memcpy(copy, data, len);
+	else if (len > 0 && status == 0)
+		status = WEFT_ENOMEM;
+	pthread_mutex_lock(&f->lock);
+	f->status = status;
+	f->data = copy;
+	f->len = copy != NULL ? len : 0;
+	f->done = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	future_unref(f);
+}
+
+int
+weft_msvc_request_future(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+                         const void *data, size_t len,
+                         const weft_msvc_call_opts *opts,
+                         weft_msvc_future **out)
+{
+	weft_msvc_future *f;
+	int rv;
+
+	if (svc == NULL || out == NULL)
+		return WEFT_EINVAL;
+	if ((f = calloc(1, sizeof(*f))) == NULL)
+		return WEFT_ENOMEM;
+	pthread_mutex_init(&f->lock, NULL);
+	cond_init_monotonic(&f->cond);
+	atomic_init(&f->refs, 2);
+	f->svc = svc;
+	rv = weft_msvc_request(svc, peer, verb, data, len, opts,
+	                       on_future_reply, f);
+	if (rv != 0) {
+		atomic_store(&f->refs, 1);
+		future_unref(f);
+		return rv;
+	}
+	*out = f;
+	return 0;
+}
+
+int
+weft_msvc_future_wait(weft_msvc_future *f, uint64_t timeout_ms)
+{
+	struct timespec at;
+	bool bounded = deadline_in(timeout_ms, &at);
+	int rc = 0;
+
+	/* Not ended: then the service still runs (stopping ends every
+	 * request), and its loops may be asked. */
+	if (!weft_msvc_future_is_done(f) && on_own_loop(f->svc))
+		return WEFT_EBUSY;
+	pthread_mutex_lock(&f->lock);
+	while (!f->done && rc != ETIMEDOUT) {
+		if (bounded)
+			rc = pthread_cond_timedwait(&f->cond, &f->lock, &at);
+		else
+			pthread_cond_wait(&f->cond, &f->lock);
+	}
+	rc = f->done ? 0 : WEFT_ETIMEDOUT;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+bool
+weft_msvc_future_is_done(weft_msvc_future *f)
+{
+	bool done;
+
+	pthread_mutex_lock(&f->lock);
+	done = f->done;
+	pthread_mutex_unlock(&f->lock);
+	return done;
+}
+
+int
+weft_msvc_future_status(weft_msvc_future *f)
+{
+	int status;
+
+	pthread_mutex_lock(&f->lock);
+	status = f->done ? f->status : WEFT_EBUSY;
+	pthread_mutex_unlock(&f->lock);
+	return status;
+}
+
+const void *
+weft_msvc_future_data(weft_msvc_future *f, size_t *len)
+{
+	const void *data = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	*len = 0;
+	if (f->done) {
+		data = f->data;
+		*len = f->len;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return data;
+}
+
+void
+weft_msvc_future_free(weft_msvc_future *f)
+{
+	if (f != NULL)
+		future_unref(f);
+}
+
+int
+weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
+               const void *data, size_t len, const weft_msvc_call_opts *opts,
+               struct evbuffer *reply)
+{
+	weft_msvc_future *f;
+	const void *payload;
+	size_t n;
+	int rv;
+
+	if (svc == NULL)
+		return WEFT_EINVAL;
+	if (on_own_loop(svc))
+		return WEFT_EBUSY;
+	rv = weft_msvc_request_future(svc, peer, verb, data, len, opts, &f);
+	if (rv != 0)
+		return rv;
+	weft_msvc_future_wait(f, UINT64_MAX);
+	rv = weft_msvc_future_status(f);
+	payload = weft_msvc_future_data(f, &n);
+	if (reply != NULL && n > 0 && evbuffer_add(reply, payload, n) != 0)
+		rv = rv == 0 ? WEFT_ENOMEM : rv;
+	weft_msvc_future_free(f);
+	return rv;
+}
+
+/* ---- Waiting for a peer ------------------------------------------------ */
+
+void
+weft__msvc_sync_init(weft_msvc *svc)
+{
+	pthread_mutex_init(&svc->sync_lock, NULL);
+	cond_init_monotonic(&svc->sync_cond);
+}
+
+void
+weft__msvc_sync_fini(weft_msvc *svc)
+{
+	pthread_cond_destroy(&svc->sync_cond);
+	pthread_mutex_destroy(&svc->sync_lock);
+}
+
+void
+weft__msvc_sync_notify(weft_msvc *svc)
+{
+	pthread_mutex_lock(&svc->sync_lock);
+	pthread_cond_broadcast(&svc->sync_cond);
+	pthread_mutex_unlock(&svc->sync_lock);
+}
+
+/* On the peer's home loop: start watching it (heartbeats, which dial its
+ * urgent connection), as its first message would. Counted as a caller,
+ * so that stopping the service waits for it. */
+static void
+touch_task(weft_loop *loop, int status, void *arg)
+{
+	weft_msvc_peer *peer = arg;
+
+	(void)loop;
+	if (status == 0)
+		weft__msvc_peer_touch(peer);
+	atomic_fetch_sub(&peer->svc->callers, 1);
+}
+
+static int
+start_watching(weft_msvc *svc, weft_msvc_peer *peer)
+{
+	atomic_fetch_add(&svc->callers, 1);
+	if (atomic_load(&svc->stopping) || !atomic_load(&svc->started)) {
+		atomic_fetch_sub(&svc->callers, 1);
+		return WEFT_ESHUTDOWN;
+	}
+	if (weft_loop_post(peer->home->loop, touch_task, peer) != 0) {
+		atomic_fetch_sub(&svc->callers, 1);
+		return WEFT_ESHUTDOWN;
+	}
+	return 0;
+}
+
+int
+weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
+                       uint64_t timeout_ms)
+{
+	struct timespec at;
+	bool bounded;
+	int rv, rc = 0;
+
+	if (svc == NULL || peer == NULL || peer->svc != svc || peer->is_self ||
+	    peer->is_client)
+		return WEFT_EINVAL;
+	if (on_own_loop(svc))
+		return WEFT_EBUSY;
+	if (weft_msvc_peer_is_up(peer))
+		return 0;
+	if ((rv = start_watching(svc, peer)) != 0)
+		return rv;
+	bounded = deadline_in(timeout_ms, &at);
+	pthread_mutex_lock(&svc->sync_lock);
+	while (!weft_msvc_peer_is_up(peer) && !atomic_load(&svc->stopping) &&
+	       rc != ETIMEDOUT) {
+		if (bounded)
+			rc = pthread_cond_timedwait(&svc->sync_cond,
+			                            &svc->sync_lock, &at);
+		else
+			pthread_cond_wait(&svc->sync_cond, &svc->sync_lock);
+	}
+	pthread_mutex_unlock(&svc->sync_lock);
+	if (weft_msvc_peer_is_up(peer))
+		return 0;
+	return atomic_load(&svc->stopping) ? WEFT_ESHUTDOWN : WEFT_ETIMEDOUT;
+}
