@@ -151,6 +151,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (weft__msgpack_walk(data, size, 0, &census) != 0) {
 		if (weft_msgpack_decode(data, size, 0, &m) != WEFT_EPROTO)
 			abort();
+		/* Refused for its cost, not its validity: msgpack-c may
+		 * well accept it (and reserve that much). */
+		if (census.overclaim)
+			return 0;
 		if (size > 0 && !could_overreserve(data, size) &&
 		    msgpack_c_accepts(data, size))
 			abort();
