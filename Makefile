@@ -32,7 +32,7 @@ TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
 .PHONY: all deps configure build test test-asan test-tsan format-check \
-	format install run clean
+	format install run clean fuzz
 
 all: build
 
@@ -67,6 +67,16 @@ test-tsan: deps
 		--output-on-failure -j$(CTEST_JOBS) -L threaded \
 		--repeat until-pass:2
 
+# Fuzzing: every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each,
+# built with clang, ASan and UBSan in build-fuzz/ (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+FUZZ_EXPECT_CRASH ?=
+
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) \
+		FUZZ_EXPECT_CRASH="$(FUZZ_EXPECT_CRASH)" scripts/fuzz.sh
+
 # Every C file in the repository (tracked, or new and not ignored).
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard \
 	'*.c' '*.h' 2>/dev/null || find . -path './build*' -prune -o \
@@ -86,4 +96,4 @@ run: deps build
 	scripts/run-main.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-fuzz

@@ -1,5 +1,6 @@
 /* metrics.c: the node's counters in Prometheus text, on request. */
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -39,14 +40,26 @@ weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
 	return weft_kv_metrics_dump(d->kv, out);
 }
 
+/*
+ * Sends body (emptied) with code. The answer to a HEAD request carries the
+ * headers a GET's would, its Content-Length included, and no body:
+ * libevent writes whatever body it is handed, and adds no Content-Length
+ * for HEAD.
+ */
 static void
 send_text(struct evhttp_request *req, int code, const char *reason,
           struct evbuffer *body)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	char len[32];
 
 	evhttp_add_header(h, "Content-Type",
 	                  "text/plain; version=0.0.4; charset=utf-8");
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		snprintf(len, sizeof(len), "%zu", evbuffer_get_length(body));
+		evhttp_add_header(h, "Content-Length", len);
+		evbuffer_drain(body, evbuffer_get_length(body));
+	}
 	evhttp_send_reply(req, code, reason, body);
 }
 
@@ -59,7 +72,7 @@ on_request(struct evhttp_request *req, void *arg)
 	struct evbuffer *body;
 
 	if ((body = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		evhttp_send_reply(req, HTTP_INTERNAL, "Internal Error", NULL);
 		return;
 	}
 	if (path == NULL || strcmp(path, "/metrics") != 0) {
@@ -70,7 +83,9 @@ on_request(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(body, "method not allowed\n");
 		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body);
 	} else if (weftd_metrics_dump(d, body) != 0) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		evbuffer_drain(body, evbuffer_get_length(body));
+		evbuffer_add_printf(body, "out of memory\n");
+		send_text(req, HTTP_INTERNAL, "Internal Error", body);
 	} else {
 		send_text(req, HTTP_OK, "OK", body);
 	}
@@ -95,6 +110,21 @@ bound_port(struct evhttp_bound_socket *bs)
 	return 0;
 }
 
+struct evhttp *
+weftd_http_new(struct weftd *d, struct event_base *base)
+{
+	struct evhttp *http = evhttp_new(base);
+
+	if (http == NULL)
+		return NULL;
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(http, 16384);
+	evhttp_set_max_body_size(http, 4096);
+	evhttp_set_timeout(http, 10);
+	evhttp_set_gencb(http, on_request, d);
+	return http;
+}
+
 int
 weftd_http_start(struct weftd *d)
 {
@@ -102,13 +132,8 @@ weftd_http_start(struct weftd *d)
 
 	if (!d->metrics_on)
 		return 0;
-	if ((d->http = evhttp_new(weft_loop_base(d->main_loop))) == NULL)
+	if ((d->http = weftd_http_new(d, weft_loop_base(d->main_loop))) == NULL)
 		return WEFT_ENOMEM;
-	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-	evhttp_set_max_headers_size(d->http, 16384);
-	evhttp_set_max_body_size(d->http, 4096);
-	evhttp_set_timeout(d->http, 10);
-	evhttp_set_gencb(d->http, on_request, d);
 	bs = evhttp_bind_socket_with_handle(d->http, d->metrics_host,
 	                                    d->metrics_port);
 	if (bs == NULL) {
