@@ -32,7 +32,7 @@ TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
 .PHONY: all deps configure build test test-asan test-tsan format-check \
-	format install run clean fuzz
+	format install run clean fuzz soak
 
 all: build
 
@@ -76,6 +76,16 @@ FUZZ_EXPECT_CRASH ?=
 fuzz: deps
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) \
 		FUZZ_EXPECT_CRASH="$(FUZZ_EXPECT_CRASH)" scripts/fuzz.sh
+
+# The message-ledger burn test for as long as asked, with every fault kind
+# (SOAK_FAULTS narrows them: delay,stall,corrupt,drop,pause,restart);
+# WEFT_SIM_SEED=0x... replays a failed run's fault schedule.
+SOAK_SECONDS ?= 600
+SOAK_FAULTS ?= all
+
+soak: deps build
+	WEFT_BURN_SECONDS=$(SOAK_SECONDS) WEFT_BURN_FAULTS=$(SOAK_FAULTS) \
+		$(BUILD_DIR)/tests/sim/test_burn
 
 # Every C file in the repository (tracked, or new and not ignored).
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard \

@@ -3,8 +3,8 @@
 #
 # Installs the weft build in BUILD_DIR into WORK_DIR/prefix, then, as a user
 # of the installed package would:
-#   1. builds CONSUMER_DIR with find_package(weft) (shared and static) and
-#      runs both programs;
+#   1. builds CONSUMER_DIR with find_package(weft) (shared and static, and
+#      the cluster simulator weft::weft_sim) and runs the programs;
 #   2. builds CONSUMER_DIR/main.c with `pkg-config --cflags --libs weft` and
 #      runs it;
 #   3. compiles every installed public header on its own, to show each one
@@ -63,6 +63,8 @@ step "building the consumer with find_package(weft)"
 check_output "find_package, weft::weft" "$("$work/cmake-build/consumer")"
 check_output "find_package, weft::weft_static" \
 	"$("$work/cmake-build/consumer_static")"
+check_output "find_package, weft::weft_sim" \
+	"$("$work/cmake-build/consumer_sim" 2>/dev/null)"
 
 step "building the consumer with pkg-config"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
