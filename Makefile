@@ -31,7 +31,8 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1$(if \
 TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
-.PHONY: all deps configure build test test-asan test-tsan format-check \
+.PHONY: all deps configure build test test-slow test-asan test-tsan \
+	format-check \
 	format install run clean fuzz soak
 
 all: build
@@ -46,15 +47,20 @@ configure:
 build: configure
 	$(CMAKE) --build $(BUILD_DIR) -j$(NPROC)
 
+# Tests labelled "slow" (the long fault runs) are left to make test-slow.
 test: deps build
-	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) \
+		-LE slow
+
+test-slow: deps build
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -L slow
 
 test-asan: deps
 	$(CMAKE) -S . -B $(ASAN_DIR) $(SAN_CMAKE_ARGS) \
 		-DWEFT_SANITIZER=address,undefined $(CMAKE_ARGS)
 	$(CMAKE) --build $(ASAN_DIR) -j$(NPROC)
 	$(SAN_ENV) $(CTEST) --test-dir $(ASAN_DIR) --output-on-failure \
-		-j$(CTEST_JOBS)
+		-j$(CTEST_JOBS) -LE slow
 
 # A failing TSan test runs once more before it fails the run: OpenSSL's
 # uninstrumented internals (see tests/tsan.supp) now and then still yield a
@@ -64,7 +70,7 @@ test-tsan: deps
 		-DWEFT_SANITIZER=thread $(CMAKE_ARGS)
 	$(CMAKE) --build $(TSAN_DIR) -j$(NPROC)
 	$(TSAN_ENV) $(TSAN_WRAP) $(CTEST) --test-dir $(TSAN_DIR) \
-		--output-on-failure -j$(CTEST_JOBS) -L threaded \
+		--output-on-failure -j$(CTEST_JOBS) -L threaded -LE slow \
 		--repeat until-pass:2
 
 # Fuzzing: every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each,

@@ -18,6 +18,7 @@ packages=(
 	liburcu-dev     # wfcqueue, for the hand-off queue benchmark
 	gnuplot-nox     # benchmark plots
 	iproute2        # ss/ip for network tests and benchmarks
+	nftables        # nft: the process-fault tests' partitions (as root)
 	clang           # libFuzzer targets
 	libclang-rt-14-dev # clang's sanitizer and fuzzer runtimes
 	clang-format    # make format-check

@@ -49,7 +49,7 @@
 #define ENTRIES (1u << 18)             /* ledger entries per round, at most */
 #define MAX_OUTSTANDING 48             /* per sender thread */
 #define MAX_INFLIGHT_BYTES (16u << 20) /* all senders */
-#define RATE 1500 /* messages a second per sender thread, at most */
+#define RATE 1000 /* messages a second per sender thread, at most */
 /*
  * How late an end may come past its deadline: 100 ms. A sanitizer slows
  * every loop several times over (TSan most), so its builds check the same
