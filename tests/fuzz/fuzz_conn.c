@@ -450,6 +450,9 @@ enum op {
 	OPS
 };
 
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == OPS,
+               "a name for every op");
+
 static void
 step(struct run *r, uint8_t op)
 {

@@ -25,14 +25,15 @@ pack_kv(msgpack_packer *pk, const char *key, uint64_t v)
 }
 
 /* A rate as the parser takes it: an integer is read as is, a float only
- * up to 1e12, so a large integral rate goes back as an integer. */
+ * up to 1e12, so a larger rate (which came as an integer) goes back as
+ * one; the largest uint64 reads as 2^64. */
 static int
 pack_rate(msgpack_packer *pk, double rate)
 {
-	if (rate > 1e12 && rate < 18446744073709551616.0 &&
-	    rate == (double)(uint64_t)rate)
-		return msgpack_pack_uint64(pk, (uint64_t)rate);
-	return msgpack_pack_double(pk, rate);
+	if (rate <= 1e12)
+		return msgpack_pack_double(pk, rate);
+	return msgpack_pack_uint64(
+	    pk, rate >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)rate);
 }
 
 static struct evbuffer *
