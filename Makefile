@@ -32,8 +32,8 @@ TSAN_ENV := TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1$(if \
 TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
-.PHONY: all deps deps-all configure build test test-asan test-tsan \
-	format-check format install run clean
+.PHONY: all deps deps-all configure build test test-slow test-asan \
+	test-tsan format-check format install run clean fuzz soak
 
 all: build
 
@@ -52,15 +52,20 @@ configure:
 build: configure
 	$(CMAKE) --build $(BUILD_DIR) -j$(NPROC)
 
+# Tests labelled "slow" (the long fault runs) are left to make test-slow.
 test: deps build
-	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS)
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j$(CTEST_JOBS) \
+		-LE slow
+
+test-slow: deps build
+	$(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -L slow
 
 test-asan: deps
 	$(CMAKE) -S . -B $(ASAN_DIR) $(SAN_CMAKE_ARGS) \
 		-DWEFT_SANITIZER=address,undefined $(CMAKE_ARGS)
 	$(CMAKE) --build $(ASAN_DIR) -j$(NPROC)
 	$(SAN_ENV) $(CTEST) --test-dir $(ASAN_DIR) --output-on-failure \
-		-j$(CTEST_JOBS)
+		-j$(CTEST_JOBS) -LE slow
 
 # A failing TSan test runs once more before it fails the run: OpenSSL's
 # uninstrumented internals (see tests/tsan.supp) now and then still yield a
@@ -70,8 +75,28 @@ test-tsan: deps
 		-DWEFT_SANITIZER=thread $(CMAKE_ARGS)
 	$(CMAKE) --build $(TSAN_DIR) -j$(NPROC)
 	$(TSAN_ENV) $(TSAN_WRAP) $(CTEST) --test-dir $(TSAN_DIR) \
-		--output-on-failure -j$(CTEST_JOBS) -L threaded \
+		--output-on-failure -j$(CTEST_JOBS) -L threaded -LE slow \
 		--repeat until-pass:2
+
+# Fuzzing: every libFuzzer target of tests/fuzz/ for FUZZ_SECONDS each,
+# built with clang, ASan and UBSan in build-fuzz/ (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+FUZZ_EXPECT_CRASH ?=
+
+fuzz: deps
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) \
+		FUZZ_EXPECT_CRASH="$(FUZZ_EXPECT_CRASH)" scripts/fuzz.sh
+
+# The message-ledger burn test for as long as asked, with every fault kind
+# (SOAK_FAULTS narrows them: delay,stall,corrupt,drop,pause,restart);
+# WEFT_SIM_SEED=0x... replays a failed run's fault schedule.
+SOAK_SECONDS ?= 600
+SOAK_FAULTS ?= all
+
+soak: deps build
+	WEFT_BURN_SECONDS=$(SOAK_SECONDS) WEFT_BURN_FAULTS=$(SOAK_FAULTS) \
+		$(BUILD_DIR)/tests/sim/test_burn
 
 # Every C file in the repository (tracked, or new and not ignored).
 FORMAT_FILES = $(shell git ls-files --cached --others --exclude-standard \
@@ -100,4 +125,4 @@ run: deps build
 	scripts/run-main.sh $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-fuzz

@@ -163,9 +163,10 @@ typedef struct weft__msgpack_census {
 	uint64_t array_elems; /* elements of all arrays */
 	uint64_t map_pairs;   /* pairs of all maps */
 	const char *why;      /* when the walk fails: a constant string */
-	bool overclaim;       /* it failed on a container's count: the one
-	                         input that would make msgpack-c reserve
-	                         more than the bytes hold */
+	bool overclaim;       /* it failed on a container's count or on
+	                         the objects' cost: the inputs that would
+	                         make msgpack-c reserve more than the
+	                         bound */
 } weft__msgpack_census;
 
 int weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,

@@ -6,6 +6,8 @@
  */
 #include <stdint.h>
 
+#include <msgpack.h>
+
 #include <weft/msgpack_codec.h>
 
 #include "codec_int.h"
@@ -131,11 +133,27 @@ reject(weft__msgpack_census *census, const char *why)
 }
 
 /*
+ * What msgpack-c reserves for a container's elements the moment it reads
+ * its header: one msgpack_object per array element, one msgpack_object_kv
+ * per map pair (24 and 48 bytes on LP64). Strings, binaries and
+ * extensions point into the input and cost nothing more.
+ */
+static uint64_t
+container_cost(const struct item *it)
+{
+	return it->map ? it->count / 2 * sizeof(msgpack_object_kv)
+	               : it->count * sizeof(msgpack_object);
+}
+
+/*
  * Items are counted, not recursed into: open[] holds how many items each
  * open container has yet to start, and outstanding how many items are
  * still expected in all. Each item takes at least one byte, so an item
  * whose size or count does not fit in the bytes left, after one byte for
- * each other outstanding item, cannot be valid.
+ * each other outstanding item, cannot be valid. Every container's cost is
+ * added up as its header is read, so an input whose objects would take
+ * more than WEFT_MSGPACK_OBJECT_BYTES(len) is refused before msgpack-c sees it:
+ * one element a byte is valid msgpack, but 24 bytes of objects for each.
  */
 int
 weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
@@ -143,7 +161,8 @@ weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
 {
 	const unsigned char *p = data;
 	uint64_t open[WEFT_MSGPACK_MAX_DEPTH];
-	uint64_t outstanding = 1, room;
+	uint64_t outstanding = 1, room, cost = 0,
+	         bound = WEFT_MSGPACK_OBJECT_BYTES(len);
 	unsigned depth = 0;
 	struct item it;
 
@@ -177,6 +196,12 @@ weft__msgpack_walk(const void *data, size_t len, unsigned max_depth,
 			if (depth >= max_depth)
 				return reject(census, "containers nested too "
 				                      "deep");
+			cost += container_cost(&it);
+			if (cost > bound) {
+				census->overclaim = true;
+				return reject(census, "its objects would take "
+				                      "too much memory");
+			}
 			if (it.map)
 				census->map_pairs += it.count / 2;
 			else

@@ -9,6 +9,7 @@
 #   gnuplot-nox              weft-bench --plot (the plots of make run)
 #   clang, libclang-rt-14-dev  the libFuzzer targets (-DWEFT_FUZZ=ON)
 #   liburcu-dev              weft-queue-bench's comparison with liburcu
+#   nftables                 the process-fault tests' partitions (as root)
 #   promtool                 the metrics test (promtool check metrics): taken
 #                            out of Debian's prometheus package, which would
 #                            otherwise bring a whole Prometheus server
@@ -39,6 +40,7 @@ optional=(
 	clang
 	libclang-rt-14-dev
 	liburcu-dev
+	nftables
 )
 
 all=false

@@ -9,7 +9,10 @@
  * measures), asks for the completions so far once a second for the
  * progress line, and merges the nodes' answers: op rate, the latency
  * histograms, context switches, CPU, memory, threads and batching. The
- * figures are the nodes' own, as in a local run.
+ * figures are the nodes' own, as in a local run. A node that dies or
+ * fails during the run is reported with its error, and the figures are
+ * those of the nodes that finished (the others' requests to it count as
+ * their errors); only a run in which no node finished fails.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,6 +39,7 @@
 typedef struct mesh_node {
 	weft_msvc_peer *peer;
 	int status;
+	bool done; /* its start request ended */
 	char why[160];
 	wbench_load_answer a; /* the start answer, or the last status one */
 } mesh_node;
@@ -173,6 +177,7 @@ on_result(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 		         (const char *)data);
 	else if (wbench_load_answer_read(data, len, &m->a, c->ms->lat) != 0)
 		m->status = WEFT_EPROTO;
+	m->done = true;
 	c->ms->answered++;
 	pthread_mutex_unlock(&c->ms->lock);
 }
@@ -351,13 +356,22 @@ drive(mesh *ms, call *calls)
 		goto fail;
 	len = evbuffer_get_length(req);
 	for (unsigned i = 0; i < ms->n; i++) {
+		int rv;
+
 		calls[i] = (call){ms, &ms->nodes[i]};
-		/* One that cannot be sent fails the run; the answers of
-		 * those sent come with ESHUTDOWN when the client stops. */
-		if (weft_msvc_request(ms->svc, ms->nodes[i].peer, VERB_LOAD,
-		                      start, len, NULL, on_result,
-		                      &calls[i]) != 0)
-			goto fail;
+		/* One that cannot be sent is that node's failure; the answers
+		 * of those sent come with ESHUTDOWN when the client stops. */
+		rv = weft_msvc_request(ms->svc, ms->nodes[i].peer, VERB_LOAD,
+		                       start, len, NULL, on_result, &calls[i]);
+		if (rv != 0) {
+			pthread_mutex_lock(&ms->lock);
+			ms->nodes[i].status = rv;
+			ms->nodes[i].done = true;
+			snprintf(ms->nodes[i].why, sizeof(ms->nodes[i].why),
+			         "cannot ask it: %s", weft_strerror(rv));
+			ms->answered++;
+			pthread_mutex_unlock(&ms->lock);
+		}
 	}
 	evbuffer_free(req);
 	while (answered < ms->n && wbench_now_ns() < deadline) {
@@ -379,11 +393,12 @@ fail:
 	return -1;
 }
 
-/* merge adds up the nodes' figures into r. */
+/* merge adds up the figures of the nodes that finished into r. */
 static void
 merge(const mesh *ms, wbench_cresult *r)
 {
 	uint64_t vcsw = 0, ivcsw = 0, cpu = 0, rss = 0, wakeups = 0, in = 0;
+	unsigned finished = 0;
 	double ops;
 
 	memset(r, 0, sizeof(*r));
@@ -393,6 +408,9 @@ merge(const mesh *ms, wbench_cresult *r)
 	for (unsigned i = 0; i < ms->n; i++) {
 		const wbench_load_answer *m = &ms->nodes[i].a;
 
+		if (ms->nodes[i].status != 0)
+			continue;
+		finished++;
 		r->ops += m->ops;
 		r->errors += m->errors;
 		r->sent += m->sent;
@@ -417,7 +435,7 @@ merge(const mesh *ms, wbench_cresult *r)
 	r->ivcsw_per_op = (double)ivcsw / ops;
 	r->cpu_us_per_op = (double)cpu / ops;
 	r->rss_mb = (double)rss / 1024;
-	r->rss_mb_per_node = r->rss_mb / ms->n;
+	r->rss_mb_per_node = r->rss_mb / (finished ? finished : 1);
 	r->msgs_per_wakeup = wakeups ? (double)in / (double)wakeups : 0;
 }
 
@@ -461,27 +479,34 @@ wbench_mesh_run(const wbench_opts *o, wbench_cresult *r)
 		        o->coordinator ? o->coordinator : "client c0");
 		goto out;
 	}
-	if (drive(&ms, calls) != 0) {
-		fprintf(stderr, "weft-bench: not every node ran the load\n");
-		goto out;
-	}
-	rv = 0;
-	for (unsigned i = 0; i < ms.n; i++)
-		if (ms.nodes[i].status != 0) {
-			fprintf(stderr, "weft-bench: %s: %s\n",
-			        weft_msvc_peer_id(ms.nodes[i].peer),
-			        ms.nodes[i].why[0] ? ms.nodes[i].why
-			                           : "a malformed answer");
-			if (ms.nodes[i].status == WEFT_EPERM)
-				fprintf(stderr,
-				        "weft-bench: the load verb is for "
-				        "members: list this process in the "
-				        "nodes' file ([node ID]) and pass "
-				        "--coordinator ID@HOST:PORT\n");
-			rv = -1;
+	if (drive(&ms, calls) != 0)
+		fprintf(stderr,
+		        "weft-bench: not every node answered in time\n");
+	pthread_mutex_lock(&ms.lock);
+	for (unsigned i = 0; i < ms.n; i++) {
+		if (ms.nodes[i].done && ms.nodes[i].status == 0) {
+			rv = 0; /* at least one node's figures */
+			continue;
 		}
-	if (rv == 0)
+		if (!ms.nodes[i].done)
+			ms.nodes[i].status = WEFT_ETIMEDOUT;
+		fprintf(stderr, "weft-bench: %s: %s\n",
+		        weft_msvc_peer_id(ms.nodes[i].peer),
+		        ms.nodes[i].why[0] ? ms.nodes[i].why
+		                           : "no answer, or a malformed one");
+		if (ms.nodes[i].status == WEFT_EPERM)
+			fprintf(stderr, "weft-bench: the load verb is for "
+			                "members: list this process in the "
+			                "nodes' file ([node ID]) and pass "
+			                "--coordinator ID@HOST:PORT\n");
+	}
+	if (rv == 0) {
 		merge(&ms, r);
+		for (unsigned i = 0; i < ms.n; i++)
+			if (ms.nodes[i].status != 0)
+				r->errors++; /* a node lost counts too */
+	}
+	pthread_mutex_unlock(&ms.lock);
 out:
 	/* Stopping the client runs every callback still pending. */
 	mesh_fini(&ms);

@@ -423,13 +423,7 @@ run_main(void *arg)
 	return NULL;
 }
 
-/* A start request's parameters, read from its msgpack map. */
-typedef struct params {
-	const char *op;
-	size_t op_len;
-	uint64_t warmup_ms, duration_ms, outstanding, size;
-	double rate;
-} params;
+typedef struct weftd_load_params params;
 
 static int
 read_number(const msgpack_object *v, uint64_t *u, double *d)
@@ -665,28 +659,36 @@ status(struct weftd_load *run, weft_msvc_msg *msg)
 	evbuffer_free(out);
 }
 
+const char *
+weftd_load_decode(const void *data, size_t len, weft_msgpack_msg **m,
+                  struct weftd_load_params *p)
+{
+	*m = NULL;
+	if (weft_msgpack_decode(data, len, 4, m) != 0)
+		return "not msgpack";
+	if (parse_params(weft_msgpack_msg_object(*m), p) != 0) {
+		weft_msgpack_msg_free(*m);
+		*m = NULL;
+		return "expected a map with a string op";
+	}
+	return NULL;
+}
+
 static void
 on_load(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	struct weftd_load *run = arg;
-	msgpack_unpacked up;
+	weft_msgpack_msg *m;
+	const char *why;
 	params p;
 
 	(void)svc;
 	if (!weft_msvc_msg_is_request(msg))
 		return;
-	if (weft_msgpack_check(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
-	                       4) != 0) {
-		weft_msvc_respond_error(msg, WEFT_EINVAL, "not msgpack");
-		return;
-	}
-	msgpack_unpacked_init(&up);
-	if (msgpack_unpack_next(&up, weft_msvc_msg_data(msg),
-	                        weft_msvc_msg_len(msg),
-	                        NULL) != MSGPACK_UNPACK_SUCCESS ||
-	    parse_params(&up.data, &p) != 0)
-		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "expected a map with a string op");
+	why = weftd_load_decode(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
+	                        &m, &p);
+	if (why != NULL)
+		weft_msvc_respond_error(msg, WEFT_EINVAL, why);
 	else if (op_is(&p, "start"))
 		start(run, msg, &p);
 	else if (op_is(&p, "status"))
@@ -696,7 +698,7 @@ on_load(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	else
 		weft_msvc_respond_error(msg, WEFT_EINVAL,
 		                        "op must be start or status (or stop)");
-	msgpack_unpacked_destroy(&up);
+	weft_msgpack_msg_free(m);
 }
 
 int

@@ -76,7 +76,7 @@ on_request(struct evhttp_request *req, void *arg)
 	struct evbuffer *body;
 
 	if ((body = evbuffer_new()) == NULL) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		evhttp_send_reply(req, HTTP_INTERNAL, "Internal Error", NULL);
 		return;
 	}
 	if (path == NULL || strcmp(path, "/metrics") != 0) {
@@ -87,7 +87,9 @@ on_request(struct evhttp_request *req, void *arg)
 		evbuffer_add_printf(body, "method not allowed\n");
 		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body);
 	} else if (weftd_metrics_dump(d, body) != 0) {
-		evhttp_send_error(req, HTTP_INTERNAL, NULL);
+		evbuffer_drain(body, evbuffer_get_length(body));
+		evbuffer_add_printf(body, "out of memory\n");
+		send_text(req, HTTP_INTERNAL, "Internal Error", body);
 	} else {
 		send_text(req, HTTP_OK, "OK", body);
 	}
@@ -112,6 +114,21 @@ bound_port(struct evhttp_bound_socket *bs)
 	return 0;
 }
 
+struct evhttp *
+weftd_http_new(struct weftd *d, struct event_base *base)
+{
+	struct evhttp *http = evhttp_new(base);
+
+	if (http == NULL)
+		return NULL;
+	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(http, 16384);
+	evhttp_set_max_body_size(http, 4096);
+	evhttp_set_timeout(http, 10);
+	evhttp_set_gencb(http, on_request, d);
+	return http;
+}
+
 int
 weftd_http_start(struct weftd *d)
 {
@@ -119,13 +136,8 @@ weftd_http_start(struct weftd *d)
 
 	if (d->set.metrics.host[0] == '\0')
 		return 0;
-	if ((d->http = evhttp_new(weft_loop_base(d->main_loop))) == NULL)
+	if ((d->http = weftd_http_new(d, weft_loop_base(d->main_loop))) == NULL)
 		return WEFT_ENOMEM;
-	evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-	evhttp_set_max_headers_size(d->http, 16384);
-	evhttp_set_max_body_size(d->http, 4096);
-	evhttp_set_timeout(d->http, 10);
-	evhttp_set_gencb(d->http, on_request, d);
 	bs = evhttp_bind_socket_with_handle(d->http, d->set.metrics.host,
 	                                    d->set.metrics.port);
 	if (bs == NULL) {

@@ -6,8 +6,10 @@
 #include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
+#include <weft/msgpack_codec.h>
 
 struct event;
+struct event_base;
 struct evhttp;
 
 /* The built-in verbs (docs/WEFTD.md). */
@@ -67,6 +69,10 @@ struct weftd {
 
 /* metrics.c: the Prometheus text of the whole node. */
 int weftd_metrics_dump(struct weftd *d, struct evbuffer *out);
+/* weftd_http_new makes the /metrics endpoint's server on base, not yet
+ * bound: its limits, methods and handler (which reads d). NULL: no
+ * memory. */
+struct evhttp *weftd_http_new(struct weftd *d, struct event_base *base);
 /* Starts the /metrics endpoint on the main loop; 0 or a WEFT_E code. */
 int weftd_http_start(struct weftd *d);
 void weftd_http_stop(struct weftd *d);
@@ -86,6 +92,21 @@ void weftd_tls_close(struct weftd *d);
  * stop (ends a run, joins its thread) before the service stops; free
  * after it stopped. 0 or a WEFT_E code. */
 int weftd_load_register(struct weftd *d);
+/* A load request's parameters, read from its msgpack map; op points into
+ * the decoded message. */
+struct weftd_load_params {
+	const char *op;
+	size_t op_len;
+	uint64_t warmup_ms, duration_ms, outstanding, size;
+	double rate;
+};
+/* weftd_load_decode reads a load request's payload: checked and decoded
+ * (weft_msgpack_decode, within its memory bound) into *m, which the caller
+ * frees with weft_msgpack_msg_free (NULL on failure), and its parameters
+ * into *p. Returns NULL, or why the request is malformed. Any thread. */
+const char *weftd_load_decode(const void *data, size_t len,
+                              weft_msgpack_msg **m,
+                              struct weftd_load_params *p);
 void weftd_load_stop(struct weftd *d);
 void weftd_load_free(struct weftd *d);
 

@@ -6,6 +6,7 @@
  * namespaces (--netns, skipped where not allowed). Every request must be
  * answered exactly once. No speed is asserted.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -209,7 +210,8 @@ static void
 trio_stop(trio *t)
 {
 	for (unsigned i = 0; i < 3; i++)
-		stop_weftd(&t->nodes[i]);
+		if (t->nodes[i].pid > 0)
+			stop_weftd(&t->nodes[i]);
 	unlink(t->config);
 }
 
@@ -258,6 +260,73 @@ test_hosts_mesh_runs_on_the_nodes(void **state)
 	/* Three weftd processes, each with a main thread, a loop and the
 	 * load run's thread at least. */
 	assert_true(bench_json_value(text, "\"threads\": ") >= 9);
+}
+
+/* SIGKILLs a trio's node a moment into a run. */
+typedef struct killer {
+	node *victim;
+	pthread_t thread;
+} killer;
+
+static void *
+kill_later(void *arg)
+{
+	killer *k = arg;
+	struct timespec ts = {0, 800000000};
+
+	nanosleep(&ts, NULL);
+	kill(k->victim->pid, SIGKILL);
+	waitpid(k->victim->pid, NULL, 0);
+	track(k->victim->pid, false);
+	fclose(k->victim->out);
+	k->victim->pid = 0;
+	return NULL;
+}
+
+/* A node that dies during the run: the report keeps the others' figures
+ * and counts the loss as errors, instead of failing the run. */
+static void
+test_hosts_mesh_keeps_measuring_when_a_node_dies(void **state)
+{
+	char json[] = "/tmp/wbench-mesh-json-XXXXXX", hosts[128];
+	char text[4096];
+	char *args[] = {"cluster",
+	                "--hosts",
+	                hosts,
+	                "--cluster-name",
+	                "wbmesh",
+	                "--outstanding",
+	                "8",
+	                "--warmup",
+	                "0.2",
+	                "--duration",
+	                "2",
+	                "--quiet",
+	                "--json",
+	                json,
+	                "--coordinator",
+	                NULL,
+	                NULL};
+	killer k;
+	trio t;
+
+	(void)state;
+	close(mkstemp(json));
+	trio_start(&t, "load = on\n");
+	args[15] = t.coordinator;
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u,127.0.0.1:%u",
+	         t.ports[0], t.ports[1], t.ports[2]);
+	k.victim = &t.nodes[2];
+	assert_int_equal(pthread_create(&k.thread, NULL, kill_later, &k), 0);
+	assert_int_equal(run_bench(args), 0);
+	pthread_join(k.thread, NULL);
+	trio_stop(&t);
+	read_json(json, text, sizeof(text));
+	/* The survivors' figures are there (how many ops they made depends
+	 * on how soon their requests to the dead node end) and the loss is
+	 * counted. */
+	assert_true(bench_json_value(text, "\"ops\": ") >= 0);
+	assert_true(bench_json_value(text, "\"errors\": ") > 0);
 }
 
 /* Without [weftd] load = on, the nodes refuse: the run fails cleanly. */
@@ -556,6 +625,8 @@ main(void)
 	    cmocka_unit_test_teardown(test_hosts_bad_lists, kill_live),
 	    cmocka_unit_test_teardown(test_hosts_mesh_runs_on_the_nodes,
 	                              kill_live),
+	    cmocka_unit_test_teardown(
+	        test_hosts_mesh_keeps_measuring_when_a_node_dies, kill_live),
 	    cmocka_unit_test_teardown(test_hosts_mesh_needs_the_load_verb,
 	                              kill_live),
 	    cmocka_unit_test_teardown(test_load_verb_refuses_bad_requests,

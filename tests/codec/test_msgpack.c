@@ -196,7 +196,8 @@ test_huge_claim_allocates_nothing(void **state)
 	assert_null(m);
 }
 
-/* Decoding n bytes costs at most about 25 n plus a little. */
+/* Decoding n bytes costs at most n + WEFT_MSGPACK_OBJECT_BYTES(n), plus
+ * the message and zone headers. */
 static void
 check_decode_bound(const unsigned char *buf, size_t len)
 {
@@ -208,36 +209,86 @@ check_decode_bound(const unsigned char *buf, size_t len)
 	used = alloc_count_stop();
 	print_message("%zu bytes decoded with %zu bytes in %zu allocations\n",
 	              len, used, alloc_calls);
-	assert_true(used <= 25 * len + 512);
+	assert_true(used <= len + WEFT_MSGPACK_OBJECT_BYTES(len) + 512);
 	assert_true(alloc_calls <= 2);
 	weft_msgpack_msg_free(m);
+}
+
+/* Writes an array32 (or map32) header for n items followed by n copies
+ * of the elem_len bytes at elem; returns the length. buf must hold it. */
+static size_t
+repeat(unsigned char *buf, bool map, uint32_t n, const void *elem,
+       size_t elem_len)
+{
+	size_t i;
+
+	buf[0] = map ? 0xdf : 0xdd;
+	buf[1] = (unsigned char)(n >> 24);
+	buf[2] = (unsigned char)(n >> 16);
+	buf[3] = (unsigned char)(n >> 8);
+	buf[4] = (unsigned char)n;
+	for (i = 0; i < n * (map ? 2 : 1); i++)
+		memcpy(buf + 5 + i * elem_len, elem, elem_len);
+	return 5 + (size_t)n * (map ? 2 : 1) * elem_len;
 }
 
 static void
 test_decode_allocation_is_bounded(void **state)
 {
-	static unsigned char buf[5 + 20000];
-	size_t i;
+	static unsigned char buf[5 + 200000];
+	size_t len;
 
 	(void)state;
-	buf[0] = 0xdd; /* an array of 20000 nils */
-	buf[1] = 0;
-	buf[2] = 0;
-	buf[3] = 20000 >> 8;
-	buf[4] = 20000 & 0xff;
-	memset(buf + 5, 0xc0, 20000);
-	check_decode_bound(buf, sizeof(buf));
-	buf[0] = 0xdf; /* a map of 10000 pairs */
-	buf[3] = 10000 >> 8;
-	buf[4] = 10000 & 0xff;
-	check_decode_bound(buf, sizeof(buf));
-	for (i = 0; i < 20000; i++) /* 10000 empty arrays in an array */
-		buf[5 + i] = i % 2 ? 0x90 : 0x91;
-	buf[0] = 0xdd;
-	check_decode_bound(buf, sizeof(buf));
+	/* The densest inputs the bound lets through: nils, pairs of
+	 * nils, one-element arrays of an empty array. */
+	check_decode_bound(buf, repeat(buf, false, 2050, "\xc0", 1));
+	check_decode_bound(buf, repeat(buf, true, 1025, "\xc0", 1));
+	check_decode_bound(buf, repeat(buf, false, 1025, "\x91\x90", 2));
+	/* Records of a few bytes each fit at any size. */
+	len = repeat(buf, false, 40000, "\xce\x01\x02\x03\x04", 5);
+	check_decode_bound(buf, len);
 	check_decode_bound((const unsigned char *)"\xa3"
 	                                          "abc",
 	                   4);
+}
+
+/*
+ * One byte per element is valid msgpack, but msgpack-c reserves a 24-byte
+ * object for each: a 31 MiB array of fixints would cost 744 MiB. The
+ * check counts that cost against the input's size.
+ */
+static void
+test_check_counts_msgpack_c_object_cost(void **state)
+{
+	size_t n = 31u << 20, len;
+	static unsigned char buf[5 + 4200];
+	unsigned char *big = malloc(5 + n);
+	weft_msgpack_msg *m = NULL;
+
+	(void)state;
+	assert_non_null(big);
+	len = repeat(big, false, (uint32_t)n, "\x01", 1);
+	assert_int_equal(weft_msgpack_check(big, len, 0), WEFT_EPROTO);
+	alloc_count_start();
+	assert_int_equal(weft_msgpack_decode(big, len, 0, &m), WEFT_EPROTO);
+	assert_int_equal(alloc_count_stop(), 0);
+	assert_null(m);
+	free(big);
+	/* Exactly at the bound, and one element past it. */
+	len = repeat(buf, false, 2050, "\x01", 1);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), 0);
+	len = repeat(buf, false, 2051, "\x01", 1);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), WEFT_EPROTO);
+	assert_int_equal(msgpack_c_says(buf, len), 0); /* valid, just dear */
+	len = repeat(buf, true, 1025, "\x01", 1);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), 0);
+	len = repeat(buf, true, 1026, "\x01", 1);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), WEFT_EPROTO);
+	/* Nested containers add up: [[]] costs two objects. */
+	len = repeat(buf, false, 1025, "\x91\x90", 2);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), 0);
+	len = repeat(buf, false, 1026, "\x91\x90", 2);
+	assert_int_equal(weft_msgpack_check(buf, len, 0), WEFT_EPROTO);
 }
 
 static fx *
@@ -355,9 +406,9 @@ test_decode_byte_run_frames(void **state)
 static void
 test_decode_frame_in_many_chains(void **state)
 {
-	static unsigned char buf[4 + 5 + 30000];
+	static unsigned char buf[4 + 5 + 50000];
 	const msgpack_object *o;
-	size_t off, n = 5 + 30000, used;
+	size_t off, n = 5 + 50000, used;
 	fx *f = msgpack_fixture(0);
 
 	(void)state;
@@ -365,12 +416,14 @@ test_decode_frame_in_many_chains(void **state)
 	buf[1] = 0;
 	buf[2] = (unsigned char)(n >> 8);
 	buf[3] = (unsigned char)n;
-	buf[4] = 0xdd; /* an array of 30000 small integers */
+	buf[4] = 0xdd; /* an array of 10000 uint32 */
 	buf[5] = buf[6] = 0;
-	buf[7] = 30000 >> 8;
-	buf[8] = 30000 & 0xff;
-	for (off = 0; off < 30000; off++)
-		buf[9 + off] = (unsigned char)(off % 128);
+	buf[7] = 10000 >> 8;
+	buf[8] = 10000 & 0xff;
+	for (off = 0; off < 10000; off++) {
+		memcpy(buf + 9 + 5 * off, "\xce\0\0\0", 4);
+		buf[9 + 5 * off + 4] = (unsigned char)(off % 128);
+	}
 	for (off = 0; off + 1000 < sizeof(buf); off += 1000)
 		fx_send(f, buf + off, 1000);
 	alloc_count_start();
@@ -379,12 +432,12 @@ test_decode_frame_in_many_chains(void **state)
 	print_message("%zu-byte frame in chains: %zu bytes in %zu "
 	              "allocations\n",
 	              n, used, alloc_calls);
-	assert_true(used <= 26 * n + 8192);
+	assert_true(used <= n + WEFT_MSGPACK_OBJECT_BYTES(n) + 8192);
 	assert_int_equal(f->ntyped, 1);
 	o = weft_msgpack_msg_object(f->typed[0]);
 	assert_int_equal(o->type, MSGPACK_OBJECT_ARRAY);
-	assert_int_equal(o->via.array.size, 30000);
-	assert_int_equal(o->via.array.ptr[29999].via.u64, 29999 % 128);
+	assert_int_equal(o->via.array.size, 10000);
+	assert_int_equal(o->via.array.ptr[9999].via.u64, 9999 % 128);
 	/* And a bad one in pieces is refused the same way. */
 	buf[9 + 100] = 0xc1;
 	for (off = 0; off + 1000 < sizeof(buf); off += 1000)
@@ -607,6 +660,7 @@ main(void)
 	    cmocka_unit_test(test_depth_limit),
 	    cmocka_unit_test(test_huge_claim_allocates_nothing),
 	    cmocka_unit_test(test_decode_allocation_is_bounded),
+	    cmocka_unit_test(test_check_counts_msgpack_c_object_cost),
 	    cmocka_unit_test(test_decode_through_pipeline),
 	    cmocka_unit_test(test_decode_frame_in_many_chains),
 	    cmocka_unit_test(test_decode_byte_run_frames),

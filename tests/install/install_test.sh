@@ -5,8 +5,8 @@
 #
 # Installs the weft build in BUILD_DIR into WORK_DIR/prefix, then, as a user
 # of the installed package would:
-#   1. builds CONSUMER_DIR with find_package(weft) (shared and static) and
-#      runs both programs; the consumer's CMakeLists.txt fails if
+#   1. builds CONSUMER_DIR with find_package(weft) (shared and static, and
+#      the cluster simulator weft::weft_sim) and runs the programs; the consumer's CMakeLists.txt fails if
 #      find_package(weft) changed any variable of its own;
 #   2. does it again with only the public dependencies visible to
 #      pkg-config (no inih, no OpenSSL, ...): weft::weft must still be
@@ -81,6 +81,8 @@ step "building the consumer with find_package(weft)"
 check_output "find_package, weft::weft" "$("$work/cmake-build/consumer")"
 check_output "find_package, weft::weft_static" \
 	"$("$work/cmake-build/consumer_static")"
+check_output "find_package, weft::weft_sim" \
+	"$("$work/cmake-build/consumer_sim" 2>/dev/null)"
 
 step "building the consumer with pkg-config"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_kv.c: the replicated key-value service on a 3-node cluster in one
- * process (three services on loop groups of their own, ports bound to 0
- * and exchanged with weft_msvc_set_peer_addr), driven by a non-member
- * client service, as weft-kv does.
+ * process, on the cluster simulator (<weft/sim.h>: each node on a loop
+ * group of its own, every connection through its fault layer), driven by
+ * a non-member client service, as weft-kv does. The simulator is how a
+ * service of your own is tested: on_start makes the service on each node,
+ * on_stop frees it, and the faults (stalls, drops, delays, restarts)
+ * come from weft_sim_*.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,9 +20,10 @@
 
 #include <cmocka.h>
 #include <event2/buffer.h>
-#include <msgpack.h>
 
+#include <msgpack.h>
 #include <weft/kv.h>
+#include <weft/sim.h>
 
 #include "rawpeer.h"
 
@@ -27,13 +31,6 @@
 #define WAIT_MS 5000
 
 static const char *const ids[NODES] = {"n1", "n2", "n3"};
-
-struct node {
-	weft_loop_group *group;
-	weft_msvc *svc;
-	weft_kv *kv;
-	bool stopped;
-};
 
 /* A replica that holds on to the writes it gets until the test lets them
  * go: a slow node, made on purpose. */
@@ -46,10 +43,14 @@ struct stub {
 	_Atomic int count;
 };
 
+/* Three nodes and a client on the cluster simulator (<weft/sim.h>): the
+ * key-value service is started on each node by on_start, freed by
+ * on_stop, as any service on the simulator would be. */
 struct cluster {
-	struct node n[NODES];
+	weft_sim *sim;
+	uint32_t quorum[NODES]; /* per node; STUB: the stub replica */
+	weft_kv *kv[NODES];
 	struct stub stub;
-	weft_loop_group *client_group;
 	weft_msvc *client;
 };
 
@@ -131,26 +132,6 @@ call_wait(struct call *c)
 
 /* ---- The cluster -------------------------------------------------------- */
 
-static weft_msvc_config *
-make_config(void)
-{
-	weft_msvc_config *cfg;
-	weft_msvc_limits *l;
-	size_t i;
-
-	assert_int_equal(weft_msvc_config_new("kvtest", &cfg), 0);
-	for (i = 0; i < NODES; i++)
-		assert_int_equal(
-		    weft_msvc_config_add_node(cfg, ids[i], "127.0.0.1", 0), 0);
-	l = weft_msvc_config_limits(cfg);
-	l->reconnect_min_ms = 10;
-	l->reconnect_max_ms = 200;
-	l->heartbeat_interval_ms = 200;
-	l->request_timeout_ms = 3000;
-	l->connect_timeout_ms = 1000;
-	return cfg;
-}
-
 static void
 on_stub_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
@@ -190,39 +171,34 @@ stub_release(struct stub *st)
 	stub_answer(st, 0);
 }
 
-static void
-start_node(struct cluster *c, const weft_msvc_config *cfg, size_t i,
-           uint32_t quorum)
+/* The simulator starts a node: the service, or the stub replica. */
+static int
+on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 {
-	weft_kv_opts opts = {.write_quorum = quorum,
-	                     .replicate_timeout_ms = 1000};
-	struct node *n = &c->n[i];
+	struct cluster *c = arg;
+	weft_kv_opts opts = {.replicate_timeout_ms = 1000};
 
-	assert_int_equal(weft_loop_group_new(1, &n->group), 0);
-	assert_int_equal(weft_msvc_new(n->group, cfg, ids[i], NULL, &n->svc),
-	                 0);
-	if (quorum == STUB)
-		assert_int_equal(
-		    weft_msvc_register(n->svc, WEFT_KV_VERB_REPLICATE, "stub",
-		                       on_stub_replicate, &c->stub, 0),
-		    0);
-	else
-		assert_int_equal(weft_kv_new(n->svc, &opts, &n->kv), 0);
-	assert_int_equal(weft_msvc_start(n->svc), 0);
-	assert_int_not_equal(weft_msvc_port(n->svc), 0);
+	(void)sim;
+	if (!weft_msvc_is_member(svc))
+		return 0;
+	if (c->quorum[node] == STUB)
+		return weft_msvc_register(svc, WEFT_KV_VERB_REPLICATE, "stub",
+		                          on_stub_replicate, &c->stub, 0);
+	opts.write_quorum = c->quorum[node];
+	return weft_kv_new(svc, &opts, &c->kv[node]);
 }
 
-/* Tells svc where every node listens. */
 static void
-learn_ports(struct cluster *c, weft_msvc *svc)
+on_stop(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 {
-	size_t j;
+	struct cluster *c = arg;
 
-	for (j = 0; j < NODES; j++)
-		assert_int_equal(
-		    weft_msvc_set_peer_addr(svc, ids[j], "127.0.0.1",
-		                            weft_msvc_port(c->n[j].svc)),
-		    0);
+	(void)sim;
+	(void)svc;
+	if (node < NODES) {
+		weft_kv_free(c->kv[node]);
+		c->kv[node] = NULL;
+	}
 }
 
 /* Starts three nodes with the given write quorums (0: majority) and a
@@ -230,50 +206,49 @@ learn_ports(struct cluster *c, weft_msvc *svc)
 static struct cluster *
 cluster_start(const uint32_t quorum[NODES])
 {
-	weft_msvc_config *cfg = make_config();
 	struct cluster *c = calloc(1, sizeof(*c));
+	weft_sim_opts o = {.nodes = NODES,
+	                   .cluster = "kvtest",
+	                   .on_start = on_start,
+	                   .on_stop = on_stop};
+	weft_msvc_config *cfg;
+	weft_msvc_limits l;
+	uint32_t endpoint;
 	size_t i;
 
 	assert_non_null(c);
 	pthread_mutex_init(&c->stub.lock, NULL);
 	for (i = 0; i < NODES; i++)
-		start_node(c, cfg, i, quorum ? quorum[i] : 0);
-	for (i = 0; i < NODES; i++)
-		learn_ports(c, c->n[i].svc);
-	assert_int_equal(weft_loop_group_new(1, &c->client_group), 0);
-	assert_int_equal(
-	    weft_msvc_new(c->client_group, cfg, "client", NULL, &c->client), 0);
-	assert_false(weft_msvc_is_member(c->client));
-	assert_int_equal(weft_msvc_start(c->client), 0);
-	learn_ports(c, c->client);
+		c->quorum[i] = quorum ? quorum[i] : 0;
+	assert_int_equal(weft_msvc_config_new("kvtest", &cfg), 0);
+	l = *weft_msvc_config_limits(cfg);
 	weft_msvc_config_free(cfg);
+	l.reconnect_min_ms = 10;
+	l.reconnect_max_ms = 200;
+	l.heartbeat_interval_ms = 200;
+	l.request_timeout_ms = 3000;
+	l.connect_timeout_ms = 1000;
+	l.loops = 1;
+	o.limits = &l;
+	o.arg = c;
+	assert_int_equal(weft_sim_new(&o, &c->sim), 0);
+	assert_int_equal(
+	    weft_sim_client_new(c->sim, "client", &endpoint, &c->client), 0);
+	assert_false(weft_msvc_is_member(c->client));
 	return c;
 }
 
 static void
-node_stop(struct node *n)
+node_stop(struct cluster *c, size_t i)
 {
-	if (!n->stopped)
-		weft_msvc_stop(n->svc, 500);
-	n->stopped = true;
+	assert_int_equal(weft_sim_node_stop(c->sim, (uint32_t)i), 0);
 }
 
 static void
 cluster_stop(struct cluster *c)
 {
-	size_t i;
-
 	stub_release(&c->stub);
-	weft_msvc_stop(c->client, 500);
-	weft_msvc_free(c->client);
-	weft_loop_group_free(c->client_group);
-	for (i = 0; i < NODES; i++)
-		node_stop(&c->n[i]);
-	for (i = 0; i < NODES; i++) {
-		weft_kv_free(c->n[i].kv);
-		weft_msvc_free(c->n[i].svc);
-		weft_loop_group_free(c->n[i].group);
-	}
+	weft_sim_free(c->sim);
 	pthread_mutex_destroy(&c->stub.lock);
 	free(c);
 }
@@ -291,7 +266,8 @@ node_peer(struct cluster *c, size_t i)
 static void
 wait_peer_down(struct cluster *c, size_t i, size_t j)
 {
-	weft_msvc_peer *p = weft_msvc_peer_find(c->n[i].svc, ids[j]);
+	weft_msvc_peer *p =
+	    weft_msvc_peer_find(weft_sim_node(c->sim, (uint32_t)i), ids[j]);
 	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
 
 	assert_non_null(p);
@@ -389,7 +365,7 @@ test_put_is_readable_on_every_node_after_the_ack(void **state)
 	assert_int_equal(put_str(c, 2, "colour", "green"), 0);
 	for (i = 0; i < NODES; i++)
 		expect_kv(c, i, "colour", "green");
-	weft_kv_get_stats(c->n[0].kv, &st);
+	weft_kv_get_stats(c->kv[0], &st);
 	assert_true(st.puts == 1 && st.writes_acked == 1);
 	assert_true(st.replicas_applied == 1 && st.gets == 2);
 	assert_true(st.keys == 1 && st.value_bytes == 5);
@@ -404,14 +380,13 @@ test_unknown_key_is_not_found(void **state)
 	weft_kv_stats st;
 
 	(void)state;
-	assert_int_equal(weft_kv_write_quorum(c->n[0].kv), 2);
+	assert_int_equal(weft_kv_write_quorum(c->kv[0]), 2);
 	assert_int_equal(get(c, 1, "nothing-here", buf), WEFT_ENOTFOUND);
 	assert_true(evbuffer_search(buf, "no such key", 11, NULL).pos >= 0);
-	weft_kv_get_stats(c->n[1].kv, &st);
+	weft_kv_get_stats(c->kv[1], &st);
 	assert_true(st.gets == 1 && st.get_misses == 1);
-	assert_int_equal(
-	    weft_kv_get_local(c->n[1].kv, "nothing-here", 12, NULL),
-	    WEFT_ENOTFOUND);
+	assert_int_equal(weft_kv_get_local(c->kv[1], "nothing-here", 12, NULL),
+	                 WEFT_ENOTFOUND);
 	evbuffer_free(buf);
 	cluster_stop(c);
 }
@@ -449,7 +424,7 @@ test_write_quorum_with_a_node_stopped(void **state)
 
 	(void)state;
 	assert_int_equal(put_str(c, 0, "warm", "up"), 0);
-	node_stop(&c->n[2]);
+	node_stop(c, 2);
 	wait_peer_down(c, 0, 2);
 	start = weft_now_ns();
 	status = put_str(c, 0, "strict", "fails");
@@ -457,7 +432,7 @@ test_write_quorum_with_a_node_stopped(void **state)
 	/* It fails by the replicate timeout, not the client's (or at once,
 	 * with n3 known down). */
 	assert_true(weft_now_ns() - start < 2900 * 1000000ull);
-	weft_kv_get_stats(c->n[0].kv, &st);
+	weft_kv_get_stats(c->kv[0], &st);
 	assert_true(st.quorum_failures == 1);
 	assert_int_equal(put_str(c, 1, "relaxed", "works"), 0);
 	expect_kv(c, 0, "relaxed", "works");
@@ -477,16 +452,16 @@ test_impossible_quorum_fails_at_once(void **state)
 
 	(void)state;
 	assert_int_equal(put_str(c, 0, "warm", "up"), 0);
-	node_stop(&c->n[2]);
-	p = weft_msvc_peer_find(c->n[0].svc, ids[2]);
+	node_stop(c, 2);
+	p = weft_msvc_peer_find(weft_sim_node(c->sim, 0), ids[2]);
 	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
 	while (!weft_msvc_peer_is_down(p) && weft_now_ns() < deadline)
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
 	assert_true(weft_msvc_peer_is_down(p));
 	assert_int_equal(put_str(c, 0, "strict", "fails"), WEFT_EPEERDOWN);
-	assert_int_equal(weft_kv_get_local(c->n[0].kv, "strict", 6, NULL),
+	assert_int_equal(weft_kv_get_local(c->kv[0], "strict", 6, NULL),
 	                 WEFT_ENOTFOUND);
-	assert_int_equal(weft_kv_get_local(c->n[1].kv, "strict", 6, NULL),
+	assert_int_equal(weft_kv_get_local(c->kv[1], "strict", 6, NULL),
 	                 WEFT_ENOTFOUND);
 	assert_int_equal(put_str(c, 1, "relaxed", "works"), 0);
 	cluster_stop(c);
@@ -551,7 +526,7 @@ test_a_replica_error_fails_the_write(void **state)
 	    evbuffer_search(pending.data, "write quorum not reached", 24, NULL)
 	        .pos >= 0);
 	call_fini(&pending);
-	weft_kv_get_stats(c->n[0].kv, &st);
+	weft_kv_get_stats(c->kv[0], &st);
 	assert_true(st.quorum_failures == 1 && st.replica_failures == 1);
 	cluster_stop(c);
 }
@@ -570,7 +545,7 @@ replicas_agree(struct cluster *c, const char *key)
 
 	for (i = 0; i < NODES; i++) {
 		v[i] = evbuffer_new();
-		rv[i] = weft_kv_get_local(c->n[i].kv, key, strlen(key), v[i]);
+		rv[i] = weft_kv_get_local(c->kv[i], key, strlen(key), v[i]);
 	}
 	for (i = 1; i < NODES && same; i++) {
 		same =
@@ -584,21 +559,21 @@ replicas_agree(struct cluster *c, const char *key)
 	return same && rv[0] == 0;
 }
 
+/* Each node coordinates a write of every key at once, rounds times; then
+ * every replica must end with the same value for each key. */
 static void
-test_concurrent_writers_converge(void **state)
+write_concurrently(struct cluster *c, size_t rounds)
 {
-	struct cluster *c = cluster_start(NULL);
 	struct call calls[NODES * KEYS];
-	bool acked[ROUNDS][NODES * KEYS];
+	bool(*acked)[NODES * KEYS] = calloc(rounds, sizeof(*acked));
 	char key[16], value[32];
 	uint64_t deadline;
 	bool agree = false;
 	size_t r, i, k;
 	int status;
 
-	(void)state;
-	for (r = 0; r < ROUNDS; r++) {
-		/* Each node coordinates a write of every key at once. */
+	assert_non_null(acked);
+	for (r = 0; r < rounds; r++) {
 		for (i = 0; i < NODES; i++) {
 			for (k = 0; k < KEYS; k++) {
 				struct call *call = &calls[i * KEYS + k];
@@ -643,7 +618,7 @@ test_concurrent_writers_converge(void **state)
 
 		snprintf(key, sizeof(key), "key%zu", k);
 		assert_int_equal(
-		    weft_kv_get_local(c->n[0].kv, key, strlen(key), v), 0);
+		    weft_kv_get_local(c->kv[0], key, strlen(key), v), 0);
 		evbuffer_add(v, "", 1);
 		assert_int_equal(sscanf((const char *)evbuffer_pullup(v, -1),
 		                        "r%u-n%u", &wr, &wn),
@@ -651,6 +626,133 @@ test_concurrent_writers_converge(void **state)
 		assert_true(acked[wr][(wn - 1) * KEYS + k]);
 		evbuffer_free(v);
 	}
+	free(acked);
+}
+
+static void
+test_concurrent_writers_converge(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+
+	(void)state;
+	write_concurrently(c, ROUNDS);
+	cluster_stop(c);
+}
+
+/* ---- Under faults (the simulator's fault layer) ------------------------- */
+
+/* Puts until one succeeds (a link healing, a peer marked up again). */
+static bool
+put_until_ok(struct cluster *c, size_t node, const char *key, const char *value)
+{
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+
+	while (weft_now_ns() < deadline)
+		if (put_str(c, node, key, value) == 0)
+			return true;
+	return false;
+}
+
+static void
+test_a_stalled_replica_fails_an_all_quorum_write_until_healed(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	uint64_t start;
+	int status;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "warm", "up"), 0);
+	/* n1's replication to n3 stops on the way: n3 never sees it. */
+	assert_int_equal(weft_sim_stall(c->sim, 0, 2, true), 0);
+	start = weft_now_ns();
+	status = put_str(c, 0, "k", "during");
+	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN);
+	/* By the replicate timeout (1 s), not the client's 3 s. */
+	assert_true(weft_now_ns() - start < 2900 * 1000000ull);
+	/* A majority write through n2 still works meanwhile. */
+	assert_int_equal(put_str(c, 1, "other", "fine"), 0);
+	weft_sim_heal(c->sim);
+	assert_true(put_until_ok(c, 0, "k", "after"));
+	for (i = 0; i < NODES; i++)
+		expect_kv(c, i, "k", "after");
+	cluster_stop(c);
+}
+
+/* How many replicas hold value for key. */
+static size_t
+replicas_with(struct cluster *c, const char *key, const char *value)
+{
+	struct evbuffer *buf;
+	size_t i, n = 0;
+
+	for (i = 0; i < NODES; i++) {
+		buf = evbuffer_new();
+		if (weft_kv_get_local(c->kv[i], key, strlen(key), buf) == 0 &&
+		    evbuffer_get_length(buf) == strlen(value) &&
+		    memcmp(evbuffer_pullup(buf, -1), value, strlen(value)) == 0)
+			n++;
+		evbuffer_free(buf);
+	}
+	return n;
+}
+
+static void
+test_acknowledged_writes_survive_dropped_connections(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	uint64_t rng = weft_sim_seed(c->sim), deadline;
+	char key[16], value[16];
+	bool acked[40], held;
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < 40; i++) {
+		uint32_t a = (uint32_t)(i % NODES), b;
+
+		/* A dropped connection between two nodes before each write;
+		 * the same seed drops the same ones. */
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		b = (a + 1 + (uint32_t)(rng >> 33) % (NODES - 1)) % NODES;
+		assert_int_equal(weft_sim_drop(c->sim, a, b), 0);
+		snprintf(key, sizeof(key), "k%zu", i);
+		snprintf(value, sizeof(value), "v%zu", i);
+		acked[i] = put_str(c, i % NODES, key, value) == 0;
+	}
+	/* Every acknowledged write is on a majority of the replicas. */
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	do {
+		held = true;
+		for (i = n = 0; i < 40; i++) {
+			snprintf(key, sizeof(key), "k%zu", i);
+			snprintf(value, sizeof(value), "v%zu", i);
+			if (acked[i] && replicas_with(c, key, value) < 2)
+				held = false;
+			n += acked[i];
+		}
+	} while (!held && weft_now_ns() < deadline);
+	print_message("%zu of 40 writes acknowledged (seed 0x%llx)\n", n,
+	              (unsigned long long)weft_sim_seed(c->sim));
+	assert_true(held);
+	assert_true(n > 0);
+	cluster_stop(c);
+}
+
+static void
+test_writers_converge_with_connections_reordered(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	uint32_t a, b;
+
+	(void)state;
+	/* Every link waits 0 to 20 ms a read: connections overtake each
+	 * other, each keeps its own order. */
+	for (a = 0; a <= NODES; a++)
+		for (b = 0; b <= NODES; b++)
+			if (a != b && (a < NODES || b < NODES))
+				assert_int_equal(
+				    weft_sim_delay(c->sim, a, b, 0, 20), 0);
+	write_concurrently(c, ROUNDS / 3);
 	cluster_stop(c);
 }
 
@@ -695,7 +797,7 @@ test_malformed_requests_are_refused(void **state)
 	for (i = 0; i < 4; i++) {
 		/* Replicas take writes from members only: n2 asks. */
 		weft_msvc *from = verbs[i] == WEFT_KV_VERB_REPLICATE
-		                      ? c->n[1].svc
+		                      ? weft_sim_node(c->sim, 1)
 		                      : c->client;
 
 		call_init(&call);
@@ -707,7 +809,7 @@ test_malformed_requests_are_refused(void **state)
 		assert_int_equal(call_wait(&call), WEFT_EINVAL);
 		call_fini(&call);
 	}
-	weft_kv_get_stats(c->n[0].kv, &st);
+	weft_kv_get_stats(c->kv[0], &st);
 	assert_true(st.bad_requests == 4);
 	/* Client-side checks refuse bad keys before sending. */
 	assert_int_equal(weft_kv_client_get(c->client, node_peer(c, 0), "", 0,
@@ -763,7 +865,7 @@ wait_kv_stat(struct cluster *c, size_t node, size_t offset, uint64_t want)
 	weft_kv_stats st;
 
 	do {
-		weft_kv_get_stats(c->n[node].kv, &st);
+		weft_kv_get_stats(c->kv[node], &st);
 		if (*(uint64_t *)((char *)&st + offset) >= want)
 			return;
 		nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -789,7 +891,7 @@ test_clients_cannot_write_replicas(void **state)
 	rp_env e;
 
 	(void)state;
-	rp_connect(&p, weft_msvc_port(c->n[0].svc), NULL, NULL);
+	rp_connect(&p, weft_msvc_port(weft_sim_node(c->sim, 0)), NULL, NULL);
 	assert_int_equal(rp_handshake(&p, "kvtest", "evil", RP_CLIENT, 1, 0),
 	                 0);
 	raw_replicate(&p, "pinned", "mine", UINT64_MAX, &e);
@@ -813,7 +915,7 @@ test_replicas_refuse_versions_far_ahead(void **state)
 	rawpeer p;
 
 	(void)state;
-	rp_connect(&p, weft_msvc_port(c->n[0].svc), NULL, NULL);
+	rp_connect(&p, weft_msvc_port(weft_sim_node(c->sim, 0)), NULL, NULL);
 	assert_int_equal(rp_handshake(&p, "kvtest", "n3", RP_MEMBER, 1, 0), 0);
 	raw_replicate(&p, "far", "pinned", UINT64_MAX, NULL);
 	raw_replicate(&p, "far", "pinned", ahead, NULL);
@@ -841,13 +943,13 @@ test_a_write_that_lost_is_not_acknowledged(void **state)
 	rawpeer p;
 
 	(void)state;
-	rp_connect(&p, weft_msvc_port(c->n[1].svc), NULL, NULL);
+	rp_connect(&p, weft_msvc_port(weft_sim_node(c->sim, 1)), NULL, NULL);
 	assert_int_equal(rp_handshake(&p, "kvtest", "n3", RP_MEMBER, 1, 0), 0);
 	raw_replicate(&p, "raced", "newer", ahead, NULL);
 	WAIT_KV(c, 1, replicas_applied, 1);
 	rp_close(&p);
 	assert_int_equal(put_str(c, 0, "raced", "older"), WEFT_ECONFLICT);
-	weft_kv_get_stats(c->n[0].kv, &st);
+	weft_kv_get_stats(c->kv[0], &st);
 	assert_int_equal(st.writes_acked, 0);
 	assert_int_equal(st.writes_superseded, 1);
 	expect_kv(c, 1, "raced", "newer");
@@ -867,6 +969,11 @@ main(void)
 	    cmocka_unit_test(test_a_replica_error_fails_the_write),
 	    cmocka_unit_test(test_concurrent_writers_converge),
 	    cmocka_unit_test(test_one_mebibyte_value),
+	    cmocka_unit_test(
+	        test_a_stalled_replica_fails_an_all_quorum_write_until_healed),
+	    cmocka_unit_test(
+	        test_acknowledged_writes_survive_dropped_connections),
+	    cmocka_unit_test(test_writers_converge_with_connections_reordered),
 	    cmocka_unit_test(test_malformed_requests_are_refused),
 	    cmocka_unit_test(test_clients_cannot_write_replicas),
 	    cmocka_unit_test(test_replicas_refuse_versions_far_ahead),

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -101,6 +102,12 @@ wt_spawn_nofile(unsigned n)
 pid_t
 wt_spawn(char *const argv[], const char *err_path, int *out_fd)
 {
+	return wt_spawn_in(argv, err_path, out_fd, -1);
+}
+
+pid_t
+wt_spawn_in(char *const argv[], const char *err_path, int *out_fd, int ns_fd)
+{
 	struct rlimit rl = {spawn_nofile, spawn_nofile};
 	int fds[2], err;
 	pid_t pid;
@@ -113,6 +120,10 @@ wt_spawn(char *const argv[], const char *err_path, int *out_fd)
 		           O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (err < 0 || dup2(fds[1], 1) < 0 || dup2(err, 2) < 0)
 			_exit(126);
+		/* Joined here rather than through `ip netns exec`, which also
+		 * remounts /sys (refused in some containers). */
+		if (ns_fd >= 0 && setns(ns_fd, CLONE_NEWNET) != 0)
+			_exit(125);
 		/* No node outlives a test that dies (a ctest timeout). */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (spawn_nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -177,6 +188,13 @@ void
 wt_node_start(struct wt_proc *p, const char *config, const char *dir,
               const char *id, uint16_t port, char *const extra[])
 {
+	wt_node_start_in(p, config, dir, id, port, extra, -1);
+}
+
+void
+wt_node_start_in(struct wt_proc *p, const char *config, const char *dir,
+                 const char *id, uint16_t port, char *const extra[], int ns_fd)
+{
 	char *argv[16] = {WEFTD_PATH, "--config", (char *)config, "--id",
 	                  (char *)id};
 	char path[sizeof(p->err_path)], line[256];
@@ -188,7 +206,7 @@ wt_node_start(struct wt_proc *p, const char *config, const char *dir,
 	argv[n] = NULL;
 	snprintf(path, sizeof(path), "%s/%s.err", dir, id);
 	memcpy(p->err_path, path, sizeof(path));
-	p->pid = wt_spawn(argv, p->err_path, &p->out_fd);
+	p->pid = wt_spawn_in(argv, p->err_path, &p->out_fd, ns_fd);
 	assert_true(wt_read_line(p->out_fd, line, sizeof(line), WT_READY_MS) >
 	            0);
 	assert_int_equal(sscanf(line,

@@ -46,6 +46,10 @@ pid_t wt_spawn(char *const argv[], const char *err_path, int *out_fd);
 /* wt_spawn_nofile sets the file limit (RLIMIT_NOFILE) of the processes
  * wt_spawn starts from now on; 0: inherited. */
 void wt_spawn_nofile(unsigned n);
+/* wt_spawn_in is wt_spawn in the network namespace ns_fd (-1: this
+ * process's). */
+pid_t wt_spawn_in(char *const argv[], const char *err_path, int *out_fd,
+                  int ns_fd);
 /* Waits for pid to exit; returns its wait status, or -1 at the
  * deadline. */
 int wt_wait_exit(pid_t pid, uint64_t timeout_ms);
@@ -64,6 +68,10 @@ bool wt_file_contains(const char *path, const char *needle,
  */
 void wt_node_start(struct wt_proc *p, const char *config, const char *dir,
                    const char *id, uint16_t port, char *const extra[]);
+/* wt_node_start_in is wt_node_start in the network namespace ns_fd. */
+void wt_node_start_in(struct wt_proc *p, const char *config, const char *dir,
+                      const char *id, uint16_t port, char *const extra[],
+                      int ns_fd);
 /* wt_node_signal_exit sends sig and waits for the exit; returns the wait
  * status (-1 if it had to be killed). */
 int wt_node_signal_exit(struct wt_proc *p, int sig);

@@ -14,11 +14,14 @@
  * Before msgpack-c sees a frame, weft_msgpack_check walks it: msgpack-c
  * reserves memory for a container's claimed size before its elements
  * arrive, so a few bytes claiming a 4-billion-element array would cost
- * gigabytes. A frame that is not one valid object, has trailing bytes,
- * claims more elements or bytes than it holds, or nests deeper than
- * max_depth closes the channel with error WEFT_EPROTO, logged with the peer
- * and counted (weft/codec.h, kind WEFT_CODEC_MSGPACK). Decoding a frame of
- * n bytes allocates at most about 26 n bytes plus a few hundred.
+ * gigabytes, and even honest one-byte elements cost 24 bytes of objects
+ * each. A frame that is not one valid object, has trailing bytes, claims
+ * more elements or bytes than it holds, would cost more than
+ * WEFT_MSGPACK_OBJECT_BYTES(n) in objects, or nests deeper than max_depth
+ * closes the channel with error WEFT_EPROTO, logged with the peer and
+ * counted (weft/codec.h, kind WEFT_CODEC_MSGPACK). Decoding a frame of n
+ * bytes allocates at most n + WEFT_MSGPACK_OBJECT_BYTES(n) bytes plus a
+ * few hundred.
  */
 #ifndef WEFT_MSGPACK_CODEC_H
 #define WEFT_MSGPACK_CODEC_H
@@ -37,6 +40,20 @@ struct evbuffer;
 /* msgpack-c's unpacker holds 32 open containers: the most max_depth can
  * be. */
 #define WEFT_MSGPACK_MAX_DEPTH 32
+
+/*
+ * The memory bound weft_msgpack_check enforces: msgpack-c's objects for
+ * every array element (sizeof(msgpack_object), 24 bytes on LP64) and map
+ * pair (sizeof(msgpack_object_kv), 48) of an n-byte input may take at most
+ * WEFT_MSGPACK_OBJECT_BYTES(n) bytes: 8 per input byte, and 32 KiB for
+ * any input. Records of a few bytes per element fit; an array of millions
+ * of one-byte elements does not (send those as bin).
+ */
+#define WEFT_MSGPACK_OBJECT_BYTES_PER_BYTE 8u
+#define WEFT_MSGPACK_OBJECT_BYTES_MIN 32768u
+#define WEFT_MSGPACK_OBJECT_BYTES(n)                                           \
+	((uint64_t)(n)*WEFT_MSGPACK_OBJECT_BYTES_PER_BYTE +                    \
+	 WEFT_MSGPACK_OBJECT_BYTES_MIN)
 
 /* Msgpack codec options; zero fields take the defaults shown. */
 typedef struct weft_msgpack_codec_opts {
@@ -88,10 +105,13 @@ WEFT_API int weft_msgpack_decode(const void *data, size_t len,
 /*
  * weft_msgpack_check returns 0 if data holds exactly one msgpack object,
  * nested at most max_depth containers deep (0 or above 32 means 32), in
- * which no array, map, str, bin or ext claims more than the bytes left: an
- * array of n elements needs n bytes, a map of n pairs 2n. Otherwise it
- * returns WEFT_EPROTO. It never allocates and reads each byte at most once.
- * Any thread.
+ * which no array, map, str, bin or ext claims more than the bytes left (an
+ * array of n elements needs n bytes, a map of n pairs 2n), and whose
+ * arrays and maps cost msgpack-c at most WEFT_MSGPACK_OBJECT_BYTES(len)
+ * bytes of objects. Otherwise it returns WEFT_EPROTO. It never allocates
+ * and reads each byte at most once. Bytes it accepts unpack with
+ * msgpack_unpack or msgpack_unpack_next within that bound (plus the
+ * zone's chunking), so a caller may hand them to msgpack-c. Any thread.
  */
 WEFT_API int weft_msgpack_check(const void *data, size_t len,
                                 unsigned max_depth);

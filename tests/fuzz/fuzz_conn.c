@@ -1,0 +1,608 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_conn.c: whole messaging connections against an in-process node
+ * (conn_node.c), driven by a script the input spells out: the kind of
+ * target that finds lifecycle bugs (a callback owed to a connection that
+ * is gone, a counter that never comes back), not only parser bugs.
+ *
+ * The client speaks raw TCP on this thread, with two connection slots.
+ * Each connection opens with a HELLO the input shapes (usually a valid
+ * client's). Then each op byte picks, for slot (op >> 7):
+ *   request / one-way / response frames (verb, payload, expiry from the
+ *   input), frames with a bad CRC, a bad length or a garbage envelope, raw
+ *   bytes; a write of everything queued in one go or in pieces; a sync (an
+ *   echo request, then reading until it is answered); reading or not;
+ *   shutting down the write side; closing; reconnecting; releasing the
+ *   requests the node holds.
+ * What the node sends back must be well-formed, and no request may be
+ * answered twice or with another verb; an echo must echo. At the end every
+ * connection closes and the node must come back to rest (no connection
+ * open, no inbound bytes counted in flight) and still answer a new client.
+ * ASan sees the rest.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+
+#include "conn_node.h"
+#include "fuzz.h"
+#include "msvc_int.h"
+
+#define SLOTS 2
+#define SEQS 1024
+/* Our request ids: a tag in the top bits, then a sequence number. */
+#define ID_TAG 0x5eed000000000000ull
+#define ID_MASK 0x0000ffffffffffffull
+#define SYNC_MS 300  /* a sync in the script: the node may be paused */
+#define LIVE_MS 5000 /* the last one, which must be answered */
+#define REST_MS 5000
+#define MAX_OPS 200
+/* Payloads run a little past the node's largest frame. */
+#define MAX_PAYLOAD (3u * 0x7fff)
+/* Past this the client writes what it has queued, so that its own memory
+ * stays small next to the node's. */
+#define TX_MAX (256u << 10)
+/* What the node may hold: its limits (conn_node.c) leave it a few MiB. */
+#define NODE_HEAP_BOUND (8u << 20)
+
+enum seq_state { SEQ_FREE, SEQ_ASKED, SEQ_ANSWERED };
+
+struct seq {
+	uint8_t state;
+	uint32_t verb;
+	uint32_t crc; /* of the payload, to check an echo */
+	uint32_t len;
+};
+
+struct slot {
+	int fd;
+	bool reading; /* false: the node's answers pile up */
+	bool eof;     /* the node closed it */
+	bool replied; /* the handshake reply came */
+	struct evbuffer *tx, *rx;
+	uint32_t next_seq;
+	struct seq seqs[SEQS];
+};
+
+struct run {
+	struct conn_node node;
+	struct slot slots[SLOTS];
+	fuzz_input in;
+	bool trace; /* FUZZ_TRACE set: each op on stderr, to read a crash */
+};
+
+static const char *const op_names[] = {
+    "request",   "oneway", "response",     "bad-crc", "bad-length",
+    "garbage",   "raw",    "hello",        "flush",   "flush-pieces",
+    "sync",      "read",   "stop-reading", "shut-wr", "close",
+    "reconnect", "release"};
+
+/* ---- Frames the client writes ------------------------------------------ */
+
+static void
+add_frame(struct slot *s, const void *body, size_t n, bool bad_crc)
+{
+	uint8_t hdr[4], crc[4];
+	uint32_t c;
+
+	weft__msvc_put_be32(hdr, (uint32_t)n);
+	c = weft__msvc_crc32c(0, hdr, 4);
+	c = weft__msvc_crc32c(c, body, n);
+	weft__msvc_put_be32(crc, bad_crc ? ~c : c);
+	evbuffer_add(s->tx, hdr, 4);
+	evbuffer_add(s->tx, body, n);
+	evbuffer_add(s->tx, crc, 4);
+}
+
+static void
+add_hello(struct run *r, struct slot *s, uint8_t shape)
+{
+	static const char *const ids[] = {"c1", "c2", "n2", "n1", "", "x y"};
+	struct weft__msvc_hello h = {
+	    .min_version = 1, .max_version = 1, .role = 1, .cls = 1};
+	struct evbuffer *buf = evbuffer_new();
+
+	snprintf(h.cluster, sizeof(h.cluster), "%s",
+	         shape & 0x80 ? "other" : "fuzz");
+	/* Low bits 0: the ordinary client; others bend one field each. */
+	snprintf(h.id, sizeof(h.id), "%s", ids[(shape >> 4) & 1]);
+	switch (shape & 0x0f) {
+	case 1: /* a member's id, as a member */
+	case 2: /* the node's own id */
+		snprintf(h.id, sizeof(h.id), "%s", ids[1 + (shape & 0x0f)]);
+		h.role = 0;
+		break;
+	case 3:
+		h.cls = fuzz_u8(&r->in) % 5;
+		break;
+	case 4:
+		h.min_version = fuzz_u8(&r->in);
+		h.max_version = fuzz_u8(&r->in);
+		break;
+	case 5:
+		snprintf(h.id, sizeof(h.id), "%s", ids[4 + (shape >> 6 & 1)]);
+		break;
+	case 6:
+		h.role = fuzz_u8(&r->in);
+		h.index = fuzz_u32(&r->in);
+		h.flags = fuzz_u8(&r->in);
+		break;
+	default:
+		break;
+	}
+	if (buf == NULL || weft__msvc_hello_encode(buf, &h) != 0)
+		abort();
+	evbuffer_add_buffer(s->tx, buf);
+	evbuffer_free(buf);
+}
+
+static uint32_t
+pick_verb(uint8_t b)
+{
+	static const uint32_t verbs[] = {VERB_ECHO,  VERB_ECHO_BLOCK,
+	                                 VERB_HOLD,  VERB_SINK,
+	                                 VERB_FAIL,  VERB_SILENT,
+	                                 VERB_TWICE, 0,
+	                                 99,         WEFT_MSVC_MAX_VERBS + 7};
+
+	return verbs[b % (sizeof(verbs) / sizeof(verbs[0]))];
+}
+
+/* A payload of the length the input asks for (up to a little past the
+ * node's largest frame), from the input as far as it goes. */
+static size_t
+payload(struct run *r, uint8_t *buf, size_t cap)
+{
+	uint16_t want = fuzz_u16(&r->in);
+	size_t n = want >> 15 ? (size_t)(want & 0x7fff) * 3 : want & 0xff;
+	const uint8_t *p;
+	size_t got;
+
+	if (n > cap)
+		n = cap;
+	got = fuzz_bytes(&r->in, n < 64 ? n : 64, &p);
+	if (got > 0)
+		memcpy(buf, p, got);
+	for (size_t i = got; i < n; i++)
+		buf[i] = (uint8_t)(i * 7);
+	return n;
+}
+
+/* Expiry: none, already past, or a little ahead. */
+static uint64_t
+expiry(uint8_t b)
+{
+	switch (b & 3) {
+	case 1:
+		return 1;
+	case 2:
+		return weft_wall_ms() + 50;
+	default:
+		return 0;
+	}
+}
+
+static void
+add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
+{
+	uint8_t *body = malloc(WEFT__MSVC_ENV_HEADER + MAX_PAYLOAD);
+	uint8_t how;
+	uint32_t verb;
+	uint64_t id;
+	size_t len;
+	struct seq *q;
+
+	if (body == NULL)
+		abort();
+	/* The input spells: how, verb, payload length and bytes, id. */
+	how = fuzz_u8(&r->in);
+	verb = pick_verb(fuzz_u8(&r->in));
+	len = payload(r, body + WEFT__MSVC_ENV_HEADER, MAX_PAYLOAD);
+	id = fuzz_u32(&r->in);
+	if (kind == WEFT__MSVC_F_REQUEST && s->next_seq < SEQS) {
+		q = &s->seqs[s->next_seq];
+		id = ID_TAG | s->next_seq++;
+		*q = (struct seq){
+		    SEQ_ASKED, verb,
+		    weft__msvc_crc32c(0, body + WEFT__MSVC_ENV_HEADER, len),
+		    (uint32_t)len};
+	}
+	if (kind == WEFT__MSVC_F_RESPONSE && (how & 4))
+		kind |= WEFT__MSVC_F_ERROR;
+	weft__msvc_env_header(body, id, verb, kind, weft_wall_ms(), expiry(how),
+	                      (uint32_t)len);
+	if (r->trace)
+		fprintf(stderr,
+		        "  kind %u verb %u id %llx len %zu expiry %d%s\n", kind,
+		        verb, (unsigned long long)id, len, how & 3,
+		        bad_crc ? " bad crc" : "");
+	add_frame(s, body, WEFT__MSVC_ENV_HEADER + len, bad_crc);
+	free(body);
+}
+
+static void
+add_bad_length(struct run *r, struct slot *s)
+{
+	static const uint32_t lens[] = {0, 1, 7, CONN_NODE_MAX_FRAME + 1,
+	                                UINT32_MAX};
+	uint8_t hdr[4];
+
+	weft__msvc_put_be32(hdr, lens[fuzz_u8(&r->in) % 5]);
+	evbuffer_add(s->tx, hdr, 4);
+}
+
+/* A frame with a valid CRC around bytes that are not an envelope (or,
+ * now and then, are one). */
+static void
+add_garbage(struct run *r, struct slot *s)
+{
+	const uint8_t *p;
+	size_t n = fuzz_bytes(&r->in, fuzz_u8(&r->in) % 64, &p);
+
+	add_frame(s, p, n, false);
+}
+
+static void
+add_raw(struct run *r, struct slot *s)
+{
+	const uint8_t *p;
+	size_t n = fuzz_bytes(&r->in, 1 + fuzz_u8(&r->in) % 32, &p);
+
+	evbuffer_add(s->tx, p, n);
+}
+
+/* ---- Reading what the node sends --------------------------------------- */
+
+static void
+check_response(struct slot *s, const struct weft__msvc_env *env)
+{
+	uint64_t seq = env->id & ID_MASK;
+	struct seq *q;
+
+	if ((env->id & ~ID_MASK) != ID_TAG || seq >= SEQS)
+		return; /* not one of ours (raw bytes may make requests) */
+	q = &s->seqs[seq];
+	if (q->state != SEQ_ASKED)
+		fuzz_fail("request %llu answered %s", (unsigned long long)seq,
+		          q->state == SEQ_ANSWERED ? "twice" : "unasked");
+	q->state = SEQ_ANSWERED;
+	if (env->verb != q->verb)
+		fuzz_fail("request %llu of verb %u answered as verb %u",
+		          (unsigned long long)seq, q->verb, env->verb);
+	if ((q->verb == VERB_ECHO || q->verb == VERB_ECHO_BLOCK) &&
+	    !(env->flags & WEFT__MSVC_F_ERROR) &&
+	    (env->len != q->len ||
+	     weft__msvc_crc32c(0, env->payload, env->len) != q->crc))
+		fuzz_fail("an echo came back changed");
+}
+
+/* Takes one whole frame off s->rx; false when none is there yet. */
+static bool
+take_frame(struct slot *s)
+{
+	struct weft__msvc_reply reply;
+	struct weft__msvc_env env;
+	uint8_t hdr[4];
+	const uint8_t *p;
+	size_t len;
+
+	if (evbuffer_copyout(s->rx, hdr, 4) != 4)
+		return false;
+	len = (size_t)weft__msvc_get_be(hdr, 4);
+	if (len == 0 || len > CONN_NODE_MAX_FRAME)
+		fuzz_fail("the node sent a frame of %zu bytes", len);
+	if (evbuffer_get_length(s->rx) < len + 8)
+		return false;
+	p = evbuffer_pullup(s->rx, (ev_ssize_t)len + 8);
+	if (weft__msvc_crc32c(0, p, 4 + len) !=
+	    (uint32_t)weft__msvc_get_be(p + 4 + len, 4))
+		fuzz_fail("the node sent a frame with a bad CRC");
+	if (!s->replied) {
+		if (weft__msvc_reply_decode(p + 4, len, &reply) != 0)
+			fuzz_fail("the node sent a malformed reply");
+		s->replied = true;
+	} else if (weft__msvc_env_decode(p + 4, len, &env) != 0) {
+		fuzz_fail("the node sent a malformed envelope");
+	} else if (env.flags & WEFT__MSVC_F_RESPONSE) {
+		check_response(s, &env);
+	}
+	evbuffer_drain(s->rx, len + 8);
+	return true;
+}
+
+/* Reads what has come, waiting up to wait_ms for something. */
+static void
+pump(struct slot *s, int wait_ms)
+{
+	struct pollfd pfd = {.fd = s->fd, .events = POLLIN};
+	uint8_t buf[16384];
+	ssize_t n;
+
+	if (s->fd < 0 || s->eof || poll(&pfd, 1, wait_ms) <= 0)
+		return;
+	n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		s->eof = true;
+		return;
+	}
+	if (n > 0)
+		evbuffer_add(s->rx, buf, (size_t)n);
+	while (take_frame(s))
+		;
+}
+
+/* Writes up to max bytes of s->tx; gives up after a while when the node
+ * does not read (it may rightly have paused). */
+static void
+flush(struct slot *s, size_t max)
+{
+	struct pollfd pfd = {.fd = s->fd, .events = POLLOUT};
+	uint64_t deadline = weft_now_ns() + 500 * 1000000ull;
+	size_t left = evbuffer_get_length(s->tx);
+	ssize_t n;
+
+	if (left > max)
+		left = max;
+	while (s->fd >= 0 && left > 0 && weft_now_ns() < deadline) {
+		n = send(s->fd, evbuffer_pullup(s->tx, (ev_ssize_t)left), left,
+		         MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			evbuffer_drain(s->tx, (size_t)n);
+			left -= (size_t)n;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			break;
+		} else if (s->reading) {
+			pump(s, 5);
+		} else {
+			poll(&pfd, 1, 5);
+		}
+	}
+	if (left > 0 || s->fd < 0)
+		evbuffer_drain(s->tx, evbuffer_get_length(s->tx));
+}
+
+/* An echo request, then reading until it is answered, the connection
+ * ends or wait_ms pass; true if answered. */
+static bool
+sync_slot(struct slot *s, uint64_t wait_ms)
+{
+	uint64_t deadline = weft_now_ns() + wait_ms * 1000000ull;
+	uint8_t body[WEFT__MSVC_ENV_HEADER + 4];
+	uint32_t seq = s->next_seq;
+
+	if (s->fd < 0 || seq >= SEQS)
+		return false;
+	s->next_seq++;
+	s->seqs[seq] = (struct seq){SEQ_ASKED, VERB_ECHO,
+	                            weft__msvc_crc32c(0, "sync", 4), 4};
+	weft__msvc_env_header(body, ID_TAG | seq, VERB_ECHO,
+	                      WEFT__MSVC_F_REQUEST, weft_wall_ms(), 0, 4);
+	memcpy(body + WEFT__MSVC_ENV_HEADER, "sync", 4);
+	add_frame(s, body, sizeof(body), false);
+	flush(s, SIZE_MAX);
+	while (!s->eof && s->seqs[seq].state == SEQ_ASKED &&
+	       weft_now_ns() < deadline)
+		pump(s, 10);
+	return s->seqs[seq].state == SEQ_ANSWERED;
+}
+
+/* ---- Connections -------------------------------------------------------- */
+
+static void
+slot_close(struct slot *s)
+{
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+	evbuffer_drain(s->tx, evbuffer_get_length(s->tx));
+	evbuffer_drain(s->rx, evbuffer_get_length(s->rx));
+}
+
+static void
+slot_open(struct run *r, struct slot *s, uint8_t hello_shape)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons(r->node.port)};
+	int one = 1;
+
+	slot_close(s);
+	memset(s->seqs, 0, sizeof(s->seqs));
+	s->next_seq = 0;
+	s->eof = s->replied = false;
+	s->reading = true;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((s->fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(s->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		fuzz_fail("cannot connect to the node: %s", strerror(errno));
+	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	add_hello(r, s, hello_shape);
+	flush(s, SIZE_MAX);
+}
+
+/* ---- The script ---------------------------------------------------------- */
+
+enum op {
+	OP_REQUEST,
+	OP_ONEWAY,
+	OP_RESPONSE,
+	OP_BAD_CRC,
+	OP_BAD_LENGTH,
+	OP_GARBAGE,
+	OP_RAW,
+	OP_HELLO,
+	OP_FLUSH,
+	OP_FLUSH_PIECES,
+	OP_SYNC,
+	OP_READ,
+	OP_STOP_READING,
+	OP_SHUT_WR,
+	OP_CLOSE,
+	OP_RECONNECT,
+	OP_RELEASE,
+	OPS
+};
+
+_Static_assert(sizeof(op_names) / sizeof(op_names[0]) == OPS,
+               "a name for every op");
+
+static void
+step(struct run *r, uint8_t op)
+{
+	struct slot *s = &r->slots[op >> 7];
+	size_t piece;
+
+	if (r->trace)
+		fprintf(stderr, "op %s slot %d%s\n",
+		        op_names[(op & 0x7f) % OPS], op >> 7,
+		        s->fd < 0 ? " (closed)" : "");
+	if (s->fd < 0 && (op & 0x7f) % OPS != OP_RECONNECT)
+		return;
+	switch ((enum op)((op & 0x7f) % OPS)) {
+	case OP_REQUEST:
+		add_message(r, s, WEFT__MSVC_F_REQUEST, false);
+		break;
+	case OP_ONEWAY:
+		add_message(r, s, WEFT__MSVC_F_ONEWAY, false);
+		break;
+	case OP_RESPONSE:
+		add_message(r, s, WEFT__MSVC_F_RESPONSE, false);
+		break;
+	case OP_BAD_CRC:
+		add_message(r, s, WEFT__MSVC_F_REQUEST, true);
+		break;
+	case OP_BAD_LENGTH:
+		add_bad_length(r, s);
+		break;
+	case OP_GARBAGE:
+		add_garbage(r, s);
+		break;
+	case OP_RAW:
+		add_raw(r, s);
+		break;
+	case OP_HELLO:
+		add_hello(r, s, fuzz_u8(&r->in));
+		break;
+	case OP_FLUSH:
+		flush(s, SIZE_MAX);
+		break;
+	case OP_FLUSH_PIECES:
+		piece = 1 + fuzz_u8(&r->in) % 64;
+		while (s->fd >= 0 && evbuffer_get_length(s->tx) > 0) {
+			flush(s, piece);
+			if (s->reading)
+				pump(s, 0);
+		}
+		break;
+	case OP_SYNC:
+		sync_slot(s, SYNC_MS);
+		break;
+	case OP_READ:
+		pump(s, fuzz_u8(&r->in) % 20);
+		break;
+	case OP_STOP_READING:
+		s->reading = !s->reading;
+		break;
+	case OP_SHUT_WR:
+		flush(s, SIZE_MAX);
+		shutdown(s->fd, SHUT_WR);
+		break;
+	case OP_CLOSE:
+		slot_close(s);
+		break;
+	case OP_RECONNECT:
+		slot_open(r, s, fuzz_u8(&r->in));
+		break;
+	case OP_RELEASE:
+		conn_node_release(&r->node);
+		break;
+	case OPS:
+		break;
+	}
+	if (evbuffer_get_length(s->tx) > TX_MAX)
+		flush(s, SIZE_MAX);
+}
+
+/* ---- Coming to rest ------------------------------------------------------ */
+
+static bool
+at_rest(struct run *r)
+{
+	weft_msvc_stats st;
+
+	weft_msvc_get_stats(r->node.svc, &st);
+	return st.connections_open == 0 && st.inflight_bytes == 0;
+}
+
+/* Every connection closed and every held request answered, the node must
+ * let go of everything, and still serve a new client. */
+static void
+check_rest(struct run *r)
+{
+	uint64_t deadline = weft_now_ns() + REST_MS * 1000000ull;
+	struct slot *s = &r->slots[0];
+	weft_msvc_stats st;
+
+	/* A held request may still be on its way in: release again while
+	 * waiting. */
+	do {
+		conn_node_release(&r->node);
+		usleep(1000);
+	} while (!at_rest(r) && weft_now_ns() < deadline);
+	weft_msvc_get_stats(r->node.svc, &st);
+	if (!at_rest(r))
+		fuzz_fail("the node did not come to rest: %llu connection(s) "
+		          "open, %llu inbound byte(s) in flight",
+		          (unsigned long long)st.connections_open,
+		          (unsigned long long)st.inflight_bytes);
+	if (r->node.twice_accepted)
+		fuzz_fail("a request was answered twice by its handler");
+	r->in = fuzz_input_of(NULL, 0);
+	slot_open(r, s, 0);
+	if (!sync_slot(s, LIVE_MS))
+		fuzz_fail("the node no longer answers a new client");
+	slot_close(s);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct run r = {.in = fuzz_input_of(data, size),
+	                .trace = getenv("FUZZ_TRACE") != NULL};
+	int i, ops = 0;
+
+	weft_log_set_level(WEFT_LOG_OFF);
+	conn_node_start(&r.node);
+	for (i = 0; i < SLOTS; i++) {
+		r.slots[i].fd = -1;
+		r.slots[i].tx = evbuffer_new();
+		r.slots[i].rx = evbuffer_new();
+		if (r.slots[i].tx == NULL || r.slots[i].rx == NULL)
+			abort();
+	}
+	fuzz_alloc_begin();
+	slot_open(&r, &r.slots[0], fuzz_u8(&r.in));
+	while (r.in.left > 0 && ops++ < MAX_OPS)
+		step(&r, fuzz_u8(&r.in));
+	for (i = 0; i < SLOTS; i++) {
+		flush(&r.slots[i], SIZE_MAX);
+		slot_close(&r.slots[i]);
+	}
+	check_rest(&r);
+	fuzz_alloc_end_within(NODE_HEAP_BOUND + FUZZ_ALLOC_PER_BYTE * size,
+	                      "messaging connections");
+	for (i = 0; i < SLOTS; i++) {
+		evbuffer_free(r.slots[i].tx);
+		evbuffer_free(r.slots[i].rx);
+	}
+	conn_node_stop(&r.node);
+	return 0;
+}

@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_sim.c: the cluster simulator (<weft/sim.h>): nodes talk through
+ * its proxies, and each fault does to the traffic what it says.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include <weft/sim.h>
+
+#define VERB_ECHO 16
+#define VERB_HOLD 17
+#define WAIT_MS 5000
+
+/* ---- Nodes --------------------------------------------------------------- */
+
+struct world {
+	_Atomic int starts, stops;
+	_Atomic int ups[WEFT_SIM_MAX], downs[WEFT_SIM_MAX];
+	pthread_mutex_t lock;
+	weft_msvc_msg *held;
+};
+
+static void
+on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	(void)svc;
+	(void)arg;
+	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
+}
+
+static void
+on_hold(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct world *w = arg;
+	weft_msvc_msg *m = weft_msvc_msg_detach(msg);
+
+	(void)svc;
+	pthread_mutex_lock(&w->lock);
+	if (w->held == NULL) {
+		w->held = m;
+		m = NULL;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (m != NULL)
+		weft_msvc_respond_error(m, WEFT_EBUSY, "one at a time");
+}
+
+static int
+node_index(weft_msvc *svc)
+{
+	return weft_msvc_node_id(svc)[1] - '1';
+}
+
+static void
+on_peer(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
+{
+	struct world *w = arg;
+	int to = weft_msvc_peer_id(peer)[1] - '1';
+
+	(void)svc;
+	atomic_fetch_add(up ? &w->ups[to] : &w->downs[to], 1);
+	(void)node_index;
+}
+
+static int
+on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
+{
+	struct world *w = arg;
+	int rv;
+
+	(void)sim;
+	atomic_fetch_add(&w->starts, 1);
+	if ((rv = weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, w,
+	                             WEFT_MSVC_CLIENTS)) != 0 ||
+	    (rv = weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, w,
+	                             WEFT_MSVC_CLIENTS)) != 0)
+		return rv;
+	/* Only n1 watches its peers. */
+	return node == 0 ? weft_msvc_on_peer_event(svc, on_peer, w) : 0;
+}
+
+static void
+on_stop(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
+{
+	struct world *w = arg;
+
+	(void)sim;
+	(void)node;
+	(void)svc;
+	atomic_fetch_add(&w->stops, 1);
+}
+
+/* The simulation of the running test, freed by the teardown if the test
+ * failed before freeing it. */
+struct fixture {
+	struct world world;
+	weft_sim *sim;
+};
+
+static struct fixture *current;
+
+static int
+setup(void **state)
+{
+	*state = current = calloc(1, sizeof(*current));
+	return current == NULL ? -1 : 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	weft_sim_free(f->sim);
+	free(f);
+	current = NULL;
+	return 0;
+}
+
+static weft_sim *
+sim_start(struct world *w, const weft_msvc_limits *limits)
+{
+	weft_sim_opts o = {.nodes = 3,
+	                   .limits = limits,
+	                   .seed = 42,
+	                   .on_start = on_start,
+	                   .on_stop = on_stop,
+	                   .arg = w};
+	weft_sim *sim;
+
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->lock, NULL);
+	assert_int_equal(weft_sim_new(&o, &sim), 0);
+	current->sim = sim;
+	assert_int_equal(weft_sim_seed(sim), 42);
+	assert_int_equal(atomic_load(&w->starts), 3);
+	return sim;
+}
+
+static void
+sim_stop(weft_sim *sim, struct world *w)
+{
+	weft_sim_free(sim);
+	current->sim = NULL;
+	assert_int_equal(atomic_load(&w->stops), atomic_load(&w->starts));
+	pthread_mutex_destroy(&w->lock);
+}
+
+/* ---- Calls ----------------------------------------------------------------
+ */
+
+struct call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int calls, status;
+	uint64_t start_ns, end_ns;
+};
+
+static void
+on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct call *c = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	pthread_mutex_lock(&c->lock);
+	c->calls++;
+	c->status = status;
+	c->end_ns = weft_now_ns();
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void
+call_start_with(struct call *c, weft_msvc *svc, uint32_t to, uint32_t verb,
+                uint64_t timeout_ms, const void *data, size_t len)
+{
+	weft_msvc_call_opts o = {.timeout_ms = timeout_ms};
+	char id[8];
+
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->calls = 0;
+	c->start_ns = weft_now_ns();
+	snprintf(id, sizeof(id), "n%u", to + 1);
+	assert_int_equal(weft_msvc_request(svc, weft_msvc_peer_find(svc, id),
+	                                   verb, data, len, &o, on_reply, c),
+	                 0);
+}
+
+static void
+call_start(struct call *c, weft_msvc *svc, uint32_t to, uint32_t verb,
+           uint64_t timeout_ms)
+{
+	call_start_with(c, svc, to, verb, timeout_ms, "ping", 4);
+}
+
+/* Waits for the one callback; returns its status. */
+static int
+call_end(struct call *c)
+{
+	struct timespec ts;
+	int status;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += WAIT_MS / 1000;
+	pthread_mutex_lock(&c->lock);
+	while (c->calls == 0 &&
+	       pthread_cond_timedwait(&c->cond, &c->lock, &ts) == 0)
+		;
+	assert_int_equal(c->calls, 1);
+	status = c->status;
+	pthread_mutex_unlock(&c->lock);
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	return status;
+}
+
+static int
+call(weft_sim *sim, uint32_t from, uint32_t to, uint64_t timeout_ms,
+     uint64_t *took_ms)
+{
+	struct call c;
+	int status;
+
+	call_start(&c, weft_sim_node(sim, from), to, VERB_ECHO, timeout_ms);
+	status = call_end(&c);
+	if (took_ms != NULL)
+		*took_ms = (c.end_ns - c.start_ns) / 1000000;
+	return status;
+}
+
+/* Calls until one succeeds (a link coming back, a node restarting). */
+static bool
+call_until_ok(weft_sim *sim, uint32_t from, uint32_t to)
+{
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+
+	while (weft_now_ns() < deadline)
+		if (call(sim, from, to, 500, NULL) == 0)
+			return true;
+	return false;
+}
+
+static void
+sleep_ms(long ms)
+{
+	nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
+}
+
+/* ---- Tests ----------------------------------------------------------------
+ */
+
+static void
+test_nodes_talk_through_the_proxies(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	weft_msvc_stats st;
+	weft_msvc *client;
+	uint32_t c;
+	struct call cl;
+
+	(void)state;
+	assert_int_equal(weft_sim_node_count(sim), 3);
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	assert_int_equal(call(sim, 2, 0, 0, NULL), 0);
+	/* The node saw a connection from the proxy, not from n1. */
+	weft_msvc_get_stats(weft_sim_node(sim, 1), &st);
+	assert_true(st.connections_accepted >= 1);
+	assert_int_equal(weft_sim_client_new(sim, "c1", &c, &client), 0);
+	assert_int_equal(c, 3);
+	assert_int_equal(weft_sim_client_new(sim, "n2", &c, &client),
+	                 WEFT_EINVAL);
+	call_start(&cl, client, 1, VERB_ECHO, 0);
+	assert_int_equal(call_end(&cl), 0);
+	sim_stop(sim, w);
+}
+
+static void
+test_delay_holds_bytes_back(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	uint64_t took;
+
+	(void)state;
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	/* Requests go n1 -> n2, answers on n2's own connection n2 -> n1. */
+	/* Less than the 3 heartbeats n1 may miss before n2 is down. */
+	assert_int_equal(weft_sim_delay(sim, 1, 0, 150, 150), 0);
+	assert_int_equal(call(sim, 0, 1, 0, &took), 0);
+	assert_true(took >= 150);
+	assert_int_equal(weft_sim_delay(sim, 1, 0, 0, 0), 0);
+	assert_int_equal(weft_sim_delay(sim, 0, 0, 1, 1), WEFT_EINVAL);
+	assert_int_equal(weft_sim_delay(sim, 0, 9, 1, 1), WEFT_EINVAL);
+	sim_stop(sim, w);
+}
+
+static void
+test_stall_times_requests_out_until_healed(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+
+	(void)state;
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	assert_int_equal(weft_sim_stall(sim, 0, 1, true), 0);
+	assert_int_equal(call(sim, 0, 1, 200, NULL), WEFT_ETIMEDOUT);
+	/* Other pairs still work. (Between n1 and n2 nothing does once
+	 * their heartbeats notice: n1's answers to n2 go on n1's own
+	 * connection to n2, stalled too.) */
+	assert_int_equal(call(sim, 0, 2, 0, NULL), 0);
+	assert_int_equal(call(sim, 2, 1, 0, NULL), 0);
+	weft_sim_heal(sim);
+	assert_true(call_until_ok(sim, 0, 1));
+	sim_stop(sim, w);
+}
+
+static void
+test_drop_fails_what_was_on_the_connection(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	struct call c;
+
+	(void)state;
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	call_start(&c, weft_sim_node(sim, 0), 1, VERB_HOLD, 3000);
+	while (1) {
+		pthread_mutex_lock(&w->lock);
+		if (w->held != NULL)
+			break;
+		pthread_mutex_unlock(&w->lock);
+		sleep_ms(1);
+	}
+	pthread_mutex_unlock(&w->lock);
+	assert_int_equal(weft_sim_drop(sim, 0, 1), 0);
+	assert_int_equal(call_end(&c), WEFT_EPEERDOWN);
+	/* Well before its timeout. */
+	assert_true(c.end_ns - c.start_ns < 2500 * 1000000ull);
+	weft_msvc_respond(w->held, "late", 4);
+	assert_true(call_until_ok(sim, 0, 1));
+	sim_stop(sim, w);
+}
+
+static void
+test_pause_makes_a_node_miss_its_heartbeats(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	uint64_t deadline;
+
+	(void)state;
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	assert_int_equal(weft_sim_pause(sim, 1, true), 0);
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	while (atomic_load(&w->downs[1]) == 0 && weft_now_ns() < deadline)
+		sleep_ms(5);
+	assert_int_equal(atomic_load(&w->downs[1]), 1);
+	assert_int_equal(call(sim, 0, 1, 200, NULL) != 0, true);
+	assert_int_equal(weft_sim_pause(sim, 1, false), 0);
+	assert_true(call_until_ok(sim, 0, 1));
+	assert_true(atomic_load(&w->ups[1]) >= 2);
+	sim_stop(sim, w);
+}
+
+static void
+test_corruption_is_caught_by_the_crc(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	weft_msvc_stats st;
+	int i;
+
+	(void)state;
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	assert_int_equal(weft_sim_corrupt(sim, 0, 1, 1000000), 0);
+	for (i = 0; i < 5; i++)
+		assert_int_not_equal(call(sim, 0, 1, 200, NULL), 0);
+	weft_msvc_get_stats(weft_sim_node(sim, 1), &st);
+	assert_true(st.bad_frames + st.handshakes_refused +
+	                st.oversized_frames + st.bad_envelopes >
+	            0);
+	assert_int_equal(weft_sim_corrupt(sim, 0, 1, 0), 0);
+	assert_true(call_until_ok(sim, 0, 1));
+	sim_stop(sim, w);
+}
+
+static void
+test_restart_changes_limits(void **state)
+{
+	struct world *w = &current->world;
+	static char big[8192];
+	weft_msvc_limits l;
+	weft_msvc_config *cfg;
+	weft_msvc_stats st;
+	struct call c;
+	weft_sim *sim;
+
+	(void)state;
+	assert_int_equal(weft_msvc_config_new("x", &cfg), 0);
+	l = *weft_msvc_config_limits(cfg);
+	weft_msvc_config_free(cfg);
+	l.heartbeat_interval_ms = 100;
+	l.reconnect_min_ms = 10;
+	l.reconnect_max_ms = 100;
+	sim = sim_start(w, &l);
+	assert_int_equal(call(sim, 0, 1, 0, NULL), 0);
+	/* Down: its proxies refuse, so requests fail. */
+	assert_int_equal(weft_sim_node_stop(sim, 1), 0);
+	assert_null(weft_sim_node(sim, 1));
+	assert_int_not_equal(call(sim, 0, 1, 300, NULL), 0);
+	assert_int_equal(weft_sim_node_start(sim, 1, NULL), 0);
+	assert_int_equal(weft_sim_node_start(sim, 1, NULL), WEFT_EBUSY);
+	assert_true(call_until_ok(sim, 0, 1));
+	/* Back with a frame limit that an 8 KiB request breaks. */
+	l.max_frame_bytes = 2048;
+	l.large_message_bytes = 1024;
+	assert_int_equal(weft_sim_restart(sim, 1, &l), 0);
+	assert_int_equal(atomic_load(&w->starts), 5);
+	assert_true(call_until_ok(sim, 0, 1));
+	call_start_with(&c, weft_sim_node(sim, 0), 1, VERB_ECHO, 500, big,
+	                sizeof(big));
+	assert_int_not_equal(call_end(&c), 0);
+	weft_msvc_get_stats(weft_sim_node(sim, 1), &st);
+	assert_true(st.oversized_frames >= 1);
+	sim_stop(sim, w);
+}
+
+static void
+test_a_seed_gives_one_schedule(void **state)
+{
+	weft_sim_chaos c = {.kinds = (1u << WEFT_SIM_FAULT_KINDS) - 1};
+	weft_sim_fault a[64], b[64];
+	size_t i, kinds = 0;
+
+	(void)state;
+	weft_sim_schedule(7, 3, &c, a, 64);
+	weft_sim_schedule(7, 3, &c, b, 64);
+	assert_memory_equal(a, b, sizeof(a));
+	for (i = 0; i < 64; i++) {
+		assert_true(a[i].a < 3 && a[i].b < 3 && a[i].a != a[i].b);
+		assert_true(i == 0 || a[i].at_ms > a[i - 1].at_ms);
+		kinds |= 1u << a[i].kind;
+	}
+	assert_int_equal(kinds, (1u << WEFT_SIM_FAULT_KINDS) - 1);
+	weft_sim_schedule(8, 3, &c, b, 64);
+	assert_true(memcmp(a, b, sizeof(a)) != 0);
+	assert_string_equal(weft_sim_fault_name(WEFT_SIM_STALL), "stall");
+}
+
+struct seen {
+	_Atomic int starts, ends;
+};
+
+static void
+count_fault(weft_sim *sim, const weft_sim_fault *f, void *arg)
+{
+	struct seen *s = arg;
+
+	(void)sim;
+	atomic_fetch_add(f->ending ? &s->ends : &s->starts, 1);
+}
+
+static void
+test_chaos_fires_and_heals(void **state)
+{
+	struct world *w = &current->world;
+	weft_sim *sim = sim_start(w, NULL);
+	struct seen s = {0};
+	weft_sim_chaos c = {.mean_gap_ms = 20,
+	                    .max_fault_ms = 100,
+	                    .on_fault = count_fault,
+	                    .arg = &s};
+	uint64_t fired;
+
+	(void)state;
+	assert_int_equal(weft_sim_chaos_start(sim, &c), 0);
+	assert_int_equal(weft_sim_chaos_start(sim, &c), WEFT_EBUSY);
+	sleep_ms(500);
+	fired = weft_sim_chaos_stop(sim);
+	assert_true(fired > 5);
+	assert_int_equal(atomic_load(&s.starts), (int)fired);
+	/* Every fault that lasts was lifted (drops do not). */
+	assert_true(atomic_load(&s.ends) <= atomic_load(&s.starts));
+	assert_true(call_until_ok(sim, 0, 1));
+	assert_true(call_until_ok(sim, 2, 0));
+	sim_stop(sim, w);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_nodes_talk_through_the_proxies,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_delay_holds_bytes_back, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_stall_times_requests_out_until_healed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_drop_fails_what_was_on_the_connection, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_pause_makes_a_node_miss_its_heartbeats, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_corruption_is_caught_by_the_crc, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restart_changes_limits, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_a_seed_gives_one_schedule,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_chaos_fires_and_heals, setup,
+	                                    teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
