@@ -62,7 +62,10 @@ typedef struct slot {
 	uint64_t sent, replies,
 	    duplicates; /* all the time, not just the window */
 	bool in_flight;
-	wbench_lat lat;
+	bool put;         /* mix: the request in flight is a put */
+	uint64_t puts_ok; /* mix: of ok, the puts */
+	wbench_lat lat;   /* round trips (mix: of gets) */
+	wbench_lat lat_put;
 } slot;
 
 struct cnode {
@@ -168,7 +171,9 @@ slot_done(slot *s, int status)
 	if (now >= n->window_start_ns && now < n->window_end_ns) {
 		if (status == 0) {
 			s->ok++;
-			wbench_lat_record(&s->lat, now - s->sent_ns);
+			s->puts_ok += s->put;
+			wbench_lat_record(s->put ? &s->lat_put : &s->lat,
+			                  now - s->sent_ns);
 		} else {
 			s->errors++;
 		}
@@ -229,7 +234,8 @@ kv_send(cnode *n, slot *s)
 	s->rng ^= s->rng << 17;
 	r = s->rng;
 	len = kv_key(key, (r >> 8) % n->o->keys);
-	if (r % 100 < n->o->read_pct)
+	s->put = r % 100 >= n->o->read_pct;
+	if (!s->put)
 		return weft_kv_client_get(n->svc, n->peers[s->target], key, len,
 		                          NULL, msvc_reply, s);
 	return weft_kv_client_put(n->svc, n->peers[s->target], key, len,
@@ -530,8 +536,9 @@ start_service(cnode *n)
 	         &(weft_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
 	         &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
-	                       n->slow_every ? WEFT_MSVC_BLOCKING
-	                                     : WEFT_MSVC_INLINE) != 0 ||
+	                       n->slow_every || n->o->handlers_pool
+	                           ? WEFT_MSVC_BLOCKING
+	                           : WEFT_MSVC_INLINE) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
 		return 0;
 	return n->o->client ? 1 : weft_msvc_port(n->svc);
@@ -709,10 +716,33 @@ run_window(cnode *n, usage *before, usage *after)
 	wait_idle(n);
 }
 
+/* print_verbs prints a mix client's gets and puts apart: their count
+ * and their round trips, before the merged histogram. */
+static uint64_t
+print_verbs(cnode *n, wbench_lat *lat)
+{
+	wbench_lat *puts = calloc(1, sizeof(*puts));
+	uint64_t nputs = 0;
+
+	for (unsigned i = 0; i < n->o->outstanding; i++) {
+		nputs += n->slots[i].puts_ok;
+		if (puts != NULL)
+			wbench_lat_merge(puts, &n->slots[i].lat_put);
+	}
+	if (lat != NULL && puts != NULL && n->o->kv && n->o->client) {
+		wbench_lat_print_as(lat, "hist-get", stdout);
+		wbench_lat_print_as(puts, "hist-put", stdout);
+	}
+	if (lat != NULL && puts != NULL)
+		wbench_lat_merge(lat, puts);
+	free(puts);
+	return nputs;
+}
+
 static void
 report(cnode *n, const usage *before, const usage *after)
 {
-	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0;
+	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0, nputs;
 	uint64_t sent = 0, replies = 0, dups = 0;
 	wbench_lat *lat = calloc(1, sizeof(*lat));
 
@@ -725,6 +755,7 @@ report(cnode *n, const usage *before, const usage *after)
 		if (lat != NULL)
 			wbench_lat_merge(lat, &n->slots[i].lat);
 	}
+	nputs = print_verbs(n, lat);
 	if (n->svc != NULL) {
 		weft_msvc_stats st;
 
@@ -739,7 +770,8 @@ report(cnode *n, const usage *before, const usage *after)
 	}
 	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
-	       "first_error=%d sent=%llu replies=%llu duplicates=%llu\n",
+	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
+	       "gets=%llu puts=%llu\n",
 	       (unsigned long long)ok, (unsigned long long)errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -748,7 +780,8 @@ report(cnode *n, const usage *before, const usage *after)
 	       (unsigned long long)after->threads, (unsigned long long)wakeups,
 	       (unsigned long long)msgs_in, atomic_load(&n->first_error),
 	       (unsigned long long)sent, (unsigned long long)replies,
-	       (unsigned long long)dups);
+	       (unsigned long long)dups, (unsigned long long)(ok - nputs),
+	       (unsigned long long)nputs);
 	if (lat != NULL)
 		wbench_lat_print(lat, stdout);
 	else
