@@ -175,7 +175,7 @@ static const optdef opt_table[] = {
      "records loaded before the run phase (default 100,000)"},
     {"operations", O_OPERATIONS, OY | BIT(WBENCH_YCSB_CLIENT), "N",
      "operations in the run phase (default: --duration)"},
-    {"threads", O_THREADS, OY, "T",
+    {"threads", O_THREADS, OY | BIT(WBENCH_YCSB_CLIENT), "T",
      "operations in flight in all, as YCSB's T client threads\n"
      "(default 32)"},
     {"scan-length", O_SCAN_LENGTH, OY | BIT(WBENCH_YCSB_CLIENT), "N",

@@ -109,6 +109,10 @@ log_xtics(FILE *gp, const wbench_plot_panel *p)
 static void
 panel_plot(FILE *gp, const wbench_plot_panel *p, unsigned k)
 {
+	/* Filled shapes first, then open ones: with 8 colours, no two
+	 * series of a panel look alike. */
+	static const unsigned shapes[WBENCH_PLOT_SERIES] = {
+	    5, 7, 9, 11, 13, 15, 4, 6, 8, 10, 12, 14, 1, 2, 3, 16};
 	double lo[2], hi[2];
 	const char *sep = "plot ";
 
@@ -128,9 +132,10 @@ panel_plot(FILE *gp, const wbench_plot_panel *p, unsigned k)
 	fprintf(gp, "set format y '%s'\n", p->logy ? "%g" : "%.1s%c");
 	for (unsigned i = 0; i < p->nseries; i++) {
 		fprintf(gp,
-		        "%s$p%us%u using 1:2 with linespoints lw 2 pt %u "
+		        "%s$p%us%u using 1:2 with %s lw 2 lc %u pt %u ps 1.3 "
 		        "title '%s'",
-		        sep, k, i, 5 + 2 * (i % 4), p->series[i].title);
+		        sep, k, i, p->points ? "points" : "linespoints",
+		        i % 8 + 1, shapes[i], p->series[i].title);
 		sep = ", ";
 	}
 	fputc('\n', gp);

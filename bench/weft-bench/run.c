@@ -293,6 +293,14 @@ wbench_run(const wbench_opts *o)
 		return wbench_cluster_node(o) == 0 ? 0 : 1;
 	if (o->workload == WBENCH_RPC_CLIENT)
 		return wbench_rpc_client(o) == 0 ? 0 : 1;
+	if (o->workload == WBENCH_YCSB_CLIENT)
+		return wbench_ycsb_client(o) == 0 ? 0 : 1;
+	if (o->workload == WBENCH_YCSB) {
+		wbench_opts c = *o;
+
+		c.self_exe = c.self_exe ? c.self_exe : "/proc/self/exe";
+		return wbench_ycsb_run(&c) == 0 ? 0 : 1;
+	}
 	if (o->workload > WBENCH_LATENCY) {
 		fprintf(stderr, "weft-bench %s: not in this build yet\n",
 		        wbench_workload_name(o->workload));

@@ -464,6 +464,7 @@ typedef struct wbench_plot_series {
 typedef struct wbench_plot_panel {
 	const char *xlabel, *ylabel, *xtics;
 	bool logx, logy;
+	bool points; /* points only: x is a category, not a scale */
 	unsigned nseries;
 	wbench_plot_series series[WBENCH_PLOT_SERIES];
 } wbench_plot_panel;
@@ -616,6 +617,10 @@ void wbench_child_result(const wbench_child_figs *f,
 
 /* rpcclient.c: rpc --client sync, one process of D threads. */
 int wbench_rpc_client(const wbench_opts *o);
+
+/* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
+int wbench_ycsb_run(const wbench_opts *o);
+int wbench_ycsb_client(const wbench_opts *o);
 
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of
