@@ -295,16 +295,15 @@ wbench_run(const wbench_opts *o)
 		return wbench_rpc_client(o) == 0 ? 0 : 1;
 	if (o->workload == WBENCH_YCSB_CLIENT)
 		return wbench_ycsb_client(o) == 0 ? 0 : 1;
-	if (o->workload == WBENCH_YCSB) {
+	if (o->workload == WBENCH_SMOKE_CLIENT)
+		return wbench_smoke_client(o) == 0 ? 0 : 1;
+	if (o->workload == WBENCH_YCSB || o->workload == WBENCH_SMOKE) {
 		wbench_opts c = *o;
 
 		c.self_exe = c.self_exe ? c.self_exe : "/proc/self/exe";
-		return wbench_ycsb_run(&c) == 0 ? 0 : 1;
-	}
-	if (o->workload > WBENCH_LATENCY) {
-		fprintf(stderr, "weft-bench %s: not in this build yet\n",
-		        wbench_workload_name(o->workload));
-		return 2;
+		rv = o->workload == WBENCH_YCSB ? wbench_ycsb_run(&c)
+		                                : wbench_smoke_run(&c);
+		return rv == 0 ? 0 : 1;
 	}
 	if (o->role != WBENCH_ROLE_BOTH && o->impl == WBENCH_IMPL_BOTH) {
 		fprintf(stderr, "weft-bench: --listen and --connect need "

@@ -622,6 +622,10 @@ int wbench_rpc_client(const wbench_opts *o);
 int wbench_ycsb_run(const wbench_opts *o);
 int wbench_ycsb_client(const wbench_opts *o);
 
+/* smoke.c, smokeclient.c: the smoke workload and its client process. */
+int wbench_smoke_run(const wbench_opts *o);
+int wbench_smoke_client(const wbench_opts *o);
+
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of
  * each implementation, the summary and the JSON. Returns the exit status. */
