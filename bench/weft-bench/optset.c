@@ -447,6 +447,9 @@ check_ycsb(wbench_opts *o)
 		o->client_list[0] = o->threads;
 	if (o->records < o->client_list[0])
 		return fail(o, "--records: at least one per client");
+	if (o->size < 16)
+		return fail(o, "--size: 16 bytes or more (a record starts "
+		               "with its key number and its writer's stamp)");
 	if (!o->duration_given)
 		o->duration_s = o->operations ? o->timeout_ms / 1000.0 : 10;
 	if (!o->warmup_given)

@@ -76,6 +76,7 @@ struct yclient {
 	uint64_t window_start_ns, window_end_ns;
 	uint64_t ops_left; /* --operations: this client's share to go */
 	uint64_t first_ns[PHASES], last_ns[PHASES];
+	uint64_t done_ops[PHASES]; /* operations ended, as YCSB counts them */
 	ycsb_figs figs[PHASES][YCSB_OPS];
 	wbench_lat lat[PHASES][YCSB_OPS];
 	int first_error;
@@ -296,6 +297,16 @@ record(yslot *s, int status, uint64_t now)
 	}
 }
 
+/* op_done counts an operation that ended (a read-modify-write once). */
+static void
+op_done(yslot *s)
+{
+	yclient *c = s->c;
+
+	if (c->phase == LOAD || s->measured)
+		c->done_ops[c->phase]++;
+}
+
 /* judge checks an answer: the status the operation returns. */
 static int
 judge(yslot *s, int status, const void *data, size_t len)
@@ -342,6 +353,7 @@ on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 		s->sent--;
 		record(s, status, now);
 	}
+	op_done(s);
 	slot_next(s);
 }
 
@@ -372,6 +384,7 @@ slot_next(yslot *s)
 		s->in_flight = false;
 		s->sent--;
 		record(s, rv, now);
+		op_done(s);
 	}
 }
 
@@ -543,9 +556,10 @@ report(yclient *c, const wbench_rusage *before, const wbench_rusage *after)
 	wbench_child_figs f = {0};
 
 	for (int ph = 0; ph < PHASES; ph++) {
-		wbench_child_say("time %s %llu %llu", names[ph],
+		wbench_child_say("time %s %llu %llu %llu", names[ph],
 		                 (unsigned long long)c->first_ns[ph],
-		                 (unsigned long long)c->last_ns[ph]);
+		                 (unsigned long long)c->last_ns[ph],
+		                 (unsigned long long)c->done_ops[ph]);
 		for (int op = 0; op < YCSB_OPS; op++) {
 			const ycsb_figs *g = &c->figs[ph][op];
 			char name[40];
@@ -564,10 +578,9 @@ report(yclient *c, const wbench_rusage *before, const wbench_rusage *after)
 			snprintf(name, sizeof(name), "hist-%s-%d", names[ph],
 			         op);
 			wbench_lat_print_as(&c->lat[ph][op], name, stdout);
-			if (ph == RUN)
-				f.ops += g->n;
 		}
 	}
+	f.ops = c->done_ops[RUN];
 	for (unsigned i = 0; i < c->nslots; i++) {
 		f.sent += c->slots[i].sent;
 		f.replies += c->slots[i].replies;

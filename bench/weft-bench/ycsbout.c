@@ -137,7 +137,7 @@ json_phase(FILE *f, const ycsb_result *r, int ph)
 	bool first = true;
 
 	fprintf(f, "\"%s\": {\"runtime_ms\": ", phase_names[ph]);
-	wbench_json_num(f, "%.1f", r->runtime_ms[ph], r->ops[ph] > 0);
+	wbench_json_num(f, "%.3f", r->runtime_ms[ph], r->ops[ph] > 0);
 	fputs(", \"throughput\": ", f);
 	wbench_json_num(f, "%.2f", r->throughput[ph], r->ops[ph] > 0);
 	fputs(", \"ops\": {", f);

@@ -228,6 +228,8 @@ test_options_that_do_not_apply_exit_2(void **state)
 	                "--warmup-count", "9",        NULL};
 	char *clients[] = {"cluster", "--clients", "2", NULL};
 	char *internal[] = {"cluster", "--node", "1", NULL};
+	char *tiny[] = {"ycsb", "--size", "8", NULL};
+	char *letter[] = {"ycsb", "--workload", "a,g", NULL};
 	static char out[8192], err[8192];
 
 	(void)state;
@@ -243,6 +245,8 @@ test_options_that_do_not_apply_exit_2(void **state)
 	assert_int_equal(run_bench(both), 2);
 	assert_int_equal(run_bench(clients), 2);
 	assert_int_equal(run_bench(internal), 2);
+	assert_int_equal(run_bench(tiny), 2);
+	assert_int_equal(run_bench(letter), 2);
 }
 
 /* --warmup is seconds for the pipeline runs too; --warmup-count counts. */

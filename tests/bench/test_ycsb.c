@@ -157,11 +157,22 @@ test_workloads_a_to_f_on_the_loop(void **state)
 	                "6",      "--size",       "128",         "--quiet",
 	                "--json", path,           NULL};
 
+	const char *p;
+
 	(void)state;
 	close(mkstemp(path));
 	assert_int_equal(run_bench_to(args, "/dev/null", NULL), 0);
 	read_json(path, text, sizeof(text));
 	check_runs(text, 6);
+	/* Throughput is operations, as YCSB counts them (a read-modify-write
+	 * once), per second of run time: 600 of them. */
+	for (p = strstr(text, "\"run\": {"); p != NULL;
+	     p = strstr(p + 1, "\"run\": {")) {
+		double ops = bench_json_value(p, "\"runtime_ms\": ") *
+		             bench_json_value(p, "\"throughput\": ") / 1e3;
+
+		assert_true(ops > 594 && ops < 606);
+	}
 	/* Each loaded every record, then ran its mix. */
 	assert_int_equal(count_of(text, "\"load\": {\"runtime_ms\": "), 6);
 	assert_int_equal(count_of(text, "\"INSERT\": {\"operations\": 300,"),
