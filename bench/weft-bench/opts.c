@@ -167,7 +167,6 @@ static const optdef opt_table[] = {
      "a (50% reads, 50% updates; default), b (95/5), c (reads),\n"
      "d (95% reads of the latest, 5% inserts), e (95% scans, 5%\n"
      "inserts), f (50% reads, 50% read-modify-writes)"},
-    {"workload", O_WORKLOAD, BIT(WBENCH_YCSB_CLIENT), "W", NULL},
     {"distribution", O_DISTRIBUTION, OY | BIT(WBENCH_YCSB_CLIENT), "D",
      "zipfian, uniform or latest (default: latest for d,\n"
      "zipfian otherwise)"},
@@ -316,7 +315,6 @@ wbench_opts_default(wbench_opts *o)
 	o->handler_modes = WBENCH_HANDLERS_INLINE;
 	o->ycsb_list[0] = 'a';
 	o->nycsb_list = 1;
-	o->ycsb_workload = 'a';
 	o->records = 100000;
 	o->threads = 32;
 	o->scan_length = 100;

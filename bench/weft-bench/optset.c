@@ -68,7 +68,6 @@ parse_ycsb(wbench_opts *o, const char *s)
 		o->ycsb_list[o->nycsb_list++] = *p;
 		p += p[1] == ',';
 	}
-	o->ycsb_workload = o->ycsb_list[0];
 	return o->nycsb_list ? 0 : -1;
 }
 

@@ -131,7 +131,6 @@ typedef struct wbench_opts {
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
 	unsigned nycsb_list;  /* how many */
-	char ycsb_workload;   /* ycsb-client: its workload */
 	int distribution;     /* WBENCH_DIST_*, 0: the workload's */
 	uint64_t records;     /* records loaded first */
 	uint64_t operations;  /* run phase: 0: --duration */

@@ -1,10 +1,10 @@
 /*
- * ycsb.c: the ycsb workload's coordinator. For each workload, node count
- * and I/O model it starts N key-value members (cnode.c, as for mix) and C
- * YCSB client processes (ycsbclient.c), has the clients load the records
- * and then run the workload, and merges their figures per phase and
- * operation: ycsbout.c prints them in YCSB's own form and writes the
- * reports.
+ * ycsb.c: the ycsb workload's coordinator. For each node count and I/O
+ * model it starts N key-value members (cnode.c, as for mix) and C YCSB
+ * client processes (ycsbclient.c), has the clients load the records once
+ * and then run each workload of the list in turn on them, as YCSB runs
+ * go, and merges their figures per phase and operation: ycsbout.c prints
+ * them in YCSB's own form and writes the reports.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +20,22 @@ enum phase { LOAD, RUN };
 /* A member or client process, as its lines describe it. */
 typedef struct ykid {
 	uint16_t port;
-	bool addressed, ready, loaded, done, reported;
+	bool addressed, ready, loaded, reported;
+	unsigned runs_done, runs_reported; /* a member's window counts once */
 	uint64_t ticks;
 } ykid;
 
 typedef struct yrun {
 	const wbench_opts *o;
-	ycsb_result *r;
+	enum wbench_io io;
+	ycsb_result *r; /* being filled: the load's, then each run's */
 	unsigned members, n;
+	unsigned run; /* the workload running: its index in the list */
 	wbench_procs g;
 	ykid *kids;
 	weft_histogram *hist[2][YCSB_OPS];
 	uint64_t first_ns[2], last_ns[2];
-	int phase; /* -1 until the load starts */
+	int phase; /* -1: neither loading nor running */
 	uint64_t last_print_ns, last_ticks;
 } yrun;
 
@@ -44,7 +47,7 @@ member_argv(const yrun *y, unsigned i, wbench_argv *a)
 	wbench_argv_init(a, o->self_exe, "cluster-node");
 	wbench_argv_addf(a, "--node", "%u", i);
 	wbench_argv_addf(a, "--peers", "%u", y->members);
-	wbench_argv_addf(a, "--io", "%s", wbench_io_name(y->r->io));
+	wbench_argv_addf(a, "--io", "%s", wbench_io_name(y->io));
 	/* The members only serve: their own window is over at once. */
 	wbench_argv_addf(a, "--outstanding", "0");
 	wbench_argv_addf(a, "--warmup", "0");
@@ -64,7 +67,6 @@ client_argv(const yrun *y, unsigned i, wbench_argv *a)
 	wbench_argv_addf(a, "--client-index", "%u", i);
 	wbench_argv_addf(a, "--nclients", "%u", y->n - y->members);
 	wbench_argv_addf(a, "--peers", "%u", y->members);
-	wbench_argv_addf(a, "--workload", "%c", y->r->workload);
 	if (o->distribution)
 		wbench_argv_addf(a, "--distribution", "%s",
 		                 wbench_dist_name(o->distribution));
@@ -150,9 +152,10 @@ field(const char *line, const char *key)
 	return p != NULL ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
-/* read_result keeps a client's requests, answered once each. */
+/* read_counts keeps a client's requests of the phase (each must be
+ * answered once). */
 static void
-read_result(yrun *y, const char *line)
+read_counts(yrun *y, const char *line)
 {
 	const char *p = strstr(line, " first_error=");
 
@@ -179,7 +182,7 @@ on_line(wbench_procs *g, unsigned i, const char *line)
 	else if (strcmp(line, "loaded") == 0)
 		k->loaded = true;
 	else if (strcmp(line, "done") == 0)
-		k->done = true;
+		k->runs_done++;
 	else if (strncmp(line, "tick ", 5) == 0)
 		k->ticks = strtoull(line + 5, NULL, 10);
 	else if (member && strncmp(line, "hist", 4) == 0)
@@ -192,13 +195,13 @@ on_line(wbench_procs *g, unsigned i, const char *line)
 		read_hist(y, line);
 	else if (strncmp(line, "time ", 5) == 0)
 		read_time(y, line);
-	else if (strncmp(line, "result ", 7) == 0)
-		read_result(y, line);
+	else if (strncmp(line, "counts ", 7) == 0)
+		read_counts(y, line);
 	else if (strcmp(line, "end") == 0)
-		k->reported = true;
+		k->runs_reported++;
 }
 
-enum stage { LISTENING, ADDRESSED, READY, LOADED, DONE, REPORTED };
+enum stage { LISTENING, ADDRESSED, READY, LOADED, DONE, REPORTED, GONE };
 
 static bool
 reached(const wbench_procs *g, unsigned i, int stage)
@@ -215,10 +218,13 @@ reached(const wbench_procs *g, unsigned i, int stage)
 		return k->ready;
 	case LOADED:
 		return k->loaded;
-	case DONE:
-		return k->done;
-	default:
-		return k->reported;
+	case DONE: /* a member's window, or a client's current run */
+		return i < y->members ? k->runs_done > 0
+		                      : k->runs_done > y->run;
+	case REPORTED: /* a member's figures, or the current run's */
+		return i < y->members ? k->reported : k->runs_reported > y->run;
+	default: /* GONE: its output has ended */
+		return g->p[i].dead;
 	}
 }
 
@@ -238,7 +244,7 @@ progress(wbench_procs *g)
 		return;
 	if (!y->o->quiet && ticks != y->last_ticks)
 		fprintf(stderr, "ycsb %c %s %u nodes, %s: %.0f ops/s\n",
-		        y->r->workload, wbench_io_name(y->r->io), y->members,
+		        y->r->workload, wbench_io_name(y->io), y->members,
 		        y->phase == LOAD ? "load" : "run",
 		        (double)(ticks - y->last_ticks) * 1e9 /
 		            (double)(now - y->last_print_ns));
@@ -272,11 +278,10 @@ fail(const char *why)
 	return -1;
 }
 
-/* phases drives one run: start, address, prime, load, run, report. */
+/* start starts, addresses and primes the members and the clients. */
 static int
-phases(yrun *y)
+start(yrun *y)
 {
-	uint64_t tmo = y->o->timeout_ms;
 	wbench_procs *g = &y->g;
 	wbench_argv a;
 
@@ -292,55 +297,103 @@ phases(yrun *y)
 	    send_ports(y) != 0 ||
 	    wbench_procs_pump(g, ADDRESSED, 0, y->n, 30000) != 0 ||
 	    wbench_procs_tell(g, 0, y->n, "prime\n") != 0 ||
-	    wbench_procs_pump(g, READY, 0, y->n, 150000) != 0)
+	    wbench_procs_pump(g, READY, 0, y->n, 150000) != 0 ||
+	    wbench_procs_tell(g, 0, y->members, "go\n") != 0)
 		return fail("the nodes and clients did not all get ready");
-	y->phase = LOAD;
-	if (wbench_procs_tell(g, 0, y->members, "go\n") != 0 ||
-	    wbench_procs_tell(g, y->members, y->n, "load\n") != 0 ||
-	    wbench_procs_pump(g, LOADED, y->members, y->n, tmo) != 0)
-		return fail("the clients did not load the records");
-	y->phase = RUN;
-	y->last_ticks = 0;
-	for (unsigned i = y->members; i < y->n; i++)
-		y->kids[i].ticks = 0;
-	if (wbench_procs_tell(g, y->members, y->n, "go\n") != 0 ||
-	    wbench_procs_pump(g, DONE, 0, y->n, tmo) != 0)
-		return fail("the clients did not finish");
-	y->phase = -1;
-	if (wbench_procs_tell(g, 0, y->n, "exit\n") != 0 ||
-	    wbench_procs_pump(g, REPORTED, 0, y->n, 30000) != 0)
-		return fail("the nodes and clients did not all report");
-	return wbench_procs_tell(g, 0, y->n, "quit\n");
+	return 0;
 }
 
-/* merge turns the merged histograms and times into the result's
+/* merge turns a phase's merged histograms and times into the result's
  * figures. */
 static void
-merge(yrun *y)
+merge(yrun *y, int ph)
 {
 	ycsb_result *r = y->r;
+	uint64_t ns = y->last_ns[ph] > y->first_ns[ph]
+	                  ? y->last_ns[ph] - y->first_ns[ph]
+	                  : 0;
 
-	for (int ph = LOAD; ph <= RUN; ph++) {
-		uint64_t ns = y->last_ns[ph] > y->first_ns[ph]
-		                  ? y->last_ns[ph] - y->first_ns[ph]
-		                  : 0;
+	for (int op = 0; op < YCSB_OPS; op++) {
+		const weft_histogram *h = y->hist[ph][op];
 
-		for (int op = 0; op < YCSB_OPS; op++) {
-			const weft_histogram *h = y->hist[ph][op];
-
-			r->p95_us[ph][op] =
-			    (double)weft_histogram_percentile(h, 95) / 1e3;
-			r->p99_us[ph][op] =
-			    (double)weft_histogram_percentile(h, 99) / 1e3;
-		}
-		/* As YCSB: operations (a read-modify-write is one; its read
-		 * and update also show under READ and UPDATE) per second of
-		 * the phase's run time. */
-		r->runtime_ms[ph] = (double)ns / 1e6;
-		r->throughput[ph] =
-		    ns ? (double)r->ops[ph] * 1e9 / (double)ns : 0;
+		r->p95_us[ph][op] =
+		    (double)weft_histogram_percentile(h, 95) / 1e3;
+		r->p99_us[ph][op] =
+		    (double)weft_histogram_percentile(h, 99) / 1e3;
 	}
+	/* As YCSB: operations (a read-modify-write is one; its read and
+	 * update also show under READ and UPDATE) per second of the phase's
+	 * run time. */
+	r->runtime_ms[ph] = (double)ns / 1e6;
+	r->throughput[ph] = ns ? (double)r->ops[ph] * 1e9 / (double)ns : 0;
 	r->lost = r->sent > r->replies ? r->sent - r->replies : 0;
+}
+
+/* begin_phase empties the merged figures before a phase. */
+static void
+begin_phase(yrun *y, int ph, ycsb_result *r)
+{
+	for (int op = 0; op < YCSB_OPS; op++)
+		weft_histogram_reset(y->hist[ph][op]);
+	y->first_ns[ph] = y->last_ns[ph] = 0;
+	y->last_ticks = y->last_print_ns = 0;
+	for (unsigned i = y->members; i < y->n; i++)
+		y->kids[i].ticks = 0;
+	y->r = r;
+	y->phase = ph;
+}
+
+/* load has the clients load the records; their figures go to r. */
+static int
+load(yrun *y, ycsb_result *r)
+{
+	begin_phase(y, LOAD, r);
+	if (wbench_procs_tell(&y->g, y->members, y->n, "load\n") != 0 ||
+	    wbench_procs_pump(&y->g, LOADED, y->members, y->n,
+	                      y->o->timeout_ms) != 0)
+		return fail("the clients did not load the records");
+	y->phase = -1;
+	merge(y, LOAD);
+	if (r->lost || r->duplicates)
+		return fail("a request of the load was not answered exactly "
+		            "once");
+	return 0;
+}
+
+/* run_workload runs the run-th workload of the list into r. */
+static int
+run_workload(yrun *y, unsigned run, ycsb_result *r)
+{
+	char line[16];
+
+	y->run = run;
+	begin_phase(y, RUN, r);
+	snprintf(line, sizeof(line), "run %c\n", r->workload);
+	if (wbench_procs_tell(&y->g, y->members, y->n, line) != 0 ||
+	    wbench_procs_pump(&y->g, DONE, y->members, y->n,
+	                      y->o->timeout_ms) != 0)
+		return fail("the clients did not finish");
+	y->phase = -1;
+	if (wbench_procs_tell(&y->g, y->members, y->n, "report\n") != 0 ||
+	    wbench_procs_pump(&y->g, REPORTED, y->members, y->n, 30000) != 0)
+		return fail("the clients did not report");
+	merge(y, RUN);
+	return 0;
+}
+
+/* finish stops the clients, then, once they are gone, the members. */
+static int
+finish(yrun *y)
+{
+	wbench_procs *g = &y->g;
+
+	if (wbench_procs_tell(g, y->members, y->n, "quit\n") != 0 ||
+	    wbench_procs_pump(g, GONE, y->members, y->n, 30000) != 0 ||
+	    wbench_procs_pump(g, DONE, 0, y->members, 30000) != 0 ||
+	    wbench_procs_tell(g, 0, y->members, "exit\n") != 0 ||
+	    wbench_procs_pump(g, REPORTED, 0, y->members, 30000) != 0)
+		return fail("the nodes did not all stop");
+	return wbench_procs_tell(g, 0, y->members, "quit\n");
 }
 
 static int
@@ -361,25 +414,39 @@ yrun_init(yrun *y)
 	return 0;
 }
 
-/* run_one runs one workload on one cluster into r. */
-static int
-run_one(const wbench_opts *o, ycsb_result *r)
+/* run_cluster loads one cluster and runs each workload of the list on
+ * it: rows gets one result per workload, each with the load's figures.
+ * Returns the rows filled. */
+static unsigned
+run_cluster(const wbench_opts *o, unsigned nodes, enum wbench_io io,
+            ycsb_result *rows)
 {
-	yrun y = {.o = o, .r = r};
-	int rv = -1;
+	yrun y = {.o = o, .io = io, .members = nodes};
+	ycsb_result loaded = {.nodes = nodes, .io = io};
+	unsigned done = 0;
+	bool ok;
 
-	y.members = r->nodes;
-	y.n = r->nodes + o->client_list[0];
-	if (yrun_init(&y) == 0)
-		rv = phases(&y);
-	if (rv == 0)
-		merge(&y);
-	wbench_procs_reap(&y.g, rv != 0);
+	y.n = nodes + o->client_list[0];
+	loaded.workload = o->ycsb_list[0];
+	ok = yrun_init(&y) == 0 && start(&y) == 0 && load(&y, &loaded) == 0;
+	for (unsigned w = 0; ok && w < o->nycsb_list; w++) {
+		ycsb_result *r = &rows[done];
+
+		/* The load's figures, then this run's: its own requests. */
+		*r = loaded;
+		r->workload = o->ycsb_list[w];
+		r->sent = r->replies = r->duplicates = r->lost = 0;
+		r->first_error = 0;
+		if ((ok = run_workload(&y, w, r) == 0))
+			done++;
+	}
+	ok = ok && finish(&y) == 0;
+	wbench_procs_reap(&y.g, !ok);
 	for (int ph = LOAD; ph <= RUN; ph++)
 		for (int op = 0; op < YCSB_OPS; op++)
 			weft_histogram_free(y.hist[ph][op]);
 	free(y.kids);
-	return rv;
+	return ok ? done : 0;
 }
 
 /* broken tells a run whose answers do not add up: a request answered
@@ -405,25 +472,23 @@ wbench_ycsb_run(const wbench_opts *o)
 
 	if (rows == NULL)
 		return 1;
-	for (unsigned w = 0; w < o->nycsb_list; w++)
-		for (unsigned p = 0; p < o->npeer_list; p++)
-			for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS;
-			     io++) {
-				ycsb_result *r = &rows[n];
+	for (unsigned p = 0; p < o->npeer_list; p++)
+		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
+			unsigned got;
 
-				if (!(o->io & io))
-					continue;
-				r->workload = o->ycsb_list[w];
-				r->nodes = o->peer_list[p];
-				r->io = (enum wbench_io)io;
-				if (run_one(o, r) != 0) {
-					failed = 1;
-					continue;
-				}
-				ycsb_print(o, r, stdout);
-				failed |= broken(r);
-				n++;
+			if (!(o->io & io))
+				continue;
+			got = run_cluster(o, o->peer_list[p],
+			                  (enum wbench_io)io, &rows[n]);
+			failed |= got != o->nycsb_list;
+			for (unsigned i = n; i < n + got; i++) {
+				ycsb_print(o, &rows[i], i == n, stdout);
+				failed |= broken(&rows[i]);
 			}
+			n += got;
+		}
+	/* The tables put each workload's rows side by side. */
+	qsort(rows, n, sizeof(*rows), ycsb_result_cmp);
 	if (ycsb_write_reports(o, rows, n) != 0)
 		failed = 1;
 	free(rows);

@@ -3,13 +3,14 @@
  * key-value members, and T slots each keeping one operation in flight, as
  * YCSB's T client threads each run one at a time.
  *
- * The load phase inserts this client's share of the records; the run
- * phase draws operations from the workload's mix and keys from its
- * distribution until the window closes or the client's share of
- * --operations is done. Every slot runs on the service's one loop thread
- * (started by a task posted there), so the generators need no lock; the
- * main thread only talks to the coordinator and waits for the slots to go
- * idle.
+ * The load phase inserts this client's share of the records; then each
+ * run phase the coordinator asks for ("run W") draws operations from
+ * workload W's mix and keys from its distribution until the window
+ * closes or the client's share of --operations is done, on the records
+ * loaded and those the workloads before inserted. Every slot runs on the
+ * service's one loop thread (started by a task posted there), so the generators
+ * need no lock; the main thread only talks to the coordinator and waits for the
+ * slots to go idle.
  *
  * Each record's value starts with its key number and the writer's stamp;
  * a read checks that it got its own record's value, and a scan that its
@@ -77,6 +78,7 @@ struct yclient {
 	uint64_t ops_left; /* --operations: this client's share to go */
 	uint64_t first_ns[PHASES], last_ns[PHASES];
 	uint64_t done_ops[PHASES]; /* operations ended, as YCSB counts them */
+	uint64_t counted[3];       /* sent, replies, duplicates reported */
 	ycsb_figs figs[PHASES][YCSB_OPS];
 	wbench_lat lat[PHASES][YCSB_OPS];
 	int first_error;
@@ -411,7 +413,6 @@ client_start(yclient *c, const wbench_opts *o)
 	char id[16];
 
 	c->o = o;
-	c->w = ycsb_workload_of(o->ycsb_workload);
 	c->nslots = share ? share : 1;
 	for (c->ring = 64; c->ring < 2 * (uint64_t)c->nslots; c->ring <<= 1)
 		;
@@ -420,17 +421,13 @@ client_start(yclient *c, const wbench_opts *o)
 	c->acked = calloc(c->ring, 1);
 	c->nodes = calloc(o->peers, sizeof(*c->nodes));
 	snprintf(id, sizeof(id), "c%u", o->node_index);
-	if (c->w == NULL || o->size < VALUE_HEAD || c->slots == NULL ||
-	    c->value == NULL || c->acked == NULL || c->nodes == NULL ||
+	if (o->size < VALUE_HEAD || c->slots == NULL || c->value == NULL ||
+	    c->acked == NULL || c->nodes == NULL ||
 	    wbench_client_config(o, &c->cfg) != 0 ||
 	    wbench_client_tls(o, c->cfg, id, &c->tls) != 0)
 		return -1;
 	wbench_pattern_fill(c->value, o->size, o->seed);
 	ycsb_rng_seed(&c->rng, o->seed * 1000003u + o->node_index);
-	ycsb_chooser_init(&c->chooser,
-	                  o->distribution ? (enum wbench_dist)o->distribution
-	                                  : c->w->dist,
-	                  o->records);
 	for (unsigned i = 0; i < c->nslots; i++)
 		c->slots[i].c = c;
 	mo.tls = c->tls;
@@ -519,6 +516,63 @@ run_phase(yclient *c, enum phase ph)
 	return 0;
 }
 
+/* print_phase prints one phase's figures: its times and count, and for
+ * each operation its figures and histogram. */
+static void
+print_phase(yclient *c, enum phase ph)
+{
+	static const char *const names[PHASES] = {"load", "run"};
+
+	wbench_child_say("time %s %llu %llu %llu", names[ph],
+	                 (unsigned long long)c->first_ns[ph],
+	                 (unsigned long long)c->last_ns[ph],
+	                 (unsigned long long)c->done_ops[ph]);
+	for (int op = 0; op < YCSB_OPS; op++) {
+		const ycsb_figs *g = &c->figs[ph][op];
+		char name[40];
+
+		if (g->n == 0)
+			continue;
+		printf("ycsb %s %d n=%llu sum=%llu min=%llu max=%llu",
+		       names[ph], op, (unsigned long long)g->n,
+		       (unsigned long long)g->sum_ns,
+		       (unsigned long long)g->min_ns,
+		       (unsigned long long)g->max_ns);
+		for (int s = 0; s < YCSB_STATUSES; s++)
+			printf(" s%d=%llu", s,
+			       (unsigned long long)g->status[s]);
+		putchar('\n');
+		snprintf(name, sizeof(name), "hist-%s-%d", names[ph], op);
+		wbench_lat_print_as(&c->lat[ph][op], name, stdout);
+	}
+	fflush(stdout);
+}
+
+/* print_counts prints the requests sent and answered since the last
+ * counts, so that each workload's add up on their own. */
+static void
+print_counts(yclient *c)
+{
+	uint64_t sent = 0, replies = 0, dups = 0;
+
+	for (unsigned i = 0; i < c->nslots; i++) {
+		sent += c->slots[i].sent;
+		replies += c->slots[i].replies;
+		dups += c->slots[i].duplicates;
+	}
+	wbench_child_say("counts sent=%llu replies=%llu duplicates=%llu "
+	                 "first_error=%d",
+	                 (unsigned long long)(sent - c->counted[0]),
+	                 (unsigned long long)(replies - c->counted[1]),
+	                 (unsigned long long)(dups - c->counted[2]),
+	                 c->first_error);
+	c->counted[0] = sent;
+	c->counted[1] = replies;
+	c->counted[2] = dups;
+	c->first_error = 0;
+}
+
+/* load inserts this client's share of the records and reports it. */
 static int
 load(yclient *c)
 {
@@ -526,75 +580,67 @@ load(yclient *c)
 
 	c->load_next = r * i / n;
 	c->load_end = r * (i + 1) / n;
-	return run_phase(c, LOAD);
+	if (run_phase(c, LOAD) != 0)
+		return -1;
+	print_phase(c, LOAD);
+	print_counts(c);
+	wbench_child_say("loaded");
+	return 0;
 }
 
+/* run runs workload w on the records loaded (and inserted by the
+ * workloads before). */
 static int
-run(yclient *c, wbench_rusage *before, wbench_rusage *after)
+run(yclient *c, char w)
 {
 	const wbench_opts *o = c->o;
 	uint64_t share = o->operations / o->nclients +
 	                 (o->node_index < o->operations % o->nclients);
-	int rv;
 
+	if ((c->w = ycsb_workload_of(w)) == NULL)
+		return -1;
+	ycsb_chooser_init(&c->chooser,
+	                  o->distribution ? (enum wbench_dist)o->distribution
+	                                  : c->w->dist,
+	                  o->records + c->acked_inserts);
+	memset(c->figs[RUN], 0, sizeof(c->figs[RUN]));
+	memset(c->lat[RUN], 0, sizeof(c->lat[RUN]));
+	c->done_ops[RUN] = c->last_ns[RUN] = 0;
 	c->ops_left = share;
 	c->window_start_ns = wbench_now_ns() + (uint64_t)(o->warmup_s * 1e9);
 	c->window_end_ns = c->window_start_ns + (uint64_t)(o->duration_s * 1e9);
-	wbench_rusage_read(before);
-	rv = run_phase(c, RUN);
-	wbench_rusage_read(after);
+	if (run_phase(c, RUN) != 0)
+		return -1;
 	if (c->first_ns[RUN] < c->window_start_ns)
 		c->first_ns[RUN] = c->window_start_ns;
-	return rv;
+	wbench_child_say("done");
+	return 0;
 }
 
-/* report prints the figures of both phases, then the process's. */
-static void
-report(yclient *c, const wbench_rusage *before, const wbench_rusage *after)
+/* serve runs what the coordinator asks for after the load: "run W",
+ * "report" (the last run's figures), until "quit". */
+static int
+serve(yclient *c)
 {
-	static const char *const names[PHASES] = {"load", "run"};
-	wbench_child_figs f = {0};
+	char line[256];
 
-	for (int ph = 0; ph < PHASES; ph++) {
-		wbench_child_say("time %s %llu %llu %llu", names[ph],
-		                 (unsigned long long)c->first_ns[ph],
-		                 (unsigned long long)c->last_ns[ph],
-		                 (unsigned long long)c->done_ops[ph]);
-		for (int op = 0; op < YCSB_OPS; op++) {
-			const ycsb_figs *g = &c->figs[ph][op];
-			char name[40];
-
-			if (g->n == 0)
-				continue;
-			printf("ycsb %s %d n=%llu sum=%llu min=%llu max=%llu",
-			       names[ph], op, (unsigned long long)g->n,
-			       (unsigned long long)g->sum_ns,
-			       (unsigned long long)g->min_ns,
-			       (unsigned long long)g->max_ns);
-			for (int s = 0; s < YCSB_STATUSES; s++)
-				printf(" s%d=%llu", s,
-				       (unsigned long long)g->status[s]);
-			putchar('\n');
-			snprintf(name, sizeof(name), "hist-%s-%d", names[ph],
-			         op);
-			wbench_lat_print_as(&c->lat[ph][op], name, stdout);
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		if (strncmp(line, "run ", 4) == 0 && run(c, line[4]) != 0)
+			return -1;
+		if (strncmp(line, "report", 6) == 0) {
+			print_phase(c, RUN);
+			print_counts(c);
+			wbench_child_say("end");
 		}
+		if (strncmp(line, "quit", 4) == 0)
+			return 0;
 	}
-	f.ops = c->done_ops[RUN];
-	for (unsigned i = 0; i < c->nslots; i++) {
-		f.sent += c->slots[i].sent;
-		f.replies += c->slots[i].replies;
-		f.duplicates += c->slots[i].duplicates;
-	}
-	f.first_error = c->first_error;
-	wbench_child_result(&f, before, after);
-	wbench_child_say("end");
+	return -1;
 }
 
 int
 wbench_ycsb_client(const wbench_opts *o)
 {
-	wbench_rusage before = {0}, after = {0};
 	char line[65536];
 	yclient *c = calloc(1, sizeof(*c));
 	int rv = -1;
@@ -615,20 +661,10 @@ wbench_ycsb_client(const wbench_opts *o)
 	if (wbench_child_expect("load", line, sizeof(line)) != 0 ||
 	    load(c) != 0)
 		goto out;
-	wbench_child_say("loaded");
-	if (wbench_child_expect("go", line, sizeof(line)) != 0 ||
-	    run(c, &before, &after) != 0)
-		goto out;
-	wbench_child_say("done");
-	if (wbench_child_expect("exit", line, sizeof(line)) != 0)
-		goto out;
-	weft_log_set_level(WEFT_LOG_ERROR);
-	report(c, &before, &after);
-	if (fgets(line, sizeof(line), stdin) != NULL &&
-	    strncmp(line, "quit", 4) != 0)
-		goto out;
-	rv = 0;
+	rv = serve(c);
 out:
+	/* The members go away after this: no news then. */
+	weft_log_set_level(WEFT_LOG_ERROR);
 	if (c != NULL)
 		client_stop(c);
 	free(c);

@@ -70,8 +70,21 @@ dist_of(const wbench_opts *o, const ycsb_workload *w)
 	                                        : (int)w->dist);
 }
 
+int
+ycsb_result_cmp(const void *a, const void *b)
+{
+	const ycsb_result *x = a, *y = b;
+
+	if (x->workload != y->workload)
+		return x->workload < y->workload ? -1 : 1;
+	if (x->nodes != y->nodes)
+		return x->nodes < y->nodes ? -1 : 1;
+	return (x->io > y->io) - (x->io < y->io);
+}
+
 void
-ycsb_print(const wbench_opts *o, const ycsb_result *r, FILE *out)
+ycsb_print(const wbench_opts *o, const ycsb_result *r, bool with_load,
+           FILE *out)
 {
 	const ycsb_workload *w = ycsb_workload_of(r->workload);
 	char mix[96];
@@ -80,14 +93,20 @@ ycsb_print(const wbench_opts *o, const ycsb_result *r, FILE *out)
 	fprintf(out,
 	        "# weft-bench ycsb: workload %c (%s), %s, %u nodes (%s), "
 	        "%llu records of %zu B,\n#   %u threads in %u client "
-	        "processes%s\n# load phase\n",
+	        "processes%s\n",
 	        r->workload, mix, dist_of(o, w), r->nodes,
 	        r->io == WBENCH_IO_THREADS ? "threads: the thread-per-peer "
 	                                     "baseline"
 	                                   : "loop: weft's service",
 	        (unsigned long long)o->records, o->size, o->threads,
 	        o->client_list[0], o->tls_dir ? ", mutual TLS" : "");
-	print_phase(r, 0, out);
+	if (with_load) {
+		fprintf(out, "# load phase\n");
+		print_phase(r, 0, out);
+	} else {
+		fprintf(out, "# load phase: the records as loaded and left by "
+		             "the workloads before, on these nodes\n");
+	}
 	if (o->operations)
 		fprintf(out, "# run phase: %llu operations after %g s\n",
 		        (unsigned long long)o->operations, o->warmup_s);

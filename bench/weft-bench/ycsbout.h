@@ -21,9 +21,13 @@ typedef struct ycsb_result {
 	int first_error;
 } ycsb_result;
 
-/* ycsb_print prints a run in YCSB's form: its load phase, then its run
- * phase, [OVERALL] and each operation's lines. */
-void ycsb_print(const wbench_opts *o, const ycsb_result *r, FILE *out);
+/* ycsb_print prints a run in YCSB's form: its load phase (with_load;
+ * otherwise a line saying the records were loaded for the runs before),
+ * then its run phase, [OVERALL] and each operation's lines. */
+void ycsb_print(const wbench_opts *o, const ycsb_result *r, bool with_load,
+                FILE *out);
+/* ycsb_result_cmp orders results by workload, nodes, then I/O model. */
+int ycsb_result_cmp(const void *a, const void *b);
 /* ycsb_write_reports writes --json, --md and --plot; 0 or -1. */
 int ycsb_write_reports(const wbench_opts *o, const ycsb_result *rows,
                        unsigned n);
