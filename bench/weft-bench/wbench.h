@@ -41,8 +41,6 @@ enum wbench_workload {
 	WBENCH_WORKLOADS
 };
 
-/* wbench_is_child is true for the processes the node workloads start. */
-#define wbench_is_child(w) ((w) >= WBENCH_CLUSTER_NODE)
 
 /* The I/O model of a cluster node. */
 enum wbench_io {
