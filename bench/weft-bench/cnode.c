@@ -721,21 +721,21 @@ run_window(cnode *n, usage *before, usage *after)
 static uint64_t
 print_verbs(cnode *n, wbench_lat *lat)
 {
-	wbench_lat *puts = calloc(1, sizeof(*puts));
+	wbench_lat *put_lat = calloc(1, sizeof(*put_lat));
 	uint64_t nputs = 0;
 
 	for (unsigned i = 0; i < n->o->outstanding; i++) {
 		nputs += n->slots[i].puts_ok;
-		if (puts != NULL)
-			wbench_lat_merge(puts, &n->slots[i].lat_put);
+		if (put_lat != NULL)
+			wbench_lat_merge(put_lat, &n->slots[i].lat_put);
 	}
-	if (lat != NULL && puts != NULL && n->o->kv && n->o->client) {
+	if (lat != NULL && put_lat != NULL && n->o->kv && n->o->client) {
 		wbench_lat_print_as(lat, "hist-get", stdout);
-		wbench_lat_print_as(puts, "hist-put", stdout);
+		wbench_lat_print_as(put_lat, "hist-put", stdout);
 	}
-	if (lat != NULL && puts != NULL)
-		wbench_lat_merge(lat, puts);
-	free(puts);
+	if (lat != NULL && put_lat != NULL)
+		wbench_lat_merge(lat, put_lat);
+	free(put_lat);
 	return nputs;
 }
 

@@ -41,7 +41,6 @@ enum wbench_workload {
 	WBENCH_WORKLOADS
 };
 
-
 /* The I/O model of a cluster node. */
 enum wbench_io {
 	WBENCH_IO_LOOP = 1,    /* weft's messaging service */
