@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# bench-results.sh [BUILD_DIR] [OUT]: runs the benchmarks behind the results
-# section of docs/BENCHMARKS.md and writes their tables, in Markdown, to OUT
-# (default BUILD_DIR/bench-results/RESULTS.md). About ten minutes on two
-# cores; the machine should be otherwise idle.
+# bench-results.sh [BUILD_DIR] [OUT] [TABLE...]: runs the benchmarks behind
+# the results section of docs/BENCHMARKS.md and writes their tables, in
+# Markdown, to OUT (default BUILD_DIR/bench-results/RESULTS.md), and each
+# run's output and --json beside it (NN-WORKLOAD.txt, .json). All of
+# them take about twenty minutes on two cores; the machine should be
+# otherwise idle. TABLE names the ones to run (default: all):
 #
 #   cluster  P = 3, 16, 64 (and 128 where pid_max allows the baseline's
 #            32,640 threads), both I/O models, plaintext and mutual TLS
 #   rpc      C = 1, 4, 16 clients x D = 1, 32, both servers, plain and TLS
+#   kudu     Kudu's RPC experiment: synchronous and asynchronous clients,
+#            handlers on the server's loop or its worker pool
 #   mix      the key-value service, 3 and 5 nodes, 100/99/50/0 % gets
+#   ycsb     YCSB's workloads A to F, 3 and 5 nodes, both I/O models
+#   smoke    the ZooKeeper-style smoke test, 1 and 3 nodes, 1/10/20 clients
 #   netns    weftd nodes in network namespaces, P = 3, 8, 16 (root only)
 #   pipeline throughput and ping-pong latency at 64 B, 1 KiB, 64 KiB
 set -euo pipefail
 
 build_dir=${1:-build}
 out=${2:-$build_dir/bench-results/RESULTS.md}
+shift $(($# < 2 ? $# : 2))
+tables=${*:-cluster rpc kudu mix ycsb smoke netns pipeline}
 bench="$build_dir/bench/weft-bench/weft-bench"
 script_dir=$(cd "$(dirname "$0")" && pwd)
 
@@ -39,14 +47,22 @@ sh "$script_dir/gen-certs.sh" "$tmp/certs" $(seq -f 'n%g' 0 63) \
 	echo
 } >"$out"
 
+# wanted NAME: whether the table group NAME was asked for.
+wanted() {
+	[[ " $tables " == *" $1 "* ]]
+}
+
 # table TITLE ARGS...: one weft-bench run whose --md table goes to OUT.
+runs=0
 table() {
-	local title=$1 status=0
+	local title=$1 status=0 base
 
 	shift
+	runs=$((runs + 1))
+	base="$(dirname "$out")/$(printf '%02d' "$runs")-$1"
 	echo "== $title" >&2
-	"$bench" "$@" --quiet --md "$tmp/table.md" >"$tmp/stdout" ||
-		status=$?
+	"$bench" "$@" --quiet --md "$tmp/table.md" --json "$base.json" \
+		>"$base.txt" || status=$?
 	{
 		echo "### $title"
 		echo
@@ -64,36 +80,69 @@ table() {
 }
 
 shape=(--outstanding 64 --size 64 --warmup 1 --duration 2)
-table "Cluster, plaintext" cluster --peers 3,16,64 --io both "${shape[@]}"
-if [ "$(cat /proc/sys/kernel/pid_max)" -ge 40000 ]; then
-	table "Cluster at P = 128" cluster --peers 128 --io both "${shape[@]}"
-else
-	# The baseline needs 32,640 threads: raise kernel.pid_max to run it.
-	table "Cluster at P = 128, loop only (pid_max)" cluster --peers 128 \
-		--io loop "${shape[@]}"
+if wanted cluster; then
+	table "Cluster, plaintext" cluster --peers 3,16,64 --io both "${shape[@]}"
+	if [ "$(cat /proc/sys/kernel/pid_max)" -ge 40000 ]; then
+		table "Cluster at P = 128" cluster --peers 128 --io both \
+			"${shape[@]}"
+	else
+		# The baseline needs 32,640 threads: raise kernel.pid_max.
+		table "Cluster at P = 128, loop only (pid_max)" cluster \
+			--peers 128 --io loop "${shape[@]}"
+	fi
+	table "Cluster, mutual TLS" cluster --peers 3,16,64 --io both \
+		"${shape[@]}" --tls "$tmp/certs"
 fi
-table "Cluster, mutual TLS" cluster --peers 3,16,64 --io both \
-	"${shape[@]}" --tls "$tmp/certs"
-table "RPC, plaintext" rpc --clients 1,4,16 --outstanding 1,32 --io both \
-	--warmup 1 --duration 2
-table "RPC, mutual TLS" rpc --clients 1,4,16 --outstanding 1,32 --io both \
-	--warmup 1 --duration 2 --tls "$tmp/certs"
-table "Mix, the key-value service" mix --peers 3,5 --mixes 100,99,50,0 \
-	--io both --clients 8 --outstanding 32 --warmup 1 --duration 2
-table "Cluster across network namespaces (weftd nodes)" cluster --netns \
-	--peers 3,8,16 "${shape[@]}"
+if wanted rpc; then
+	table "RPC, plaintext" rpc --clients 1,4,16 --outstanding 1,32 \
+		--io both --warmup 1 --duration 2
+	table "RPC, mutual TLS" rpc --clients 1,4,16 --outstanding 1,32 \
+		--io both --warmup 1 --duration 2 --tls "$tmp/certs"
+fi
+if wanted kudu; then
+	# weft's server with handlers on its loop or its worker pool, then
+	# the baseline's (handlers on its reader threads), for both clients.
+	table "Kudu's RPC experiment, weft's server" rpc --io loop \
+		--client sync,async --handlers inline,pool --clients 4 \
+		--outstanding 16 --warmup 1 --duration 2
+	table "Kudu's RPC experiment, the thread-per-peer server" rpc \
+		--io threads --client sync,async --clients 4 --outstanding 16 \
+		--warmup 1 --duration 2
+fi
+if wanted mix; then
+	table "Mix, the key-value service" mix --peers 3,5 \
+		--mixes 100,99,50,0 --io both --clients 8 --outstanding 32 \
+		--warmup 1 --duration 2
+fi
+if wanted ycsb; then
+	table "YCSB workloads A to F" ycsb --workload a,b,c,d,e,f \
+		--peers 3,5 --io both --records 100000 --size 1K --threads 32 \
+		--clients 2 --duration 3
+fi
+if wanted smoke; then
+	table "Smoke test, zk-latencies style" smoke --peers 1,3 --io both \
+		--clients 1,10,20 --keys 10000 --size 100 --outstanding 1000
+fi
+if wanted netns; then
+	table "Cluster across network namespaces (weftd nodes)" cluster \
+		--netns --peers 3,8,16 "${shape[@]}"
+fi
 
-{
-	echo "### Pipeline: weft against raw blocking sockets"
-	echo
-	echo '```'
-	for size in 64 1K 64K; do
-		"$bench" throughput --size "$size" --impl both --repeat 3 --quiet
-	done
-	for size in 64 1K 64K; do
-		"$bench" latency --size "$size" --count 30k --impl both \
-			--repeat 3 --quiet
-	done
-	echo '```'
-} >>"$out" 2>/dev/null
+if wanted pipeline; then
+	{
+		echo "### Pipeline: weft against raw blocking sockets"
+		echo
+		echo '```'
+		for size in 64 1K 64K; do
+			"$bench" throughput --size "$size" --impl both \
+				--repeat 3 --quiet
+		done
+		for size in 64 1K 64K; do
+			"$bench" latency --size "$size" --count 30k \
+				--impl both --repeat 3 --quiet
+		done
+		echo '```'
+	} >>"$out" 2>/dev/null
+fi
+echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)." >>"$out"
 echo "bench-results: $out" >&2

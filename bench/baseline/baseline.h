@@ -137,7 +137,8 @@ void wbase_node_get_stats(const wbase_node *node, wbase_stats *out);
 
 /*
  * The key-value service of <weft/kv.h> on the baseline (kv.c): the same
- * verbs (get 64, put 65, delete 66, replicate 67), payloads, errors and
+ * verbs (get 64, put 65, delete 66, replicate 67, scan 68), payloads,
+ * errors and
  * semantics, written as a thread-per-peer service would be: handlers run
  * on the reader threads, the replica is a hash map in mutex-protected
  * shards, and a put or delete counts its replicas' acknowledgements in
@@ -152,7 +153,7 @@ typedef struct wbase_kv_stats {
 	uint64_t gets, get_misses, puts, deletes;
 	uint64_t writes_acked, quorum_failures;
 	uint64_t replicas_applied, replicas_stale, replica_failures;
-	uint64_t bad_requests, keys;
+	uint64_t bad_requests, keys, scans;
 } wbase_kv_stats;
 
 /* Options; zero fields take the defaults of weft_kv_opts. */

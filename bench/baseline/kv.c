@@ -24,18 +24,6 @@
 #define REPLICATE_TIMEOUT_MS 2000
 #define MAX_VALUE (16u << 20)
 
-struct wbase_kv {
-	wbase_node *node;
-	const char *self_id;
-	uint32_t members, quorum;
-	uint64_t replicate_timeout_ms;
-	atomic_uint_fast64_t clock; /* the hybrid clock's last timestamp */
-	atomic_uint_fast64_t gets, get_misses, puts, deletes, writes_acked;
-	atomic_uint_fast64_t quorum_failures, replicas_applied;
-	atomic_uint_fast64_t replicas_stale, replica_failures, bad_requests;
-	wbase_store store;
-};
-
 /* One replica's share of a write, the argument of its reply callback. */
 typedef struct wbase_ack {
 	struct wbase_write *w;
@@ -538,6 +526,7 @@ wbase_kv_new(wbase_node *node, const wbase_kv_opts *opts, wbase_kv **out)
 	    {WEFT_KV_VERB_PUT, on_put},
 	    {WEFT_KV_VERB_DELETE, on_delete},
 	    {WEFT_KV_VERB_REPLICATE, on_replicate},
+	    {WEFT_KV_VERB_SCAN, wbase__kv_on_scan},
 	};
 	uint32_t members = (uint32_t)wbase_peer_count(node);
 	wbase_kv_opts o = opts != NULL ? *opts : (wbase_kv_opts){0};
@@ -590,5 +579,6 @@ wbase_kv_get_stats(const wbase_kv *kv, wbase_kv_stats *out)
 	out->replicas_stale = atomic_load(&kv->replicas_stale);
 	out->replica_failures = atomic_load(&kv->replica_failures);
 	out->bad_requests = atomic_load(&kv->bad_requests);
+	out->scans = atomic_load(&kv->scans);
 	out->keys = atomic_load(&kv->store.keys);
 }

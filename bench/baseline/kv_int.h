@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* kv_int.h: the baseline key-value service's replica, shared by kv.c and
- * kv_store.c. */
+/* kv_int.h: the baseline key-value service's replica and its ordered
+ * index, shared by kv.c, kv_scan.c, kv_store.c and kv_index.c. */
 #ifndef WBASE_KV_INT_H
 #define WBASE_KV_INT_H
 
@@ -30,6 +30,38 @@ typedef struct wbase_version {
 
 #define WBASE_KV_SHARDS 64
 
+/* One key of the map: its latest version and value. */
+typedef struct wbase_entry {
+	uint64_t hash;
+	wbase_blob *value; /* NULL: deleted */
+	wbase_version ver;
+	size_t key_len;
+	uint8_t key[];
+} wbase_entry;
+
+/* The ordered index (kv_index.c): every key of the map in byte order,
+ * tombstones included, linked once and never unlinked. */
+#define WBASE_INDEX_HEIGHT 16
+typedef struct wbase_index_node wbase_index_node;
+typedef struct wbase_index {
+	pthread_rwlock_t lock;
+	wbase_index_node *head;
+} wbase_index;
+
+/* wbase__key_cmp orders keys bytewise, a prefix first. */
+int wbase__key_cmp(const void *a, size_t a_len, const void *b, size_t b_len);
+int wbase__index_init(wbase_index *ix);
+void wbase__index_fini(wbase_index *ix);
+/* wbase__index_node_new makes the node that will link e, or NULL. */
+wbase_index_node *wbase__index_node_new(const wbase_entry *e);
+/* wbase__index_link links it (write lock). Any thread. */
+void wbase__index_link(wbase_index *ix, wbase_index_node *n);
+/* wbase__index_walk calls visit for each entry from start on, in order,
+ * until it returns false, under the read lock. Any thread. */
+void wbase__index_walk(wbase_index *ix, const void *start, size_t start_len,
+                       bool (*visit)(const wbase_entry *e, void *arg),
+                       void *arg);
+
 /* A shard: open addressing (linear probing, power-of-two size, at most
  * 3/4 full) under its own mutex, held for a lookup or an update only. */
 typedef struct wbase_shard {
@@ -40,6 +72,7 @@ typedef struct wbase_shard {
 
 typedef struct wbase_store {
 	wbase_shard shards[WBASE_KV_SHARDS];
+	wbase_index index;
 	uint64_t seed;
 	atomic_uint_fast64_t keys;
 } wbase_store;
@@ -56,5 +89,25 @@ int wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 /* wbase__store_get returns the live value with a reference for the
  * caller, or NULL (absent or deleted). Any thread. */
 wbase_blob *wbase__store_get(wbase_store *s, const void *key, size_t key_len);
+/* wbase__store_entry_value returns the live value of e, an entry of s,
+ * with a reference, or NULL for a tombstone. Any thread. */
+wbase_blob *wbase__store_entry_value(wbase_store *s, const wbase_entry *e);
+
+/* The service (kv.c), shared with the scan handler (kv_scan.c). */
+struct wbase_kv {
+	wbase_node *node;
+	const char *self_id;
+	uint32_t members, quorum;
+	uint64_t replicate_timeout_ms;
+	atomic_uint_fast64_t clock; /* the hybrid clock's last timestamp */
+	atomic_uint_fast64_t gets, get_misses, puts, deletes, writes_acked;
+	atomic_uint_fast64_t quorum_failures, replicas_applied;
+	atomic_uint_fast64_t replicas_stale, replica_failures, bad_requests;
+	atomic_uint_fast64_t scans;
+	wbase_store store;
+};
+
+/* wbase__kv_on_scan answers the scan verb (68) of <weft/kv.h>. */
+void wbase__kv_on_scan(wbase_node *node, wbase_msg *msg, void *arg);
 
 #endif

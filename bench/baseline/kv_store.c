@@ -2,7 +2,8 @@
 /*
  * kv_store.c: the baseline replica: a hash map in 64 shards, each behind
  * a mutex, keys hashed with a random seed (keys come from the network).
- * Entries are never removed: a delete is a versioned tombstone.
+ * Entries are never removed: a delete is a versioned tombstone. A new
+ * key is also linked into the ordered index (kv_index.c) for scans.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,6 @@
 #include "kv_int.h"
 
 #define SHARD_MIN 64
-
-typedef struct wbase_entry {
-	uint64_t hash;
-	wbase_blob *value; /* NULL: deleted */
-	wbase_version ver;
-	size_t key_len;
-	uint8_t key[];
-} wbase_entry;
 
 wbase_blob *
 wbase__blob_new(const void *data, size_t len)
@@ -61,6 +54,8 @@ int
 wbase__store_init(wbase_store *s)
 {
 	memset(s, 0, sizeof(*s));
+	if (wbase__index_init(&s->index) != 0)
+		return WEFT_ENOMEM;
 	if (getrandom(&s->seed, sizeof(s->seed), 0) != sizeof(s->seed))
 		s->seed = (uint64_t)weft_now_ns() * 0x9e3779b97f4a7c15ull;
 	for (size_t i = 0; i < WBASE_KV_SHARDS; i++)
@@ -83,6 +78,7 @@ wbase__store_fini(wbase_store *s)
 		free(sh->slots);
 		pthread_mutex_destroy(&sh->lock);
 	}
+	wbase__index_fini(&s->index);
 }
 
 /* find returns the slot of key in sh: its entry, or the empty slot where
@@ -128,16 +124,22 @@ version_cmp(const wbase_version *a, const wbase_version *b)
 	return strcmp(a->origin, b->origin);
 }
 
-/* insert adds a new entry at slot. Requires the shard's lock. */
+/* insert adds a new entry at slot, and the index node (*node) that links
+ * it once the shard's lock is released. Requires the lock. */
 static int
 insert(wbase_store *s, wbase_entry **slot, uint64_t h, const void *key,
-       size_t key_len, wbase_blob *value, const wbase_version *ver)
+       size_t key_len, wbase_blob *value, const wbase_version *ver,
+       wbase_index_node **node)
 {
 	wbase_entry *e = malloc(sizeof(*e) + key_len);
 
 	if (e == NULL)
 		return WEFT_ENOMEM;
 	e->hash = h;
+	if ((*node = wbase__index_node_new(e)) == NULL) {
+		free(e);
+		return WEFT_ENOMEM;
+	}
 	e->value = value;
 	e->ver = *ver;
 	e->key_len = key_len;
@@ -155,6 +157,7 @@ wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 {
 	uint64_t h = hash(s, key, key_len);
 	wbase_shard *sh = &s->shards[h % WBASE_KV_SHARDS];
+	wbase_index_node *node = NULL;
 	wbase_blob *old = NULL;
 	wbase_entry **slot;
 	int rv = 0, cmp;
@@ -164,7 +167,8 @@ wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 		goto out;
 	slot = find(sh, h, key, key_len);
 	if (*slot == NULL) {
-		if ((rv = insert(s, slot, h, key, key_len, value, ver)) > 0)
+		if ((rv = insert(s, slot, h, key, key_len, value, ver, &node)) >
+		    0)
 			sh->len++;
 	} else if ((cmp = version_cmp(ver, &(*slot)->ver)) > 0) {
 		old = (*slot)->value;
@@ -178,6 +182,8 @@ wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
 	}
 out:
 	pthread_mutex_unlock(&sh->lock);
+	if (node != NULL)
+		wbase__index_link(&s->index, node);
 	wbase__blob_unref(old);
 	return rv;
 }
@@ -193,6 +199,19 @@ wbase__store_get(wbase_store *s, const void *key, size_t key_len)
 	pthread_mutex_lock(&sh->lock);
 	if (sh->cap > 0 && *(slot = find(sh, h, key, key_len)) != NULL &&
 	    (b = (*slot)->value) != NULL)
+		atomic_fetch_add(&b->refs, 1);
+	pthread_mutex_unlock(&sh->lock);
+	return b;
+}
+
+wbase_blob *
+wbase__store_entry_value(wbase_store *s, const wbase_entry *e)
+{
+	wbase_shard *sh = &s->shards[e->hash % WBASE_KV_SHARDS];
+	wbase_blob *b;
+
+	pthread_mutex_lock(&sh->lock);
+	if ((b = e->value) != NULL)
 		atomic_fetch_add(&b->refs, 1);
 	pthread_mutex_unlock(&sh->lock);
 	return b;

@@ -63,7 +63,10 @@ typedef struct slot {
 	uint64_t sent, replies,
 	    duplicates; /* all the time, not just the window */
 	bool in_flight;
-	wbench_lat lat;
+	bool put;         /* mix: the request in flight is a put */
+	uint64_t puts_ok; /* mix: of ok, the puts */
+	wbench_lat lat;   /* round trips (mix: of gets) */
+	wbench_lat lat_put;
 } slot;
 
 struct cnode {
@@ -164,16 +167,18 @@ slot_done(slot *s, int status)
 	}
 	s->in_flight = false;
 	s->replies++;
-	/* sent_ns is when the request left or, in an open loop, when it was
-	 * meant to: a stall then shows in the latency instead of hiding. */
 	/* A put that lost to a concurrent put of the same key (CONFLICT) is
 	 * an answer, not a failure: clients writing the same keys race. */
 	if (status == WEFT_ECONFLICT)
 		status = 0;
+	/* sent_ns is when the request left or, in an open loop, when it was
+	 * meant to: a stall then shows in the latency instead of hiding. */
 	if (now >= n->window_start_ns && now < n->window_end_ns) {
 		if (status == 0) {
 			s->ok++;
-			wbench_lat_record(&s->lat, now - s->sent_ns);
+			s->puts_ok += s->put;
+			wbench_lat_record(s->put ? &s->lat_put : &s->lat,
+			                  now - s->sent_ns);
 		} else {
 			s->errors++;
 		}
@@ -234,7 +239,8 @@ kv_send(cnode *n, slot *s)
 	s->rng ^= s->rng << 17;
 	r = s->rng;
 	len = kv_key(key, (r >> 8) % n->o->keys);
-	if (r % 100 < n->o->read_pct)
+	s->put = r % 100 >= n->o->read_pct;
+	if (!s->put)
 		return weft_kv_client_get(n->svc, n->peers[s->target], key, len,
 		                          NULL, msvc_reply, s);
 	return weft_kv_client_put(n->svc, n->peers[s->target], key, len,
@@ -536,8 +542,9 @@ start_service(cnode *n)
 	         &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
 	                       WEFT_MSVC_CLIENTS |
-	                           (n->slow_every ? WEFT_MSVC_BLOCKING
-	                                          : WEFT_MSVC_INLINE)) != 0 ||
+	                           (n->slow_every || n->o->handlers_pool
+	                                ? WEFT_MSVC_BLOCKING
+	                                : WEFT_MSVC_INLINE)) != 0 ||
 	    weft_msvc_start(n->svc) != 0)
 		return 0;
 	return n->o->client ? 1 : weft_msvc_port(n->svc);
@@ -715,10 +722,33 @@ run_window(cnode *n, usage *before, usage *after)
 	wait_idle(n);
 }
 
+/* print_verbs prints a mix client's gets and puts apart: their count
+ * and their round trips, before the merged histogram. */
+static uint64_t
+print_verbs(cnode *n, wbench_lat *lat)
+{
+	wbench_lat *put_lat = calloc(1, sizeof(*put_lat));
+	uint64_t nputs = 0;
+
+	for (unsigned i = 0; i < n->o->outstanding; i++) {
+		nputs += n->slots[i].puts_ok;
+		if (put_lat != NULL)
+			wbench_lat_merge(put_lat, &n->slots[i].lat_put);
+	}
+	if (lat != NULL && put_lat != NULL && n->o->kv && n->o->client) {
+		wbench_lat_print_as(lat, "hist-get", stdout);
+		wbench_lat_print_as(put_lat, "hist-put", stdout);
+	}
+	if (lat != NULL && put_lat != NULL)
+		wbench_lat_merge(lat, put_lat);
+	free(put_lat);
+	return nputs;
+}
+
 static void
 report(cnode *n, const usage *before, const usage *after)
 {
-	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0;
+	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0, nputs;
 	uint64_t sent = 0, replies = 0, dups = 0;
 	wbench_lat *lat = calloc(1, sizeof(*lat));
 
@@ -731,6 +761,7 @@ report(cnode *n, const usage *before, const usage *after)
 		if (lat != NULL)
 			wbench_lat_merge(lat, &n->slots[i].lat);
 	}
+	nputs = print_verbs(n, lat);
 	if (n->svc != NULL) {
 		weft_msvc_stats st;
 
@@ -745,7 +776,8 @@ report(cnode *n, const usage *before, const usage *after)
 	}
 	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
-	       "first_error=%d sent=%llu replies=%llu duplicates=%llu\n",
+	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
+	       "gets=%llu puts=%llu\n",
 	       (unsigned long long)ok, (unsigned long long)errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -754,7 +786,8 @@ report(cnode *n, const usage *before, const usage *after)
 	       (unsigned long long)after->threads, (unsigned long long)wakeups,
 	       (unsigned long long)msgs_in, atomic_load(&n->first_error),
 	       (unsigned long long)sent, (unsigned long long)replies,
-	       (unsigned long long)dups);
+	       (unsigned long long)dups, (unsigned long long)(ok - nputs),
+	       (unsigned long long)nputs);
 	if (lat != NULL)
 		wbench_lat_print(lat, stdout);
 	else

@@ -76,7 +76,13 @@ wbench_lat_merge(wbench_lat *dst, const wbench_lat *src)
 void
 wbench_lat_print(const wbench_lat *l, FILE *out)
 {
-	fputs("hist", out);
+	wbench_lat_print_as(l, "hist", out);
+}
+
+void
+wbench_lat_print_as(const wbench_lat *l, const char *name, FILE *out)
+{
+	fputs(name, out);
 	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
 		if (l->counts[i])
 			fprintf(out, " %u:%u", i, l->counts[i]);
@@ -91,7 +97,7 @@ wbench_lat_parse(const char *line, struct weft_histogram *h)
 
 	if (strncmp(p, "hist", 4) != 0)
 		return -1;
-	p += 4;
+	p += strcspn(p, " \n"); /* "hist", or a name such as "hist-get" */
 	while (*p == ' ') {
 		unsigned long i = strtoul(p + 1, &end, 10), n;
 

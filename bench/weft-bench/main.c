@@ -28,6 +28,8 @@ main(int argc, char **argv)
 	/* A peer that goes away must fail a write, not kill the process. */
 	signal(SIGPIPE, SIG_IGN);
 	wbench_opts_default(&o);
+	o.argc = argc;
+	o.argv = argv;
 	if (wbench_opts_parse(&o, argc - 1, argv + 1) != 0)
 		return 2;
 	return wbench_run(&o);

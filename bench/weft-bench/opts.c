@@ -1,131 +1,218 @@
 /* SPDX-License-Identifier: MIT */
-/* opts.c: weft-bench's command line. */
-#include <errno.h>
+/*
+ * opts.c: weft-bench's command line. One table lists every option with
+ * the workloads it applies to and its help there, so that the help of a
+ * workload shows what it takes and an option it does not take is an
+ * error, not silently ignored.
+ */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "optcodes.h"
 #include "wbench.h"
 
-void
-wbench_usage(FILE *out)
-{
-	fputs(
-	    "usage: weft-bench throughput|latency|cluster|rpc|mix [options]\n"
-	    "  --size S        payload bytes per message (64, 1K, 64K; "
-	    "default 64)\n"
-	    "  --count N       messages (round trips) measured (1000, 10k, "
-	    "2M;\n"
-	    "                  default: throughput min(10M, 4 GiB/S), "
-	    "latency 50k)\n"
-	    "  --warmup N      messages before measuring (default: count/10,"
-	    "\n                  at most 1M)\n"
-	    "  --impl I        weft (default), raw (blocking-socket "
-	    "reference) or both\n"
-	    "  --repeat R      runs per implementation; medians are "
-	    "reported (default 1)\n"
-	    "  --batch B       messages the weft sender writes per flush "
-	    "(default 64)\n"
-	    "  --seed X        payload pattern seed (default 1)\n"
-	    "  --verify        check every payload byte, not only the "
-	    "sequence numbers\n"
-	    "  --json FILE     write every figure to FILE\n"
-	    "  --csv FILE      one CSV row per run or series (every "
-	    "workload)\n"
-	    "  --md FILE       cluster, rpc, mix: the table in Markdown "
-	    "(docs/BENCHMARKS.md)\n"
-	    "  --tls DIR       weft halves over mutual TLS: DIR/ca.crt, "
-	    "n0.crt/.key (the\n"
-	    "                  measuring half), n1.crt/.key (the load half); "
-	    "raw stays plain\n"
-	    "  --tls-compare   with --tls: weft plaintext and weft TLS "
-	    "alternately, and the\n"
-	    "                  TLS/plaintext ratio\n"
-	    "  --quiet         no progress lines on stderr\n"
-	    "  --timeout SEC   fail a run that takes longer (default 600)\n"
-	    "  --listen ADDR   run only the measuring half (the receiver, or "
-	    "the pinger)\n"
-	    "  --connect ADDR  run only the load half (the sender, or the "
-	    "echoer)\n"
-	    "  --peer P        process (default) or thread: where the load "
-	    "half runs\n"
-	    "cluster: P node processes on loopback, each keeping K requests "
-	    "in flight\nround-robin over the others, which echo the "
-	    "payload:\n"
-	    "  --peers P[,P..] node counts to run (default 3)\n"
-	    "  --outstanding K requests in flight per node (default 64)\n"
-	    "  --io M          loop (weft's messaging service), threads "
-	    "(the thread-per-peer\n"
-	    "                  baseline) or both (default)\n"
-	    "  --warmup SEC    seconds before the window (default 1)\n"
-	    "  --duration SEC  the measured window (default 2)\n"
-	    "  --tls DIR       mutual TLS with DIR/ca.crt and DIR/nI.crt, "
-	    "nI.key for node I\n"
-	    "                  (scripts/gen-certs.sh DIR n0 n1 ...)\n"
-	    "rpc: one server (n0) and C client processes, each keeping D "
-	    "requests in flight:\n"
-	    "  --clients C[,C..]   client counts (default 1,4,16)\n"
-	    "  --outstanding D[,D..] requests in flight per client (default "
-	    "1,32)\n"
-	    "mix: the replicated key-value service on N nodes, C clients x D "
-	    "requests in\nflight, gets and puts of --size byte values "
-	    "(--io, --tls as for cluster):\n"
-	    "  --peers N[,N..]     nodes (default 3,5)\n"
-	    "  --mixes R[,R..]     percent of gets (default 100,99,50,0)\n"
-	    "  --keys K            keys, loaded first (default 20000)\n"
-	    "  --clients C         client processes (default 8), "
-	    "--outstanding D (default 32)\n"
-	    "cluster on other hosts or namespaces:\n"
-	    "  --hosts [ID@]H:P,...  the cluster workload on weftd nodes run "
-	    "elsewhere, with\n"
-	    "                  [weftd] load = on (ids n0, n1.. by default); "
-	    "with --clients C,\n"
-	    "                  C local client processes keep K echo requests "
-	    "each in flight\n"
-	    "                  round-robin over them instead\n"
-	    "  --netns         (root) P weftd nodes, each in a network "
-	    "namespace of its own,\n"
-	    "                  joined by veth pairs to a bridge; exits 77 "
-	    "where not allowed\n"
-	    "  --weftd PATH    the weftd binary for --netns (default: next to "
-	    "weft-bench)\n"
-	    "  --cluster-name N  the nodes' [cluster] name (default "
-	    "weft-bench)\n"
-	    "  --coordinator ID@H:P  join the --hosts cluster as member ID, "
-	    "listening on H:P\n"
-	    "                  (the nodes' file lists it: the load verb is "
-	    "for members only)\n"
-	    "  --plot FILE.png draw op rate and p99 against P for both I/O "
-	    "models (gnuplot)\n"
-	    "  --rate R        open loop: R requests/s per node, latency from "
-	    "each one's\n"
-	    "                  intended send time (K caps those in flight; "
-	    "default: closed loop)\n"
-	    "  --slow-fraction F, --slow-ms MS  that share of requests takes "
-	    "MS more in the\n"
-	    "                  handler (weft runs the verb on its worker "
-	    "pool then)\n",
-	    out);
-}
+#define BIT(w) (1u << (w))
+#define OT BIT(WBENCH_THROUGHPUT)
+#define OL BIT(WBENCH_LATENCY)
+#define OC BIT(WBENCH_CLUSTER)
+#define OR BIT(WBENCH_RPC)
+#define OM BIT(WBENCH_MIX)
+#define OY BIT(WBENCH_YCSB)
+#define OS BIT(WBENCH_SMOKE)
+/* The processes the node workloads start. */
+#define ON                                                                     \
+	(BIT(WBENCH_CLUSTER_NODE) | BIT(WBENCH_RPC_CLIENT) |                   \
+	 BIT(WBENCH_YCSB_CLIENT) | BIT(WBENCH_SMOKE_CLIENT))
+#define PUBLIC (OT | OL | OC | OR | OM | OY | OS)
+#define NODES (OC | OR | OM | OY | OS | ON)
+
+/* One option of some workloads. An option may have several entries, with
+ * the help for each set of workloads; the first entry of a name is the
+ * one getopt sees. */
+typedef struct optdef {
+	const char *name;
+	int code;
+	unsigned mask;    /* the workloads it applies to */
+	const char *arg;  /* its argument, or NULL */
+	const char *help; /* NULL: not listed */
+} optdef;
+
+static const optdef opt_table[] = {
+    {"size", O_SIZE, OT | OL, "S",
+     "payload bytes per message (64, 1K, 64K; default 64)"},
+    {"size", O_SIZE, OC | OR | ON, "S", "payload bytes (default 64)"},
+    {"size", O_SIZE, OM, "S", "value bytes (default 1K)"},
+    {"size", O_SIZE, OY, "S", "record bytes (default 1K)"},
+    {"size", O_SIZE, OS, "S", "value bytes (default 100)"},
+    {"count", O_COUNT, OT | OL, "N",
+     "messages (round trips) measured (1000, 10k, 2M; default:\n"
+     "throughput min(10M, 4 GiB/S), latency 50k)"},
+    {"warmup", O_WARMUP, OT | OL, "SEC",
+     "seconds of messages before the measured ones (default:\n"
+     "--warmup-count)"},
+    {"warmup", O_WARMUP, OC | OR | OM | ON, "SEC",
+     "seconds before the measured window (default 1)"},
+    {"warmup", O_WARMUP, OY, "SEC",
+     "seconds of the run phase not measured (default 0)"},
+    {"warmup-count", O_WARMUP_COUNT, OT | OL, "N",
+     "messages before the measured ones (default: a tenth of\n"
+     "--count, at most 1M)"},
+    {"impl", O_IMPL, OT | OL, "I",
+     "weft (default), raw (blocking-socket reference) or both"},
+    {"repeat", O_REPEAT, OT | OL, "R",
+     "runs per implementation; medians are reported (default 1)"},
+    {"batch", O_BATCH, OT | OL, "B",
+     "messages the weft sender writes per flush (default 64)"},
+    {"seed", O_SEED, OT | OL, "X", "payload pattern seed (default 1)"},
+    {"seed", O_SEED, NODES, "X",
+     "payload pattern and request choice seed (default 1)"},
+    {"verify", O_VERIFY, OT | OL, NULL,
+     "check every payload byte, not only the sequence numbers"},
+    {"json", O_JSON, PUBLIC, "FILE",
+     "every figure, with the version, machine and command line"},
+    {"csv", O_CSV, OT | OL | OC | OR | OM, "FILE",
+     "one CSV row per run or series point"},
+    {"md", O_MD, OC | OR | OM | OY | OS, "FILE",
+     "the table in Markdown (docs/BENCHMARKS.md)"},
+    {"tls", O_TLS, OT | OL, "DIR",
+     "weft halves over mutual TLS: DIR/ca.crt, n0.crt/.key (the\n"
+     "measuring half), n1.crt/.key (the load half); raw stays plain"},
+    {"tls", O_TLS, NODES, "DIR",
+     "mutual TLS with DIR/ca.crt, DIR/nI.crt and nI.key for node I,\n"
+     "cI.crt and cI.key for client I (scripts/gen-certs.sh)"},
+    {"tls-compare", O_TLS_COMPARE, OT | OL, NULL,
+     "with --tls: weft plaintext and weft TLS alternately, and the\n"
+     "TLS/plaintext ratio"},
+    {"quiet", O_QUIET, PUBLIC | ON, NULL, "no progress lines on stderr"},
+    {"timeout", O_TIMEOUT, PUBLIC | ON, "SEC",
+     "fail a run that takes longer (default 600)"},
+    {"listen", O_LISTEN, OT | OL, "ADDR",
+     "run only the measuring half (the receiver, or the pinger)"},
+    {"connect", O_CONNECT, OT | OL, "ADDR",
+     "run only the load half (the sender, or the echoer), until\n"
+     "the measuring half closes the connection"},
+    {"peer", O_PEER, OT | OL, "P",
+     "process (default) or thread: where the load half runs"},
+    {"peers", O_PEERS, OC, "P[,P..]", "node counts to run (default 3)"},
+    {"peers", O_PEERS, OM | OY, "N[,N..]", "nodes (default 3,5)"},
+    {"peers", O_PEERS, OS, "N[,N..]",
+     "nodes (default 1,3: a standalone node, a cluster)"},
+    {"peers", O_PEERS, ON, "N", NULL},
+    {"outstanding", O_OUTSTANDING, OC, "K",
+     "requests in flight per node (default 64)"},
+    {"outstanding", O_OUTSTANDING, OR, "D[,D..]",
+     "requests in flight per client (default 1,32); with --client\n"
+     "sync, the client's threads, one blocking call each"},
+    {"outstanding", O_OUTSTANDING, OM, "D",
+     "requests in flight per client (default 32)"},
+    {"outstanding", O_OUTSTANDING, OS, "W",
+     "requests in flight per client (default 1000)"},
+    {"outstanding", O_OUTSTANDING, ON, "K", NULL},
+    {"duration", O_DURATION, OC | OR | OM | ON, "SEC",
+     "the measured window (default 2)"},
+    {"duration", O_DURATION, OY, "SEC",
+     "the run phase (default 10; with --operations, until they\n"
+     "are done or this time is up)"},
+    {"io", O_IO, OC | OR | OM | OY | OS | ON, "M",
+     "loop (weft's messaging service), threads (the thread-per-peer\n"
+     "baseline) or both (default)"},
+    {"clients", O_CLIENTS, OC, "C",
+     "with --hosts: C local client processes keep K echo requests\n"
+     "each in flight round-robin over the nodes"},
+    {"clients", O_CLIENTS, OR, "C[,C..]", "client processes (default 1,4,16)"},
+    {"clients", O_CLIENTS, OM, "C", "client processes (default 8)"},
+    {"clients", O_CLIENTS, OY, "C",
+     "client processes sharing --threads (default 2)"},
+    {"clients", O_CLIENTS, OS, "C[,C..]",
+     "clients, each a session (connection) of its own, in one\n"
+     "process (default 1,10,20)"},
+    {"mixes", O_MIXES, OM, "R[,R..]", "percent of gets (default 100,99,50,0)"},
+    {"keys", O_KEYS, OM, "K", "keys, loaded first (default 20000)"},
+    {"keys", O_KEYS, OS, "N", "keys each client creates (default 10000)"},
+    {"keys", O_KEYS, ON, "N", NULL},
+    {"hosts", O_HOSTS, OC, "[ID@]H:P,..",
+     "the cluster workload on weftd nodes run elsewhere, with\n"
+     "[weftd] load = on (ids n0, n1.. by default)"},
+    {"hosts", O_HOSTS, ON, "LIST", NULL},
+    {"cluster-name", O_CLUSTER_NAME, OC | ON, "N",
+     "the nodes' [cluster] name (default weft-bench)"},
+    {"coordinator", O_COORDINATOR, OC, "ID@H:P",
+     "with --hosts: join as member ID, listening on H:P (the nodes'\n"
+     "file lists it: the load verb is for members only)"},
+    {"netns", O_NETNS, OC, NULL,
+     "(root) P weftd nodes, each in a network namespace of its\n"
+     "own, joined by veth pairs; exits 77 where not allowed"},
+    {"weftd", O_WEFTD, OC, "PATH",
+     "the weftd binary for --netns (default: next to weft-bench)"},
+    {"plot", O_PLOT, OC, "FILE.png",
+     "op rate and p99 against P for both I/O models (gnuplot)"},
+    {"plot", O_PLOT, OM, "FILE.png",
+     "op rate, and p99 of gets and puts, against the mix (gnuplot)"},
+    {"plot", O_PLOT, OY, "FILE.png",
+     "throughput, and p99 per operation, per workload (gnuplot)"},
+    {"rate", O_RATE, OC | OR | OM | BIT(WBENCH_CLUSTER_NODE), "R",
+     "open loop: R requests/s per node or client, latency from each\n"
+     "one's intended send time (default: closed loop)"},
+    {"slow-fraction", O_SLOW_FRACTION, OC | OR | BIT(WBENCH_CLUSTER_NODE), "F",
+     "that share of requests takes --slow-ms more in the handler"},
+    {"slow-ms", O_SLOW_MS, OC | OR | BIT(WBENCH_CLUSTER_NODE), "MS",
+     "their extra handling time (default 1; weft runs the verb on\n"
+     "its worker pool then)"},
+    {"client", O_CLIENT, OR, "M[,M..]",
+     "async (default: requests kept in flight from callbacks) or\n"
+     "sync (one blocking call per thread), or both"},
+    {"handlers", O_HANDLERS, OR, "H[,H..]",
+     "inline (default: on the server's loop) or pool (handed to its\n"
+     "worker pool), or both; pool needs --io loop"},
+    {"handlers", O_HANDLERS, BIT(WBENCH_CLUSTER_NODE), "H", NULL},
+    {"workload", O_WORKLOAD, OY, "W[,W..]",
+     "a (50% reads, 50% updates; default), b (95/5), c (reads),\n"
+     "d (95% reads of the latest, 5% inserts), e (95% scans, 5%\n"
+     "inserts), f (50% reads, 50% read-modify-writes)"},
+    {"distribution", O_DISTRIBUTION, OY | BIT(WBENCH_YCSB_CLIENT), "D",
+     "zipfian, uniform or latest (default: latest for d,\n"
+     "zipfian otherwise)"},
+    {"records", O_RECORDS, OY | BIT(WBENCH_YCSB_CLIENT), "N",
+     "records loaded before the run phase (default 100,000)"},
+    {"operations", O_OPERATIONS, OY | BIT(WBENCH_YCSB_CLIENT), "N",
+     "operations in the run phase (default: --duration)"},
+    {"threads", O_THREADS, OY | BIT(WBENCH_YCSB_CLIENT), "T",
+     "operations in flight in all, as YCSB's T client threads\n"
+     "(default 32)"},
+    {"scan-length", O_SCAN_LENGTH, OY | BIT(WBENCH_YCSB_CLIENT), "N",
+     "workload e: scans of 1 to N records, uniform (default 100)"},
+    {"node", O_NODE, ON, "I", NULL},
+    {"client-index", O_CLIENT_INDEX, ON, "I", NULL},
+    {"kv", O_KV, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},
+    {"read-pct", O_READ_PCT, BIT(WBENCH_CLUSTER_NODE), "P", NULL},
+    {"nclients", O_NCLIENTS, ON, "C", NULL},
+    {"help", O_HELP, PUBLIC | ON, NULL, "this help"},
+};
+
+#define NOPTS (sizeof(opt_table) / sizeof(opt_table[0]))
+
+static const char *const workload_names[WBENCH_WORKLOADS] = {
+    "throughput", "latency",     "cluster",     "rpc",
+    "mix",        "ycsb",        "smoke",       "cluster-node",
+    "rpc-client", "ycsb-client", "smoke-client"};
+
+static const char *const workload_help[] = {
+    "one connection through weft's pipeline, one way, beside raw sockets",
+    "the same connection, ping-pong round trips",
+    "P nodes asking each other: weft's loop against thread-per-peer",
+    "C clients against one server: sync or async clients, handlers\n"
+    "              inline or on a worker pool (Kudu's RPC experiment)",
+    "the replicated key-value service under get/put mixes",
+    "YCSB's core workloads A to F on the key-value service",
+    "zk-smoketest's latency test: create, set, get, delete keys",
+};
 
 const char *
 wbench_workload_name(enum wbench_workload w)
 {
-	switch (w) {
-	case WBENCH_THROUGHPUT:
-		return "throughput";
-	case WBENCH_LATENCY:
-		return "latency";
-	case WBENCH_CLUSTER:
-		return "cluster";
-	case WBENCH_RPC:
-		return "rpc";
-	case WBENCH_MIX:
-		return "mix";
-	default:
-		return "cluster-node";
-	}
+	return (unsigned)w < WBENCH_WORKLOADS ? workload_names[w] : "?";
 }
 
 const char *
@@ -142,6 +229,61 @@ wbench_impl_name(enum wbench_impl impl)
 }
 
 void
+wbench_usage(FILE *out)
+{
+	fputs("usage: weft-bench WORKLOAD [options]\n", out);
+	for (int w = 0; w <= WBENCH_SMOKE; w++)
+		fprintf(out, "  %-11s %s\n", workload_names[w],
+		        workload_help[w]);
+	fputs("weft-bench WORKLOAD --help lists its options; "
+	      "docs/BENCHMARKS.md the method.\n",
+	      out);
+}
+
+/* print_help prints one option: its name and argument, then its help,
+ * continuation lines indented. */
+static void
+print_help(FILE *out, const optdef *d)
+{
+	char head[40];
+	const char *p = d->help;
+
+	snprintf(head, sizeof(head), "--%s%s%s", d->name, d->arg ? " " : "",
+	         d->arg ? d->arg : "");
+	fprintf(out, "  %-22s", head);
+	if (strlen(head) > 22)
+		fprintf(out, "\n  %-22s", "");
+	while (*p) {
+		size_t len = strcspn(p, "\n");
+
+		fprintf(out, " %.*s\n", (int)len, p);
+		p += len + (p[len] == '\n');
+		if (*p)
+			fprintf(out, "  %-22s", "");
+	}
+}
+
+void
+wbench_usage_workload(FILE *out, enum wbench_workload w)
+{
+	fprintf(out, "usage: weft-bench %s [options]\n  %s\n",
+	        wbench_workload_name(w),
+	        w <= WBENCH_SMOKE ? workload_help[w]
+	                          : "(started by weft-bench)");
+	for (size_t i = 0; i < NOPTS; i++) {
+		bool first = true;
+
+		if (!(opt_table[i].mask & BIT(w)) || opt_table[i].help == NULL)
+			continue;
+		for (size_t j = 0; j < i && first; j++)
+			first = strcmp(opt_table[j].name, opt_table[i].name) ||
+			        !(opt_table[j].mask & BIT(w));
+		if (first)
+			print_help(out, &opt_table[i]);
+	}
+}
+
+void
 wbench_opts_default(wbench_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -152,7 +294,7 @@ wbench_opts_default(wbench_opts *o)
 	o->batch = 64;
 	o->timeout_ms = 600000;
 	o->addr = "127.0.0.1:0";
-	o->warmup = UINT64_MAX; /* auto */
+	o->warmup_count = UINT64_MAX; /* auto */
 	o->io = WBENCH_IO_BOTH;
 	o->peers = 3;
 	o->peer_list[0] = 3;
@@ -173,560 +315,141 @@ wbench_opts_default(wbench_opts *o)
 	o->warmup_s = 1;
 	o->duration_s = 2;
 	o->slow_ms = 1;
+	o->client_modes = WBENCH_CLIENT_ASYNC;
+	o->handler_modes = WBENCH_HANDLERS_INLINE;
+	o->ycsb_list[0] = 'a';
+	o->nycsb_list = 1;
+	o->records = 100000;
+	o->threads = 32;
+	o->scan_length = 100;
 }
 
-/* parse_seconds reads a duration in seconds ("2", "0.5", "2s"). */
-static int
-parse_seconds(const char *s, double *out)
+static const optdef *
+find_def(int code)
 {
-	char *end;
-	double v = strtod(s, &end);
-
-	if (end == s || v < 0 || v > 86400 || (*end && strcmp(end, "s")))
-		return -1;
-	*out = v;
-	return 0;
+	for (size_t i = 0; i < NOPTS; i++)
+		if (opt_table[i].code == code)
+			return &opt_table[i];
+	return NULL;
 }
 
-static int
-parse_double(const char *s, double lo, double hi, double *out)
+/* applies_to is the set of workloads an option (all its entries) is for. */
+static unsigned
+applies_to(int code)
 {
-	char *end;
-	double v = strtod(s, &end);
+	unsigned mask = 0;
 
-	if (end == s || *end != '\0' || v < lo || v > hi)
-		return -1;
-	*out = v;
-	return 0;
+	for (size_t i = 0; i < NOPTS; i++)
+		if (opt_table[i].code == code)
+			mask |= opt_table[i].mask;
+	return mask;
 }
 
-/* parse_num reads a count with an optional suffix: k/M/G (10^3) or
- * K/Ki/KiB, M/Mi/MiB (2^10) when binary. */
-static int
-parse_num(const char *s, bool binary, uint64_t *out)
+/* not_here explains why an option does not apply to the workload. */
+static void
+not_here(const wbench_opts *o, int code)
 {
-	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
+	unsigned mask = applies_to(code) & PUBLIC;
 
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || s[0] == '-')
-		return -1;
-	if (*end == 'k' || *end == 'K')
-		mul = binary ? 1024 : 1000;
-	else if (*end == 'M' || *end == 'm')
-		mul = binary ? 1024 * 1024 : 1000000;
-	else if (*end == 'G' || *end == 'g')
-		mul = binary ? 1024 * 1024 * 1024 : 1000000000;
-	if (mul > 1)
-		end++;
-	if (*end == 'i')
-		end++;
-	if (*end == 'B' && binary)
-		end++;
-	if (*end != '\0' || (v && mul > UINT64_MAX / v))
-		return -1;
-	*out = v * mul;
-	return 0;
+	fprintf(stderr, "weft-bench %s: --%s does not apply to %s",
+	        wbench_workload_name(o->workload), find_def(code)->name,
+	        wbench_workload_name(o->workload));
+	for (int w = 0, n = 0; w <= WBENCH_SMOKE; w++)
+		if (mask & BIT(w))
+			fprintf(stderr, "%s%s", n++ ? ", " : " (only to ",
+			        workload_names[w]);
+	fprintf(stderr, "%s\n", mask ? ")" : "");
 }
 
-static int
-parse_impl(const char *s, enum wbench_impl *out)
+/* make_longopts builds getopt's table: one entry per name. */
+static struct option *
+make_longopts(void)
 {
-	if (strcmp(s, "weft") == 0)
-		*out = WBENCH_IMPL_WEFT;
-	else if (strcmp(s, "raw") == 0)
-		*out = WBENCH_IMPL_RAW;
-	else if (strcmp(s, "both") == 0)
-		*out = WBENCH_IMPL_BOTH;
-	else
-		return -1;
-	return 0;
-}
+	struct option *lo = calloc(NOPTS + 1, sizeof(*lo));
+	size_t n = 0;
 
-static const struct option long_opts[] = {
-    {"size", required_argument, NULL, 's'},
-    {"count", required_argument, NULL, 'n'},
-    {"warmup", required_argument, NULL, 'w'},
-    {"impl", required_argument, NULL, 'i'},
-    {"repeat", required_argument, NULL, 'r'},
-    {"batch", required_argument, NULL, 'b'},
-    {"seed", required_argument, NULL, 'S'},
-    {"verify", no_argument, NULL, 'V'},
-    {"json", required_argument, NULL, 'j'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"timeout", required_argument, NULL, 't'},
-    {"listen", required_argument, NULL, 'l'},
-    {"connect", required_argument, NULL, 'c'},
-    {"peer", required_argument, NULL, 'p'},
-    {"peers", required_argument, NULL, 'P'},
-    {"outstanding", required_argument, NULL, 'K'},
-    {"duration", required_argument, NULL, 'D'},
-    {"io", required_argument, NULL, 'I'},
-    {"node", required_argument, NULL, 'N'},
-    {"tls", required_argument, NULL, 'T'},
-    {"tls-compare", no_argument, NULL, 'T' + 256},
-    {"csv", required_argument, NULL, 'j' + 256},
-    {"md", required_argument, NULL, 'j' + 512},
-    {"hosts", required_argument, NULL, 'H'},
-    {"cluster-name", required_argument, NULL, 'H' + 256},
-    {"coordinator", required_argument, NULL, 'H' + 512},
-    {"netns", no_argument, NULL, 'E'},
-    {"weftd", required_argument, NULL, 'E' + 256},
-    {"plot", required_argument, NULL, 'G'},
-    {"rate", required_argument, NULL, 'R'},
-    {"slow-fraction", required_argument, NULL, 'F'},
-    {"slow-ms", required_argument, NULL, 'M'},
-    {"clients", required_argument, NULL, 'C'},
-    {"mixes", required_argument, NULL, 'X'},
-    {"keys", required_argument, NULL, 'Y'},
-    {"kv", no_argument, NULL, 'Z'},
-    {"read-pct", required_argument, NULL, 'Q'},
-    {"client", required_argument, NULL, 'c' + 256},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
+	for (size_t i = 0; lo != NULL && i < NOPTS; i++) {
+		bool seen = false;
 
-/* set_opt applies one option; returns 0, or -1 for a bad value. */
-static int
-set_opt(wbench_opts *o, int c, const char *arg)
-{
-	uint64_t v = 0;
-
-	switch (c) {
-	case 's':
-		if (parse_num(arg, true, &v) || v > WBENCH_MAX_SIZE)
-			return -1;
-		o->size = (size_t)v;
-		o->size_given = true;
-		return 0;
-	case 'n':
-		return parse_num(arg, false, &o->count) || o->count == 0 ? -1
-		                                                         : 0;
-	case 'w':
-		if (o->workload >= WBENCH_CLUSTER)
-			return parse_seconds(arg, &o->warmup_s);
-		return parse_num(arg, false, &o->warmup);
-	case 'i':
-		return parse_impl(arg, &o->impl);
-	case 'r':
-		if (parse_num(arg, false, &v) || v == 0 || v > 64)
-			return -1;
-		o->repeat = (unsigned)v;
-		return 0;
-	case 'b':
-		if (parse_num(arg, false, &v) || v == 0 || v > 1000000)
-			return -1;
-		o->batch = (size_t)v;
-		return 0;
-	case 'S':
-		return parse_num(arg, false, &o->seed);
-	case 't':
-		if (parse_num(arg, false, &v) || v == 0 || v > 86400)
-			return -1;
-		o->timeout_ms = v * 1000;
-		return 0;
-	case 'p':
-		if (strcmp(arg, "thread") == 0)
-			o->peer = WBENCH_PEER_THREAD;
-		else if (strcmp(arg, "process") == 0)
-			o->peer = WBENCH_PEER_PROCESS;
-		else
-			return -1;
-		return 0;
+		for (size_t j = 0; j < n && !seen; j++)
+			seen = strcmp(lo[j].name, opt_table[i].name) == 0;
+		if (!seen)
+			lo[n++] = (struct option){
+			    opt_table[i].name,
+			    opt_table[i].arg ? required_argument : no_argument,
+			    NULL, opt_table[i].code};
 	}
+	return lo;
+}
+
+static int
+parse_workload(wbench_opts *o, const char *name)
+{
+	for (int w = 0; w < WBENCH_WORKLOADS; w++)
+		if (strcmp(name, workload_names[w]) == 0) {
+			o->workload = (enum wbench_workload)w;
+			return 0;
+		}
+	fprintf(stderr,
+	        "weft-bench: unknown workload '%s' (weft-bench --help "
+	        "lists them)\n",
+	        name);
 	return -1;
 }
 
-/* mix_defaults: 3 and 5 nodes, 8 clients x 32, 1 KiB values, unless
- * given. */
-static void
-mix_defaults(wbench_opts *o)
-{
-	if (o->npeer_list == 1 && o->peer_list[0] == 3 && !o->peers_given) {
-		o->peer_list[1] = 5;
-		o->npeer_list = 2;
-	}
-	if (!o->clients_given) {
-		o->client_list[0] = 8;
-		o->nclient_list = 1;
-	}
-	if (!o->depth_given) {
-		o->depth_list[0] = 32;
-		o->ndepth_list = 1;
-		o->outstanding = 32;
-	}
-	if (!o->size_given)
-		o->size = 1024;
-}
-
-/* parse_list reads up to 8 counts in [lo, hi]: "1", "1,4,16". */
+/* parse_loop reads the options after the workload's name. */
 static int
-parse_list(const char *s, unsigned long lo, unsigned long hi, unsigned *out,
-           unsigned *n)
+parse_loop(wbench_opts *o, int argc, char **argv, const struct option *lo)
 {
-	char *end;
+	int c;
 
-	*n = 0;
-	do {
-		unsigned long v = strtoul(s, &end, 10);
-
-		if (end == s || v < lo || v > hi || *n >= 8)
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (c == O_HELP) {
+			wbench_usage_workload(stdout, o->workload);
+			exit(0);
+		}
+		if (c == '?' || c == ':') {
+			fprintf(stderr, "weft-bench %s: bad option '%s'\n",
+			        argv[0], argv[optind - 1]);
 			return -1;
-		out[(*n)++] = (unsigned)v;
-		s = end + (*end == ',');
-	} while (*end == ',');
-	return *end == '\0' ? 0 : -1;
-}
-
-/* parse_peers reads a list of node counts: "3", "3,16,64". */
-static int
-parse_peers(const char *s, wbench_opts *o)
-{
-	char *end;
-
-	o->npeer_list = 0;
-	do {
-		unsigned long v = strtoul(s, &end, 10);
-
-		if (end == s || v < 1 || v > 1024 || o->npeer_list >= 16)
+		}
+		if (!(applies_to(c) & BIT(o->workload))) {
+			not_here(o, c);
 			return -1;
-		o->peer_list[o->npeer_list++] = (unsigned)v;
-		s = end + (*end == ',');
-	} while (*end == ',');
-	o->peers = o->peer_list[0];
-	return *end == '\0' ? 0 : -1;
-}
-
-static int
-parse_io(const char *s, enum wbench_io *io)
-{
-	if (strcmp(s, "loop") == 0)
-		*io = WBENCH_IO_LOOP;
-	else if (strcmp(s, "threads") == 0)
-		*io = WBENCH_IO_THREADS;
-	else if (strcmp(s, "both") == 0)
-		*io = WBENCH_IO_BOTH;
-	else
-		return -1;
-	return 0;
-}
-
-int
-wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
-               uint16_t *port)
-{
-	const char *p = list, *end, *at, *colon;
-	unsigned long v;
-	char *vend;
-
-	for (unsigned k = 0; k < i && p != NULL; k++)
-		if ((p = strchr(p, ',')) != NULL)
-			p++;
-	if (p == NULL || *p == '\0')
-		return -1;
-	end = strchr(p, ',');
-	end = end ? end : p + strlen(p);
-	at = memchr(p, '@', (size_t)(end - p));
-	if (at != NULL && (at == p || at - p >= 64))
-		return -1;
-	if (at != NULL)
-		snprintf(id, 64, "%.*s", (int)(at - p), p);
-	else
-		snprintf(id, 64, "n%u", i);
-	p = at ? at + 1 : p;
-	for (colon = end - 1; colon > p && *colon != ':'; colon--)
-		;
-	if (colon <= p || colon - p >= 256)
-		return -1;
-	if (*p == '[' && colon[-1] == ']') /* [v6]:port */
-		snprintf(host, 256, "%.*s", (int)(colon - p - 2), p + 1);
-	else
-		snprintf(host, 256, "%.*s", (int)(colon - p), p);
-	v = strtoul(colon + 1, &vend, 10);
-	if (vend != end || vend == colon + 1 || v == 0 || v > 65535)
-		return -1;
-	*port = (uint16_t)v;
-	return 0;
-}
-
-/* parse_hosts checks a --hosts list; the nodes are its entries. */
-static int
-parse_hosts(wbench_opts *o, const char *arg)
-{
-	char id[64], host[256];
-	uint16_t port;
-	unsigned n = 1;
-
-	for (const char *p = arg; *p; p++)
-		n += *p == ',';
-	if (n > 1024)
-		return -1;
-	for (unsigned i = 0; i < n; i++)
-		if (wbench_host_at(arg, i, id, host, &port) != 0)
+		}
+		if (wbench__opt_apply(o, c, optarg) != 0) {
+			fprintf(
+			    stderr, "weft-bench %s: bad value for --%s: '%s'\n",
+			    argv[0], find_def(c)->name, optarg ? optarg : "");
 			return -1;
-	o->hosts = arg;
-	o->peers = n;
-	o->peer_list[0] = n;
-	o->npeer_list = 1;
-	return 0;
-}
-
-/* cluster_opt applies the cluster workload's options. */
-static int
-cluster_opt(wbench_opts *o, int c, const char *arg)
-{
-	uint64_t v;
-
-	switch (c) {
-	case 'P':
-		o->peers_given = true;
-		return parse_peers(arg, o);
-	case 'K':
-		if (parse_list(arg, 0, 100000, o->depth_list,
-		               &o->ndepth_list) != 0)
-			return -1;
-		o->depth_given = true;
-		o->outstanding = o->depth_list[0];
-		return 0;
-	case 'C':
-		o->clients_given = true;
-		return parse_list(arg, 1, 1000, o->client_list,
-		                  &o->nclient_list);
-	case 'X':
-		return parse_list(arg, 0, 100, o->mix_list, &o->nmix_list);
-	case 'Y':
-		if (parse_num(arg, false, &v) || v == 0 || v > 100000000)
-			return -1;
-		o->keys = (unsigned)v;
-		return 0;
-	case 'Z':
-		o->kv = true;
-		return 0;
-	case 'Q':
-		if (parse_num(arg, false, &v) || v > 100)
-			return -1;
-		o->read_pct = (unsigned)v;
-		return 0;
-	case 'c' + 256:
-		if (parse_num(arg, false, &v) || v > 1000)
-			return -1;
-		o->client = true;
-		o->node_index = (unsigned)v;
-		return 0;
-	case 'D':
-		return parse_seconds(arg, &o->duration_s) || o->duration_s <= 0
-		           ? -1
-		           : 0;
-	case 'I':
-		return parse_io(arg, &o->io);
-	case 'N':
-		if (parse_num(arg, false, &v) || v > 1024)
-			return -1;
-		o->node_index = (unsigned)v;
-		return 0;
-	case 'T':
-		o->tls_dir = arg;
-		return 0;
-	case 'G':
-		o->plot_path = arg;
-		return 0;
-	case 'H':
-		return parse_hosts(o, arg);
-	case 'H' + 256:
-		o->cluster_name = arg;
-		return 0;
-	case 'H' + 512: {
-		char id[64], host[256];
-		uint16_t port;
-
-		if (strchr(arg, '@') == NULL || strchr(arg, ',') != NULL ||
-		    wbench_host_at(arg, 0, id, host, &port) != 0)
-			return -1;
-		o->coordinator = arg;
-		return 0;
+		}
 	}
-	case 'E':
-		o->netns = true;
-		return 0;
-	case 'E' + 256:
-		o->weftd_path = arg;
-		return 0;
-	case 'R':
-		return parse_double(arg, 0, 1e8, &o->rate);
-	case 'F':
-		return parse_double(arg, 0, 1, &o->slow_fraction);
-	case 'M':
-		return parse_double(arg, 0, 60000, &o->slow_ms);
-	}
-	return set_opt(o, c, arg);
-}
-
-static int
-apply_opt(wbench_opts *o, int c, const char *arg)
-{
-	switch (c) {
-	case 'V':
-		o->verify = true;
-		return 0;
-	case 'q':
-		o->quiet = true;
-		return 0;
-	case 'j':
-		o->json_path = arg;
-		return 0;
-	case 'j' + 256:
-		o->csv_path = arg;
-		return 0;
-	case 'j' + 512:
-		o->md_path = arg;
-		return 0;
-	case 'T' + 256:
-		o->tls_compare = true;
-		return 0;
-	case 'l':
-	case 'c':
-		if (o->role != WBENCH_ROLE_BOTH)
-			return -1;
-		o->role = c == 'l' ? WBENCH_ROLE_LISTEN : WBENCH_ROLE_CONNECT;
-		o->addr = arg;
-		return 0;
-	}
-	return cluster_opt(o, c, arg);
-}
-
-/* fill_auto picks the counts left to their defaults. */
-static void
-fill_auto(wbench_opts *o)
-{
-	if (o->count == 0 && o->workload == WBENCH_LATENCY)
-		o->count = 50000;
-	if (o->count == 0) {
-		uint64_t by_bytes =
-		    (UINT64_C(4) << 30) / (o->size ? o->size : 1);
-
-		o->count = by_bytes < 10000000 ? by_bytes : 10000000;
-	}
-	if (o->warmup == UINT64_MAX)
-		o->warmup = o->count / 10 < 1000000 ? o->count / 10 : 1000000;
-}
-
-/* check_netns: --netns runs weftd nodes, each in a namespace. */
-static int
-check_netns(wbench_opts *o)
-{
-	if (!o->netns)
-		return 0;
-	if (o->workload != WBENCH_CLUSTER || o->hosts != NULL ||
-	    o->io == WBENCH_IO_THREADS || o->clients_given) {
-		fprintf(stderr, "weft-bench: --netns is for cluster, without "
-		                "--hosts, --clients or --io threads (it runs "
-		                "weftd nodes)\n");
+	if (optind < argc) {
+		fprintf(stderr, "weft-bench %s: unexpected '%s'\n", argv[0],
+		        argv[optind]);
 		return -1;
 	}
-	o->io = WBENCH_IO_LOOP;
-	return 0;
-}
-
-/* check_hosts: --hosts drives weftd nodes: the cluster workload on them,
- * or with --clients, load from local weft clients. */
-static int
-check_hosts(wbench_opts *o)
-{
-	if (o->coordinator != NULL && o->hosts == NULL) {
-		fprintf(stderr, "weft-bench: --coordinator is for --hosts\n");
-		return -1;
-	}
-	if (o->hosts == NULL)
-		return 0;
-	if (o->workload != WBENCH_CLUSTER &&
-	    o->workload != WBENCH_CLUSTER_NODE) {
-		fprintf(stderr, "weft-bench: --hosts is for cluster\n");
-		return -1;
-	}
-	if (parse_hosts(o, o->hosts) != 0) /* the nodes, whatever --peers */
-		return -1;
-	if (o->workload == WBENCH_CLUSTER && !o->clients_given) {
-		o->client_list[0] = 1;
-		o->nclient_list = 1;
-	}
-	o->io = WBENCH_IO_LOOP;
-	return 0;
-}
-
-/* check_tls: --tls-compare measures weft alone, with and without --tls. */
-static int
-check_tls(wbench_opts *o)
-{
-	if (!o->tls_compare)
-		return 0;
-	if (o->tls_dir == NULL || o->workload > WBENCH_LATENCY ||
-	    o->role != WBENCH_ROLE_BOTH) {
-		fprintf(stderr, "weft-bench: --tls-compare needs --tls DIR, "
-		                "throughput or latency, and no --listen or "
-		                "--connect\n");
-		return -1;
-	}
-	o->impl = WBENCH_IMPL_WEFT;
 	return 0;
 }
 
 int
 wbench_opts_parse(wbench_opts *o, int argc, char **argv)
 {
-	int c;
+	struct option *lo;
+	int rv;
 
-	if (argc < 1 || strcmp(argv[0], "throughput") == 0)
-		o->workload = WBENCH_THROUGHPUT;
-	else if (strcmp(argv[0], "latency") == 0)
-		o->workload = WBENCH_LATENCY;
-	else if (strcmp(argv[0], "cluster") == 0)
-		o->workload = WBENCH_CLUSTER;
-	else if (strcmp(argv[0], "rpc") == 0)
-		o->workload = WBENCH_RPC;
-	else if (strcmp(argv[0], "mix") == 0)
-		o->workload = WBENCH_MIX;
-	else if (strcmp(argv[0], "cluster-node") == 0)
-		o->workload = WBENCH_CLUSTER_NODE;
-	else {
-		fprintf(stderr, "weft-bench: unknown workload '%s'\n", argv[0]);
+	if (argc < 1 || parse_workload(o, argv[0]) != 0)
+		return -1;
+	if ((lo = make_longopts()) == NULL)
+		return -1;
+	rv = parse_loop(o, argc, argv, lo);
+	free(lo);
+	if (rv != 0) {
+		fprintf(stderr, "(weft-bench %s --help lists its options)\n",
+		        argv[0]);
 		return -1;
 	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-		if (c == 'h') {
-			wbench_usage(stdout);
-			exit(0);
-		}
-		if (c == '?' || apply_opt(o, c, optarg) != 0) {
-			if (c != '?')
-				fprintf(stderr, "weft-bench: bad value '%s'\n",
-				        optarg ? optarg : "");
-			wbench_usage(stderr);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "weft-bench: unexpected '%s'\n", argv[optind]);
-		return -1;
-	}
-	fill_auto(o);
-	if (o->workload == WBENCH_RPC && !o->depth_given) {
-		o->depth_list[0] = 1;
-		o->depth_list[1] = 32;
-		o->ndepth_list = 2;
-	}
-	for (unsigned i = 0; o->workload == WBENCH_CLUSTER && i < o->npeer_list;
-	     i++)
-		if (o->peer_list[i] < 2) {
-			fprintf(stderr, "weft-bench: a cluster has 2 nodes or "
-			                "more\n");
-			return -1;
-		}
-	if (o->workload == WBENCH_MIX)
-		mix_defaults(o);
-	if (check_hosts(o) != 0 || check_netns(o) != 0)
-		return -1;
-	return check_tls(o);
+	return wbench__opts_finish(o);
 }

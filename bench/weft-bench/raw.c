@@ -6,6 +6,7 @@
  * blocking write and read per round trip.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,14 @@ make_pattern(const wbench_opts *o)
 	return p;
 }
 
-/* raw_receive reads frames until all arrived; the window opens at the read
- * that completes the first measured message. */
+/* raw_receive reads frames until the warm-up and the count have arrived;
+ * the window opens at the read that completes the first measured
+ * message. */
 static int
 raw_receive(const wbench_opts *o, int fd, wbench_result *res)
 {
-	uint64_t total = o->warmup + o->count, start_ns = 0, start_frames = 0;
+	uint64_t warm = o->warmup_by_time ? UINT64_MAX : o->warmup_count;
+	uint64_t start_ns = 0, start_frames = 0, first_ns = 0, last;
 	uint8_t *buf = malloc(RAW_READ_BYTES), *pattern = make_pattern(o);
 	wbench_progress prog;
 	wbench_scan scan;
@@ -60,16 +63,20 @@ raw_receive(const wbench_opts *o, int fd, wbench_result *res)
 		goto out;
 	wbench_scan_init(&scan, o->size, o->verify ? pattern : NULL);
 	wbench_progress_init(&prog, o, "raw");
-	while (scan.frames < total) {
+	while (warm == UINT64_MAX || scan.frames < warm + o->count) {
+		uint64_t before = scan.frames, now;
 		ssize_t n = read(fd, buf, RAW_READ_BYTES);
-		uint64_t now;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0 || wbench_scan_feed(&scan, buf, (size_t)n) < 0)
 			break;
 		now = wbench_now_ns();
-		if (start_ns == 0 && scan.frames > o->warmup) {
+		first_ns = first_ns || !scan.frames ? first_ns : now;
+		if (warm == UINT64_MAX &&
+		    wbench_warmup_over(o, before, first_ns, now))
+			warm = before;
+		if (start_ns == 0 && warm != UINT64_MAX && scan.frames > warm) {
 			start_ns = now;
 			start_frames = scan.frames;
 		}
@@ -77,14 +84,20 @@ raw_receive(const wbench_opts *o, int fd, wbench_result *res)
 		wbench_progress_tick(&prog, now, scan.frames, NULL);
 	}
 	res->received = scan.frames;
-	res->errors = scan.errors + (scan.frames < total);
-	res->measured = scan.frames - start_frames;
+	res->warmup = warm == UINT64_MAX ? scan.frames : warm;
+	res->errors = scan.errors + (scan.frames < res->warmup + o->count);
+	/* Frames read past the run's end are checked, not measured; a run
+	 * that ended in the read that opened its window measured none. */
+	last = scan.frames < res->warmup + o->count ? scan.frames
+	                                            : res->warmup + o->count;
+	res->measured =
+	    start_ns && last > start_frames ? last - start_frames : 0;
 	wbench_result_rates(res, o->size);
-	rv = scan.frames == total ? 0 : -1;
+	rv = scan.frames >= res->warmup + o->count ? 0 : -1;
 	if (rv != 0)
 		fprintf(stderr, "weft-bench: raw: %llu of %llu messages\n",
 		        (unsigned long long)scan.frames,
-		        (unsigned long long)total);
+		        (unsigned long long)(res->warmup + o->count));
 out:
 	free(pattern);
 	free(buf);
@@ -97,15 +110,19 @@ raw_ping(const wbench_opts *o, int fd, uint8_t *frame, uint8_t *echo,
          weft_histogram *h, wbench_result *res)
 {
 	size_t frame_len = 4 + o->size;
-	uint64_t total = o->warmup + o->count, first_ns = 0, now = 0;
+	uint64_t warm = o->warmup_by_time ? UINT64_MAX : o->warmup_count;
+	uint64_t first_ns = 0, begin_ns = wbench_now_ns(), now = begin_ns;
 	wbench_progress prog;
 	wbench_scan scan;
 
 	wbench_scan_init(&scan, o->size, o->verify ? frame + 4 : NULL);
 	wbench_progress_init(&prog, o, "raw");
-	for (uint64_t i = 0; i < total; i++) {
+	for (uint64_t i = 0; warm == UINT64_MAX || i < warm + o->count; i++) {
 		uint64_t t0;
 
+		if (warm == UINT64_MAX &&
+		    wbench_warmup_over(o, i, begin_ns, now))
+			warm = i;
 		wbench_seq_put(frame + 4, o->size, i);
 		t0 = wbench_now_ns();
 		if (wbench_write_all(fd, frame, frame_len) != 0 ||
@@ -113,21 +130,20 @@ raw_ping(const wbench_opts *o, int fd, uint8_t *frame, uint8_t *echo,
 		    wbench_scan_feed(&scan, echo, frame_len) != 1)
 			break;
 		now = wbench_now_ns();
-		if (i >= o->warmup) {
+		if (warm != UINT64_MAX && i >= warm) {
 			weft_histogram_record(h, now - t0);
 			first_ns = first_ns ? first_ns : t0;
 		}
-		wbench_progress_tick(
-		    &prog, now,
-		    scan.frames > o->warmup ? scan.frames - o->warmup : 0, h);
+		wbench_progress_tick(&prog, now, weft_histogram_count(h), h);
 	}
 	res->received = scan.frames;
-	res->errors = scan.errors + (scan.frames < total);
+	res->warmup = warm == UINT64_MAX ? scan.frames : warm;
+	res->errors = scan.errors + (scan.frames < res->warmup + o->count);
 	res->measured = weft_histogram_count(h);
 	res->seconds = first_ns ? (double)(now - first_ns) / 1e9 : 0;
 	wbench_result_rates(res, o->size);
 	wbench_result_latency(res, h);
-	return scan.frames == total ? 0 : -1;
+	return scan.frames == res->warmup + o->count ? 0 : -1;
 }
 
 static int
@@ -177,34 +193,62 @@ out_listen:
 	return rv;
 }
 
-/* raw_send writes every frame in batches, then waits for the receiver to
- * close, so that no byte is lost to an early reset. */
+/* send_some writes len bytes without blocking past the deadline: 0 when
+ * written, 1 when the receiver has closed (the end of the run), -1 on an
+ * error or at the deadline. */
+static int
+send_some(int fd, const uint8_t *p, size_t len, uint64_t deadline_ns)
+{
+	while (len > 0) {
+		struct pollfd pfd = {fd, POLLOUT | POLLIN, 0};
+		ssize_t n;
+
+		if (wbench_now_ns() > deadline_ns)
+			return -1;
+		if (poll(&pfd, 1, 100) < 0 && errno != EINTR)
+			return -1;
+		/* The receiver never writes: input is its close. */
+		if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
+			return 1;
+		if (!(pfd.revents & POLLOUT))
+			continue;
+		n = send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+			return 1;
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/* raw_send writes frames in batches until the receiver, which counts
+ * them, closes the connection (or --timeout passes). */
 static int
 raw_send(const wbench_opts *o, int fd)
 {
 	size_t frame_len = 4 + o->size;
 	size_t per_batch = RAW_BATCH_BYTES / frame_len;
-	uint64_t total = o->warmup + o->count, sent = 0;
-	uint8_t *buf, byte;
+	uint64_t deadline = wbench_now_ns() + o->timeout_ms * 1000000u;
+	uint64_t sent = 0;
+	uint8_t *buf;
+	int rv = 0;
 
 	per_batch = per_batch ? per_batch : 1;
 	if ((buf = make_frames(o, per_batch)) == NULL)
 		return -1;
-	while (sent < total) {
-		size_t n = total - sent < per_batch ? total - sent : per_batch;
-
-		for (size_t i = 0; i < n; i++)
+	while (rv == 0) {
+		for (size_t i = 0; i < per_batch; i++)
 			wbench_seq_put(buf + i * frame_len + 4, o->size,
 			               sent + i);
-		if (wbench_write_all(fd, buf, n * frame_len) != 0)
-			break;
-		sent += n;
+		rv = send_some(fd, buf, per_batch * frame_len, deadline);
+		sent += per_batch;
 	}
 	free(buf);
-	shutdown(fd, SHUT_WR);
-	while (read(fd, &byte, 1) > 0)
-		;
-	return sent == total ? 0 : -1;
+	return rv == 1 ? 0 : -1;
 }
 
 /* raw_echo reads whatever arrived and writes back every whole frame. */

@@ -72,7 +72,20 @@ wbench_result_latency(wbench_result *r, const struct weft_histogram *h)
 bool
 wbench_result_ok(const wbench_opts *o, const wbench_result *r)
 {
-	return r->errors == 0 && r->received == o->warmup + o->count;
+	/* The last read may hold messages past the run's end: checked,
+	 * not measured. */
+	return r->errors == 0 && r->received >= r->warmup + o->count &&
+	       r->measured > 0;
+}
+
+bool
+wbench_warmup_over(const wbench_opts *o, uint64_t done, uint64_t first_ns,
+                   uint64_t now_ns)
+{
+	if (!o->warmup_by_time)
+		return done >= o->warmup_count;
+	return first_ns != 0 &&
+	       (double)(now_ns - first_ns) >= o->warmup_s * 1e9;
 }
 
 static int
@@ -118,6 +131,7 @@ wbench_result_median(const wbench_result *runs, unsigned n, wbench_result *out)
 #define MED_D(f) out->f = median_of(runs, n, offsetof(wbench_result, f), tmp)
 #define MED_U(f) out->f = median_u64(runs, n, offsetof(wbench_result, f), tmp)
 	MED_U(received);
+	MED_U(warmup);
 	MED_U(measured);
 	MED_D(seconds);
 	MED_D(msgs_per_s);
@@ -228,13 +242,19 @@ wbench_report_print(const wbench_report *rep, FILE *out)
 	const wbench_opts *o = rep->opts;
 	unsigned runs = rep->nruns[0] ? rep->nruns[0] : rep->nruns[1];
 
+	char warm[48];
+
+	if (o->warmup_by_time)
+		snprintf(warm, sizeof(warm), "%g s", o->warmup_s);
+	else
+		snprintf(warm, sizeof(warm), "%llu",
+		         (unsigned long long)o->warmup_count);
 	fprintf(out,
-	        "weft-bench %s: %zu B x %llu %s (warm-up %llu), %s%u run%s\n",
+	        "weft-bench %s: %zu B x %llu %s (warm-up %s), %s%u run%s\n",
 	        wbench_workload_name(o->workload), o->size,
 	        (unsigned long long)o->count,
-	        o->workload == WBENCH_THROUGHPUT ? "msgs" : "round trips",
-	        (unsigned long long)o->warmup, runs > 1 ? "median of " : "",
-	        runs, runs > 1 ? "s" : "");
+	        o->workload == WBENCH_THROUGHPUT ? "msgs" : "round trips", warm,
+	        runs > 1 ? "median of " : "", runs, runs > 1 ? "s" : "");
 	if (o->workload == WBENCH_THROUGHPUT)
 		print_throughput(rep, out);
 	else
@@ -251,27 +271,33 @@ wbench_report_print(const wbench_report *rep, FILE *out)
 static void
 json_result(FILE *f, const wbench_result *r, const char *indent)
 {
+	const struct {
+		const char *name;
+		double v;
+	} lat[] = {
+	    {"mean_ns", r->mean_ns},       {"min_ns", (double)r->min_ns},
+	    {"p50_ns", (double)r->p50_ns}, {"p90_ns", (double)r->p90_ns},
+	    {"p99_ns", (double)r->p99_ns}, {"p999_ns", (double)r->p999_ns},
+	    {"max_ns", (double)r->max_ns},
+	};
+	/* A throughput run measures no round trips. */
+	bool timed = r->max_ns > 0;
+
 	fprintf(f,
-	        "{\n%s  \"received\": %llu,\n%s  \"errors\": %llu,\n"
-	        "%s  \"measured\": %llu,\n%s  \"seconds\": %.9f,\n"
-	        "%s  \"msgs_per_s\": %.3f,\n%s  \"mb_per_s\": %.3f",
+	        "{\n%s  \"received\": %llu,\n%s  \"warmup\": %llu,\n"
+	        "%s  \"errors\": %llu,\n%s  \"measured\": %llu,\n"
+	        "%s  \"seconds\": %.9f,\n%s  \"msgs_per_s\": ",
 	        indent, (unsigned long long)r->received, indent,
+	        (unsigned long long)r->warmup, indent,
 	        (unsigned long long)r->errors, indent,
-	        (unsigned long long)r->measured, indent, r->seconds, indent,
-	        r->msgs_per_s, indent, r->mb_per_s);
-	if (r->max_ns > 0)
-		fprintf(f,
-		        ",\n%s  \"mean_ns\": %.1f,\n%s  \"min_ns\": %llu,\n"
-		        "%s  \"p50_ns\": %llu,\n%s  \"p90_ns\": %llu,\n"
-		        "%s  \"p99_ns\": %llu,\n%s  \"p999_ns\": %llu,\n"
-		        "%s  \"max_ns\": %llu",
-		        indent, r->mean_ns, indent,
-		        (unsigned long long)r->min_ns, indent,
-		        (unsigned long long)r->p50_ns, indent,
-		        (unsigned long long)r->p90_ns, indent,
-		        (unsigned long long)r->p99_ns, indent,
-		        (unsigned long long)r->p999_ns, indent,
-		        (unsigned long long)r->max_ns);
+	        (unsigned long long)r->measured, indent, r->seconds, indent);
+	wbench_json_num(f, "%.3f", r->msgs_per_s, r->measured > 0);
+	fprintf(f, ",\n%s  \"mb_per_s\": ", indent);
+	wbench_json_num(f, "%.3f", r->mb_per_s, r->measured > 0);
+	for (size_t i = 0; i < sizeof(lat) / sizeof(lat[0]); i++) {
+		fprintf(f, ",\n%s  \"%s\": ", indent, lat[i].name);
+		wbench_json_num(f, "%.1f", lat[i].v, timed);
+	}
 	fprintf(f, "\n%s}", indent);
 }
 
@@ -289,6 +315,14 @@ json_impl(FILE *f, const wbench_report *rep, int i)
 	fprintf(f, "\n      ]\n    }");
 }
 
+/* json_quotient writes a/b, or null where b was not measured. */
+static void
+json_quotient(FILE *f, const char *name, double a, double b)
+{
+	fprintf(f, "%s\"%s\": ", strcmp(name, "msgs_per_s") ? ", " : "", name);
+	wbench_json_num(f, "%.4f", b > 0 ? a / b : 0, a > 0 && b > 0);
+}
+
 static void
 json_ratio(FILE *f, const wbench_report *rep)
 {
@@ -298,17 +332,16 @@ json_ratio(FILE *f, const wbench_report *rep)
 		w = &rep->median[1];
 		r = &rep->median[0];
 	}
-	fprintf(f,
-	        ",\n  \"%s\": {\"msgs_per_s\": %.4f, "
-	        "\"mb_per_s\": %.4f",
-	        rep->opts->tls_compare ? "tls_over_plain" : "weft_over_raw",
-	        r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0,
-	        r->mb_per_s > 0 ? w->mb_per_s / r->mb_per_s : 0);
-	if (rep->opts->workload == WBENCH_LATENCY)
-		fprintf(f, ", \"p50\": %.4f, \"p99\": %.4f, \"p999\": %.4f",
-		        ratio(w->p50_ns, r->p50_ns),
-		        ratio(w->p99_ns, r->p99_ns),
-		        ratio(w->p999_ns, r->p999_ns));
+	fprintf(f, ",\n  \"%s\": {",
+	        rep->opts->tls_compare ? "tls_over_plain" : "weft_over_raw");
+	json_quotient(f, "msgs_per_s", w->msgs_per_s, r->msgs_per_s);
+	json_quotient(f, "mb_per_s", w->mb_per_s, r->mb_per_s);
+	if (rep->opts->workload == WBENCH_LATENCY) {
+		json_quotient(f, "p50", (double)w->p50_ns, (double)r->p50_ns);
+		json_quotient(f, "p99", (double)w->p99_ns, (double)r->p99_ns);
+		json_quotient(f, "p999", (double)w->p999_ns,
+		              (double)r->p999_ns);
+	}
 	fprintf(f, "}");
 }
 
@@ -323,13 +356,20 @@ wbench_report_json(const wbench_report *rep, const char *path)
 		perror(path);
 		return -1;
 	}
+	fputs("{\n", f);
+	wbench_json_env(f, o);
 	fprintf(f,
-	        "{\n  \"workload\": \"%s\",\n  \"size\": %zu,\n"
-	        "  \"count\": %llu,\n  \"warmup\": %llu,\n  \"seed\": %llu,\n"
+	        "  \"workload\": \"%s\",\n  \"size\": %zu,\n"
+	        "  \"count\": %llu,\n  \"warmup_count\": ",
+	        wbench_workload_name(o->workload), o->size,
+	        (unsigned long long)o->count);
+	wbench_json_num(f, "%.0f", (double)o->warmup_count, !o->warmup_by_time);
+	fputs(",\n  \"warmup_s\": ", f);
+	wbench_json_num(f, "%g", o->warmup_s, o->warmup_by_time);
+	fprintf(f,
+	        ",\n  \"seed\": %llu,\n"
 	        "  \"batch\": %zu,\n  \"verify\": %s,\n  \"tls\": %s,\n"
 	        "  \"impls\": {\n",
-	        wbench_workload_name(o->workload), o->size,
-	        (unsigned long long)o->count, (unsigned long long)o->warmup,
 	        (unsigned long long)o->seed, o->batch,
 	        o->verify ? "true" : "false",
 	        o->tls_dir != NULL ? "true" : "false");

@@ -20,6 +20,7 @@
 #ifndef WBENCH_H
 #define WBENCH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,10 +29,17 @@
 enum wbench_workload {
 	WBENCH_THROUGHPUT,
 	WBENCH_LATENCY,
-	WBENCH_CLUSTER,      /* P node processes asking each other */
-	WBENCH_RPC,          /* C client processes asking one server */
-	WBENCH_MIX,          /* clients of the replicated key-value service */
-	WBENCH_CLUSTER_NODE, /* one of them (started by cluster or rpc) */
+	WBENCH_CLUSTER, /* P node processes asking each other */
+	WBENCH_RPC,     /* C client processes asking one server */
+	WBENCH_MIX,     /* clients of the replicated key-value service */
+	WBENCH_YCSB,    /* YCSB's core workloads on the key-value service */
+	WBENCH_SMOKE,   /* zk-smoketest's latency test on it */
+	/* The processes the node workloads start (not for users). */
+	WBENCH_CLUSTER_NODE, /* a node, or an rpc or mix client */
+	WBENCH_RPC_CLIENT,   /* rpc --client sync: blocking calls */
+	WBENCH_YCSB_CLIENT,  /* one YCSB client process */
+	WBENCH_SMOKE_CLIENT, /* the smoke test's clients */
+	WBENCH_WORKLOADS
 };
 
 /* The I/O model of a cluster node. */
@@ -67,9 +75,11 @@ typedef struct wbench_opts {
 	enum wbench_impl impl;
 	enum wbench_role role;
 	enum wbench_peer peer;
-	size_t size;         /* payload bytes per message */
-	uint64_t count;      /* measured messages (round trips) */
-	uint64_t warmup;     /* messages (round trips) before measuring */
+	size_t size;           /* payload bytes per message */
+	uint64_t count;        /* measured messages (round trips) */
+	uint64_t warmup_count; /* messages (round trips) before measuring */
+	/* throughput, latency: warm up for warmup_s seconds, not a count */
+	bool warmup_by_time;
 	uint64_t seed;       /* payload pattern */
 	unsigned repeat;     /* runs; the median is reported */
 	size_t batch;        /* messages a sender writes per flush */
@@ -79,6 +89,8 @@ typedef struct wbench_opts {
 	const char *addr;    /* listen or connect address, host:port */
 	const char *json_path;
 	const char *self_exe; /* the binary the peer process runs */
+	int argc;             /* the command line, for the reports */
+	char **argv;
 	/* cluster */
 	enum wbench_io io;
 	unsigned peers;                     /* P node processes */
@@ -87,6 +99,7 @@ typedef struct wbench_opts {
 	double warmup_s, duration_s;
 	unsigned node_index; /* cluster-node: which node this is */
 	bool client;         /* cluster-node: a non-member client, cI */
+	unsigned nclients;   /* ycsb-client: the client processes in all */
 	unsigned client_list[8], nclient_list; /* rpc: --clients 1,4,16 */
 	unsigned depth_list[8], ndepth_list;   /* rpc: --outstanding 1,32 */
 	bool depth_given, peers_given, clients_given, size_given;
@@ -113,11 +126,38 @@ typedef struct wbench_opts {
 	double rate; /* cluster --rate: requests/s per node (open loop) */
 	double slow_fraction; /* cluster: share of requests handled slowly */
 	double slow_ms;       /* their extra handling time */
+	/* rpc: WBENCH_CLIENT_* and WBENCH_HANDLERS_* sets to run */
+	unsigned client_modes, handler_modes;
+	bool handlers_pool; /* cluster-node: the echo verb on the pool */
+	/* ycsb */
+	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
+	unsigned nycsb_list;  /* how many */
+	int distribution;     /* WBENCH_DIST_*, 0: the workload's */
+	uint64_t records;     /* records loaded first */
+	uint64_t operations;  /* run phase: 0: --duration */
+	unsigned threads;     /* operations in flight in all */
+	unsigned scan_length; /* longest scan (uniform 1 to it) */
+	bool duration_given;  /* --duration on the command line */
+	bool warmup_given, keys_given;
 } wbench_opts;
+
+#define WBENCH_CLIENT_ASYNC 1u
+#define WBENCH_CLIENT_SYNC 2u
+#define WBENCH_HANDLERS_INLINE 1u
+#define WBENCH_HANDLERS_POOL 2u
+
+/* YCSB's request distributions. */
+enum wbench_dist {
+	WBENCH_DIST_DEFAULT,
+	WBENCH_DIST_ZIPFIAN, /* scrambled zipfian, constant 0.99 */
+	WBENCH_DIST_UNIFORM,
+	WBENCH_DIST_LATEST, /* zipfian over the newest records */
+};
 
 /* The figures of one run (or the medians of several). */
 typedef struct wbench_result {
 	uint64_t received; /* messages (round trips) completed, warm-up too */
+	uint64_t warmup;   /* of which the warm-up's */
 	uint64_t errors;   /* out-of-order, lost, malformed or corrupt */
 	uint64_t measured; /* messages (round trips) inside the window */
 	double seconds;    /* the measured window */
@@ -140,7 +180,25 @@ void wbench_opts_default(wbench_opts *o);
 int wbench_opts_parse(wbench_opts *o, int argc, char **argv);
 const char *wbench_workload_name(enum wbench_workload w);
 const char *wbench_impl_name(enum wbench_impl impl);
+/* wbench_usage prints the list of workloads; wbench_usage_workload the
+ * options of one. */
 void wbench_usage(FILE *out);
+void wbench_usage_workload(FILE *out, enum wbench_workload w);
+
+/* optval.c: option values. */
+/* wbench_parse_seconds reads "2", "0.5" or "2s" (0 to 86400). */
+int wbench_parse_seconds(const char *s, double *out);
+/* wbench_parse_double reads a number in [lo, hi]. */
+int wbench_parse_double(const char *s, double lo, double hi, double *out);
+/* wbench_parse_num reads a count with an optional suffix: k, M, G (10^3)
+ * or with binary, K/Ki/KiB, M/Mi/MiB, G/Gi/GiB (2^10). */
+int wbench_parse_num(const char *s, bool binary, uint64_t *out);
+/* wbench_parse_list reads up to max counts in [lo, hi]: "1", "1,4,16". */
+int wbench_parse_list(const char *s, unsigned long lo, unsigned long hi,
+                      unsigned *out, unsigned max, unsigned *n);
+/* wbench_parse_words reads a list of words of names[] (NULL-ended) into
+ * a set of bits (1 << index); "both" is every word. */
+int wbench_parse_words(const char *s, const char *const *names, unsigned *set);
 
 /* payload.c: building and checking messages. */
 void wbench_pattern_fill(uint8_t *buf, size_t size, uint64_t seed);
@@ -228,8 +286,14 @@ void wbench_result_rates(wbench_result *r, size_t size);
 /* wbench_result_median puts the median of every figure of runs[n] in out. */
 void wbench_result_median(const wbench_result *runs, unsigned n,
                           wbench_result *out);
-/* wbench_result_ok is true when every message arrived exactly once. */
+/* wbench_result_ok is true when every message arrived exactly once and
+ * the run measured some. */
 bool wbench_result_ok(const wbench_opts *o, const wbench_result *r);
+/* wbench_warmup_over tells a measuring half whether its warm-up has
+ * ended: after --warmup-count messages (done), or --warmup seconds since
+ * the first one (first_ns, 0: none yet). */
+bool wbench_warmup_over(const wbench_opts *o, uint64_t done, uint64_t first_ns,
+                        uint64_t now_ns);
 
 /* All runs of one invocation, per implementation. */
 typedef struct wbench_report {
@@ -244,6 +308,16 @@ typedef struct wbench_report {
 const char *wbench_slot_name(const wbench_opts *o, int i);
 void wbench_report_print(const wbench_report *rep, FILE *out);
 int wbench_report_json(const wbench_report *rep, const char *path);
+
+/* json.c: the --json reports' common parts. */
+/* wbench_json_env writes the "key": value lines (each ending in a comma)
+ * that every report opens with: weft_version, commit, date (UTC), host,
+ * cpu, cpus, kernel and command (o->argv, quoted as a shell would). */
+void wbench_json_env(FILE *f, const wbench_opts *o);
+/* wbench_json_str writes s as a JSON string. */
+void wbench_json_str(FILE *f, const char *s);
+/* wbench_json_num writes v with fmt, or null when it was not measured. */
+void wbench_json_num(FILE *f, const char *fmt, double v, bool measured);
 
 /* lathist.c: a compact latency histogram (about 3% buckets) that a
  * request slot keeps for itself and a node process prints for the
@@ -261,6 +335,8 @@ uint64_t wbench_lat_value(unsigned i);
 /* wbench_lat_print writes "hist i:count ..." (one line); _parse reads it
  * into a weft_histogram. */
 void wbench_lat_print(const wbench_lat *l, FILE *out);
+/* wbench_lat_print_as names the line otherwise ("hist-get"). */
+void wbench_lat_print_as(const wbench_lat *l, const char *name, FILE *out);
 /* wbench_lat_bucket is the bucket of a value; wbench_lat_percentile the
  * value at or below which p percent of counts[WBENCH_LAT_BUCKETS] lie
  * (0 when empty), for progress lines. */
@@ -286,6 +362,65 @@ void wbench_csv_row_init(wbench_csv_row *r, const wbench_opts *o);
 /* wbench_csv_write writes the header and n rows to path; 0 or -1. */
 int wbench_csv_write(const char *path, const wbench_csv_row *rows, unsigned n);
 
+/* procs.c: the processes of a node workload. */
+#define WBENCH_ARGV_MAX 72
+
+/* An argument list built word by word (the words are copied). */
+typedef struct wbench_argv {
+	char *v[WBENCH_ARGV_MAX];
+	char text[8192];
+	size_t used;
+	int n;
+} wbench_argv;
+
+/* wbench_argv_init starts the list "exe subcommand". */
+void wbench_argv_init(wbench_argv *a, const char *exe, const char *subcommand);
+void wbench_argv_add(wbench_argv *a, const char *word);
+/* wbench_argv_addf adds name and the printf-style value after it. */
+void wbench_argv_addf(wbench_argv *a, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One process, seen from the one that started it. */
+typedef struct wbench_proc {
+	int pid; /* -1: none */
+	int in_fd, out_fd;
+	char *buf; /* what it printed, not yet split into lines */
+	size_t have;
+	bool dead; /* its output ended */
+} wbench_proc;
+
+/*
+ * A group of processes. The caller sets the callbacks: on_line gets each
+ * whole line a process prints (without the newline), reached tells
+ * whether process i has reached a phase (the caller's numbering), and
+ * progress, if set, runs after every poll (at least every 200 ms).
+ */
+typedef struct wbench_procs wbench_procs;
+struct wbench_procs {
+	unsigned n;
+	wbench_proc *p;
+	void (*on_line)(wbench_procs *g, unsigned i, const char *line);
+	bool (*reached)(const wbench_procs *g, unsigned i, int phase);
+	void (*progress)(wbench_procs *g);
+	void *arg; /* the caller's */
+};
+
+/* wbench_procs_init makes room for n processes; 0 or -1. */
+int wbench_procs_init(wbench_procs *g, unsigned n);
+/* wbench_procs_spawn starts process i with a (a->v[0] is the binary). */
+int wbench_procs_spawn(wbench_procs *g, unsigned i, const wbench_argv *a);
+/* wbench_procs_pump reads the processes until those in [from, to) have
+ * all reached phase: 0, or -1 if one of them died first or the time is
+ * up. */
+int wbench_procs_pump(wbench_procs *g, int phase, unsigned from, unsigned to,
+                      uint64_t timeout_ms);
+/* wbench_procs_tell writes line to the processes in [from, to). */
+int wbench_procs_tell(wbench_procs *g, unsigned from, unsigned to,
+                      const char *line);
+/* wbench_procs_reap closes the pipes and waits for every process (killed
+ * first when failed); frees the group. */
+void wbench_procs_reap(wbench_procs *g, bool failed);
+
 /* cluster.c, cnode.c */
 /* The merged figures of one cluster, rpc or mix run. */
 typedef struct wbench_cresult {
@@ -301,10 +436,63 @@ typedef struct wbench_cresult {
 	int first_error;
 	unsigned clients, depth; /* rpc, mix */
 	int read_pct;            /* mix, or -1 */
+	bool sync, pool;         /* rpc: --client sync, --handlers pool */
+	/* rpc: the server alone (0: not measured) */
+	double srv_msgs_per_wakeup, srv_cpu_us_per_op;
+	/* mix: gets and puts apart */
+	uint64_t gets, puts;
+	double get_ops_per_s, put_ops_per_s;
+	double get_p50_us, get_p99_us, put_p50_us, put_p99_us;
 } wbench_cresult;
 
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);
+const char *wbench_io_name(enum wbench_io io);
+
+/* plot.c: --plot with gnuplot. */
+#define WBENCH_PLOT_SERIES 16
+#define WBENCH_PLOT_POINTS 64
+
+typedef struct wbench_plot_series {
+	char title[64];
+	unsigned n;
+	double x[WBENCH_PLOT_POINTS], y[WBENCH_PLOT_POINTS];
+} wbench_plot_series;
+
+/* One panel: its axes (xtics: gnuplot's list, such as "'a' 1, 'b' 2",
+ * or NULL) and series. */
+typedef struct wbench_plot_panel {
+	const char *xlabel, *ylabel, *xtics;
+	bool logx, logy;
+	bool points; /* points only: x is a category, not a scale */
+	unsigned nseries;
+	wbench_plot_series series[WBENCH_PLOT_SERIES];
+} wbench_plot_panel;
+
+/* wbench_plot_add adds (x, y) to the series of that title (made if new;
+ * a y that a log scale cannot show is left out). */
+void wbench_plot_add(wbench_plot_panel *p, const char *title, double x,
+                     double y);
+/* wbench_plot_script writes the gnuplot script of n panels side by side
+ * into png; -1 (nothing written) when no panel has a point. */
+int wbench_plot_script(FILE *gp, const char *png, const char *title,
+                       const wbench_plot_panel *panels, unsigned n);
+/* wbench_plot_draw runs the script through gnuplot; 0 or -1. */
+int wbench_plot_draw(const char *png, const char *title,
+                     const wbench_plot_panel *panels, unsigned n);
+
+/* creport.c: the cluster, rpc and mix tables, and their files. */
+void wbench_cprint_header(const wbench_opts *o, FILE *out);
+void wbench_cprint_row(const wbench_opts *o, const wbench_cresult *r,
+                       FILE *out);
+/* wbench_cprint_ratio prints loop against threads at one P. */
+void wbench_cprint_ratio(const wbench_cresult *loop, const wbench_cresult *thr,
+                         FILE *out);
+/* wbench_cwrite_reports writes --json, --csv and --md; 0 or -1. */
+int wbench_cwrite_reports(const wbench_opts *o, const wbench_cresult *rows,
+                          unsigned n);
+/* wbench_cplot draws --plot with gnuplot; 0 or -1. */
+int wbench_cplot(const wbench_opts *o, const wbench_cresult *rows, unsigned n);
 /* wbench_cresult_latency fills r's latency figures from lat. */
 void wbench_cresult_latency(wbench_cresult *r,
                             const struct weft_histogram *lat);
@@ -340,6 +528,103 @@ typedef struct wbench_load_answer {
  * changes neither. */
 int wbench_load_answer_read(const void *data, size_t len, wbench_load_answer *a,
                             struct weft_histogram *h);
+
+/* child.c: the client processes' common parts. */
+struct weft_msvc;
+struct weft_msvc_config;
+struct weft_msvc_peer;
+struct weft_tls_ctx;
+
+/* An answer that arrived but is not what was asked for (a value of
+ * another key, a scan out of order): weft-bench's own status. */
+#define WBENCH_EUNEXPECTED (-1000)
+
+/* wbench_child_say prints one line to the coordinator (and flushes). */
+void wbench_child_say(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+/* wbench_child_expect reads the coordinator's next line into line (the
+ * newline cut); 0 if it starts with word, else -1. */
+int wbench_child_expect(const char *word, char *line, size_t len);
+/* wbench_client_config makes the run's config: members n0 to nP-1 on
+ * 127.0.0.1 (ports from the "ports" line), limits as the members'. */
+int wbench_client_config(const wbench_opts *o, struct weft_msvc_config **out);
+/* wbench_client_tls, under --tls, sets cfg's [tls] for client id and
+ * makes its context (*out; NULL in plaintext). 0 or -1. */
+int wbench_client_tls(const wbench_opts *o, struct weft_msvc_config *cfg,
+                      const char *id, struct weft_tls_ctx **out);
+/* wbench_client_set_ports reads "ports P0 P1 ..." into svc and fills
+ * peers[npeers]. 0 or -1. */
+int wbench_client_set_ports(struct weft_msvc *svc, const char *line,
+                            unsigned npeers, struct weft_msvc_peer **peers);
+
+/* A reply that did not come in the time a blocking call waited. */
+#define WBENCH_ENOREPLY (-1001)
+
+/*
+ * A blocking call: one request at a time, whose reply callback
+ * (wbench_call_reply, with the call as its argument) wakes the thread
+ * waiting for it. A reply while none is awaited is a duplicate, counted.
+ * check, if set, judges a successful answer (false: the status becomes
+ * WBENCH_EUNEXPECTED).
+ */
+typedef struct wbench_call wbench_call;
+struct wbench_call {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool in_flight;
+	int status;
+	uint64_t replies, duplicates;
+	bool (*check)(const void *data, size_t len, void *arg);
+	void *arg;
+};
+
+void wbench_call_init(wbench_call *c);
+void wbench_call_fini(wbench_call *c);
+/* wbench_call_start marks a request in flight, before it is sent;
+ * wbench_call_cancel takes the mark back when the send is refused. */
+void wbench_call_start(wbench_call *c);
+void wbench_call_cancel(wbench_call *c);
+void wbench_call_reply(struct weft_msvc *svc, int status, const void *data,
+                       size_t len, void *arg);
+/* wbench_call_wait waits for the reply: its status, or WBENCH_ENOREPLY
+ * after timeout_ms. */
+int wbench_call_wait(wbench_call *c, uint64_t timeout_ms);
+/* wbench_call_counts reads the replies and duplicates so far. */
+void wbench_call_counts(wbench_call *c, uint64_t *replies,
+                        uint64_t *duplicates);
+
+/* wbench_sleep_until sleeps until weft_now_ns() reaches t_ns. */
+void wbench_sleep_until(uint64_t t_ns);
+
+/* The process's resource use: getrusage and /proc/self/status. */
+typedef struct wbench_rusage {
+	uint64_t vcsw, ivcsw, user_us, sys_us, rss_kb, threads;
+} wbench_rusage;
+
+void wbench_rusage_read(wbench_rusage *u);
+
+/* What a client process reports (the "result" line cnode.c prints). */
+typedef struct wbench_child_figs {
+	uint64_t ops, errors, wakeups, msgs_in, sent, replies, duplicates;
+	int first_error;
+} wbench_child_figs;
+
+/* wbench_child_result prints the result line, the usage over the window
+ * (before to after). */
+void wbench_child_result(const wbench_child_figs *f,
+                         const wbench_rusage *before,
+                         const wbench_rusage *after);
+
+/* rpcclient.c: rpc --client sync, one process of D threads. */
+int wbench_rpc_client(const wbench_opts *o);
+
+/* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
+int wbench_ycsb_run(const wbench_opts *o);
+int wbench_ycsb_client(const wbench_opts *o);
+
+/* smoke.c, smokeclient.c: the smoke workload and its client process. */
+int wbench_smoke_run(const wbench_opts *o);
+int wbench_smoke_client(const wbench_opts *o);
 
 /* run.c */
 /* wbench_run runs the whole invocation described by o: R repetitions of

@@ -46,11 +46,12 @@ typedef struct side {
 	weft_tls_ctx *tls; /* --tls: this half's context, or NULL */
 	weft_timer *timer; /* progress, or connect retries */
 	wbench_progress prog;
-	uint64_t total;    /* warm-up + count */
+	uint64_t total;    /* warm-up + count; UINT64_MAX: not known yet */
+	uint64_t warm;     /* warm-up messages; UINT64_MAX: not over yet */
 	uint64_t sent;     /* messages written (pings, for latency) */
 	uint64_t received; /* messages read (echoes, for latency) */
 	uint64_t errors;
-	uint64_t start_ns, end_ns, start_received, ping_ns;
+	uint64_t start_ns, end_ns, start_received, ping_ns, first_ns;
 	bool pump_posted;
 	/* Set once on the loop, read by the waiting thread under lock. */
 	pthread_mutex_t lock;
@@ -91,7 +92,8 @@ side_init(side *s, const wbench_opts *o, const char *id)
 
 	memset(s, 0, sizeof(*s));
 	s->o = o;
-	s->total = o->warmup + o->count;
+	s->warm = o->warmup_by_time ? UINT64_MAX : o->warmup_count;
+	s->total = s->warm == UINT64_MAX ? UINT64_MAX : s->warm + o->count;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -277,12 +279,25 @@ static void
 progress_cb(weft_timer *timer, void *arg)
 {
 	side *s = arg;
-	uint64_t done =
-	    s->received > s->o->warmup ? s->received - s->o->warmup : 0;
+	uint64_t done = s->warm != UINT64_MAX && s->received > s->warm
+	                    ? s->received - s->warm
+	                    : 0;
 
 	(void)timer;
 	wbench_progress_tick(&s->prog, weft_now_ns(), done,
 	                     s->o->workload == WBENCH_LATENCY ? s->rtt : NULL);
+}
+
+/* end_warmup ends the warm-up once it is over, with done messages (round
+ * trips) behind it; the run's total follows. */
+static void
+end_warmup(side *s, uint64_t done, uint64_t now)
+{
+	if (s->warm != UINT64_MAX ||
+	    !wbench_warmup_over(s->o, done, s->first_ns, now))
+		return;
+	s->warm = done;
+	s->total = done + s->o->count;
 }
 
 /* recv_read counts and checks one message; the window runs from the first
@@ -291,10 +306,13 @@ static void
 recv_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	side *s = weft_ctx_state(ctx);
+	uint64_t now = weft_now_ns();
 
 	check_msg(s, type, msg);
-	if (++s->received == s->o->warmup + 1) {
-		s->start_ns = weft_now_ns();
+	s->first_ns = s->first_ns ? s->first_ns : now;
+	end_warmup(s, s->received, now);
+	if (++s->received == s->warm + 1) {
+		s->start_ns = now;
 		s->start_received = s->received;
 	}
 	if (s->received == s->total) {
@@ -308,6 +326,8 @@ static void
 send_ping(side *s, weft_ctx *ctx)
 {
 	s->ping_ns = weft_now_ns();
+	s->first_ns = s->first_ns ? s->first_ns : s->ping_ns;
+	end_warmup(s, s->sent, s->ping_ns);
 	write_msg(s, ctx, s->sent++);
 	weft_ctx_flush(ctx);
 }
@@ -325,7 +345,7 @@ ping_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	uint64_t now = weft_now_ns();
 
 	check_msg(s, type, msg);
-	if (s->received++ >= s->o->warmup) {
+	if (s->received++ >= s->warm) {
 		weft_histogram_record(s->rtt, now - s->ping_ns);
 		if (s->start_ns == 0)
 			s->start_ns = s->ping_ns;
@@ -343,16 +363,16 @@ static void
 measure_inactive(weft_ctx *ctx)
 {
 	side *s = weft_ctx_state(ctx);
+	bool complete = s->total != UINT64_MAX && s->received >= s->total;
 
 	s->ch = NULL;
 	s->ctx = NULL;
-	if (s->received < s->total)
+	if (!complete)
 		fprintf(stderr,
 		        "weft-bench: weft: connection lost after %llu "
-		        "of %llu messages\n",
-		        (unsigned long long)s->received,
-		        (unsigned long long)s->total);
-	finish(s, s->received == s->total ? 0 : -1);
+		        "messages\n",
+		        (unsigned long long)s->received);
+	finish(s, complete ? 0 : -1);
 }
 
 static const weft_handler receiver_handler = {
@@ -393,12 +413,16 @@ static void
 measure_result(side *s, wbench_result *res)
 {
 	res->received = s->received;
-	res->errors = s->errors + (s->received < s->total);
+	res->warmup = s->warm == UINT64_MAX ? s->received : s->warm;
+	res->errors = s->errors + (s->received < res->warmup + s->o->count);
 	if (s->start_ns && s->end_ns > s->start_ns)
 		res->seconds = (double)(s->end_ns - s->start_ns) / 1e9;
 	if (s->o->workload == WBENCH_THROUGHPUT) {
-		res->measured =
-		    s->start_ns ? s->received - s->start_received : 0;
+		/* Messages read past the run's end are checked, not
+		 * measured. */
+		uint64_t last = s->received < s->total ? s->received : s->total;
+
+		res->measured = s->start_ns ? last - s->start_received : 0;
 	} else {
 		res->measured = weft_histogram_count(s->rtt);
 		wbench_result_latency(res, s->rtt);
@@ -522,7 +546,7 @@ echo_read_complete(weft_ctx *ctx)
 }
 
 /* load_inactive: the measuring half closed the connection, which ends the
- * run; a sender that had not sent everything failed. */
+ * run: it counts the messages and judges them. */
 static void
 load_inactive(weft_ctx *ctx)
 {
@@ -530,8 +554,7 @@ load_inactive(weft_ctx *ctx)
 
 	s->ch = NULL;
 	s->ctx = NULL;
-	finish(s, s->o->workload == WBENCH_LATENCY || s->sent == s->total ? 0
-	                                                                  : -1);
+	finish(s, 0);
 }
 
 static const weft_handler sender_handler = {
@@ -633,6 +656,9 @@ wbench_weft_load(const wbench_opts *o)
 	if (side_init(&s, o, "n1") != 0 ||
 	    weft_loop_group_new(1, &s.group) != 0)
 		goto out;
+	/* The sender goes on until the receiver has counted enough and
+	 * closes the connection (or --timeout passes). */
+	s.total = UINT64_MAX;
 	s.loop = weft_loop_group_at(s.group, 0);
 	if (weft_loop_post(s.loop, connect_task, &s) == 0)
 		rv = wait_finish(&s);

@@ -139,6 +139,7 @@ register_verbs(weft_kv *kv)
 	     WEFT_MSVC_CLIENTS},
 	    /* Replicas take writes from the members that coordinate them. */
 	    {WEFT_KV_VERB_REPLICATE, "kv_replicate", weft__kv_on_replicate, 0},
+	    {WEFT_KV_VERB_SCAN, "kv_scan", weft__kv_on_scan, WEFT_MSVC_CLIENTS},
 	};
 	size_t i;
 	int rv;
@@ -241,6 +242,7 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->writes_superseded = load(&c->writes_superseded);
 	out->replica_failures = load(&c->replica_failures);
 	out->bad_requests = load(&c->bad_requests);
+	out->scans = load(&c->scans);
 	out->keys = load(&kv->store.keys);
 	out->value_bytes = load(&kv->store.value_bytes);
 }
@@ -275,6 +277,7 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	     s->replica_failures},
 	    {"bad_requests_total", "counter", "malformed requests",
 	     s->bad_requests},
+	    {"scans_total", "counter", "scan requests answered", s->scans},
 	    {"keys", "gauge", "keys held, tombstones included", s->keys},
 	    {"value_bytes", "gauge", "bytes of live values", s->value_bytes},
 	};

@@ -62,8 +62,54 @@ struct weft__kv_shard {
 
 #define WEFT__KV_SHARDS 64
 
+/* ---- The ordered index (index.c) --------------------------------------- */
+
+/* The most levels of the skip list: enough for 4^16 keys. */
+#define WEFT__KV_INDEX_HEIGHT 16
+
+struct weft__kv_index_node;
+
+/*
+ * Every key the store holds, in byte order (weft__kv_key_cmp), tombstones
+ * included. Entries are linked once and never unlinked; walks take the
+ * read lock, links the write lock, and neither holds a shard's lock while
+ * taking this one.
+ */
+struct weft__kv_index {
+	pthread_rwlock_t lock;
+	struct weft__kv_index_node *head; /* a node of every height */
+	size_t len;
+};
+
+/* weft__kv_key_cmp orders keys bytewise, a prefix first: <0, 0 or >0. */
+int weft__kv_key_cmp(const void *a, size_t a_len, const void *b, size_t b_len);
+int weft__kv_index_init(struct weft__kv_index *ix);
+/* weft__kv_index_fini frees the nodes, not the entries. */
+void weft__kv_index_fini(struct weft__kv_index *ix);
+/* weft__kv_index_node_new makes the node that will link e (not yet
+ * linked), or returns NULL when memory runs out. */
+struct weft__kv_index_node *weft__kv_index_node_new(struct weft__kv_entry *e);
+/* weft__kv_index_link links a node made for an entry not in the index.
+ * Takes the write lock. Any thread. */
+void weft__kv_index_link(struct weft__kv_index *ix,
+                         struct weft__kv_index_node *n);
+
+/* A walk's visitor: true to go on to the next entry. */
+typedef bool (*weft__kv_index_visit_cb)(struct weft__kv_entry *e, void *arg);
+
+/*
+ * weft__kv_index_walk calls visit for each entry whose key is start or
+ * sorts after it, in order, until visit returns false, under the read
+ * lock (visit may take a shard's lock, not the index's). Returns the
+ * entries visited. Any thread.
+ */
+size_t weft__kv_index_walk(struct weft__kv_index *ix, const void *start,
+                           size_t start_len, weft__kv_index_visit_cb visit,
+                           void *arg);
+
 struct weft__kv_store {
 	struct weft__kv_shard shards[WEFT__KV_SHARDS];
+	struct weft__kv_index index;
 	uint64_t seed[2]; /* SipHash key: keys from the network */
 	_Atomic uint64_t keys;
 	_Atomic uint64_t value_bytes;
@@ -97,6 +143,15 @@ int weft__kv_store_apply(struct weft__kv_store *s, const void *key,
 struct weft__kv_blob *weft__kv_store_get(struct weft__kv_store *s,
                                          const void *key, size_t key_len,
                                          struct weft__kv_version *ver);
+
+/*
+ * weft__kv_store_entry_value returns e's value with a reference for the
+ * caller, or NULL for a tombstone; ver, if not NULL, receives its version.
+ * e is an entry of s (from a walk of its index). Any thread.
+ */
+struct weft__kv_blob *weft__kv_store_entry_value(struct weft__kv_store *s,
+                                                 const struct weft__kv_entry *e,
+                                                 struct weft__kv_version *ver);
 
 /* SipHash-2-4 of data under a 128-bit key. */
 uint64_t weft__kv_siphash(const uint64_t key[2], const void *data, size_t len);
@@ -150,6 +205,11 @@ int weft__kv_decode_key(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_replicate(const void *p, size_t n,
                               struct weft__kv_req *out);
+/* weft__kv_decode_scan reads [start: bin, count: uint]: a start key of 0
+ * to WEFT_KV_MAX_KEY bytes (in key, key_len) and a count of 1 to
+ * WEFT_KV_MAX_SCAN (in *count). */
+int weft__kv_decode_scan(const void *p, size_t n, struct weft__kv_req *out,
+                         uint32_t *count);
 
 /* ---- Configuration (config.c) ------------------------------------------ */
 
@@ -192,7 +252,8 @@ int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 struct weft__kv_counters {
 	_Atomic uint64_t gets, get_misses, puts, deletes, writes_acked;
 	_Atomic uint64_t quorum_failures, replicas_applied, replicas_stale;
-	_Atomic uint64_t replica_failures, bad_requests, replicas_refused;
+	_Atomic uint64_t replica_failures, bad_requests, replicas_refused,
+	    scans;
 	_Atomic uint64_t writes_superseded;
 };
 
@@ -227,6 +288,9 @@ int weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
 void weft__kv_on_put(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 void weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 void weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+
+/* scan.c: ordered scans of this node's replica. */
+void weft__kv_on_scan(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 
 static inline void
 weft__kv_count(_Atomic uint64_t *c)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* store.c: one node's replica: sharded hash tables of versioned values. */
+/* store.c: one node's replica: sharded hash tables of versioned values,
+ * and the ordered index of their keys (index.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -116,6 +117,8 @@ weft__kv_store_init(struct weft__kv_store *s)
 		s->seed[0] = weft_now_ns();
 		s->seed[1] = (uint64_t)(uintptr_t)s ^ weft_wall_ms();
 	}
+	if (weft__kv_index_init(&s->index) != 0)
+		return WEFT_ENOMEM;
 	for (i = 0; i < WEFT__KV_SHARDS; i++) {
 		if (pthread_mutex_init(&s->shards[i].lock, NULL) != 0)
 			goto err_locks;
@@ -125,6 +128,7 @@ weft__kv_store_init(struct weft__kv_store *s)
 err_locks:
 	while (i-- > 0)
 		pthread_mutex_destroy(&s->shards[i].lock);
+	weft__kv_index_fini(&s->index);
 	return WEFT_ENOMEM;
 }
 
@@ -145,6 +149,7 @@ weft__kv_store_fini(struct weft__kv_store *s)
 		free(sh->slots);
 		pthread_mutex_destroy(&sh->lock);
 	}
+	weft__kv_index_fini(&s->index);
 }
 
 static struct weft__kv_shard *
@@ -196,10 +201,12 @@ grow(struct weft__kv_shard *sh)
 	return 0;
 }
 
-/* Adds a new entry at slot i. Requires the shard's lock. */
+/* Adds a new entry at slot i, and makes the node (*node) that links it
+ * into the index once the shard's lock is released. Requires the lock. */
 static int
 insert(struct weft__kv_store *s, struct weft__kv_shard *sh, uint64_t hash,
-       const void *key, size_t key_len, size_t *slot)
+       const void *key, size_t key_len, size_t *slot,
+       struct weft__kv_index_node **node)
 {
 	struct weft__kv_entry *e;
 	int rv;
@@ -214,6 +221,10 @@ insert(struct weft__kv_store *s, struct weft__kv_shard *sh, uint64_t hash,
 	e->hash = hash;
 	e->key_len = (uint32_t)key_len;
 	memcpy(e->key, key, key_len);
+	if ((*node = weft__kv_index_node_new(e)) == NULL) {
+		free(e);
+		return WEFT_ENOMEM;
+	}
 	sh->slots[*slot] = e;
 	sh->len++;
 	atomic_fetch_add_explicit(&s->keys, 1, memory_order_relaxed);
@@ -227,6 +238,7 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 {
 	uint64_t hash = weft__kv_siphash(s->seed, key, key_len);
 	struct weft__kv_shard *sh = shard_for(s, hash);
+	struct weft__kv_index_node *node = NULL;
 	struct weft__kv_blob *old;
 	struct weft__kv_entry *e;
 	size_t slot;
@@ -237,9 +249,10 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 		goto out;
 	slot = find_slot(sh, hash, key, key_len);
 	if (sh->slots[slot] == NULL &&
-	    (rv = insert(s, sh, hash, key, key_len, &slot)) != 0)
+	    (rv = insert(s, sh, hash, key, key_len, &slot, &node)) != 0)
 		goto out;
 	e = sh->slots[slot];
+	/* A new entry has no version yet, so it never takes this exit. */
 	if (e->ver.origin != NULL &&
 	    (cmp = weft__kv_version_cmp(ver, &e->ver)) <= 0) {
 		rv = cmp < 0 ? WEFT__KV_SUPERSEDED : WEFT__KV_HELD;
@@ -252,6 +265,8 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 	e->ver = *ver;
 	rv = WEFT__KV_APPLIED;
 	pthread_mutex_unlock(&sh->lock);
+	if (node != NULL)
+		weft__kv_index_link(&s->index, node);
 	atomic_fetch_add_explicit(&s->value_bytes, value ? value->len : 0,
 	                          memory_order_relaxed);
 	if (old != NULL) {
@@ -285,6 +300,23 @@ weft__kv_store_get(struct weft__kv_store *s, const void *key, size_t key_len,
 		if (ver != NULL)
 			*ver = e->ver;
 	}
+	pthread_mutex_unlock(&sh->lock);
+	return b;
+}
+
+struct weft__kv_blob *
+weft__kv_store_entry_value(struct weft__kv_store *s,
+                           const struct weft__kv_entry *e,
+                           struct weft__kv_version *ver)
+{
+	struct weft__kv_shard *sh = shard_for(s, e->hash);
+	struct weft__kv_blob *b;
+
+	pthread_mutex_lock(&sh->lock);
+	if ((b = e->value) != NULL)
+		weft__kv_blob_ref(b);
+	if (ver != NULL)
+		*ver = e->ver;
 	pthread_mutex_unlock(&sh->lock);
 	return b;
 }

@@ -7,6 +7,7 @@
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] get KEY
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] put KEY VALUE|-
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] delete KEY
+ *   weft-kv --config FILE [--node ID] [--timeout-ms N] scan START [COUNT]
  *
  * Exit codes: 0 success, 1 the request failed (not found, timeout, ...),
  * 2 bad usage or configuration.
@@ -36,8 +37,9 @@ struct cli {
 	const char *tls_key;
 	uint64_t timeout_ms;
 	const char *cmd;
-	const char *key;
+	const char *key; /* scan: the start key */
 	struct evbuffer *value;
+	unsigned long scan_count;
 	/* The answer, from a loop thread. */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -49,15 +51,19 @@ struct cli {
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: weft-kv --config FILE [--node ID] [--timeout-ms N] "
-	           "[--id CLIENT]\n"
-	           "               [--tls-cert FILE --tls-key FILE]\n"
-	           "               get KEY | put KEY VALUE | put KEY - | "
-	           "delete KEY\n"
-	           "  put KEY - reads the value from standard input.\n"
-	           "  With TLS, the certificate must name the client id "
-	           "(--id).\n"
-	           "  weft-kv --help | --version\n");
+	fprintf(f,
+	        "usage: weft-kv --config FILE [--node ID] [--timeout-ms N] "
+	        "[--id CLIENT]\n"
+	        "               [--tls-cert FILE --tls-key FILE]\n"
+	        "               get KEY | put KEY VALUE | put KEY - | "
+	        "delete KEY |\n"
+	        "               scan START [COUNT]\n"
+	        "  put KEY - reads the value from standard input.\n"
+	        "  scan prints up to COUNT (default 10) live keys from START "
+	        "on,\n  KEY<tab>VALUE a line, in order.\n"
+	        "  With TLS, the certificate must name the client id "
+	        "(--id).\n"
+	        "  weft-kv --help | --version\n");
 }
 
 static int
@@ -134,6 +140,14 @@ parse_args(struct cli *c, int argc, char **argv)
 		return 0;
 	if (strcmp(c->cmd, "put") == 0 && args == 3)
 		return read_value(c, argv[optind + 2]) ? EXIT_FAILURE : 0;
+	if (strcmp(c->cmd, "scan") == 0 && (args == 2 || args == 3)) {
+		c->scan_count = 10;
+		if (args == 3)
+			c->scan_count = strtoul(argv[optind + 2], &end, 10);
+		if ((args == 2 || *end == '\0') && c->scan_count > 0 &&
+		    c->scan_count <= WEFT_KV_MAX_SCAN)
+			return 0;
+	}
 bad:
 	usage(stderr);
 	return EXIT_USAGE;
@@ -170,6 +184,10 @@ send_request(struct cli *c, weft_msvc *svc, weft_msvc_peer *node)
 	if (strcmp(c->cmd, "delete") == 0)
 		return weft_kv_client_delete(svc, node, c->key, klen, &opts,
 		                             on_reply, c);
+	if (strcmp(c->cmd, "scan") == 0)
+		return weft_kv_client_scan(svc, node, c->key, klen,
+		                           (uint32_t)c->scan_count, &opts,
+		                           on_reply, c);
 	return weft_kv_client_put(
 	    svc, node, c->key, klen, evbuffer_pullup(c->value, -1),
 	    evbuffer_get_length(c->value), &opts, on_reply, c);
@@ -200,12 +218,42 @@ wait_reply(struct cli *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static void
+print_entry(const void *key, size_t key_len, const void *value,
+            size_t value_len, void *arg)
+{
+	(void)arg;
+	printf("%.*s\t%.*s\n", (int)key_len, (const char *)key, (int)value_len,
+	       (const char *)value);
+}
+
+/* Prints a scan's entries; 0, or WEFT_EINVAL for a malformed answer. */
+static int
+print_scan(struct cli *c)
+{
+	size_t len = evbuffer_get_length(c->reply), next_len;
+	const void *next;
+
+	if (weft_kv_scan_parse(evbuffer_pullup(c->reply, -1), len, print_entry,
+	                       NULL, &next, &next_len) < 0)
+		return WEFT_EINVAL;
+	if (next != NULL)
+		fprintf(stderr, "weft-kv: more from %.*s\n", (int)next_len,
+		        (const char *)next);
+	return 0;
+}
+
 /* Prints the outcome; returns the exit code. */
 static int
 report(struct cli *c)
 {
 	size_t len = evbuffer_get_length(c->reply);
 
+	if (c->status == 0 && strcmp(c->cmd, "scan") == 0 &&
+	    print_scan(c) != 0) {
+		fprintf(stderr, "weft-kv: scan: malformed answer\n");
+		return EXIT_FAILURE;
+	}
 	if (c->status == 0) {
 		if (strcmp(c->cmd, "get") == 0) {
 			fwrite(evbuffer_pullup(c->reply, -1), 1, len, stdout);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* bench_exec.c: see bench_exec.h. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -18,7 +19,14 @@ extern char **environ;
 int
 run_bench(char **args)
 {
+	return run_bench_to(args, NULL, NULL);
+}
+
+int
+run_bench_to(char **args, const char *out_path, const char *err_path)
+{
 	char *argv[32] = {WBENCH_EXE};
+	posix_spawn_file_actions_t fa;
 	pid_t pid;
 	int status, i;
 
@@ -28,8 +36,16 @@ run_bench(char **args)
 	argv[++i] = "--timeout";
 	argv[++i] = "20";
 	argv[i + 1] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	if (out_path != NULL)
+		posix_spawn_file_actions_addopen(
+		    &fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (err_path != NULL)
+		posix_spawn_file_actions_addopen(
+		    &fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	assert_int_equal(
-	    posix_spawn(&pid, WBENCH_EXE, NULL, NULL, argv, environ), 0);
+	    posix_spawn(&pid, WBENCH_EXE, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFEXITED(status));
 	return WEXITSTATUS(status);

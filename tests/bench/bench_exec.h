@@ -13,6 +13,9 @@
 /* run_bench runs weft-bench with args (NULL-terminated, at most 28) and a
  * 20 s --timeout, and returns its exit status. */
 int run_bench(char **args);
+/* run_bench_to is run_bench with its standard output and error written
+ * to out_path and err_path (NULL: inherited). */
+int run_bench_to(char **args, const char *out_path, const char *err_path);
 
 /* read_json reads the file at path into text (NUL-terminated) and removes
  * it. */

@@ -808,6 +808,81 @@ test_kv_bad_payloads_fail(void **state)
 	kv_rig_stop(&r);
 }
 
+/* Collects a scan's keys, "k1,k2,...". */
+static void
+join_key(const void *key, size_t key_len, const void *value, size_t value_len,
+         void *arg)
+{
+	char *out = arg;
+
+	(void)value;
+	(void)value_len;
+	snprintf(out + strlen(out), 256 - strlen(out), "%s%.*s",
+	         out[0] ? "," : "", (int)key_len, (const char *)key);
+}
+
+/* kv_scan scans through node; the keys go to keys, the resume key to
+ * next ("" at the end). */
+static int
+kv_scan(kv_rig *r, int node, const char *start, uint32_t count, char *keys,
+        char *next)
+{
+	const void *resume;
+	size_t resume_len;
+	int status;
+
+	sync_reset(&r->call);
+	keys[0] = next[0] = '\0';
+	assert_int_equal(weft_kv_client_scan(r->svc, r->peers[node], start,
+	                                     strlen(start), count, NULL,
+	                                     sync_msvc, &r->call),
+	                 0);
+	if ((status = sync_wait(&r->call)) != 0)
+		return status;
+	assert_true(weft_kv_scan_parse(r->call.data, r->call.len, join_key,
+	                               keys, &resume, &resume_len) >= 0);
+	snprintf(next, 64, "%.*s", (int)resume_len,
+	         resume ? (const char *)resume : "");
+	return 0;
+}
+
+/* The baseline's scan answers as weft's does: live keys in order from
+ * the start, the key to go on from, malformed requests refused. */
+static void
+test_kv_scans(void **state)
+{
+	static const char *const keys[] = {"b", "a", "d", "c", "e"};
+	/* [start, 0] and [start] */
+	static const uint8_t zero[] = {0x92, 0xc4, 0x01, 'a', 0x00};
+	static const uint8_t one[] = {0x91, 0xc4, 0x01, 'a'};
+	char got[256], next[64];
+	wbase_kv_stats st;
+	kv_rig r;
+
+	(void)state;
+	kv_rig_start(&r);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(kv_put(&r, 0, keys[i], keys[i]), 0);
+	sync_reset(&r.call);
+	assert_int_equal(weft_kv_client_delete(r.svc, r.peers[0], "c", 1, NULL,
+	                                       sync_msvc, &r.call),
+	                 0);
+	assert_int_equal(sync_wait(&r.call), 0);
+	assert_int_equal(kv_scan(&r, 0, "", 10, got, next), 0);
+	assert_string_equal(got, "a,b,d,e");
+	assert_string_equal(next, "");
+	assert_int_equal(kv_scan(&r, 0, "b", 2, got, next), 0);
+	assert_string_equal(got, "b,d");
+	assert_string_equal(next, "e");
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_SCAN, zero, sizeof(zero)),
+	                 WEFT_EINVAL);
+	assert_int_equal(raw(&r, 0, WEFT_KV_VERB_SCAN, one, sizeof(one)),
+	                 WEFT_EINVAL);
+	wbase_kv_get_stats(r.kvs[0], &st);
+	assert_true(st.scans == 2 && st.bad_requests == 2);
+	kv_rig_stop(&r);
+}
+
 int
 main(void)
 {
@@ -819,6 +894,7 @@ main(void)
 	    cmocka_unit_test(test_tls_client_with_wrong_certificate_is_refused),
 	    cmocka_unit_test(test_kv_puts_and_gets),
 	    cmocka_unit_test(test_kv_bad_payloads_fail),
+	    cmocka_unit_test(test_kv_scans),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,17 +83,22 @@ static void
 test_ok_needs_every_message_and_no_error(void **state)
 {
 	wbench_opts o;
-	wbench_result r = {.received = 110};
+	wbench_result r = {.received = 110, .warmup = 10, .measured = 99};
 
 	(void)state;
 	wbench_opts_default(&o);
 	o.count = 100;
-	o.warmup = 10;
+	assert_true(wbench_result_ok(&o, &r));
+	r.received = 111; /* one more, checked, past the run */
 	assert_true(wbench_result_ok(&o, &r));
 	r.errors = 1;
 	assert_false(wbench_result_ok(&o, &r));
 	r.errors = 0;
 	r.received = 109;
+	assert_false(wbench_result_ok(&o, &r));
+	/* A run that measured nothing is no result. */
+	r.received = 110;
+	r.measured = 0;
 	assert_false(wbench_result_ok(&o, &r));
 }
 
@@ -165,7 +170,8 @@ test_options_parse_sizes_and_counts(void **state)
 	assert_int_equal(o.workload, WBENCH_LATENCY);
 	assert_int_equal(o.size, 65536);
 	assert_int_equal(o.count, 2000);
-	assert_int_equal(o.warmup, 200);
+	assert_int_equal(o.warmup_count, 200);
+	assert_false(o.warmup_by_time);
 	assert_int_equal(o.impl, WBENCH_IMPL_BOTH);
 	assert_int_equal(o.repeat, 3);
 	wbench_opts_default(&o);

@@ -25,7 +25,7 @@ tiny_opts(wbench_opts *o, enum wbench_workload w, size_t size, uint64_t count)
 	o->workload = w;
 	o->size = size;
 	o->count = count;
-	o->warmup = count / 10;
+	o->warmup_count = count / 10;
 	o->verify = true;
 	o->quiet = true;
 	o->peer = WBENCH_PEER_THREAD;
@@ -43,7 +43,12 @@ static void
 check_figures(const wbench_opts *o, const wbench_result *r)
 {
 	assert_int_equal(r->errors, 0);
-	assert_int_equal(r->received, o->warmup + o->count);
+	if (!o->warmup_by_time)
+		assert_int_equal(r->warmup, o->warmup_count);
+	/* The last read may hold messages past the run: checked too. */
+	assert_true(r->received >= r->warmup + o->count);
+	if (o->workload == WBENCH_LATENCY)
+		assert_int_equal(r->received, r->warmup + o->count);
 	assert_true(r->measured <= o->count);
 	assert_true(r->seconds >= 0);
 	if (r->seconds > 0)
@@ -89,8 +94,10 @@ static void
 test_throughput_raw_every_size(void **state)
 {
 	(void)state;
-	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 0, 3000);
-	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 1, 3000);
+	/* Enough that the run spans several 256 KiB reads: the window
+	 * opens at the read that completes the first measured message. */
+	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 0, 300000);
+	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 1, 300000);
 	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 64, 20000);
 	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 1024, 5000);
 	run_one(WBENCH_THROUGHPUT, WBENCH_IMPL_RAW, 65536, 200);
@@ -104,6 +111,34 @@ test_latency_both_impls(void **state)
 	run_one(WBENCH_LATENCY, WBENCH_IMPL_RAW, 64, 300);
 	run_one(WBENCH_LATENCY, WBENCH_IMPL_WEFT, 65536, 50);
 	run_one(WBENCH_LATENCY, WBENCH_IMPL_RAW, 65536, 50);
+}
+
+/* --warmup SEC: the warm-up is a time, its messages counted as they go;
+ * the count follows it. */
+static void
+test_warmup_in_seconds(void **state)
+{
+	static const enum wbench_workload w[] = {WBENCH_THROUGHPUT,
+	                                         WBENCH_LATENCY};
+	wbench_opts o;
+	wbench_result r;
+
+	(void)state;
+	for (int i = 0; i < 2; i++)
+		for (int impl = WBENCH_IMPL_WEFT; impl <= WBENCH_IMPL_RAW;
+		     impl++) {
+			/* raw reads 256 KiB at a time: a window of
+			 * several reads. */
+			tiny_opts(&o, w[i], 64, i ? 200 : 50000);
+			o.warmup_by_time = true;
+			o.warmup_count = 0;
+			o.warmup_s = 0.05;
+			assert_int_equal(
+			    wbench_run_impl(&o, (enum wbench_impl)impl, &r), 0);
+			check_figures(&o, &r);
+			/* At the first message no time has passed. */
+			assert_true(r.warmup >= 1);
+		}
 }
 
 /* A whole invocation: repetitions of both, medians, the JSON file. */
@@ -164,6 +199,7 @@ main(void)
 	    cmocka_unit_test(test_throughput_weft_every_size),
 	    cmocka_unit_test(test_throughput_raw_every_size),
 	    cmocka_unit_test(test_latency_both_impls),
+	    cmocka_unit_test(test_warmup_in_seconds),
 	    cmocka_unit_test(test_run_both_with_repeats_writes_json),
 	    cmocka_unit_test(test_measure_times_out_without_peer),
 	};

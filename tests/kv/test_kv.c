@@ -956,6 +956,192 @@ test_a_write_that_lost_is_not_acknowledged(void **state)
 	cluster_stop(c);
 }
 
+/* ---- Scans -------------------------------------------------------------- */
+
+/* A scan's answer, read back: up to 16 keys and their value lengths. */
+struct scanned {
+	char keys[16][32];
+	size_t value_len[16];
+	int n;
+	char next[32]; /* "" when nil */
+	bool ordered;
+};
+
+static void
+on_entry(const void *key, size_t key_len, const void *value, size_t value_len,
+         void *arg)
+{
+	struct scanned *sc = arg;
+
+	(void)value;
+	assert_true(sc->n < 16 && key_len < 32);
+	memcpy(sc->keys[sc->n], key, key_len);
+	sc->keys[sc->n][key_len] = '\0';
+	if (sc->n > 0 && strcmp(sc->keys[sc->n - 1], sc->keys[sc->n]) >= 0)
+		sc->ordered = false;
+	sc->value_len[sc->n++] = value_len;
+}
+
+/* Scans through node from start; fills *out and returns the status. */
+static int
+scan(struct cluster *c, size_t node, const char *start, uint32_t count,
+     struct scanned *out)
+{
+	const void *next;
+	size_t next_len;
+	struct call call;
+	int status;
+
+	memset(out, 0, sizeof(*out));
+	out->ordered = true;
+	call_init(&call);
+	assert_int_equal(weft_kv_client_scan(c->client, node_peer(c, node),
+	                                     start, strlen(start), count, NULL,
+	                                     on_reply, &call),
+	                 0);
+	status = call_wait(&call);
+	if (status == 0) {
+		size_t len = evbuffer_get_length(call.data);
+		const uint8_t *p = evbuffer_pullup(call.data, -1);
+		int n =
+		    weft_kv_scan_parse(p, len, on_entry, out, &next, &next_len);
+
+		assert_int_equal(n, out->n);
+		assert_true(next_len < sizeof(out->next));
+		if (next != NULL)
+			memcpy(out->next, next, next_len);
+		/* Every truncation is caught before the first entry. */
+		for (size_t cut = 0; cut < len; cut++)
+			assert_int_equal(
+			    weft_kv_scan_parse(p, cut, NULL, NULL, NULL, NULL),
+			    WEFT_EINVAL);
+	}
+	call_fini(&call);
+	return status;
+}
+
+static void
+test_scan_returns_live_keys_in_order(void **state)
+{
+	static const char *const keys[] = {"user5", "user1", "user3", "user2",
+	                                   "user4", "apple", "zebra"};
+	struct cluster *c = cluster_start(all3);
+	struct scanned sc;
+	weft_kv_stats st;
+	char from[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		assert_int_equal(put_str(c, i % NODES, keys[i], keys[i]), 0);
+	assert_int_equal(del(c, 0, "user3"), 0);
+	/* Every node holds every key: scan each one's replica. */
+	for (size_t i = 0; i < NODES; i++) {
+		assert_int_equal(scan(c, i, "user", 10, &sc), 0);
+		assert_int_equal(sc.n, 5);
+		assert_true(sc.ordered);
+		assert_string_equal(sc.keys[0], "user1");
+		assert_string_equal(sc.keys[2], "user4"); /* user3 is gone */
+		assert_string_equal(sc.keys[4], "zebra");
+		assert_int_equal(sc.value_len[0], 5);
+		assert_string_equal(sc.next, "");
+	}
+	/* A count that stops early names where to go on; that key is the
+	 * next scan's first. */
+	assert_int_equal(scan(c, 1, "", 2, &sc), 0);
+	assert_int_equal(sc.n, 2);
+	assert_string_equal(sc.keys[0], "apple");
+	assert_string_equal(sc.keys[1], "user1");
+	assert_string_equal(sc.next, "user2");
+	snprintf(from, sizeof(from), "%s", sc.next);
+	assert_int_equal(scan(c, 1, from, 1, &sc), 0);
+	assert_string_equal(sc.keys[0], "user2");
+	/* Past the last key: nothing, and nothing after. */
+	assert_int_equal(scan(c, 2, "zzz", 5, &sc), 0);
+	assert_int_equal(sc.n, 0);
+	assert_string_equal(sc.next, "");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_true(st.scans == 1);
+	cluster_stop(c);
+}
+
+/* Entries stop before the answer outgrows WEFT_KV_SCAN_MAX_BYTES, but the
+ * first always goes. */
+static void
+test_scan_stops_at_its_byte_limit(void **state)
+{
+	/* Every node acknowledges at once: the scans read n1, which applied
+	 * every write, and the test does not wait for replicas that a loaded
+	 * machine slows down. */
+	static const uint32_t one[NODES] = {1, 1, 1};
+	struct cluster *c = cluster_start(one);
+	size_t len = 300 * 1024, huge = WEFT_KV_SCAN_MAX_BYTES + 1024;
+	struct scanned sc;
+	uint8_t *value = calloc(1, huge);
+	char key[16];
+
+	(void)state;
+	assert_non_null(value);
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "big%d", i);
+		assert_int_equal(put(c, 0, key, value, len), 0);
+	}
+	assert_int_equal(put(c, 0, "huge", value, huge), 0);
+	/* Three of 300 KiB fit in 1 MiB, the fourth would not. */
+	assert_int_equal(scan(c, 0, "big", 10, &sc), 0);
+	assert_int_equal(sc.n, 3);
+	assert_int_equal(sc.value_len[2], len);
+	assert_string_equal(sc.next, "big3");
+	/* The first entry goes whatever its size. */
+	assert_int_equal(scan(c, 0, "huge", 10, &sc), 0);
+	assert_int_equal(sc.n, 1);
+	assert_int_equal(sc.value_len[0], huge);
+	free(value);
+	cluster_stop(c);
+}
+
+static void
+test_bad_scans_are_refused(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	/* [start, 0]; [start, 1001]; [start] */
+	static const uint8_t zero[] = {0x92, 0xc4, 0x01, 'a', 0x00};
+	static const uint8_t many[] = {0x92, 0xc4, 0x01, 'a', 0xcd, 0x03, 0xe9};
+	static const uint8_t short_[] = {0x91, 0xc4, 0x01, 'a'};
+	const struct {
+		const uint8_t *p;
+		size_t n;
+	} bad[] = {{zero, sizeof(zero)},
+	           {many, sizeof(many)},
+	           {short_, sizeof(short_)}};
+	char start[WEFT_KV_MAX_KEY + 1];
+	struct call call;
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		call_init(&call);
+		assert_int_equal(weft_msvc_request(c->client, node_peer(c, 0),
+		                                   WEFT_KV_VERB_SCAN, bad[i].p,
+		                                   bad[i].n, NULL, on_reply,
+		                                   &call),
+		                 0);
+		assert_int_equal(call_wait(&call), WEFT_EINVAL);
+		call_fini(&call);
+	}
+	memset(start, 'k', sizeof(start));
+	assert_int_equal(weft_kv_client_scan(c->client, node_peer(c, 0), start,
+	                                     sizeof(start), 1, NULL, on_reply,
+	                                     NULL),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft_kv_client_scan(c->client, node_peer(c, 0), "a", 1,
+	                                     0, NULL, on_reply, NULL),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft_kv_client_scan(c->client, node_peer(c, 0), "a", 1,
+	                                     WEFT_KV_MAX_SCAN + 1, NULL,
+	                                     on_reply, NULL),
+	                 WEFT_EINVAL);
+	cluster_stop(c);
+}
+
 int
 main(void)
 {
@@ -978,6 +1164,9 @@ main(void)
 	    cmocka_unit_test(test_clients_cannot_write_replicas),
 	    cmocka_unit_test(test_replicas_refuse_versions_far_ahead),
 	    cmocka_unit_test(test_a_write_that_lost_is_not_acknowledged),
+	    cmocka_unit_test(test_scan_returns_live_keys_in_order),
+	    cmocka_unit_test(test_scan_stops_at_its_byte_limit),
+	    cmocka_unit_test(test_bad_scans_are_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -212,6 +212,16 @@ test_weft_kv_across_nodes(void **state)
 	    run_kv(f, "n3", "delete", "city", NULL, out, sizeof(out)), 0);
 	assert_int_equal(run_kv(f, "n2", "get", "city", NULL, out, sizeof(out)),
 	                 1);
+	/* A scan prints the live keys from its start on, in order. */
+	assert_int_equal(
+	    run_kv(f, "n1", "put", "town-b", "Braga", out, sizeof(out)), 0);
+	assert_int_equal(
+	    run_kv(f, "n2", "put", "town-a", "Aveiro", out, sizeof(out)), 0);
+	assert_int_equal(run_kv(f, "n3", "scan", "town", "5", out, sizeof(out)),
+	                 0);
+	assert_string_equal(out, "town-a\tAveiro");
+	assert_int_equal(run_kv(f, "n3", "scan", "town", "0", out, sizeof(out)),
+	                 2);
 	/* A usage error exits with 2, a node the configuration does not
 	 * list with 78 (a configuration error). */
 	assert_int_equal(

@@ -15,6 +15,10 @@
  * that see the same writes in any order end with the same value. Deletes
  * leave a versioned tombstone for the same reason.
  *
+ * A scan reads the live keys from a start key on, in byte order (a
+ * prefix first), from the replica of the node that receives it: each
+ * entry as a get would read it then, not one snapshot of them all.
+ *
  * Not provided: anti-entropy or read repair (a node that missed writes,
  * for instance while it was down, learns only the writes made after it
  * came back), and tombstone collection (a deleted key keeps a small entry).
@@ -27,6 +31,15 @@
  *   delete    request [key: bin]            response: empty
  *   replicate request [op: uint (1 put, 2 delete), key: bin, value: bin,
  *                      version: uint, origin: str]  response: empty
+ *   scan      request [start: bin (0 to WEFT_KV_MAX_KEY bytes),
+ *                      count: uint (1 to WEFT_KV_MAX_SCAN)]
+ *             response [entries: [[key: bin, value: bin], ...],
+ *                       next: bin or nil]
+ *     entries: at most count live keys from start on (start included),
+ *     ascending, stopping early before an entry that would take the
+ *     response past WEFT_KV_SCAN_MAX_BYTES (the first entry always goes)
+ *     or after 65,536 keys examined, tombstones included; next: the key
+ *     to scan from for the rest, or nil when no key follows.
  * Errors travel as messaging error responses: NOT_FOUND (no such key),
  * INVALID (malformed request, key too long), TOO_BIG (value above
  * max_value), and when the write quorum is out of reach, from the replica
@@ -50,9 +63,14 @@ struct evbuffer;
 #define WEFT_KV_VERB_PUT 65u
 #define WEFT_KV_VERB_DELETE 66u
 #define WEFT_KV_VERB_REPLICATE 67u
+#define WEFT_KV_VERB_SCAN 68u
 
 /* Longest key, in bytes; keys are 1 to WEFT_KV_MAX_KEY bytes. */
 #define WEFT_KV_MAX_KEY 1024u
+/* The most entries one scan answers with, and the answer's size past
+ * which it stops adding entries. */
+#define WEFT_KV_MAX_SCAN 1000u
+#define WEFT_KV_SCAN_MAX_BYTES (1u << 20)
 
 typedef struct weft_kv weft_kv;
 
@@ -140,6 +158,7 @@ typedef struct weft_kv_stats {
 	uint64_t writes_superseded; /* writes that lost to a newer version */
 	uint64_t replica_failures;  /* replica acks that failed */
 	uint64_t bad_requests;      /* malformed payloads */
+	uint64_t scans;             /* scan requests answered */
 	uint64_t keys;              /* keys held, tombstones included */
 	uint64_t value_bytes;       /* bytes of live values held */
 } weft_kv_stats;
@@ -174,6 +193,36 @@ WEFT_API int weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node,
                                    const void *key, size_t key_len,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
+
+/*
+ * weft_kv_client_scan asks node for up to count (1 to WEFT_KV_MAX_SCAN)
+ * live entries from start on (start_len 0 to WEFT_KV_MAX_KEY; empty: from
+ * the first key), as weft_msvc_request() does; cb gets status 0 and the
+ * answer, to read with weft_kv_scan_parse. Returns 0, the codes of
+ * weft_msvc_request(), or WEFT_EINVAL (a bad count or start). Any thread.
+ */
+WEFT_API int weft_kv_client_scan(weft_msvc *svc, weft_msvc_peer *node,
+                                 const void *start, size_t start_len,
+                                 uint32_t count,
+                                 const weft_msvc_call_opts *opts,
+                                 weft_msvc_reply_cb cb, void *arg);
+
+/* One entry of a scan's answer, borrowed for the call. */
+typedef void (*weft_kv_scan_cb)(const void *key, size_t key_len,
+                                const void *value, size_t value_len, void *arg);
+
+/*
+ * weft_kv_scan_parse reads a scan's answer (data, len as the reply
+ * callback got them): it checks the whole answer first, then calls cb (may
+ * be NULL) for each entry in order. *next and *next_len (either may be
+ * NULL) receive the key to scan from for the rest, pointing into data, or
+ * NULL and 0 when no key follows. Returns the number of entries, or
+ * WEFT_EINVAL for a malformed answer (cb is then never called). Any
+ * thread.
+ */
+WEFT_API int weft_kv_scan_parse(const void *data, size_t len,
+                                weft_kv_scan_cb cb, void *arg,
+                                const void **next, size_t *next_len);
 
 #ifdef __cplusplus
 }
