@@ -29,6 +29,7 @@
 #include <weft/messaging.h>
 
 #include "bench_exec.h"
+#include "support/ports.h"
 
 extern char **environ;
 
@@ -152,16 +153,7 @@ test_hosts_drives_weftd_nodes(void **state)
 static unsigned
 free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	close(fd);
-	return ntohs(a.sin_port);
+	return weft_test_free_port();
 }
 
 /* A cluster of three weftd nodes on fixed loopback ports, and a member

@@ -24,6 +24,7 @@
 #include <weft/core.h>
 
 #include "procs.h"
+#include "support/ports.h"
 
 uint64_t
 wt_ms_since(uint64_t start_ns)
@@ -42,18 +43,7 @@ wt_pause_ms(long ms)
 uint16_t
 wt_free_port(void)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t port;
-
-	assert_true(fd >= 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-	port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
+	return weft_test_free_port();
 }
 
 void
