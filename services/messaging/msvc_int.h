@@ -252,6 +252,7 @@ struct weft__msvc_conn {
 	size_t scratch_len;
 	size_t scratch_cap;
 	size_t tx_accounted; /* queued_bytes those encodings hold */
+	uint64_t seen_writes, seen_bytes; /* the channel's stats last counted */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
 	uint32_t attempts;     /* failed dials in a row */
@@ -548,7 +549,6 @@ int weft__msvc_accept_init(weft_channel *ch, void *arg);
 void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
 void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
 void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
-void weft__msvc_conn_process(struct weft__msvc_conn *c);
 /* Encodes one message into c->tx; returns the frame bytes. */
 size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
                               uint32_t verb, uint32_t flags,
