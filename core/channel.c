@@ -641,12 +641,32 @@ deliver_input(weft_channel *ch)
 		weft_ctx_fire_read_complete(ch->head);
 }
 
+/* A closing channel reads no more, but still hears its stream end or
+ * fail, so that a close lingering for bytes nobody will take ends then;
+ * what arrives meanwhile is dropped. */
+static void
+on_readable_closing(weft_channel *ch)
+{
+	ssize_t n;
+
+	n = ch->stream->ops->read(ch->stream, ch->in, ch->opts.max_read_bytes);
+	evbuffer_drain(ch->in, evbuffer_get_length(ch->in));
+	if (n < 0)
+		stream_failed(ch, (int)n);
+}
+
 static void
 on_readable(weft_channel *ch)
 {
 	ssize_t n;
 
-	if (!wants_read(ch) || ch->stream == NULL)
+	if (ch->stream == NULL)
+		return;
+	if (ch->closing) {
+		on_readable_closing(ch);
+		return;
+	}
+	if (!wants_read(ch))
 		return;
 	n = ch->stream->ops->read(ch->stream, ch->in, ch->opts.max_read_bytes);
 	if (n > 0) {
