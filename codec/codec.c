@@ -125,6 +125,8 @@ weft__codec_add(weft_channel *ch, const char *base, const char *name,
 		rv = weft_pipeline_add_after(ch, base, name, h, c);
 	if (rv != 0)
 		weft__codec_destroy(c);
+	else
+		c->ctx = weft_pipeline_get(ch, name);
 	return rv;
 }
 
@@ -236,7 +238,8 @@ weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	c->partial_bytes = evbuffer_get_length(in);
 	weft__codec_publish(c);
 	/* Removed on the way: what we did not decode is the next one's. */
-	if (c->removed && evbuffer_get_length(in) > 0)
+	if ((c->removed || weft_ctx_is_removed(ctx)) &&
+	    evbuffer_get_length(in) > 0)
 		weft_ctx_fire_read(ctx, type, in);
 	weft__codec_leave(c);
 }

@@ -26,6 +26,7 @@
 typedef struct weft__codec {
 	uint32_t magic;
 	enum weft_codec_kind kind;
+	weft_ctx *ctx;              /* its place in the pipeline */
 	weft_codec_stats stats;     /* since the codec joined its pipeline */
 	weft_codec_stats published; /* the part of stats in the totals */
 	struct evbuffer *msg;       /* the inbound message being delivered */
@@ -128,7 +129,8 @@ void weft__codec_inactive(weft_ctx *ctx);
 static inline bool
 weft__codec_done(const weft__codec *c)
 {
-	return c->failed || c->removed;
+	return c->failed || c->removed ||
+	       (c->ctx != NULL && weft_ctx_is_removed(c->ctx));
 }
 
 /* Big-endian 32-bit load and store. */

@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* channel.c: a bufferevent, the pipeline around it, and its life cycle. */
+/*
+ * channel.c: a byte stream (weft/stream.h), the pipeline around it, and
+ * its life cycle.
+ *
+ * The data path. Inbound: the stream says READABLE, the channel asks it
+ * for up to max_read_bytes into its input and fires read once with the
+ * whole batch. Outbound: writes gather in unflushed; a flush moves them to
+ * out and writes to the stream at once unless it is known to be full,
+ * whether or not earlier writes still wait for their callbacks; whatever
+ * it does not take waits for WRITABLE. A write's callback is owed once its
+ * bytes have left the stream, and runs from a task on the loop, never
+ * inside the call that wrote or flushed (h2o writes at once and schedules
+ * the completion the same way).
+ */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/uio.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "core_int.h"
@@ -18,39 +28,77 @@
 #define DEFAULT_LOW_WATER (256u << 10)
 #define DEFAULT_MAX_READ (256u << 10)
 #define DEFAULT_LINGER_MS 5000
-#define MAX_SINGLE_WRITE (4u << 20)
 /* Writes up to this size are copied into the channel's buffer, so that one
  * writev carries many small messages; larger ones move their chains. */
 #define SMALL_WRITE_BYTES 2048
 /* The size of the chains that gather small writes (one TLS record). */
 #define BATCH_CHAIN_BYTES 16384
-/* The first read of a readable socket reserves this much. */
-#define READ_CHUNK_BYTES 16384
-/* Most buffer pieces one direct write hands to sendmsg. */
-#define DIRECT_IOVECS 64
 
 const weft_msg_type weft_msg_evbuffer = {"evbuffer", NULL};
 const weft_msg_type weft_msg_bytes = {"bytes", NULL};
 
 static void request_teardown(weft_channel *ch);
+static void try_write(weft_channel *ch);
+
+/* ---- Rings -------------------------------------------------------------- */
 
 /*
- * Every entry into a channel from the loop (a libevent callback, a task, a
- * public call) is bracketed by enter/leave, so that contexts removed during
- * the callback are freed only when the outermost one returns.
+ * ring_slot makes room for one more element at the end of a ring of
+ * elements of size bytes and returns it, or NULL when memory ran out.
  */
-static void
-enter(weft_channel *ch)
+static void *
+ring_slot(void **v, size_t *cap, size_t *head, size_t len, size_t size)
+{
+	size_t ncap, i;
+	char *nv;
+
+	if (len == *cap) {
+		ncap = *cap ? *cap * 2 : 8;
+		if ((nv = malloc(ncap * size)) == NULL)
+			return NULL;
+		for (i = 0; i < len; i++)
+			memcpy(nv + i * size,
+			       (char *)*v + ((*head + i) % *cap) * size, size);
+		free(*v);
+		*v = nv;
+		*cap = ncap;
+		*head = 0;
+	}
+	return (char *)*v + ((*head + len) % *cap) * size;
+}
+
+#define RING_PUSH(r)                                                           \
+	ring_slot((void **)&(r).v, &(r).cap, &(r).head, (r).len, sizeof(*(r).v))
+#define RING_FRONT(r) (&(r).v[(r).head])
+#define RING_POP(r)                                                            \
+	do {                                                                   \
+		(r).head = ((r).head + 1) % (r).cap;                           \
+		(r).len--;                                                     \
+	} while (0)
+
+/* ---- Entering and leaving ----------------------------------------------- */
+
+/*
+ * Every entry into a channel from the loop (a stream event, a task, a
+ * public call) is bracketed by enter/leave, so that contexts removed
+ * during the callback are reaped (their removed run, their memory freed)
+ * only when the outermost one returns.
+ */
+void
+weft__channel_enter(weft_channel *ch)
 {
 	ch->depth++;
 }
 
-static void
-leave(weft_channel *ch)
+void
+weft__channel_leave(weft_channel *ch)
 {
 	if (--ch->depth == 0 && ch->dead != NULL)
-		weft__pipeline_free_dead(ch);
+		weft__pipeline_reap(ch);
 }
+
+#define enter weft__channel_enter
+#define leave weft__channel_leave
 
 void
 weft_channel_ref(weft_channel *ch)
@@ -61,12 +109,25 @@ weft_channel_ref(weft_channel *ch)
 static void
 channel_free(weft_channel *ch)
 {
-	weft__pipeline_free_dead(ch);
+	weft_ctx *c;
+
+	while ((c = ch->dead) != NULL) {
+		ch->dead = c->next_dead;
+		free(c);
+	}
 	free(ch->head);
 	free(ch->tail);
+	evbuffer_free(ch->in);
 	evbuffer_free(ch->unflushed);
-	free(ch->waits);
-	free(ch->done);
+	evbuffer_free(ch->out);
+	evbuffer_free(ch->inbox.bytes);
+	evbuffer_free(ch->xbytes);
+	evbuffer_free(ch->xone);
+	pthread_mutex_destroy(&ch->inbox.lock);
+	free(ch->inbox.q.v);
+	free(ch->xrun.v);
+	free(ch->waits.v);
+	free(ch->done.v);
 	free(ch);
 }
 
@@ -77,17 +138,18 @@ weft_channel_unref(weft_channel *ch)
 		channel_free(ch);
 }
 
+/* ---- Owed write callbacks ----------------------------------------------- */
+
 /* Runs every owed write callback, oldest first; those owed meanwhile
  * run in the same pass (their calls have returned by then). */
-static void
-run_owed(weft_channel *ch)
+void
+weft__channel_run_owed(weft_channel *ch)
 {
 	struct weft__write_done d;
 
-	while (ch->done_len > 0) {
-		d = ch->done[ch->done_head];
-		ch->done_head = (ch->done_head + 1) % ch->done_cap;
-		ch->done_len--;
+	while (ch->done.len > 0) {
+		d = *RING_FRONT(ch->done);
+		RING_POP(ch->done);
 		d.cb(ch, d.status, d.arg);
 	}
 }
@@ -101,32 +163,9 @@ run_owed_task(weft_loop *loop, int status, void *arg)
 	(void)status;
 	ch->done_posted = false;
 	enter(ch);
-	run_owed(ch);
+	weft__channel_run_owed(ch);
 	leave(ch);
 	weft_channel_unref(ch);
-}
-
-static int
-push_owed(weft_channel *ch, weft_write_cb cb, void *arg, int status)
-{
-	struct weft__write_done *d;
-	size_t cap, i;
-
-	if (ch->done_len == ch->done_cap) {
-		cap = ch->done_cap ? ch->done_cap * 2 : 8;
-		if ((d = malloc(cap * sizeof(*d))) == NULL)
-			return WEFT_ENOMEM;
-		for (i = 0; i < ch->done_len; i++)
-			d[i] = ch->done[(ch->done_head + i) % ch->done_cap];
-		free(ch->done);
-		ch->done = d;
-		ch->done_cap = cap;
-		ch->done_head = 0;
-	}
-	d = &ch->done[(ch->done_head + ch->done_len) % ch->done_cap];
-	*d = (struct weft__write_done){cb, arg, status};
-	ch->done_len++;
-	return 0;
 }
 
 /*
@@ -138,13 +177,17 @@ push_owed(weft_channel *ch, weft_write_cb cb, void *arg, int status)
 static void
 owe_cb(weft_channel *ch, weft_write_cb cb, void *arg, int status)
 {
+	struct weft__write_done *d;
+
 	if (cb == NULL)
 		return;
-	if (push_owed(ch, cb, arg, status) != 0) {
+	if ((d = RING_PUSH(ch->done)) == NULL) {
 		/* Out of memory: better now than never. */
 		cb(ch, status, arg);
 		return;
 	}
+	*d = (struct weft__write_done){cb, arg, status};
+	ch->done.len++;
 	if (ch->done_posted)
 		return;
 	ch->done_posted = true;
@@ -154,7 +197,7 @@ owe_cb(weft_channel *ch, weft_write_cb cb, void *arg, int status)
 	/* The loop is going away: run them now rather than never. */
 	ch->done_posted = false;
 	weft_channel_unref(ch);
-	run_owed(ch);
+	weft__channel_run_owed(ch);
 }
 
 void
@@ -165,20 +208,33 @@ weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	owe_cb(ctx->ch, cb, cb_arg, status);
 }
 
+/* ---- Write completions -------------------------------------------------- */
+
+static size_t
+stream_unsent(const weft_channel *ch)
+{
+	const weft_stream *s = ch->stream;
+
+	return s != NULL && s->ops->unsent != NULL ? s->ops->unsent(s) : 0;
+}
+
 static size_t
 pending_bytes(const weft_channel *ch)
 {
-	size_t n = evbuffer_get_length(ch->unflushed);
-
-	if (ch->bev != NULL)
-		n += evbuffer_get_length(bufferevent_get_output(ch->bev));
-	return n;
+	return evbuffer_get_length(ch->unflushed) +
+	       evbuffer_get_length(ch->out) + stream_unsent(ch);
 }
 
 size_t
 weft_channel_pending_write_bytes(const weft_channel *ch)
 {
 	return pending_bytes(ch);
+}
+
+size_t
+weft_channel_pending_read_bytes(const weft_channel *ch)
+{
+	return evbuffer_get_length(ch->in);
 }
 
 bool
@@ -201,45 +257,113 @@ static int
 push_wait(weft_channel *ch, weft_write_cb cb, void *arg)
 {
 	struct weft__write_wait *w;
-	size_t cap, i;
 
-	if (ch->waits_len == ch->waits_cap) {
-		cap = ch->waits_cap ? ch->waits_cap * 2 : 16;
-		if ((w = malloc(cap * sizeof(*w))) == NULL)
-			return WEFT_ENOMEM;
-		for (i = 0; i < ch->waits_len; i++)
-			w[i] = ch->waits[(ch->waits_head + i) % ch->waits_cap];
-		free(ch->waits);
-		ch->waits = w;
-		ch->waits_cap = cap;
-		ch->waits_head = 0;
-	}
-	w = &ch->waits[(ch->waits_head + ch->waits_len) % ch->waits_cap];
-	w->end_offset = ch->bytes_written;
-	w->cb = cb;
-	w->arg = arg;
-	ch->waits_len++;
+	if ((w = RING_PUSH(ch->waits)) == NULL)
+		return WEFT_ENOMEM;
+	*w = (struct weft__write_wait){ch->bytes_written, cb, arg};
+	ch->waits.len++;
 	return 0;
 }
 
-/* Runs the callbacks of writes whose bytes have all left, or, with an
- * error status, of every write still waiting. */
+/* Owes the callbacks of writes whose bytes have all left the stream, or,
+ * with an error status, of every write still waiting. */
 static void
 complete_waits(weft_channel *ch, int status)
 {
 	struct weft__write_wait w;
 
-	while (ch->waits_len > 0) {
-		w = ch->waits[ch->waits_head];
+	while (ch->waits.len > 0) {
+		w = *RING_FRONT(ch->waits);
 		if (status == 0 && w.end_offset > ch->bytes_drained)
 			break;
-		ch->waits_head = (ch->waits_head + 1) % ch->waits_cap;
-		ch->waits_len--;
-		w.cb(ch, status, w.arg);
+		RING_POP(ch->waits);
+		owe_cb(ch, w.cb, w.arg, status);
 	}
 }
 
-/* The head of the pipeline: outbound operations end here. */
+/* ---- The stream --------------------------------------------------------- */
+
+/* Tells the stream what to watch, when that changes. */
+static void
+watch(weft_channel *ch, bool read, bool write)
+{
+	if (ch->stream == NULL ||
+	    (ch->watch_read == read && ch->watch_write == write))
+		return;
+	ch->watch_read = read;
+	ch->watch_write = write;
+	ch->stream->ops->watch(ch->stream, read, write);
+}
+
+static bool
+wants_read(const weft_channel *ch)
+{
+	return ch->activated && ch->auto_read && !ch->closing;
+}
+
+/* The stream failed (or ended) under a write or read: status goes up the
+ * pipeline as an error (not an orderly end) and the channel is torn down. */
+static void
+stream_failed(weft_channel *ch, int status)
+{
+	atomic_store_explicit(&ch->open, false, memory_order_relaxed);
+	if (status != WEFT_ECLOSED) {
+		ch->failed = true;
+		weft_debug("%s: connection error: %s", ch->peer,
+		           weft_strerror(status));
+		if (ch->activated && !ch->torn_down)
+			weft_ctx_fire_error(ch->head, status);
+	}
+	request_teardown(ch);
+}
+
+/*
+ * Writes what out holds to the stream, counts what left it, owes the
+ * callbacks of the writes that are complete, and watches for writability
+ * while bytes remain.
+ */
+static void
+try_write(weft_channel *ch)
+{
+	ssize_t n = 0;
+
+	if (ch->stream == NULL || ch->failed)
+		return;
+	if (evbuffer_get_length(ch->out) > 0 &&
+	    (n = ch->stream->ops->write(ch->stream, ch->out)) > 0) {
+		ch->bytes_taken += (uint64_t)n;
+		ch->stats.writes++;
+		ch->stats.bytes_written += (uint64_t)n;
+	}
+	ch->bytes_drained = ch->bytes_taken - stream_unsent(ch);
+	complete_waits(ch, 0);
+	if (n < 0) {
+		stream_failed(ch, (int)n);
+		return;
+	}
+	watch(ch, wants_read(ch),
+	      evbuffer_get_length(ch->out) > 0 || stream_unsent(ch) > 0);
+	if (!ch->writable && pending_bytes(ch) <= ch->opts.low_water_bytes)
+		set_writable(ch, true);
+	if (ch->closing && pending_bytes(ch) == 0)
+		request_teardown(ch);
+}
+
+/* ---- The head of the pipeline: outbound operations end here ------------ */
+
+static void
+post_flush(weft_channel *ch)
+{
+	if (ch->flush_posted)
+		return;
+	ch->flush_posted = true;
+	weft_channel_ref(ch);
+	if (weft_loop_post_task(ch->loop, &ch->flush_task) != 0) {
+		ch->flush_posted = false;
+		weft_channel_unref(ch);
+	}
+}
+
 static void
 head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
            weft_write_cb cb, void *cb_arg)
@@ -283,71 +407,54 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	}
 	if (ch->writable && pending_bytes(ch) > ch->opts.high_water_bytes)
 		set_writable(ch, false);
+	/* Whoever wrote without flushing gets the flush after the callbacks
+	 * of this wake-up. */
+	if (!ch->flush_follows)
+		post_flush(ch);
 }
 
 /*
- * Writes what the flush would queue straight to the socket when nothing is
- * queued before it and no write waits for a callback (those complete from
- * libevent's write callback, never inside a flush).
+ * Moves what was written to out and writes it at once, unless the stream
+ * is known to be full (it waits for WRITABLE), in which case the bytes
+ * join what waits. Many small flushes behind a full stream would each
+ * leave a chain of their own, and a writev carries at most 64: small ones
+ * are copied.
  */
-static void
-write_directly(weft_channel *ch, struct evbuffer *out)
-{
-	struct evbuffer_iovec v[DIRECT_IOVECS];
-	struct iovec iov[DIRECT_IOVECS];
-	struct msghdr mh = {0};
-	evutil_socket_t fd;
-	ssize_t sent;
-	int i, n;
-
-	if (!ch->direct_writes || ch->waits_len > 0 || !ch->writable ||
-	    evbuffer_get_length(out) > 0 ||
-	    (fd = bufferevent_getfd(ch->bev)) < 0)
-		return;
-	n = evbuffer_peek(ch->unflushed, -1, NULL, v, DIRECT_IOVECS);
-	if (n > DIRECT_IOVECS)
-		n = DIRECT_IOVECS;
-	for (i = 0; i < n; i++) {
-		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
-	}
-	mh.msg_iov = iov;
-	mh.msg_iovlen = (size_t)n;
-	/* Errors are left for libevent's own write to find and report. */
-	sent = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (sent <= 0)
-		return;
-	evbuffer_drain(ch->unflushed, (size_t)sent);
-	ch->bytes_flushed += (uint64_t)sent;
-	ch->bytes_drained += (uint64_t)sent;
-	ch->direct_write_calls++;
-}
-
 static void
 head_flush(weft_ctx *ctx)
 {
 	weft_channel *ch = ctx->ch;
 	size_t n = evbuffer_get_length(ch->unflushed);
-	struct evbuffer *out;
 
-	if (ch->bev == NULL || n == 0)
+	if (ch->stream == NULL || n == 0)
 		return;
-	out = bufferevent_get_output(ch->bev);
-	write_directly(ch, out);
-	if ((n = evbuffer_get_length(ch->unflushed)) == 0)
-		return;
-	ch->bytes_flushed += n;
-	/* Many small flushes would each leave a chain of their own, and a
-	 * writev carries at most 128: copy small ones instead. */
-	if (n <= SMALL_WRITE_BYTES) {
-		if (evbuffer_get_length(out) == 0)
-			evbuffer_expand(out, BATCH_CHAIN_BYTES);
-		evbuffer_add(out, evbuffer_pullup(ch->unflushed, (ssize_t)n),
-		             n);
+	if (evbuffer_get_length(ch->out) == 0) {
+		evbuffer_add_buffer(ch->out, ch->unflushed);
+	} else if (n <= SMALL_WRITE_BYTES) {
+		evbuffer_add(ch->out,
+		             evbuffer_pullup(ch->unflushed, (ssize_t)n), n);
 		evbuffer_drain(ch->unflushed, n);
 	} else {
-		evbuffer_add_buffer(out, ch->unflushed);
+		evbuffer_add_buffer(ch->out, ch->unflushed);
 	}
+	if (!ch->watch_write)
+		try_write(ch);
+}
+
+static void
+run_flush_task(weft_loop *loop, int status, void *arg)
+{
+	weft_channel *ch = arg;
+
+	(void)loop;
+	ch->flush_posted = false;
+	if (status == 0 && !ch->torn_down &&
+	    evbuffer_get_length(ch->unflushed) > 0) {
+		enter(ch);
+		head_flush(ch->head);
+		leave(ch);
+	}
+	weft_channel_unref(ch);
 }
 
 static void
@@ -362,23 +469,6 @@ on_linger(evutil_socket_t fd, short what, void *arg)
 	request_teardown(ch);
 }
 
-/* Turns reading on or off: the channel's own read event on a plain socket
- * (see weft_channel_enable_direct_writes), else the bufferevent's. */
-static void
-set_reading(weft_channel *ch, bool on)
-{
-	if (ch->read_ev != NULL) {
-		if (on)
-			event_add(ch->read_ev, NULL);
-		else
-			event_del(ch->read_ev);
-	} else if (on) {
-		bufferevent_enable(ch->bev, EV_READ);
-	} else {
-		bufferevent_disable(ch->bev, EV_READ);
-	}
-}
-
 static void
 begin_close(weft_channel *ch)
 {
@@ -387,10 +477,11 @@ begin_close(weft_channel *ch)
 	if (ch->closing || ch->torn_down)
 		return;
 	ch->closing = true;
+	ch->closed_here = true;
 	atomic_store_explicit(&ch->open, false, memory_order_relaxed);
-	set_reading(ch, false);
+	watch(ch, false, ch->watch_write);
 	head_flush(ch->head);
-	if (pending_bytes(ch) == 0) {
+	if (pending_bytes(ch) == 0 || ch->failed) {
 		request_teardown(ch);
 		return;
 	}
@@ -416,7 +507,8 @@ static const weft_handler head_handler = {
     .close = head_close,
 };
 
-/* The tail: inbound events nobody handled end here. */
+/* ---- The tail: inbound events nobody handled end here ------------------ */
+
 static void
 tail_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
@@ -467,25 +559,18 @@ static const weft_handler tail_handler = {
     .inactive = tail_ignore,
 };
 
-/* Drops what is still unsent (its writers were just told) and tells an
- * in-process partner about the EOF; the flush is a no-op on sockets. A
- * bufferevent pair keeps the start of its output frozen, hence the thaw. */
-static void
-drop_unsent(weft_channel *ch)
-{
-	struct evbuffer *out = bufferevent_get_output(ch->bev);
+/* ---- Teardown ----------------------------------------------------------- */
 
-	evbuffer_unfreeze(out, 1);
-	evbuffer_drain(out, evbuffer_get_length(out));
-	bufferevent_flush(ch->bev, EV_WRITE, BEV_FINISHED);
-}
+static void inbox_close(weft_channel *ch);
 
-/* Tears the channel down: inactive fires, waiting writes fail, the socket
+/* Tears the channel down: inactive fires, waiting writes fail, the stream
  * closes, handlers leave, and the open reference goes. */
 static void
 teardown(weft_channel *ch)
 {
+	weft_stream *s = ch->stream;
 	weft_ctx *c, *next;
+	bool graceful;
 
 	if (ch->torn_down)
 		return;
@@ -499,16 +584,14 @@ teardown(weft_channel *ch)
 	if (ch->activated)
 		weft_ctx_fire_inactive(ch->head);
 	ch->torn_down = true;
+	inbox_close(ch);
 	complete_waits(ch, WEFT_ECLOSED);
-	run_owed(ch);
-	drop_unsent(ch);
-	if (ch->read_ev != NULL) {
-		event_free(ch->read_ev);
-		ch->read_ev = NULL;
-	}
-	bufferevent_free(ch->bev);
-	ch->bev = NULL;
+	weft__channel_run_owed(ch);
+	graceful = ch->closed_here && !ch->failed && pending_bytes(ch) == 0;
+	ch->stream = NULL;
+	s->ops->close(s, graceful);
 	evbuffer_drain(ch->unflushed, evbuffer_get_length(ch->unflushed));
+	evbuffer_drain(ch->out, evbuffer_get_length(ch->out));
 	for (c = ch->head->next; c != ch->tail; c = next) {
 		next = c->next;
 		weft_ctx_remove(c);
@@ -547,63 +630,72 @@ request_teardown(weft_channel *ch)
 	}
 }
 
-static void
-on_read(struct bufferevent *bev, void *arg)
-{
-	weft_channel *ch = arg;
+/* ---- Stream events ------------------------------------------------------ */
 
-	if (ch->closing)
-		return;
-	enter(ch);
-	weft_ctx_fire_read(ch->head, &weft_msg_evbuffer,
-	                   bufferevent_get_input(bev));
+/* Hands what the input holds to the pipeline, once. */
+static void
+deliver_input(weft_channel *ch)
+{
+	weft_ctx_fire_read(ch->head, &weft_msg_evbuffer, ch->in);
 	if (!ch->torn_down)
 		weft_ctx_fire_read_complete(ch->head);
-	leave(ch);
 }
 
-/* With the write low-water mark at SIZE_MAX, libevent calls this after
- * every write to the socket. */
+/* A closing channel reads no more, but still hears its stream end or
+ * fail, so that a close lingering for bytes nobody will take ends then;
+ * what arrives meanwhile is dropped. */
 static void
-on_write(struct bufferevent *bev, void *arg)
+on_readable_closing(weft_channel *ch)
 {
-	weft_channel *ch = arg;
-	size_t queued = evbuffer_get_length(bufferevent_get_output(bev));
+	ssize_t n;
 
-	enter(ch);
-	ch->bytes_drained = ch->bytes_flushed - queued;
-	complete_waits(ch, 0);
-	if (!ch->writable && pending_bytes(ch) <= ch->opts.low_water_bytes)
-		set_writable(ch, true);
-	if (ch->closing && queued == 0)
-		request_teardown(ch);
-	leave(ch);
+	n = ch->stream->ops->read(ch->stream, ch->in, ch->opts.max_read_bytes);
+	evbuffer_drain(ch->in, evbuffer_get_length(ch->in));
+	if (n < 0)
+		stream_failed(ch, (int)n);
 }
 
 static void
-on_event(struct bufferevent *bev, short what, void *arg)
+on_readable(weft_channel *ch)
 {
-	weft_channel *ch = arg;
-	int err;
+	ssize_t n;
 
-	(void)bev;
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+	if (ch->stream == NULL)
+		return;
+	if (ch->closing) {
+		on_readable_closing(ch);
+		return;
+	}
+	if (!wants_read(ch))
+		return;
+	n = ch->stream->ops->read(ch->stream, ch->in, ch->opts.max_read_bytes);
+	if (n > 0) {
+		ch->stats.reads++;
+		ch->stats.bytes_read += (uint64_t)n;
+		deliver_input(ch);
+	} else if (n < 0 && !ch->torn_down)
+		stream_failed(ch, (int)n);
+}
+
+void
+weft_stream_ready(weft_stream *s, unsigned events)
+{
+	weft_channel *ch = s->channel;
+
+	if (ch == NULL || ch->torn_down)
 		return;
 	enter(ch);
-	atomic_store_explicit(&ch->open, false, memory_order_relaxed);
-	if (what & BEV_EVENT_ERROR) {
-		err = weft_from_errno(EVUTIL_SOCKET_ERROR());
-		if (err == 0)
-			err = WEFT_EIO;
-		weft_debug(
-		    "%s: connection error: %s", ch->peer,
-		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-		if (ch->activated)
-			weft_ctx_fire_error(ch->head, err);
-	}
-	request_teardown(ch);
+	if (events & WEFT_STREAM_READABLE)
+		on_readable(ch);
+	if ((events & WEFT_STREAM_WRITABLE) && !ch->torn_down)
+		try_write(ch);
+	/* Callbacks owed by this event run now: no call of anybody's is on
+	 * the stack. */
+	weft__channel_run_owed(ch);
 	leave(ch);
 }
+
+/* ---- Making a channel --------------------------------------------------- */
 
 static void
 set_defaults(weft_channel_opts *o, const weft_channel_opts *given)
@@ -622,51 +714,87 @@ set_defaults(weft_channel_opts *o, const weft_channel_opts *given)
 		o->linger_ms = DEFAULT_LINGER_MS;
 }
 
-int
-weft_channel_new(weft_loop *loop, struct bufferevent *bev,
-                 const weft_channel_opts *opts, weft_channel **out)
+static void run_inbox_task(weft_loop *loop, int status, void *arg);
+static void run_read_task(weft_loop *loop, int status, void *arg);
+static void run_close_task(weft_loop *loop, int status, void *arg);
+
+static int
+channel_alloc(weft_channel **out)
 {
 	weft_channel *ch;
 
-	WEFT_ASSERT_IN_LOOP(loop);
 	if ((ch = calloc(1, sizeof(*ch))) == NULL)
-		goto err_free_bev;
+		return WEFT_ENOMEM;
+	ch->in = evbuffer_new();
 	ch->unflushed = evbuffer_new();
+	ch->out = evbuffer_new();
+	ch->inbox.bytes = evbuffer_new();
+	ch->xbytes = evbuffer_new();
+	ch->xone = evbuffer_new();
 	ch->head = weft__ctx_new(ch, "head", &head_handler, NULL);
 	ch->tail = weft__ctx_new(ch, "tail", &tail_handler, NULL);
-	if (ch->unflushed == NULL || ch->head == NULL || ch->tail == NULL)
-		goto err_free_ch;
+	if (ch->in == NULL || ch->unflushed == NULL || ch->out == NULL ||
+	    ch->inbox.bytes == NULL || ch->xbytes == NULL || ch->xone == NULL ||
+	    ch->head == NULL || ch->tail == NULL ||
+	    pthread_mutex_init(&ch->inbox.lock, NULL) != 0) {
+		if (ch->in != NULL)
+			evbuffer_free(ch->in);
+		if (ch->unflushed != NULL)
+			evbuffer_free(ch->unflushed);
+		if (ch->out != NULL)
+			evbuffer_free(ch->out);
+		if (ch->inbox.bytes != NULL)
+			evbuffer_free(ch->inbox.bytes);
+		if (ch->xbytes != NULL)
+			evbuffer_free(ch->xbytes);
+		if (ch->xone != NULL)
+			evbuffer_free(ch->xone);
+		free(ch->head);
+		free(ch->tail);
+		free(ch);
+		return WEFT_ENOMEM;
+	}
+	*out = ch;
+	return 0;
+}
+
+int
+weft_channel_new_stream(weft_loop *loop, weft_stream *s,
+                        const weft_channel_opts *opts, weft_channel **out)
+{
+	weft_channel *ch;
+	char addr[sizeof(ch->peer)];
+
+	WEFT_ASSERT_IN_LOOP(loop);
+	if (channel_alloc(&ch) != 0) {
+		s->channel = NULL;
+		s->ops->close(s, false);
+		return WEFT_ENOMEM;
+	}
 	ch->head->next = ch->tail;
 	ch->tail->prev = ch->head;
+	ch->dead_tail = &ch->dead;
 	atomic_init(&ch->refs, 1);
 	atomic_init(&ch->open, true);
+	atomic_init(&ch->close_posted, false);
 	ch->loop = loop;
-	ch->bev = bev;
+	ch->stream = s;
 	ch->writable = true;
 	ch->auto_read = true;
-	ch->done_task.cb = run_owed_task;
-	ch->done_task.arg = ch;
+	ch->done_task = (weft_task){.cb = run_owed_task, .arg = ch};
+	ch->flush_task = (weft_task){.cb = run_flush_task, .arg = ch};
+	ch->read_task = (weft_task){.cb = run_read_task, .arg = ch};
+	ch->inbox_task = (weft_task){.cb = run_inbox_task, .arg = ch};
+	ch->close_task = (weft_task){.cb = run_close_task, .arg = ch};
 	set_defaults(&ch->opts, opts);
 	strcpy(ch->peer, "?");
-	bufferevent_setcb(bev, on_read, on_write, on_event, ch);
-	bufferevent_setwatermark(bev, EV_WRITE, SIZE_MAX, 0);
-	bufferevent_set_max_single_read(bev, ch->opts.max_read_bytes);
-	bufferevent_set_max_single_write(bev, MAX_SINGLE_WRITE);
-	bufferevent_disable(bev, EV_READ);
-	bufferevent_enable(bev, EV_WRITE);
+	if (s->ops->address != NULL &&
+	    s->ops->address(s, true, addr, sizeof(addr)) == 0)
+		snprintf(ch->peer, sizeof(ch->peer), "%s", addr);
+	s->channel = ch;
 	weft__loop_add_channel(loop, ch);
 	*out = ch;
 	return 0;
-
-err_free_ch:
-	if (ch->unflushed != NULL)
-		evbuffer_free(ch->unflushed);
-	free(ch->head);
-	free(ch->tail);
-	free(ch);
-err_free_bev:
-	bufferevent_free(bev);
-	return WEFT_ENOMEM;
 }
 
 void
@@ -677,16 +805,19 @@ weft_channel_activate(weft_channel *ch)
 		return;
 	enter(ch);
 	ch->activated = true;
-	if (ch->auto_read)
-		set_reading(ch, true);
 	weft_ctx_fire_active(ch->head);
-	/* Bytes that arrived before activation (read during a handshake)
-	 * would otherwise wait for the next read event. */
-	if (ch->auto_read && !ch->closing &&
-	    evbuffer_get_length(bufferevent_get_input(ch->bev)) > 0)
-		on_read(ch->bev, ch);
+	if (!ch->closing) {
+		watch(ch, wants_read(ch), ch->watch_write);
+		/* Bytes that arrived before activation (a handler added them,
+		 * or the stream handed them over) would otherwise wait for
+		 * the next read event. */
+		if (wants_read(ch) && evbuffer_get_length(ch->in) > 0)
+			deliver_input(ch);
+	}
 	leave(ch);
 }
+
+/* ---- Accessors ---------------------------------------------------------- */
 
 weft_loop *
 weft_channel_loop(const weft_channel *ch)
@@ -694,10 +825,10 @@ weft_channel_loop(const weft_channel *ch)
 	return ch->loop;
 }
 
-struct bufferevent *
-weft_channel_bev(weft_channel *ch)
+weft_stream *
+weft_channel_stream(weft_channel *ch)
 {
-	return ch->bev;
+	return ch->stream;
 }
 
 void
@@ -730,99 +861,22 @@ weft_channel_is_open(const weft_channel *ch)
 	return atomic_load_explicit(&ch->open, memory_order_relaxed);
 }
 
-/*
- * Reads what the socket holds into the input, up to max_read_bytes, with
- * readv into reserved space: no FIONREAD first (libevent asks it before
- * every read, and then takes at most 4 KiB). A short read means the socket
- * is empty; a full one reads again, four times larger. Returns 0,
- * WEFT_ECLOSED at end of stream, WEFT_ENOMEM, or minus an errno.
- */
-static int
-fill_input(weft_channel *ch, evutil_socket_t fd, struct evbuffer *in)
-{
-	size_t total = 0, chunk = READ_CHUNK_BYTES, want, left;
-	struct evbuffer_iovec v[2];
-	struct iovec iov[2];
-	ssize_t n;
-	int i, nv;
-
-	while (total < ch->opts.max_read_bytes) {
-		want = ch->opts.max_read_bytes - total;
-		if (want > chunk)
-			want = chunk;
-		nv = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
-		if (nv <= 0)
-			return WEFT_ENOMEM;
-		left = want;
-		for (i = 0; i < nv; i++) {
-			iov[i].iov_base = v[i].iov_base;
-			iov[i].iov_len =
-			    v[i].iov_len < left ? v[i].iov_len : left;
-			left -= iov[i].iov_len;
-		}
-		n = readv(fd, iov, nv);
-		if (n <= 0) {
-			evbuffer_commit_space(in, v, 0);
-			if (n == 0)
-				return WEFT_ECLOSED;
-			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-		}
-		left = (size_t)n;
-		for (i = 0; i < nv; i++) {
-			v[i].iov_len =
-			    iov[i].iov_len < left ? iov[i].iov_len : left;
-			left -= v[i].iov_len;
-		}
-		evbuffer_commit_space(in, v,
-		                      nv == 2 && v[1].iov_len > 0 ? 2 : 1);
-		total += (size_t)n;
-		if ((size_t)n < want)
-			return 0;
-		chunk *= 4;
-	}
-	return 0;
-}
+/* ---- Reading on and off ------------------------------------------------- */
 
 static void
-on_socket_readable(evutil_socket_t fd, short what, void *arg)
+run_read_task(weft_loop *loop, int status, void *arg)
 {
 	weft_channel *ch = arg;
-	struct evbuffer *in = bufferevent_get_input(ch->bev);
-	size_t before = evbuffer_get_length(in);
-	int rv;
 
-	(void)what;
-	if (ch->closing)
-		return;
-	enter(ch);
-	/* A socket bufferevent keeps the end of its input frozen except
-	 * while it reads; do as it does. */
-	evbuffer_unfreeze(in, 0);
-	rv = fill_input(ch, fd, in);
-	evbuffer_freeze(in, 0);
-	if (evbuffer_get_length(in) > before)
-		on_read(ch->bev, ch);
-	if (rv == WEFT_ECLOSED && !ch->torn_down)
-		on_event(ch->bev, BEV_EVENT_EOF | BEV_EVENT_READING, ch);
-	else if (rv < 0 && rv != WEFT_ENOMEM && !ch->torn_down) {
-		EVUTIL_SET_SOCKET_ERROR(-rv);
-		on_event(ch->bev, BEV_EVENT_ERROR | BEV_EVENT_READING, ch);
+	(void)loop;
+	ch->read_posted = false;
+	if (status == 0 && !ch->torn_down && wants_read(ch) &&
+	    evbuffer_get_length(ch->in) > 0) {
+		enter(ch);
+		deliver_input(ch);
+		leave(ch);
 	}
-	leave(ch);
-}
-
-void
-weft_channel_enable_direct_writes(weft_channel *ch)
-{
-	evutil_socket_t fd = bufferevent_getfd(ch->bev);
-
-	WEFT_ASSERT_IN_LOOP(ch->loop);
-	ch->direct_writes = true;
-	/* Reads too go straight to the socket, under the same condition. */
-	if (fd < 0 || ch->read_ev != NULL || ch->activated)
-		return;
-	ch->read_ev = event_new(weft_loop_base(ch->loop), fd,
-	                        EV_READ | EV_PERSIST, on_socket_readable, ch);
+	weft_channel_unref(ch);
 }
 
 void
@@ -830,9 +884,24 @@ weft_channel_set_auto_read(weft_channel *ch, bool on)
 {
 	WEFT_ASSERT_IN_LOOP(ch->loop);
 	ch->auto_read = on;
-	if (ch->bev == NULL || ch->closing || !ch->activated)
+	if (ch->torn_down || ch->closing || !ch->activated)
 		return;
-	set_reading(ch, on);
+	watch(ch, wants_read(ch), ch->watch_write);
+	/* What a paused decoder left in the input goes round again. */
+	if (on && evbuffer_get_length(ch->in) > 0 && !ch->read_posted) {
+		ch->read_posted = true;
+		weft_channel_ref(ch);
+		if (weft_loop_post_task(ch->loop, &ch->read_task) != 0) {
+			ch->read_posted = false;
+			weft_channel_unref(ch);
+		}
+	}
+}
+
+bool
+weft_channel_is_auto_read(const weft_channel *ch)
+{
+	return ch->auto_read;
 }
 
 void
@@ -846,95 +915,162 @@ weft_channel_fire_user_event(weft_channel *ch, int event, void *data)
 	leave(ch);
 }
 
+/* ---- Writes from other threads: the inbox ------------------------------ */
+
+/*
+ * Takes a write from another thread: bytes are moved into the inbox's
+ * buffer at once, a typed message is kept as it is, and the loop is woken
+ * once per batch. Returns 0 or WEFT_ECLOSED (msg consumed either way) or
+ * WEFT_ENOMEM.
+ */
+static int
+inbox_push(weft_channel *ch, const weft_msg_type *type, void *msg,
+           weft_write_cb cb, void *arg)
+{
+	struct weft__inbox *ib = &ch->inbox;
+	struct weft__xwrite *w;
+	bool post = false;
+	int rv = 0;
+
+	pthread_mutex_lock(&ib->lock);
+	if (ib->closed) {
+		rv = WEFT_ECLOSED;
+	} else if ((w = RING_PUSH(ib->q)) == NULL) {
+		rv = WEFT_ENOMEM;
+	} else {
+		*w = (struct weft__xwrite){type, msg, 0, cb, arg};
+		if (type == &weft_msg_bytes) {
+			const weft_bytes *b = msg;
+
+			w->len = b->len;
+			rv = evbuffer_add(ib->bytes, b->data, b->len);
+		} else if (type == &weft_msg_evbuffer) {
+			w->len = evbuffer_get_length(msg);
+			rv = evbuffer_add_buffer(ib->bytes, msg);
+		}
+		if (rv == 0) {
+			if (weft_msg_is_bytes(type))
+				w->msg = NULL;
+			ib->q.len++;
+			post = !ib->posted;
+			ib->posted = true;
+		} else {
+			rv = WEFT_ENOMEM;
+		}
+	}
+	if (post)
+		weft_channel_ref(ch);
+	pthread_mutex_unlock(&ib->lock);
+	if (rv != 0)
+		weft_msg_free(type, msg);
+	else if (post && weft_loop_post_task(ch->loop, &ch->inbox_task) != 0)
+		/* The loop is going away; teardown ends the writes. */
+		weft_channel_unref(ch);
+	return rv;
+}
+
+/*
+ * Moves the inbox to the loop's side under the lock: its bytes into
+ * ch->xbytes, its writes into ch->xrun (the rings swap, so neither side
+ * allocates once both have grown to the batches they see).
+ */
+static void
+inbox_take(weft_channel *ch, bool close)
+{
+	struct weft__inbox *ib = &ch->inbox;
+	struct weft__xring spare = ch->xrun;
+
+	pthread_mutex_lock(&ib->lock);
+	evbuffer_add_buffer(ch->xbytes, ib->bytes);
+	ch->xrun = ib->q;
+	ib->q = spare;
+	ib->posted = false;
+	if (close)
+		ib->closed = true;
+	pthread_mutex_unlock(&ib->lock);
+}
+
+/* Writes (or, with status, fails) the taken writes in order. */
+static void
+inbox_run(weft_channel *ch, int status)
+{
+	struct weft__xwrite one, *w = &one;
+
+	while (ch->xrun.len > 0) {
+		one = *RING_FRONT(ch->xrun);
+		RING_POP(ch->xrun);
+		if (w->msg == NULL)
+			evbuffer_remove_buffer(ch->xbytes, ch->xone, w->len);
+		if (status != 0 || ch->torn_down) {
+			evbuffer_drain(ch->xone, SIZE_MAX);
+			weft_msg_free(w->type, w->msg);
+			owe_cb(ch, w->cb, w->arg,
+			       status != 0 ? status : WEFT_ECLOSED);
+		} else if (w->msg == NULL) {
+			weft_ctx_write(ch->tail, &weft_msg_evbuffer, ch->xone,
+			               w->cb, w->arg);
+			evbuffer_drain(ch->xone, SIZE_MAX);
+		} else {
+			weft_ctx_write(ch->tail, w->type, w->msg, w->cb,
+			               w->arg);
+		}
+	}
+	ch->xrun.head = 0;
+}
+
+/* One batch of writes from other threads: through the pipeline in the
+ * order they came, then one flush. */
+static void
+run_inbox_task(weft_loop *loop, int status, void *arg)
+{
+	weft_channel *ch = arg;
+
+	(void)loop;
+	if (!ch->torn_down) {
+		enter(ch);
+		inbox_take(ch, false);
+		inbox_run(ch, status);
+		if (!ch->torn_down)
+			weft_ctx_flush(ch->tail);
+		leave(ch);
+	}
+	weft_channel_unref(ch);
+}
+
+/* Refuses further writes from other threads and fails those waiting. */
+static void
+inbox_close(weft_channel *ch)
+{
+	inbox_take(ch, true);
+	inbox_run(ch, WEFT_ECLOSED);
+	evbuffer_drain(ch->xbytes, SIZE_MAX);
+}
+
+/* ---- Writing and closing ------------------------------------------------ */
+
 static void
 write_in_loop(weft_channel *ch, const weft_msg_type *type, void *msg,
               weft_write_cb cb, void *arg)
 {
+	bool was = ch->flush_follows;
+
 	enter(ch);
+	ch->flush_follows = true; /* no flush task: one comes right away */
 	weft_ctx_write(ch->tail, type, msg, cb, arg);
+	ch->flush_follows = was;
 	weft_ctx_flush(ch->tail);
 	leave(ch);
-}
-
-/* A write on its way from another thread. */
-struct cross_write {
-	weft_task task;
-	weft_channel *ch;
-	const weft_msg_type *type;
-	void *msg;
-	weft_write_cb cb;
-	void *arg;
-};
-
-static void
-run_cross_write(weft_loop *loop, int status, void *arg)
-{
-	struct cross_write *w = arg;
-
-	(void)loop;
-	if (status != 0) {
-		weft_msg_free(w->type, w->msg);
-		if (w->cb != NULL)
-			w->cb(w->ch, status, w->arg);
-	} else {
-		write_in_loop(w->ch, w->type, w->msg, w->cb, w->arg);
-	}
-	if (w->type == &weft_msg_evbuffer)
-		evbuffer_free(w->msg);
-	weft_channel_unref(w->ch);
-	free(w);
 }
 
 int
 weft_channel_write_msg(weft_channel *ch, const weft_msg_type *type, void *msg,
                        weft_write_cb cb, void *arg)
 {
-	struct cross_write *w;
-	int rv;
-
 	if (weft_loop_in_thread(ch->loop)) {
 		write_in_loop(ch, type, msg, cb, arg);
 		return 0;
 	}
-	if ((w = calloc(1, sizeof(*w))) == NULL) {
-		rv = WEFT_ENOMEM;
-		goto err_free_msg;
-	}
-	w->msg = msg;
-	if (weft_msg_is_bytes(type)) {
-		/* Take the bytes now: the caller keeps its evbuffer or
-		 * memory. They travel as an evbuffer. */
-		if ((w->msg = evbuffer_new()) == NULL) {
-			free(w);
-			rv = WEFT_ENOMEM;
-			goto err_free_msg;
-		}
-		if (type == &weft_msg_bytes)
-			evbuffer_add(w->msg, ((const weft_bytes *)msg)->data,
-			             ((const weft_bytes *)msg)->len);
-		else
-			evbuffer_add_buffer(w->msg, msg);
-		type = &weft_msg_evbuffer;
-	}
-	w->ch = ch;
-	w->type = type;
-	w->cb = cb;
-	w->arg = arg;
-	w->task.cb = run_cross_write;
-	w->task.arg = w;
-	weft_channel_ref(ch);
-	if ((rv = weft_loop_post_task(ch->loop, &w->task)) == 0)
-		return 0;
-	weft_channel_unref(ch);
-	weft_msg_free(type, w->msg);
-	if (type == &weft_msg_evbuffer)
-		evbuffer_free(w->msg);
-	free(w);
-	return rv;
-
-err_free_msg:
-	weft_msg_free(type, msg);
-	return rv;
+	return inbox_push(ch, type, msg, cb, arg);
 }
 
 int
@@ -942,6 +1078,14 @@ weft_channel_write(weft_channel *ch, struct evbuffer *buf, weft_write_cb cb,
                    void *arg)
 {
 	return weft_channel_write_msg(ch, &weft_msg_evbuffer, buf, cb, arg);
+}
+
+void
+weft_ctx_write_and_flush(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+                         weft_write_cb cb, void *cb_arg)
+{
+	weft_ctx_write(ctx, type, msg, cb, cb_arg);
+	weft_ctx_flush(ctx);
 }
 
 static void
@@ -955,7 +1099,7 @@ close_in_loop(weft_channel *ch)
 }
 
 static void
-run_close(weft_loop *loop, int status, void *arg)
+run_close_task(weft_loop *loop, int status, void *arg)
 {
 	weft_channel *ch = arg;
 
@@ -972,8 +1116,11 @@ weft_channel_close(weft_channel *ch)
 		close_in_loop(ch);
 		return;
 	}
+	/* One close travels at a time; later ones find it on its way. */
+	if (atomic_exchange(&ch->close_posted, true))
+		return;
 	weft_channel_ref(ch);
-	if (weft_loop_post(ch->loop, run_close, ch) != 0)
+	if (weft_loop_post_task(ch->loop, &ch->close_task) != 0)
 		weft_channel_unref(ch);
 }
 
@@ -989,4 +1136,10 @@ void
 weft__channel_abort(weft_channel *ch)
 {
 	request_teardown(ch);
+}
+
+void
+weft_channel_get_stats(const weft_channel *ch, weft_channel_stats *out)
+{
+	*out = ch->stats;
 }

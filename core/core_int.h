@@ -4,10 +4,12 @@
 #define WEFT_CORE_INT_H
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include <weft/channel.h>
 #include <weft/loop.h>
+#include <weft/stream.h>
 
 #ifdef NDEBUG
 #define WEFT_ASSERT_IN_LOOP(loop) ((void)(loop))
@@ -18,8 +20,9 @@
 struct event;
 
 /* One handler's place in a pipeline. A removed context is unlinked but keeps
- * its own links, so a traversal standing on it can still move on; it is
- * freed when the channel's outermost callback returns. */
+ * its own links, so a traversal standing on it can still move on; its
+ * handler's removed runs, and it is freed, when the channel's outermost
+ * callback returns. */
 struct weft_ctx {
 	struct weft_ctx *next;
 	struct weft_ctx *prev;
@@ -32,7 +35,7 @@ struct weft_ctx {
 };
 
 /* A write waiting for its bytes to leave: done when the channel's count of
- * bytes handed to the socket reaches end_offset. */
+ * bytes that left its stream reaches end_offset. */
 struct weft__write_wait {
 	uint64_t end_offset;
 	weft_write_cb cb;
@@ -48,41 +51,93 @@ struct weft__write_done {
 	int status;
 };
 
+/* A write from another thread, waiting in the channel's inbox: a typed
+ * message, or len bytes of the inbox's buffer (msg NULL). */
+struct weft__xwrite {
+	const weft_msg_type *type;
+	void *msg;
+	size_t len;
+	weft_write_cb cb;
+	void *arg;
+};
+
+/* A ring of values of one type, grown by doubling. */
+#define WEFT__RING(type)                                                       \
+	struct {                                                               \
+		type *v;                                                       \
+		size_t cap, head, len;                                         \
+	}
+
+struct weft__xring {
+	struct weft__xwrite *v;
+	size_t cap, head, len;
+};
+
+/* The writes other threads hand to a channel (channel.c, "inbox"). */
+struct weft__inbox {
+	pthread_mutex_t lock;
+	struct evbuffer *bytes; /* the bytes of queued byte writes */
+	struct weft__xring q;
+	bool closed; /* torn down: writes are refused */
+	bool posted; /* the drain task is queued */
+};
+
 struct weft_channel {
 	_Atomic int refs;
 	_Atomic bool open; /* false once close starts or the peer is gone */
 	weft_loop *loop;
-	struct bufferevent *bev;
+	weft_stream *stream;        /* NULL once torn down */
+	struct evbuffer *in;        /* read, not yet taken by the pipeline */
 	struct evbuffer *unflushed; /* written, not yet flushed */
+	struct evbuffer *out;       /* flushed, not yet taken by the stream */
 	weft_channel_opts opts;
 
 	struct weft_ctx *head; /* sentinels; handlers sit between them */
 	struct weft_ctx *tail;
-	struct weft_ctx *dead; /* removed contexts awaiting free */
-	int depth;             /* nesting of callbacks into this channel */
+	struct weft_ctx *dead; /* removed contexts awaiting removed and free */
+	struct weft_ctx **dead_tail; /* where the next one goes */
+	int depth; /* nesting of callbacks into this channel */
 
 	/* Write completions, a ring of waits ordered by end_offset. */
-	struct weft__write_wait *waits;
-	size_t waits_cap, waits_head, waits_len;
+	WEFT__RING(struct weft__write_wait) waits;
 	/* Owed write callbacks, a ring run by done_task. */
-	struct weft__write_done *done;
-	size_t done_cap, done_head, done_len;
+	WEFT__RING(struct weft__write_done) done;
 	weft_task done_task;
 	bool done_posted;
-	uint64_t bytes_written;      /* appended to unflushed, ever */
-	uint64_t bytes_drained;      /* handed to the socket, ever */
-	uint64_t bytes_flushed;      /* moved to the socket's buffer, ever */
-	uint64_t direct_write_calls; /* flushes written at once */
+	uint64_t bytes_written; /* appended to unflushed, ever */
+	uint64_t bytes_taken;   /* taken by the stream, ever */
+	uint64_t bytes_drained; /* left the stream, ever */
+	weft_channel_stats stats;
 	struct event *linger_ev;
-	struct event *read_ev; /* plain sockets: the channel reads itself */
 
-	bool direct_writes;
+	/* Bytes written and not flushed are flushed by flush_task, after the
+	 * callbacks of the current wake-up; a paused read resumes through
+	 * read_task. */
+	weft_task flush_task;
+	bool flush_posted;
+	bool flush_follows; /* a flush is on its way: no task needed */
+	weft_task read_task;
+	bool read_posted;
+
+	struct weft__inbox inbox;
+	weft_task inbox_task;
+	/* The loop's side of the inbox: a batch taken from it. */
+	struct weft__xring xrun;
+	struct evbuffer *xbytes;
+	struct evbuffer *xone; /* one write's bytes on their way */
+	_Atomic bool close_posted;
+	weft_task close_task;
+
 	bool activated;
 	bool closing;
+	bool closed_here; /* the close started on this side */
+	bool failed;      /* the stream reported an error */
 	bool teardown_queued;
 	bool torn_down;
 	bool writable;
 	bool auto_read;
+	bool watch_read; /* what the stream was last asked to watch */
+	bool watch_write;
 
 	weft_channel *loop_next; /* the loop's list of open channels */
 	weft_channel *loop_prev;
@@ -93,7 +148,16 @@ struct weft_channel {
 /* Pipeline internals shared with channel.c. */
 weft_ctx *weft__ctx_new(weft_channel *ch, const char *name,
                         const weft_handler *h, void *state);
-void weft__pipeline_free_dead(weft_channel *ch);
+/* weft__pipeline_reap runs the removed callbacks of retired contexts and
+ * frees them (also those retired meanwhile). At depth 0 only. */
+void weft__pipeline_reap(weft_channel *ch);
+/* weft__channel_enter and weft__channel_leave bracket every entry into a
+ * channel from the loop: removed contexts are reaped by the outermost
+ * leave. */
+void weft__channel_enter(weft_channel *ch);
+void weft__channel_leave(weft_channel *ch);
+/* weft__channel_run_owed runs the owed write callbacks now. */
+void weft__channel_run_owed(weft_channel *ch);
 
 /* The loop's bookkeeping of its channels, for shutdown and free. */
 void weft__loop_add_channel(weft_loop *loop, weft_channel *ch);

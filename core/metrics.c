@@ -90,26 +90,31 @@ weft_metrics_histogram_counts(
 	return bad ? WEFT_ENOMEM : 0;
 }
 
+void
+weft_metrics_latency_counts(const weft_histogram *h,
+                            uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1])
+{
+	uint64_t below = 0, at_most;
+	unsigned i;
+
+	for (i = 0; i < WEFT_METRICS_LATENCY_BUCKETS; i++) {
+		at_most = weft_histogram_count_at_most(h, latency_bounds_ns[i]);
+		counts[i] = at_most - below;
+		below = at_most;
+	}
+	counts[i] = weft_histogram_count(h) - below;
+}
+
 int
 weft_metrics_histogram(struct evbuffer *out, const char *name,
                        const char *labels, const weft_histogram *h)
 {
 	uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1] = {0};
-	uint64_t value, count;
-	size_t cursor = 0;
-	unsigned i;
 
-	while (h != NULL && weft_histogram_next(h, &cursor, &value, &count)) {
-		for (i = 0; i < WEFT_METRICS_LATENCY_BUCKETS &&
-		            value > latency_bounds_ns[i];
-		     i++)
-			;
-		counts[i] += count;
-	}
+	if (h != NULL)
+		weft_metrics_latency_counts(h, counts);
 	return weft_metrics_histogram_counts(
-	    out, name, labels, counts,
-	    h ? weft_histogram_mean(h) * (double)weft_histogram_count(h) / 1e9
-	      : 0.0);
+	    out, name, labels, counts, h ? weft_histogram_sum(h) / 1e9 : 0.0);
 }
 
 /* ---- The process -------------------------------------------------------- */

@@ -89,30 +89,41 @@ weft_pipeline_add_after(weft_channel *ch, const char *base, const char *name,
 }
 
 void
-weft__pipeline_free_dead(weft_channel *ch)
+weft__pipeline_reap(weft_channel *ch)
 {
 	weft_ctx *c;
 
+	/* What the removed callbacks do to the channel waits for them, as
+	 * any callback's would. */
+	ch->depth++;
 	while ((c = ch->dead) != NULL) {
-		ch->dead = c->next_dead;
+		if ((ch->dead = c->next_dead) == NULL)
+			ch->dead_tail = &ch->dead;
+		/* A callback owed to a writer may belong to this handler. */
+		weft__channel_run_owed(ch);
+		if (c->h->removed != NULL)
+			c->h->removed(c);
 		free(c);
 	}
+	ch->depth--;
 }
 
-/* Retires an unlinked context: no more events reach it, and its memory
- * goes once the channel's outermost callback returns. */
+/*
+ * Retires an unlinked context: no more events reach it at once; its
+ * removed runs, and its memory goes, once the channel's outermost callback
+ * returns (at once outside any).
+ */
 static void
 retire(weft_ctx *c)
 {
 	weft_channel *ch = c->ch;
 
 	c->removed = true;
-	c->next_dead = ch->dead;
-	ch->dead = c;
-	if (c->h->removed != NULL)
-		c->h->removed(c);
+	c->next_dead = NULL;
+	*ch->dead_tail = c;
+	ch->dead_tail = &c->next_dead;
 	if (ch->depth == 0)
-		weft__pipeline_free_dead(ch);
+		weft__pipeline_reap(ch);
 }
 
 void
@@ -125,6 +136,12 @@ weft_ctx_remove(weft_ctx *c)
 	c->prev->next = c->next;
 	c->next->prev = c->prev;
 	retire(c);
+}
+
+bool
+weft_ctx_is_removed(const weft_ctx *ctx)
+{
+	return ctx->removed;
 }
 
 int

@@ -115,29 +115,30 @@ on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
 	cb(NULL, WEFT_ESHUTDOWN, cb_arg);
 }
 
+/* make_channel wraps the connection's stream in a channel and builds its
+ * pipeline. */
 static void
-make_channel(weft_connect_req *req, struct bufferevent *bev)
+make_channel(weft_connect_req *req, weft_stream *s)
 {
 	weft_channel *ch;
 	int rv;
 
-	rv = weft_channel_new(req->loop, bev, &req->opts.channel, &ch);
+	rv = weft_channel_new_stream(req->loop, s, &req->opts.channel, &ch);
 	if (rv != 0) {
 		complete(req, NULL, rv);
 		return;
 	}
 	weft_channel_set_peer(ch, req->peer);
-	if ((req->opts.init != NULL &&
-	     (rv = req->opts.init(ch, req->opts.init_arg)) != 0) ||
-	    (rv = weft__channel_install_readers(
-	         ch, req->opts.channel.max_read_bytes)) != 0) {
+	rv = weft__channel_init(ch, req->opts.init, req->opts.init_arg,
+	                        req->opts.channel.max_read_bytes);
+	if (rv != 0) {
 		weft_warn("connect %s: setting up the channel failed: %s",
 		          req->peer, weft_strerror(rv));
 		weft_channel_close(ch);
 		complete(req, NULL, rv);
 		return;
 	}
-	weft__channel_start(ch);
+	weft_channel_activate(ch);
 	complete(req, ch, 0);
 }
 
@@ -145,18 +146,25 @@ static void
 on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
 {
 	weft_connect_req *req = arg;
+	weft_stream *s;
 
 	req->ready = NULL;
 	/* The caller has the status and reports it, once. */
 	if (status != 0 && why != NULL)
 		weft_debug("connect %s: %s", req->peer, why);
-	if (status != 0)
+	if (status != 0) {
 		complete(req, NULL, status);
-	else
-		make_channel(req, bev);
+		return;
+	}
+	if ((status = weft__bev_stream_new(bev, &s)) != 0) {
+		complete(req, NULL, status);
+		return;
+	}
+	make_channel(req, s);
 }
 
-/* connected turns the connected fd into a bufferevent. */
+/* connected turns the connected fd into a stream: a socket's at once, a
+ * TLS one once its handshake is done. */
 static void
 connected(weft_connect_req *req)
 {
@@ -164,20 +172,21 @@ connected(weft_connect_req *req)
 	evutil_socket_t fd = req->fd;
 	struct bufferevent *bev;
 	weft__ready *ready;
+	weft_stream *s;
 	int rv;
 
 	req->fd = -1;
-	if (req->opts.tls != NULL) {
-		rv = weft__tls_bev_connect(req->opts.tls, base, fd,
-		                           req->server_name, &bev);
-		if (rv != 0) {
+	if (req->opts.tls == NULL) {
+		if ((rv = weft__sock_stream_new(req->loop, fd, &s)) != 0)
 			complete(req, NULL, rv);
-			return;
-		}
-	} else if ((bev = bufferevent_socket_new(
-	                base, fd, BEV_OPT_CLOSE_ON_FREE)) == NULL) {
-		close(fd);
-		complete(req, NULL, WEFT_ENOMEM);
+		else
+			make_channel(req, s);
+		return;
+	}
+	rv = weft__tls_bev_connect(req->opts.tls, base, fd, req->server_name,
+	                           &bev);
+	if (rv != 0) {
+		complete(req, NULL, rv);
 		return;
 	}
 	req->state = REQ_HANDSHAKE;

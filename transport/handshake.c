@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * handshake.c: waiting until a bufferevent can carry application data (a
- * TLS handshake), and naming why a bufferevent failed.
+ * TLS handshake), naming why a bufferevent failed, and building a new
+ * channel's pipeline.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -185,15 +186,13 @@ weft__bev_ready_cancel(weft__ready *ready)
 	free(ready);
 }
 
-void
-weft__channel_start(weft_channel *ch)
+int
+weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg,
+                   size_t max_read_bytes)
 {
-	struct bufferevent *bev;
+	int rv;
 
-	weft_channel_activate(ch);
-	/* The channel may have closed inside its active event. */
-	bev = weft_channel_bev(ch);
-	if (bev != NULL && weft_channel_is_open(ch) &&
-	    evbuffer_get_length(bufferevent_get_input(bev)) > 0)
-		bufferevent_trigger(bev, EV_READ, BEV_TRIG_DEFER_CALLBACKS);
+	if (init != NULL && (rv = init(ch, arg)) != 0)
+		return rv;
+	return weft__tls_channel_install(ch, max_read_bytes);
 }

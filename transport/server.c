@@ -122,7 +122,7 @@ handoff_fail(handoff *h, int status, const char *why)
 }
 
 static void
-make_channel(handoff *h, struct bufferevent *bev)
+make_channel(handoff *h, weft_stream *s)
 {
 	weft_server *srv = h->srv;
 	weft_channel *ch;
@@ -132,11 +132,13 @@ make_channel(handoff *h, struct bufferevent *bev)
 	 * whose set-up (a TLS handshake) ends after weft_server_close is
 	 * dropped, never handed to init. */
 	if (atomic_load(&srv->close_requested)) {
-		bufferevent_free(bev);
+		s->channel = NULL;
+		s->ops->close(s, false);
 		rv = WEFT_ESHUTDOWN;
 		goto err_fail;
 	}
-	if ((rv = weft_channel_new(h->loop, bev, &srv->opts.channel, &ch)))
+	if ((rv = weft_channel_new_stream(h->loop, s, &srv->opts.channel,
+	                                  &ch)) != 0)
 		goto err_fail;
 	weft_channel_set_peer(ch, h->peer);
 	rv = weft_pipeline_add_first(ch, "weft.server", &server_handler, srv);
@@ -144,9 +146,8 @@ make_channel(handoff *h, struct bufferevent *bev)
 		goto err_close;
 	/* The handler holds the hand-over's reference from here on. */
 	free(h);
-	if ((rv = srv->opts.init(ch, srv->opts.init_arg)) != 0 ||
-	    (rv = weft__channel_install_readers(
-	         ch, srv->opts.channel.max_read_bytes)) != 0) {
+	if ((rv = weft__channel_init(ch, srv->opts.init, srv->opts.init_arg,
+	                             srv->opts.channel.max_read_bytes)) != 0) {
 		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
 		                 "server %s: setting up %s failed: %s",
 		                 srv->address, weft_channel_peer(ch),
@@ -156,13 +157,40 @@ make_channel(handoff *h, struct bufferevent *bev)
 		weft_channel_close(ch);
 		return;
 	}
-	weft__channel_start(ch);
+	weft_channel_activate(ch);
 	return;
 
 err_close:
 	weft_channel_close(ch);
 err_fail:
 	handoff_fail(h, rv, NULL);
+}
+
+/* make_bev_channel makes the channel of a TLS connection whose handshake
+ * is done. */
+static void
+make_bev_channel(handoff *h, struct bufferevent *bev)
+{
+	weft_stream *s;
+	int rv;
+
+	if ((rv = weft__bev_stream_new(bev, &s)) != 0)
+		handoff_fail(h, rv, NULL);
+	else
+		make_channel(h, s);
+}
+
+/* make_socket_channel makes the channel of a plaintext connection. */
+static void
+make_socket_channel(handoff *h, evutil_socket_t fd)
+{
+	weft_stream *s;
+	int rv;
+
+	if ((rv = weft__sock_stream_new(h->loop, fd, &s)) != 0)
+		handoff_fail(h, rv, NULL);
+	else
+		make_channel(h, s);
 }
 
 static void
@@ -173,16 +201,21 @@ on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
 	if (status != 0)
 		handoff_fail(h, status, why);
 	else
-		make_channel(h, bev);
+		make_bev_channel(h, bev);
 }
 
 static void
-on_tls_accepted(struct bufferevent *bev, int status, void *arg)
+on_tls_accepted(struct bufferevent *bev, evutil_socket_t plain_fd, int status,
+                void *arg)
 {
 	handoff *h = arg;
 
 	if (status != 0) {
 		handoff_fail(h, status, NULL);
+		return;
+	}
+	if (bev == NULL) {
+		make_socket_channel(h, plain_fd);
 		return;
 	}
 	weft__bev_when_ready(h->loop, bev, h->peer,
@@ -203,27 +236,17 @@ handoff_run(weft_loop *loop, int status, void *arg)
 		handoff_fail(h, status, NULL);
 		return;
 	}
-	if (srv->opts.tls != NULL) {
-		rv = weft__tls_bev_accept(srv->opts.tls, srv->opts.tls_mode,
-		                          weft_loop_base(loop), h->fd,
-		                          srv->opts.handshake_timeout_ms,
-		                          on_tls_accepted, h, &bev);
-		if (rv != 0 || bev == NULL) {
-			if (rv != 0)
-				handoff_fail(h, rv, NULL);
-			return;
-		}
-		on_tls_accepted(bev, 0, h);
+	if (srv->opts.tls == NULL) {
+		make_socket_channel(h, h->fd);
 		return;
 	}
-	bev = bufferevent_socket_new(weft_loop_base(loop), h->fd,
-	                             BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL) {
-		close(h->fd);
-		handoff_fail(h, WEFT_ENOMEM, NULL);
-		return;
-	}
-	make_channel(h, bev);
+	rv = weft__tls_bev_accept(
+	    srv->opts.tls, srv->opts.tls_mode, weft_loop_base(loop), h->fd,
+	    srv->opts.handshake_timeout_ms, on_tls_accepted, h, &bev);
+	if (rv != 0)
+		handoff_fail(h, rv, NULL);
+	else if (bev != NULL)
+		on_tls_accepted(bev, -1, 0, h);
 }
 
 /* ---- Accepting, on the accepting loop --------------------------------- */

@@ -97,38 +97,30 @@ struct sniff {
 	void *arg;
 };
 
-static int
-plain_bev(struct sniff *s, struct bufferevent **out)
-{
-	*out = bufferevent_socket_new(s->base, s->fd, BEV_OPT_CLOSE_ON_FREE);
-	if (*out == NULL) {
-		close(s->fd);
-		return WEFT_ENOMEM;
-	}
-	weft__tls_count_plaintext(s->tls);
-	return 0;
-}
-
-/* sniff_finish makes the bufferevent (or closes the fd on failure), frees
- * s and calls the callback. */
+/* sniff_finish makes the bufferevent of a TLS client (or closes the fd on
+ * failure), frees s and calls the callback; a plaintext client goes as
+ * its fd. */
 static void
 sniff_finish(struct sniff *s, int status, bool is_tls)
 {
 	weft__tls_accept_cb cb = s->cb;
 	struct bufferevent *bev = NULL;
+	evutil_socket_t plain_fd = -1;
 	void *arg = s->arg;
 
 	event_free(s->ev);
-	if (status != 0)
+	if (status != 0) {
 		close(s->fd);
-	else if (is_tls)
+	} else if (is_tls) {
 		status =
 		    weft__tls_bev_new(s->tls, s->base, s->fd, true, NULL, &bev);
-	else
-		status = plain_bev(s, &bev);
+	} else {
+		plain_fd = s->fd;
+		weft__tls_count_plaintext(s->tls);
+	}
 	weft_tls_ctx_unref(s->tls);
 	free(s);
-	cb(bev, status, arg);
+	cb(bev, plain_fd, status, arg);
 }
 
 static void

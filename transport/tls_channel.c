@@ -178,7 +178,8 @@ tls_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	SSL *ssl;
 	int rv = 0;
 
-	if (bev != NULL && msg == bufferevent_get_input(bev) &&
+	/* First in the pipeline, it sees the channel's input. */
+	if (bev != NULL && type == &weft_msg_evbuffer &&
 	    (ssl = bufferevent_openssl_get_ssl(bev)) != NULL && !st->failed)
 		rv = top_up(st, ssl, msg);
 	weft_ctx_fire_read(ctx, type, msg);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <event2/util.h>
+#include <weft/stream.h>
 #include <weft/transport.h>
 
 struct bufferevent;
@@ -97,14 +98,28 @@ void weft__sock_nodelay(evutil_socket_t fd);
 /* The default of weft_channel_opts.max_read_bytes (see weft/channel.h). */
 #define WEFT__DEFAULT_MAX_READ (256u << 10)
 
+/* ---- Streams (socket.c, bev.c) ----------------------------------------- */
+
+/* weft__sock_stream_new makes the stream of a connected, non-blocking
+ * socket fd (taken; closed on failure) on loop. Returns 0 or WEFT_ENOMEM. */
+int weft__sock_stream_new(weft_loop *loop, evutil_socket_t fd,
+                          weft_stream **out);
+bool weft__stream_is_socket(const weft_stream *s);
+
+/* weft__bev_stream_new makes the stream of bev (taken; freed on failure),
+ * taking over its callbacks. Returns 0 or WEFT_ENOMEM. */
+int weft__bev_stream_new(struct bufferevent *bev, weft_stream **out);
+/* weft__bev_stream_get is the bufferevent of a bev stream, else NULL. */
+struct bufferevent *weft__bev_stream_get(const weft_stream *s);
+
 /*
- * weft__sock_read_install lets a channel over a plain socket bufferevent
- * (nothing for TLS or pairs) read and write the socket itself: each read
- * event then takes up to the channel's max_read_bytes, where libevent 2.1
- * alone takes 4096 bytes, and flushes write at once. Returns 0. Loop
- * thread (sockread.c).
+ * weft__channel_init builds a new channel's pipeline for a transport: runs
+ * init (may be NULL), then puts the TLS handler first for a TLS stream.
+ * Returns 0, or init's error or WEFT_ENOMEM (the caller closes the
+ * channel). Activate the channel afterwards. Loop thread (handshake.c).
  */
-int weft__sock_read_install(weft_channel *ch, size_t max_read_bytes);
+int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg,
+                       size_t max_read_bytes);
 
 /* ---- Listening sockets (listen.c) -------------------------------------- */
 
@@ -143,11 +158,6 @@ weft__ready *weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
  * runs. */
 void weft__bev_ready_cancel(weft__ready *ready);
 
-/* weft__channel_start activates a new channel and, if its bufferevent
- * already holds input (read during a handshake or while sniffing), makes
- * the channel read it soon: libevent would wait for more bytes first. */
-void weft__channel_start(weft_channel *ch);
-
 /* weft__bev_error_status names why a bufferevent event failed: WEFT_ETLS
  * for an OpenSSL error (its detail in why, len bytes, and at debug level
  * in the log), otherwise the errno translation. what and peer are for the
@@ -160,10 +170,13 @@ int weft__bev_error_status(struct bufferevent *bev, short events,
 
 /*
  * Runs once on base's loop thread, never inside weft__tls_bev_accept: with
- * status 0 and a bufferevent that is now the caller's, or with a negative
- * WEFT_E code and bev NULL (the fd has been closed).
+ * status 0 and a bufferevent that is now the caller's (a TLS client), or
+ * status 0, bev NULL and plain_fd the caller's (a plaintext client in
+ * optional mode, its first bytes still in the socket), or with a negative
+ * WEFT_E code, bev NULL and plain_fd -1 (the fd has been closed).
  */
-typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
+typedef void (*weft__tls_accept_cb)(struct bufferevent *bev,
+                                    evutil_socket_t plain_fd, int status,
                                     void *arg);
 
 /*
@@ -175,10 +188,9 @@ typedef void (*weft__tls_accept_cb)(struct bufferevent *bev, int status,
  * later, e.g. to sniff the first bytes in WEFT_TLS_MODE_OPTIONAL: returns
  * 0 with *out NULL, and then calls cb exactly once (at the latest after
  * timeout_ms, with WEFT_ETIMEDOUT). The bufferevent is a
- * bufferevent_openssl (server side, its handshake started or finished) or,
- * in optional mode for a plaintext client, a plain socket bufferevent
- * (sniffed bytes may be left in the socket with MSG_PEEK, or in the
- * bufferevent's input: both are read). Options: BEV_OPT_CLOSE_ON_FREE,
+ * bufferevent_openssl (server side, its handshake started or finished); in
+ * optional mode a plaintext client comes as its fd instead (sniffed bytes
+ * are left in the socket with MSG_PEEK). Options: BEV_OPT_CLOSE_ON_FREE,
  * never BEV_OPT_THREADSAFE. The transport waits for an unfinished handshake
  * itself (weft__bev_when_ready), so either is fine. Returns a negative
  * WEFT_E code on failure (cb never runs). Loop thread of base.
@@ -209,10 +221,5 @@ int weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
  * tls_int.h.)
  */
 int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
-
-/* weft__channel_install_readers installs weft.read or weft.tls, whichever
- * fits the channel's bufferevent. Returns 0 or WEFT_ENOMEM. Loop thread.
- * (sockread.c) */
-int weft__channel_install_readers(weft_channel *ch, size_t max_read_bytes);
 
 #endif

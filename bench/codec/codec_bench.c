@@ -25,6 +25,7 @@
 #include <weft/core.h>
 #include <weft/crc32c.h>
 #include <weft/frame.h>
+#include <weft/transport.h>
 
 #define BATCH_BYTES (256u << 10)
 

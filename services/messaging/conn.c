@@ -11,7 +11,6 @@
 #include <sys/uio.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 
 #include <weft/tls.h>
 
@@ -165,6 +164,8 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	return n;
 }
 
+static void count_writes(struct weft__msvc_conn *c);
+
 /* A batch's bytes left (or can no longer leave): release them. */
 static void
 on_written(weft_channel *ch, int status, void *arg)
@@ -175,44 +176,25 @@ on_written(weft_channel *ch, int status, void *arg)
 	if (c == NULL || c->peer == NULL)
 		return;
 	weft__msvc_release_queued(c->peer, (size_t)(uintptr_t)arg);
+	count_writes(c);
 	weft__msvc_guard_drained(c);
 }
 
-/*
- * Writes the batch straight to the socket when nothing is queued before
- * it: one sendmsg, no write event armed and disarmed around it. Only for
- * plaintext sockets (a TLS bufferevent must see every byte).
- * TODO(core): the channel's flush could do this for everyone.
- */
+/* Adds the socket writes the channel made since the last look to the
+ * loop's counters, for bytes per write. */
 static void
-write_directly(struct weft__msvc_conn *c)
+count_writes(struct weft__msvc_conn *c)
 {
-	struct evbuffer_iovec v[64];
-	struct iovec iov[64];
-	struct msghdr mh = {0};
-	struct bufferevent *bev;
-	evutil_socket_t fd;
-	ssize_t sent;
-	int i, n;
+	weft_channel_stats st;
 
-	if (c->svc->opts.tls != NULL || c->ch == NULL ||
-	    (bev = weft_channel_bev(c->ch)) == NULL ||
-	    weft_channel_pending_write_bytes(c->ch) != 0 ||
-	    (fd = bufferevent_getfd(bev)) < 0)
+	if (c->ch == NULL)
 		return;
-	n = evbuffer_peek(c->tx, -1, NULL, v, 64);
-	for (i = 0; i < n && i < 64; i++) {
-		iov[i].iov_base = v[i].iov_base;
-		iov[i].iov_len = v[i].iov_len;
-	}
-	mh.msg_iov = iov;
-	mh.msg_iovlen = (size_t)(n < 64 ? n : 64);
-	sent = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (sent <= 0)
-		return;
-	evbuffer_drain(c->tx, (size_t)sent);
-	weft__msvc_count1(&c->ml->rs.write_calls, 1);
-	weft__msvc_count1(&c->ml->rs.bytes_written, (uint64_t)sent);
+	weft_channel_get_stats(c->ch, &st);
+	weft__msvc_count1(&c->ml->rs.write_calls, st.writes - c->seen_writes);
+	weft__msvc_count1(&c->ml->rs.bytes_written,
+	                  st.bytes_written - c->seen_bytes);
+	c->seen_writes = st.writes;
+	c->seen_bytes = st.bytes_written;
 }
 
 static void
@@ -224,19 +206,9 @@ flush_conn(struct weft__msvc_conn *c)
 	if (evbuffer_get_length(c->tx) == 0)
 		return;
 	weft__msvc_guard_active(c);
-	if (c->state == WEFT__MSVC_UP) {
-		write_directly(c);
-		if (evbuffer_get_length(c->tx) == 0) {
-			c->tx_accounted = 0;
-			if (c->peer != NULL) {
-				weft__msvc_release_queued(c->peer, n);
-				weft__msvc_guard_drained(c);
-			}
-			return;
-		}
-	}
 	c->tx_accounted = 0;
-	/* A closing connection takes no more bytes: the batch's bytes are
+	/* The channel writes the batch at once when the socket takes it. A
+	 * closing connection takes no more bytes: the batch's bytes are
 	 * released here, not by a write callback. */
 	if (c->ch == NULL || !weft_channel_is_open(c->ch) ||
 	    weft_channel_write(c->ch, c->tx, on_written,
@@ -245,6 +217,7 @@ flush_conn(struct weft__msvc_conn *c)
 		if (c->peer != NULL)
 			weft__msvc_release_queued(c->peer, n);
 	}
+	count_writes(c);
 }
 
 void
@@ -294,20 +267,6 @@ unlink_dirty(struct weft__msvc_conn *c)
 	if (*pp == c)
 		*pp = c->dirty_next;
 	c->dirty = false;
-}
-
-/* Counts every write the socket takes, for bytes per write. */
-static void
-on_output_drained(struct evbuffer *buf, const struct evbuffer_cb_info *info,
-                  void *arg)
-{
-	struct weft__msvc_conn *c = arg;
-
-	(void)buf;
-	if (info->n_deleted == 0)
-		return;
-	weft__msvc_count1(&c->ml->rs.write_calls, 1);
-	weft__msvc_count1(&c->ml->rs.bytes_written, info->n_deleted);
 }
 
 /* ---- Closing ----------------------------------------------------------- */
@@ -436,12 +395,11 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 static void
 report_truncated(struct weft__msvc_conn *c)
 {
-	struct bufferevent *bev = c->ch ? weft_channel_bev(c->ch) : NULL;
 	size_t left;
 
-	if (bev == NULL || c->state == WEFT__MSVC_CLOSED)
+	if (c->ch == NULL || c->state == WEFT__MSVC_CLOSED)
 		return;
-	left = evbuffer_get_length(bufferevent_get_input(bev));
+	left = weft_channel_pending_read_bytes(c->ch);
 	if (left == 0)
 		return;
 	weft__msvc_count(&c->svc->st.bad_frames, 1);
@@ -518,11 +476,10 @@ attach(struct weft__msvc_conn *c, weft_channel *ch)
 		return rv;
 	weft_channel_set_data(ch, c);
 	c->ch = ch;
+	c->seen_writes = 0;
+	c->seen_bytes = 0;
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s",
 	         weft_channel_peer(ch));
-	if (weft_channel_bev(ch) != NULL)
-		evbuffer_add_cb(bufferevent_get_output(weft_channel_bev(ch)),
-		                on_output_drained, c);
 	atomic_fetch_add(&c->svc->st.connections_open, 1);
 	return 0;
 }
@@ -1177,17 +1134,6 @@ process_frames(struct weft__msvc_conn *c, struct evbuffer *in)
 	weft__msvc_batch_end(c->ml);
 }
 
-/* Drives a connection that was paused and is reading again. */
-void
-weft__msvc_conn_process(struct weft__msvc_conn *c)
-{
-	struct bufferevent *bev;
-
-	if (c->ch == NULL || (bev = weft_channel_bev(c->ch)) == NULL)
-		return;
-	process_frames(c, bufferevent_get_input(bev));
-}
-
 void
 weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 {
@@ -1219,7 +1165,6 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 		atomic_fetch_sub(&svc->paused_conns, 1);
 		if (c->ch != NULL && !c->blocked) {
 			weft_channel_set_auto_read(c->ch, true);
-			weft__msvc_conn_process(c);
 		}
 	}
 }

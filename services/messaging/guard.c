@@ -386,7 +386,6 @@ weft__msvc_guard_drained(struct weft__msvc_conn *c)
 	c->blocked = false;
 	if (!c->paused) {
 		weft_channel_set_auto_read(c->ch, true);
-		weft__msvc_conn_process(c);
 	}
 }
 

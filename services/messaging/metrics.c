@@ -103,12 +103,12 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 		if (peer->lat == NULL)
 			continue;
 		pthread_mutex_lock(&peer->snap_lock);
-		peer->snap_count = weft__msvc_lat_count(peer->lat);
-		peer->snap_p50_ns = weft__msvc_lat_percentile(peer->lat, 50);
-		peer->snap_p99_ns = weft__msvc_lat_percentile(peer->lat, 99);
-		peer->snap_max_ns = weft__msvc_lat_max(peer->lat);
-		peer->snap_sum_ns =
-		    weft__msvc_lat_buckets(peer->lat, peer->snap_buckets);
+		peer->snap_count = weft_histogram_count(peer->lat);
+		peer->snap_p50_ns = weft_histogram_percentile(peer->lat, 50);
+		peer->snap_p99_ns = weft_histogram_percentile(peer->lat, 99);
+		peer->snap_max_ns = weft_histogram_max(peer->lat);
+		weft_metrics_latency_counts(peer->lat, peer->snap_buckets);
+		peer->snap_sum_ns = weft_histogram_sum(peer->lat);
 		pthread_mutex_unlock(&peer->snap_lock);
 	}
 }

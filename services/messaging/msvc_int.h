@@ -252,6 +252,7 @@ struct weft__msvc_conn {
 	size_t scratch_len;
 	size_t scratch_cap;
 	size_t tx_accounted; /* queued_bytes those encodings hold */
+	uint64_t seen_writes, seen_bytes; /* the channel's stats last counted */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
 	uint32_t attempts;     /* failed dials in a row */
@@ -388,7 +389,7 @@ struct weft_msvc_peer {
 	uint32_t hb_misses;
 	weft_timer *hb_timer;
 	/* Round trips: made on the first (home loop). */
-	struct weft__msvc_lat *lat;
+	weft_histogram *lat;
 	/* The figures the stats timer publishes from lat each second: a few
 	 * numbers, not a second histogram, to keep a peer small. */
 	pthread_mutex_t snap_lock;
@@ -548,7 +549,6 @@ int weft__msvc_accept_init(weft_channel *ch, void *arg);
 void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
 void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
 void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
-void weft__msvc_conn_process(struct weft__msvc_conn *c);
 /* Encodes one message into c->tx; returns the frame bytes. */
 size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
                               uint32_t verb, uint32_t flags,
@@ -628,22 +628,12 @@ void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
 int weft__msvc_error_status_to_wire(int status);
 int weft__msvc_wire_to_error_status(int code);
 
-/* lat.c: a peer's round trips, in 4 KB (one thread at a time). */
-struct weft__msvc_lat;
-int weft__msvc_lat_new(struct weft__msvc_lat **out);
-void weft__msvc_lat_free(struct weft__msvc_lat *h);
-void weft__msvc_lat_record(struct weft__msvc_lat *h, uint64_t ns);
-uint64_t weft__msvc_lat_count(const struct weft__msvc_lat *h);
-uint64_t weft__msvc_lat_max(const struct weft__msvc_lat *h);
-/* The value at or below which p percent (0..100) of the recorded ones
- * lie: its bucket's upper edge, at most 1/16 above, capped at the maximum;
- * 0 when empty. */
-uint64_t weft__msvc_lat_percentile(const struct weft__msvc_lat *h, double p);
-/* weft__msvc_lat_buckets copies the counts in the exposition's latency
- * buckets (<weft/metrics.h>) and returns the sum of all values, in ns. */
-double
-weft__msvc_lat_buckets(const struct weft__msvc_lat *h,
-                       uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1]);
+/* pending.c: a peer's round trips, in 4.8 KB: a node keeps one per peer
+ * it calls, so within 1/16 rather than the default's 1/128 (59 KB), up
+ * to 2^40 ns (18 minutes; longer ones count as the maximum). */
+#define WEFT__MSVC_PEER_LAT_SUB_BITS 4
+#define WEFT__MSVC_PEER_LAT_MAX_NS ((UINT64_C(1) << 40) - 1)
+int weft__msvc_peer_lat_new(weft_histogram **out);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);

@@ -46,6 +46,17 @@ record_verb_latency(struct weft__msvc_loop *ml, uint32_t verb, uint64_t ns)
 	weft_histogram_record(ml->verb_lat[verb], ns);
 }
 
+int
+weft__msvc_peer_lat_new(weft_histogram **out)
+{
+	const weft_histogram_opts o = {
+	    .sub_bits = WEFT__MSVC_PEER_LAT_SUB_BITS,
+	    .max_value = WEFT__MSVC_PEER_LAT_MAX_NS,
+	};
+
+	return weft_histogram_new_opts(&o, out);
+}
+
 /*
  * 32 unpredictable bits for a request id, from a pool refilled with
  * getrandom (one system call per 256 requests). Should the kernel refuse,
@@ -254,8 +265,9 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	}
 	if (status == 0 && !s->internal) {
 		took = weft__msvc_now_ns(ml) - s->start_ns;
-		if (peer->lat != NULL || weft__msvc_lat_new(&peer->lat) == 0)
-			weft__msvc_lat_record(peer->lat, took);
+		if (peer->lat != NULL ||
+		    weft__msvc_peer_lat_new(&peer->lat) == 0)
+			weft_histogram_record(peer->lat, took);
 		record_verb_latency(ml, s->verb, took);
 	}
 	s->live = false;

@@ -88,7 +88,7 @@ peer_free(weft_msvc_peer *peer)
 			weft__msvc_conn_fini(&peer->conns[cls][i]);
 		free(peer->conns[cls]);
 	}
-	weft__msvc_lat_free(peer->lat);
+	weft_histogram_free(peer->lat);
 	pthread_mutex_destroy(&peer->addr_lock);
 	pthread_mutex_destroy(&peer->snap_lock);
 	free(peer->host);

@@ -87,6 +87,57 @@ test_histogram_buckets_are_cumulative(void **state)
 	evbuffer_free(b);
 }
 
+/* Values about each bound, in histograms of two precisions: no value is
+ * counted at or below a bound it exceeds, and only those within the
+ * precision below a bound are counted above it. */
+static void
+test_latency_counts_from_histograms(void **state)
+{
+	static const unsigned precisions[] = {4, 7};
+	uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1];
+	uint64_t vals[WEFT_METRICS_LATENCY_BUCKETS * 4 + 1];
+	size_t n = 0, i, j, k;
+
+	(void)state;
+	for (i = 0; i < WEFT_METRICS_LATENCY_BUCKETS; i++) {
+		uint64_t b = weft_metrics_latency_bound(i);
+
+		vals[n++] = b - b / 8; /* well below: counted at or below */
+		vals[n++] = b - 1;
+		vals[n++] = b;
+		vals[n++] = b + 1;
+	}
+	vals[n++] = UINT64_C(30000000000); /* 30 s: above every bound */
+	for (k = 0; k < 2; k++) {
+		weft_histogram_opts o = {.sub_bits = precisions[k]};
+		uint64_t cum = 0, want, near;
+		weft_histogram *h;
+
+		assert_int_equal(weft_histogram_new_opts(&o, &h), 0);
+		for (j = 0; j < n; j++)
+			weft_histogram_record(h, vals[j]);
+		weft_metrics_latency_counts(h, counts);
+		for (i = 0; i < WEFT_METRICS_LATENCY_BUCKETS; i++) {
+			uint64_t b = weft_metrics_latency_bound(i);
+
+			cum += counts[i];
+			want = near = 0;
+			for (j = 0; j < n; j++) {
+				want += vals[j] <= b;
+				near += vals[j] <= b &&
+				        vals[j] >= b - (b >> o.sub_bits);
+			}
+			assert_true(cum <= want);
+			assert_true(want - cum <= near);
+			/* b - b/8 is outside every bound's precision. */
+			assert_true(cum >= 4 * i + 1);
+		}
+		assert_int_equal(counts[WEFT_METRICS_LATENCY_BUCKETS] + cum, n);
+		assert_true(counts[WEFT_METRICS_LATENCY_BUCKETS] >= 2);
+		weft_histogram_free(h);
+	}
+}
+
 static void
 test_process_metrics(void **state)
 {
@@ -117,6 +168,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_escape_quotes_backslashes_and_newlines),
 	    cmocka_unit_test(test_histogram_buckets_are_cumulative),
+	    cmocka_unit_test(test_latency_counts_from_histograms),
 	    cmocka_unit_test(test_process_metrics),
 	};
 

@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include <weft/channel.h>
+#include <weft/transport.h>
 
 struct fixture {
 	weft_loop *loop;

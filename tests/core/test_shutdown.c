@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include <weft/channel.h>
+#include <weft/transport.h>
 
 #define PAYLOAD (1u << 20)
 

@@ -29,6 +29,7 @@
 #include <weft/frame.h>
 #include <weft/line.h>
 #include <weft/msgpack_codec.h>
+#include <weft/transport.h>
 
 #include "fuzz.h"
 
@@ -188,7 +189,6 @@ feed(struct run *r, uint8_t setup, const uint8_t *data, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct bufferevent *bev;
 	struct run r = {0};
 	int fds[2];
 
@@ -198,14 +198,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	weft_log_set_level(WEFT_LOG_OFF);
 	if (weft_loop_new(&r.loop) != 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0 ||
-	    (bev = bufferevent_socket_new(weft_loop_base(r.loop), fds[0],
-	                                  BEV_OPT_CLOSE_ON_FREE)) == NULL ||
-	    weft_channel_new(r.loop, bev, NULL, &r.ch) != 0)
+	    weft_channel_new_socket(r.loop, fds[0], NULL, &r.ch) != 0)
 		abort();
 	r.fd = fds[0];
 	r.peer = fds[1];
 	weft_channel_set_data(r.ch, &r);
-	weft_channel_enable_direct_writes(r.ch);
 	if (build(&r, r.setup) != 0)
 		abort();
 	weft_channel_activate(r.ch);

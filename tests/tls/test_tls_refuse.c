@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <weft/transport.h>
 
 #include "tls_test.h"
 
@@ -257,7 +258,7 @@ static void
 write_bogus_record(tt_client *c)
 {
 	unsigned char rec[5 + 64] = {0x17, 0x03, 0x03, 0x00, 64};
-	int fd = bufferevent_getfd(weft_channel_bev(c->ch));
+	int fd = weft_channel_fd(c->ch);
 
 	memset(rec + 5, 0xa5, 64);
 	assert_int_equal(write(fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));

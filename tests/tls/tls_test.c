@@ -22,6 +22,7 @@
 #include <event2/bufferevent_ssl.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
+#include <weft/transport.h>
 
 #include "tls_int.h"
 #include "tls_test.h"

@@ -10,6 +10,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <weft/transport.h>
 
 #include "echo.h"
 
@@ -45,8 +46,8 @@ echo_server_init(weft_channel *ch, void *arg)
 	size_t i;
 
 	atomic_fetch_add(&s->channels, 1);
-	if (getsockopt(bufferevent_getfd(weft_channel_bev(ch)), IPPROTO_TCP,
-	               TCP_NODELAY, &on, &len) == 0 &&
+	if (getsockopt(weft_channel_fd(ch), IPPROTO_TCP, TCP_NODELAY, &on,
+	               &len) == 0 &&
 	    on != 0)
 		atomic_fetch_add(&s->nodelay, 1);
 	if (s->group != NULL) {

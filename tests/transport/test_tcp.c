@@ -22,6 +22,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <netinet/tcp.h>
+#include <weft/transport.h>
 
 #include "echo.h"
 #include "transport_int.h"
@@ -54,7 +55,7 @@ has_nodelay(weft_channel *ch)
 {
 	int on = 0;
 	socklen_t len = sizeof(on);
-	int fd = bufferevent_getfd(weft_channel_bev(ch));
+	int fd = weft_channel_fd(ch);
 
 	return getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 &&
 	       on != 0;

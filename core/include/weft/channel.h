@@ -19,7 +19,6 @@
 extern "C" {
 #endif
 
-struct bufferevent;
 struct evbuffer;
 
 typedef struct weft_channel weft_channel;
@@ -114,16 +113,10 @@ typedef struct weft_channel_opts {
 typedef int (*weft_channel_init_cb)(weft_channel *ch, void *arg);
 
 /*
- * weft_channel_new wraps a connected bufferevent of loop's event_base in a
- * channel. The channel takes bev, also on failure (freed then; the fd is
- * closed if bev has BEV_OPT_CLOSE_ON_FREE). The channel holds one
- * reference for being open; *out is borrowed unless you take a reference.
- * Call weft_channel_activate once the pipeline is built. Loop thread. For
- * transports.
+ * Channels are made by transports (weft/transport.h: servers, connects,
+ * in-process pairs, or weft_channel_new over any bufferevent), over a byte
+ * stream (weft/stream.h, for those who write transports).
  */
-WEFT_API int weft_channel_new(weft_loop *loop, struct bufferevent *bev,
-                              const weft_channel_opts *opts,
-                              weft_channel **out);
 
 /* weft_channel_activate starts reading and fires active. Loop thread. */
 WEFT_API void weft_channel_activate(weft_channel *ch);
@@ -134,8 +127,6 @@ WEFT_API void weft_channel_ref(weft_channel *ch);
 WEFT_API void weft_channel_unref(weft_channel *ch);
 
 WEFT_API weft_loop *weft_channel_loop(const weft_channel *ch);
-/* The bufferevent, for transports (TLS peer checks); NULL once closed. */
-WEFT_API struct bufferevent *weft_channel_bev(weft_channel *ch);
 /* A user pointer; the channel does not own it. */
 WEFT_API void weft_channel_set_data(weft_channel *ch, void *data);
 WEFT_API void *weft_channel_data(const weft_channel *ch);
@@ -144,17 +135,6 @@ WEFT_API void *weft_channel_data(const weft_channel *ch);
 WEFT_API const char *weft_channel_peer(const weft_channel *ch);
 WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
 
-/*
- * weft_channel_enable_direct_writes tells the channel that its bufferevent
- * is a plain socket, before it is activated. A flush that finds nothing
- * queued then writes to the socket at once (one sendmsg, MSG_NOSIGNAL) and
- * leaves only what the kernel did not take to libevent's write event,
- * saving a loop pass and two epoll changes per batch; and the channel reads
- * the socket itself, up to max_read_bytes per readable event with no
- * FIONREAD call first. Transports call it. Loop thread.
- */
-WEFT_API void weft_channel_enable_direct_writes(weft_channel *ch);
-
 /* weft_channel_is_open is false once close started or the peer went away. */
 WEFT_API bool weft_channel_is_open(const weft_channel *ch);
 /* weft_channel_is_writable is false above the high-water mark. Loop
@@ -162,18 +142,45 @@ WEFT_API bool weft_channel_is_open(const weft_channel *ch);
 WEFT_API bool weft_channel_is_writable(const weft_channel *ch);
 /* Bytes written but not yet handed to the socket. Loop thread. */
 WEFT_API size_t weft_channel_pending_write_bytes(const weft_channel *ch);
+/* Bytes read from the socket that no handler has taken yet (a decoder's
+ * partial message). Loop thread. */
+WEFT_API size_t weft_channel_pending_read_bytes(const weft_channel *ch);
 
-/* weft_channel_set_auto_read pauses (false) or resumes reading, for
- * inbound back-pressure. Loop thread. */
-WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
+/* What the channel's stream took and gave: reads and writes that moved
+ * bytes, and those bytes (so bytes per write shows how well writes
+ * batch). */
+typedef struct weft_channel_stats {
+	uint64_t reads, bytes_read;
+	uint64_t writes, bytes_written;
+} weft_channel_stats;
+
+/* weft_channel_get_stats copies the counters; on the channel's loop. */
+WEFT_API void weft_channel_get_stats(const weft_channel *ch,
+                                     weft_channel_stats *out);
 
 /*
- * weft_channel_write sends a message through the whole pipeline (from the
- * tail) and flushes. It consumes msg as described at weft_msg_type, on
+ * weft_channel_set_auto_read pauses (false) or resumes reading, for
+ * inbound back-pressure. Paused inside a read callback, decoders deliver
+ * no further message of the bytes already read (the frame codec stops
+ * after the current frame); resumed, the channel delivers what its input
+ * still holds again soon, on the loop, never inside this call. Loop
+ * thread.
+ */
+WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
+/* weft_channel_is_auto_read says whether reading is on. Loop thread. */
+WEFT_API bool weft_channel_is_auto_read(const weft_channel *ch);
+
+/*
+ * weft_channel_write_msg sends a message through the whole pipeline (from
+ * the tail) and flushes. It consumes msg as described at weft_msg_type, on
  * success and on failure; if it returns non-zero, cb is never called,
  * otherwise cb (if not NULL) runs exactly once, on the loop thread, never
- * inside this call. Any thread: from another thread the message is moved
- * to the loop first.
+ * inside this call. Any thread. From another thread the message joins the
+ * channel's queue of writes from other threads (bytes are moved into it
+ * at once, the caller's evbuffer stays the caller's; nothing is allocated
+ * per write), which the loop drains once per wake-up, writing the batch
+ * through the pipeline and flushing it with one write to the socket.
+ * Returns 0, or WEFT_ECLOSED once the channel is torn down.
  */
 WEFT_API int weft_channel_write_msg(weft_channel *ch, const weft_msg_type *type,
                                     void *msg, weft_write_cb cb, void *arg);
@@ -199,9 +206,12 @@ WEFT_API void weft_channel_fire_user_event(weft_channel *ch, int event,
  * Building the pipeline. Names are unique per channel (copied). Adding or
  * removing is allowed at any time on the loop thread, also inside any
  * handler callback of the same channel: a removed handler receives no
- * further events, and its context stays valid until the current callback
- * returns. Returns 0, WEFT_EEXIST (name taken), WEFT_ENOTFOUND or
- * WEFT_ENOMEM.
+ * further events at once, but its removed callback (where it frees its
+ * state) runs only after the channel's current callback has returned, as
+ * libuv runs close callbacks: a handler may remove itself, or close its
+ * channel, and go on using its state until it returns. Owed write
+ * callbacks run before any removed. Returns 0, WEFT_EEXIST (name taken),
+ * WEFT_ENOTFOUND or WEFT_ENOMEM.
  */
 WEFT_API int weft_pipeline_add_last(weft_channel *ch, const char *name,
                                     const weft_handler *h, void *state);
@@ -229,6 +239,9 @@ WEFT_API const char *weft_ctx_name(const weft_ctx *ctx);
 WEFT_API const weft_handler *weft_ctx_handler(const weft_ctx *ctx);
 /* weft_ctx_remove takes this handler out of the pipeline. */
 WEFT_API void weft_ctx_remove(weft_ctx *ctx);
+/* weft_ctx_is_removed says whether the handler has left the pipeline (its
+ * removed callback may not have run yet). */
+WEFT_API bool weft_ctx_is_removed(const weft_ctx *ctx);
 
 /* Forward an inbound event to the next handler towards the tail. */
 WEFT_API void weft_ctx_fire_active(weft_ctx *ctx);
@@ -240,11 +253,23 @@ WEFT_API void weft_ctx_fire_user_event(weft_ctx *ctx, int event, void *data);
 WEFT_API void weft_ctx_fire_error(weft_ctx *ctx, int status);
 WEFT_API void weft_ctx_fire_inactive(weft_ctx *ctx);
 
-/* Pass an outbound operation to the next handler towards the head. Write
- * ownership as at weft_channel_write_msg; cb runs exactly once. */
+/*
+ * Pass an outbound operation to the next handler towards the head. Write
+ * ownership as at weft_channel_write_msg; cb runs exactly once, never
+ * inside the call. A flush writes to the socket at once when it can take
+ * bytes, also while earlier writes wait for their callbacks. Bytes written
+ * and not flushed are flushed when the loop has run the callbacks of the
+ * current wake-up, so handlers may write many messages and let them leave
+ * in one batch.
+ */
 WEFT_API void weft_ctx_write(weft_ctx *ctx, const weft_msg_type *type,
                              void *msg, weft_write_cb cb, void *cb_arg);
 WEFT_API void weft_ctx_flush(weft_ctx *ctx);
+/* weft_ctx_write_and_flush is weft_ctx_write then weft_ctx_flush (Netty's
+ * writeAndFlush). */
+WEFT_API void weft_ctx_write_and_flush(weft_ctx *ctx, const weft_msg_type *type,
+                                       void *msg, weft_write_cb cb,
+                                       void *cb_arg);
 WEFT_API void weft_ctx_close(weft_ctx *ctx);
 
 /*

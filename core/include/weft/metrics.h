@@ -47,9 +47,22 @@ WEFT_API int weft_metrics_histogram_counts(
     const uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1],
     double sum_seconds);
 
+/*
+ * weft_metrics_latency_counts fills counts, as weft_metrics_histogram_counts
+ * takes them, from a weft_histogram of nanoseconds, with
+ * weft_histogram_count_at_most at each bound: a value is never counted at
+ * or below a bound it exceeds, and only values within the histogram's
+ * precision below a bound can be counted above it. Any thread that may
+ * read h.
+ */
+WEFT_API void
+weft_metrics_latency_counts(const weft_histogram *h,
+                            uint64_t counts[WEFT_METRICS_LATENCY_BUCKETS + 1]);
+
 /* weft_metrics_histogram is weft_metrics_histogram_counts for a
- * weft_histogram of nanoseconds (each bucket counted at its value, within
- * the histogram's 1%). Any thread that may read h. */
+ * weft_histogram of nanoseconds, its counts from
+ * weft_metrics_latency_counts; h may be NULL (no values). Any thread that
+ * may read h. */
 WEFT_API int weft_metrics_histogram(struct evbuffer *out, const char *name,
                                     const char *labels,
                                     const weft_histogram *h);

@@ -11,19 +11,20 @@
  *   "unix:@name"          a Linux abstract Unix socket
  * Port 0 makes a server bind an ephemeral port (see weft_server_port).
  *
- * Every transport only creates the connection: it builds a bufferevent on
- * the channel's loop (TCP sockets get TCP_NODELAY), wraps it with
- * weft_channel_new, names the peer, calls the init callback to build the
- * pipeline, and activates the channel. From then on the channel (core)
- * owns the connection. A TLS channel becomes active only once its
- * handshake is done.
+ * Every transport only creates the connection: it makes the byte stream
+ * of one backend (weft/stream.h: a TCP or Unix socket, TLS, an in-process
+ * pair, any bufferevent) on the channel's loop (TCP sockets get
+ * TCP_NODELAY), wraps it in a channel, names the peer, calls the init
+ * callback to build the pipeline, and activates the channel. From then on
+ * the channel (core) owns the connection. A TLS channel becomes active
+ * only once its handshake is done.
  *
- * Plain sockets are read and written by the channel itself (see
- * weft_channel_enable_direct_writes): each read event takes up to
- * max_read_bytes, where libevent 2.1 alone takes 4 KiB. Transports put
- * handlers of their own first in the pipeline, after init: "weft.tls" (TLS
- * channels) and "weft.server" (accepted channels, for the server's
- * counters). Leave them in place; the names are reserved.
+ * A socket's stream reads up to max_read_bytes per wake-up (libevent 2.1's
+ * socket bufferevent takes 4 KiB) and writes a flush at once, with one
+ * sendmsg. Transports put handlers of their own first in the pipeline,
+ * after init: "weft.tls" (TLS channels) and "weft.server" (accepted
+ * channels, for the server's counters). Leave them in place; the names
+ * are reserved.
  */
 #ifndef WEFT_TRANSPORT_H
 #define WEFT_TRANSPORT_H
@@ -203,6 +204,48 @@ WEFT_API int weft_connect_start(weft_loop *loop, const char *address,
  * thread.
  */
 WEFT_API void weft_connect_cancel(weft_connect_req *req);
+
+/* ---- A socket of your own --------------------------------------------- */
+
+/*
+ * weft_channel_new_socket wraps a connected stream socket (TCP or Unix) in
+ * a channel on loop, with the transport's own socket stream. fd must be
+ * non-blocking; the channel takes it, also on failure (closed then). The
+ * peer text is set from the socket's address. Build the pipeline, then
+ * call weft_channel_activate. Returns 0 or WEFT_ENOMEM. Loop thread.
+ */
+WEFT_API int weft_channel_new_socket(weft_loop *loop, int fd,
+                                     const weft_channel_opts *opts,
+                                     weft_channel **out);
+
+/*
+ * weft_channel_fd is the socket under a channel over a socket (TCP, Unix,
+ * TLS), for socket options; -1 for other channels and once closed. Read
+ * and write through the channel, never the fd. Loop thread.
+ */
+WEFT_API int weft_channel_fd(weft_channel *ch);
+
+/* ---- Any bufferevent -------------------------------------------------- */
+
+struct bufferevent;
+
+/*
+ * weft_channel_new wraps a connected bufferevent of loop's event_base in a
+ * channel (its stream moves bytes between the bufferevent's buffers and
+ * the channel's). The channel takes bev, also on failure (freed then; the
+ * fd is closed if bev has BEV_OPT_CLOSE_ON_FREE), and owns its callbacks.
+ * The channel holds one reference for being open; *out is borrowed unless
+ * you take a reference. Call weft_channel_activate once the pipeline is
+ * built. Returns 0 or WEFT_ENOMEM. Loop thread.
+ */
+WEFT_API int weft_channel_new(weft_loop *loop, struct bufferevent *bev,
+                              const weft_channel_opts *opts,
+                              weft_channel **out);
+
+/* weft_channel_bev is the bufferevent under a channel made over one (by
+ * weft_channel_new, or a TLS transport that uses libevent's OpenSSL
+ * bufferevent); NULL for other channels and once closed. Loop thread. */
+WEFT_API struct bufferevent *weft_channel_bev(weft_channel *ch);
 
 /* ---- In-process pair -------------------------------------------------- */
 
