@@ -285,11 +285,12 @@ struct weft__msvc_addr {
 
 /* A pending request. */
 struct weft__msvc_slot {
-	uint32_t tag;  /* random per use: the id's upper half */
-	uint32_t next; /* free list, wheel bucket or conn list */
-	uint32_t prev;
+	uint32_t tag;            /* random per use: the id's upper half */
+	uint32_t next;           /* free list */
 	uint32_t c_next, c_prev; /* the conn's pending list */
-	uint32_t bucket;         /* wheel bucket, UINT32_MAX: none */
+	uint32_t index;          /* in its loop's slots */
+	struct weft__msvc_loop *ml;
+	weft_timer *timer; /* its deadline; made with the slot, reused */
 	bool live;
 	bool sent;
 	bool internal;
@@ -301,12 +302,7 @@ struct weft__msvc_slot {
 	void *arg;
 	uint32_t verb;
 	uint64_t start_ns;
-	uint64_t deadline_ns;
 };
-
-#define WEFT__MSVC_WHEEL_BITS 10
-#define WEFT__MSVC_WHEEL_SIZE (1u << WEFT__MSVC_WHEEL_BITS)
-#define WEFT__MSVC_TICK_MS 4
 
 /* Reactor counters, written by their loop only. */
 struct weft__msvc_rstats {
@@ -319,12 +315,8 @@ struct weft__msvc_loop {
 	weft_msvc *svc;
 	weft_loop *loop;
 	uint32_t index;
-	struct weft__msvc_slot *slots;
-	uint32_t slots_len, slots_cap, free_head;
-	uint32_t wheel[WEFT__MSVC_WHEEL_SIZE];
-	uint64_t wheel_tick; /* last tick processed */
-	uint32_t wheel_count;
-	weft_timer *tick_timer;
+	struct weft__msvc_slot **chunks; /* slots, in chunks that never move */
+	uint32_t slots_cap, free_head;
 	weft_timer *stats_timer;
 	struct weft__msvc_conn *dirty;
 	bool flush_posted;
@@ -586,7 +578,7 @@ bool weft__msvc_guard_backlogged(struct weft__msvc_conn *c);
 void weft__msvc_guard_drained(struct weft__msvc_conn *c);
 void weft__msvc_guard_active(struct weft__msvc_conn *c);
 
-/* pending.c: pending requests and the timer wheel, per loop. */
+/* pending.c: pending requests and their deadlines, per loop. */
 int weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out);
 struct weft__msvc_slot *weft__msvc_slot_at(struct weft__msvc_loop *ml,
                                            uint32_t i);

@@ -209,9 +209,9 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	if (request && (rv = open_slot(peer, out, &slot)) != 0)
 		return rv;
 	/* A peer known to be down fails what is sent to it at once: a
-	 * one-way message here, a request at the next tick (its callback
-	 * never runs inside the call). Its heartbeats still go, to find out
-	 * when it is back. */
+	 * one-way message here, a request within a millisecond (its
+	 * callback never runs inside the call). Its heartbeats still go, to
+	 * find out when it is back. */
 	if (!out->internal && !(out->flags & WEFT__MSVC_F_RESPONSE) &&
 	    atomic_load_explicit(&peer->down, memory_order_relaxed)) {
 		if (!request)

@@ -5,9 +5,11 @@
  * carries the slot index, the loop index and 32 random bits drawn for
  * each request, so matching a response is an array index and a compare,
  * and nobody who did not see the request can answer it. A response is
- * accepted only from the peer the request went to. Timeouts sit in a hashed
- * timer wheel (one list per tick of WEFT__MSVC_TICK_MS) driven by a
- * single timer per loop, never one timer per request.
+ * accepted only from the peer the request went to. Slots are made in
+ * chunks that never move, each with a core timer of its own made once and
+ * reused by every request the slot carries; core's timers use libevent's
+ * common timeouts, so the many requests of one timeout are one queue in
+ * the loop's heap, not one heap entry each.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +22,27 @@
 #define LOOP_BITS 8
 #define MAX_SLOTS (1u << SLOT_BITS)
 
+#define CHUNK_BITS 8
+#define CHUNK (1u << CHUNK_BITS)
+
+static inline struct weft__msvc_slot *
+slot(struct weft__msvc_loop *ml, uint32_t i)
+{
+	return &ml->chunks[i >> CHUNK_BITS][i & (CHUNK - 1)];
+}
+
 struct weft__msvc_slot *
 weft__msvc_slot_at(struct weft__msvc_loop *ml, uint32_t i)
 {
-	return &ml->slots[i];
+	return slot(ml, i);
 }
+
+static void on_deadline(weft_timer *t, void *arg);
 
 uint64_t
 weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i)
 {
-	return ((uint64_t)ml->slots[i].tag << 32) |
+	return ((uint64_t)slot(ml, i)->tag << 32) |
 	       ((uint64_t)ml->index << SLOT_BITS) | i;
 }
 
@@ -88,23 +101,38 @@ random32(struct weft__msvc_loop *ml)
 	return ml->random[--ml->random_left];
 }
 
+/* Adds a chunk of slots, each with its timer, to the free list. */
 static int
 grow(struct weft__msvc_loop *ml)
 {
-	struct weft__msvc_slot *s;
-	uint32_t cap, i;
+	uint32_t n = ml->slots_cap / CHUNK, i;
+	struct weft__msvc_slot **chunks, *c;
 
-	cap = ml->slots_cap ? ml->slots_cap * 2 : 256;
-	if (cap > MAX_SLOTS || ml->slots_cap >= MAX_SLOTS)
+	if (ml->slots_cap >= MAX_SLOTS)
 		return WEFT_EOVERLOAD;
-	if ((s = realloc(ml->slots, cap * sizeof(*s))) == NULL)
+	chunks = realloc(ml->chunks, (n + 1) * sizeof(*chunks));
+	if (chunks == NULL)
 		return WEFT_ENOMEM;
-	memset(s + ml->slots_cap, 0, (cap - ml->slots_cap) * sizeof(*s));
-	for (i = ml->slots_cap; i < cap; i++)
-		s[i].next = i + 1 < cap ? i + 1 : ml->free_head;
+	ml->chunks = chunks;
+	if ((c = calloc(CHUNK, sizeof(*c))) == NULL)
+		return WEFT_ENOMEM;
+	for (i = 0; i < CHUNK; i++) {
+		c[i].ml = ml;
+		c[i].index = ml->slots_cap + i;
+		if (weft_timer_new(ml->loop, on_deadline, &c[i], &c[i].timer) !=
+		    0) {
+			while (i-- > 0)
+				weft_timer_free(c[i].timer);
+			free(c);
+			return WEFT_ENOMEM;
+		}
+	}
+	for (i = 0; i < CHUNK; i++)
+		c[i].next =
+		    i + 1 < CHUNK ? ml->slots_cap + i + 1 : ml->free_head;
+	chunks[n] = c;
 	ml->free_head = ml->slots_cap;
-	ml->slots = s;
-	ml->slots_cap = cap;
+	ml->slots_cap += CHUNK;
 	return 0;
 }
 
@@ -118,7 +146,7 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	if (ml->free_head == NONE && (rv = grow(ml)) != 0)
 		return rv;
 	i = ml->free_head;
-	s = &ml->slots[i];
+	s = slot(ml, i);
 	ml->free_head = s->next;
 	s->tag = random32(ml);
 	s->live = true;
@@ -127,83 +155,34 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	s->fail_status = 0;
 	s->conn = NULL;
 	s->out = NULL;
-	s->bucket = NONE;
-	s->next = s->prev = s->c_next = s->c_prev = NONE;
+	s->next = s->c_next = s->c_prev = NONE;
 	*out = i;
 	return 0;
-}
-
-static uint64_t
-now_tick(void)
-{
-	return weft_now_ns() / 1000000 / WEFT__MSVC_TICK_MS;
-}
-
-static void
-wheel_remove(struct weft__msvc_loop *ml, uint32_t i)
-{
-	struct weft__msvc_slot *s = &ml->slots[i];
-
-	if (s->bucket == NONE)
-		return;
-	if (s->prev != NONE)
-		ml->slots[s->prev].next = s->next;
-	else
-		ml->wheel[s->bucket] = s->next;
-	if (s->next != NONE)
-		ml->slots[s->next].prev = s->prev;
-	s->bucket = NONE;
-	ml->wheel_count--;
-}
-
-static void
-wheel_insert(struct weft__msvc_loop *ml, uint32_t i)
-{
-	struct weft__msvc_slot *s = &ml->slots[i];
-	uint64_t tick = s->deadline_ns / 1000000 / WEFT__MSVC_TICK_MS + 1;
-	uint32_t b;
-
-	/* Never behind the cursor: a due entry fires at the next tick. */
-	if (tick <= ml->wheel_tick)
-		tick = ml->wheel_tick + 1;
-	b = (uint32_t)(tick & (WEFT__MSVC_WHEEL_SIZE - 1));
-	s->bucket = b;
-	s->prev = NONE;
-	s->next = ml->wheel[b];
-	if (s->next != NONE)
-		ml->slots[s->next].prev = i;
-	ml->wheel[b] = i;
-	if (ml->wheel_count++ == 0 && !weft_timer_is_pending(ml->tick_timer)) {
-		ml->wheel_tick = now_tick();
-		weft_timer_start(ml->tick_timer, WEFT__MSVC_TICK_MS,
-		                 WEFT__MSVC_TICK_MS);
-	}
 }
 
 void
 weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 
 	s->start_ns = weft__msvc_now_ns(ml);
-	s->deadline_ns = s->start_ns + timeout_ms * 1000000;
-	wheel_insert(ml, i);
+	weft_timer_start(s->timer, timeout_ms, 0);
 }
 
 static void
 conn_unlink(struct weft__msvc_loop *ml, uint32_t i)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 	struct weft__msvc_conn *c = s->conn;
 
 	if (c == NULL)
 		return;
 	if (s->c_prev != NONE)
-		ml->slots[s->c_prev].c_next = s->c_next;
+		slot(ml, s->c_prev)->c_next = s->c_next;
 	else
 		c->pending_head = s->c_next;
 	if (s->c_next != NONE)
-		ml->slots[s->c_next].c_prev = s->c_prev;
+		slot(ml, s->c_next)->c_prev = s->c_prev;
 	s->conn = NULL;
 }
 
@@ -211,7 +190,7 @@ void
 weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
                      struct weft__msvc_conn *c)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 
 	s->sent = true;
 	s->out = NULL;
@@ -219,7 +198,7 @@ weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
 	s->c_prev = NONE;
 	s->c_next = c->pending_head;
 	if (s->c_next != NONE)
-		ml->slots[s->c_next].c_prev = i;
+		slot(ml, s->c_next)->c_prev = i;
 	c->pending_head = i;
 }
 
@@ -228,9 +207,9 @@ weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
 void
 weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 
-	wheel_remove(ml, i);
+	weft_timer_stop(s->timer);
 	conn_unlink(ml, i);
 	weft__msvc_count1(&s->peer->st.pending, (uint64_t)-1);
 	s->out = NULL;
@@ -245,14 +224,14 @@ void
 weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
                          const void *data, size_t len)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 	weft_msvc_peer *peer = s->peer;
 	weft_msvc_reply_cb cb = s->cb;
 	void *arg = s->arg;
 	weft_msvc *svc = ml->svc;
 	uint64_t took;
 
-	wheel_remove(ml, i);
+	weft_timer_stop(s->timer);
 	conn_unlink(ml, i);
 	if (s->out != NULL) {
 		/* Still in a backlog: it will never be written. */
@@ -284,18 +263,20 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 void
 weft__msvc_slot_fail_soon(struct weft__msvc_loop *ml, uint32_t i, int status)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 
-	wheel_remove(ml, i);
+	/* On the loop within a millisecond, never inside the caller's call:
+	 * a caller that asks again from its callback (a client retrying a
+	 * peer known down) then goes round once per millisecond, not as
+	 * fast as the loop can turn, which starved a node's other work. */
 	s->fail_status = status;
-	s->deadline_ns = weft__msvc_now_ns(ml);
-	wheel_insert(ml, i);
+	weft_timer_start(s->timer, 1, 0);
 }
 
 static void
 expire(struct weft__msvc_loop *ml, uint32_t i)
 {
-	struct weft__msvc_slot *s = &ml->slots[i];
+	struct weft__msvc_slot *s = slot(ml, i);
 	int status = WEFT_ETIMEDOUT;
 
 	if (s->fail_status != 0) {
@@ -315,28 +296,16 @@ expire(struct weft__msvc_loop *ml, uint32_t i)
 }
 
 static void
-on_tick(weft_timer *t, void *arg)
+on_deadline(weft_timer *t, void *arg)
 {
-	struct weft__msvc_loop *ml = arg;
-	uint64_t now = weft_now_ns(), target = now_tick();
-	uint32_t i, next, b, steps = 0;
+	struct weft__msvc_slot *s = arg;
+	struct weft__msvc_loop *ml = s->ml;
 
+	(void)t;
+	if (!s->live)
+		return;
 	weft__msvc_batch_begin(ml);
-	while (ml->wheel_tick < target && steps++ < WEFT__MSVC_WHEEL_SIZE) {
-		ml->wheel_tick++;
-		b = (uint32_t)(ml->wheel_tick & (WEFT__MSVC_WHEEL_SIZE - 1));
-		for (i = ml->wheel[b]; i != NONE; i = next) {
-			next = ml->slots[i].next;
-			if (ml->slots[i].deadline_ns <= now)
-				expire(ml, i);
-			/* An expiry callback may have freed next's slot. */
-			if (next != NONE && ml->slots[next].bucket != b)
-				next = ml->wheel[b];
-		}
-	}
-	ml->wheel_tick = target;
-	if (ml->wheel_count == 0)
-		weft_timer_stop(t);
+	expire(ml, s->index);
 	weft__msvc_batch_end(ml);
 }
 
@@ -352,12 +321,12 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 	size_t text_len = 0;
 	int status = 0;
 
-	if (i >= ml->slots_cap || !ml->slots[i].live ||
-	    ml->slots[i].tag != tag || ml->slots[i].verb != env->verb) {
+	if (i >= ml->slots_cap || !slot(ml, i)->live ||
+	    slot(ml, i)->tag != tag || slot(ml, i)->verb != env->verb) {
 		weft__msvc_count(&ml->svc->st.late_responses, 1);
 		return WEFT__MSVC_LATE;
 	}
-	if (ml->slots[i].peer != from) {
+	if (slot(ml, i)->peer != from) {
 		weft__msvc_count(&ml->svc->st.forged_responses, 1);
 		return WEFT__MSVC_FORGED;
 	}
@@ -378,9 +347,9 @@ weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status)
 	uint32_t i;
 
 	while ((i = c->pending_head) != NONE) {
-		if (!ml->slots[i].internal)
+		if (!slot(ml, i)->internal)
 			weft__msvc_count(
-			    &ml->slots[i].peer->st.failed_peer_down, 1);
+			    &slot(ml, i)->peer->st.failed_peer_down, 1);
 		weft__msvc_slot_complete(ml, i, status, NULL, 0);
 	}
 }
@@ -391,7 +360,7 @@ weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status)
 	uint32_t i;
 
 	for (i = 0; i < ml->slots_cap; i++)
-		if (ml->slots[i].live)
+		if (slot(ml, i)->live)
 			weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }
 
@@ -402,8 +371,6 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 
 	ml->svc = svc;
 	ml->free_head = NONE;
-	memset(ml->wheel, 0xff, sizeof(ml->wheel));
-	ml->wheel_tick = now_tick();
 	LIST_INIT(&ml->paused);
 	LIST_INIT(&ml->inbound);
 	ml->flush_task.cb = weft__msvc_loop_flush;
@@ -417,12 +384,10 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 		goto err_free_verbs;
 	}
 	pthread_mutex_init(&ml->snap_lock, NULL);
-	if ((rv = weft_timer_new(ml->loop, on_tick, ml, &ml->tick_timer)))
-		goto err_free_lock;
 	rv = weft_timer_new(ml->loop, weft__msvc_stats_tick, ml,
 	                    &ml->stats_timer);
 	if (rv != 0)
-		goto err_free_tick;
+		goto err_free_lock;
 	if ((rv = weft_timer_start(ml->stats_timer, 1000, 1000)) != 0)
 		goto err_free_stats;
 	return 0;
@@ -430,9 +395,6 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 err_free_stats:
 	weft_timer_free(ml->stats_timer);
 	ml->stats_timer = NULL;
-err_free_tick:
-	weft_timer_free(ml->tick_timer);
-	ml->tick_timer = NULL;
 err_free_lock:
 	pthread_mutex_destroy(&ml->snap_lock);
 err_free_verbs:
@@ -445,13 +407,17 @@ err_free_verbs:
 void
 weft__msvc_loop_fini(struct weft__msvc_loop *ml)
 {
-	if (ml->tick_timer != NULL)
-		weft_timer_free(ml->tick_timer);
+	uint32_t i;
+
 	if (ml->stats_timer != NULL)
 		weft_timer_free(ml->stats_timer);
-	ml->tick_timer = ml->stats_timer = NULL;
-	free(ml->slots);
-	ml->slots = NULL;
+	ml->stats_timer = NULL;
+	for (i = 0; i < ml->slots_cap; i++)
+		weft_timer_free(slot(ml, i)->timer);
+	for (i = 0; i < ml->slots_cap / CHUNK; i++)
+		free(ml->chunks[i]);
+	free(ml->chunks);
+	ml->chunks = NULL;
 	ml->slots_cap = 0;
 	if (ml->verb_lat != NULL) {
 		uint32_t v;

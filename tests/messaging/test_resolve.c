@@ -61,8 +61,13 @@ call_until_answered(weft_msvc *a, weft_msvc_peer *b)
 	weft_msvc_call_opts quick = {.timeout_ms = 500};
 	int i, rv = WEFT_ETIMEDOUT;
 
-	for (i = 0; i < 40 && rv != 0; i++)
+	/* A call to a peer known down fails at once: wait for it to be up
+	 * before the next one. */
+	for (i = 0; i < 40 && rv != 0; i++) {
 		rv = weft_msvc_call(a, b, VERB_ECHO, "hi", 2, &quick, NULL);
+		if (rv == WEFT_EPEERDOWN)
+			(void)weft_msvc_peer_wait_up(a, b, 250);
+	}
 	return rv;
 }
 
