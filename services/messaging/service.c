@@ -67,8 +67,6 @@ peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 {
 	snprintf(peer->id, sizeof(peer->id), "%s", id);
 	peer->svc = svc;
-	peer->drain_task.cb = weft__msvc_peer_drain;
-	peer->drain_task.arg = peer;
 	pthread_mutex_init(&peer->addr_lock, NULL);
 	pthread_mutex_init(&peer->snap_lock, NULL);
 	return 0;
@@ -338,7 +336,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 			continue;
 		if (peer->hb_timer != NULL)
 			weft_timer_stop(peer->hb_timer);
-		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
 		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 			for (i = 0; i < svc->cfg->limits.connections[cls];
 			     i++) {
@@ -352,9 +349,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
 	LIST_FOREACH(c, &ml->inbound, inbound_link)
 	{
-		if (c->peer != NULL && c->peer->is_client)
-			weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN,
-			                      c->peer);
 		weft__msvc_conn_close(c, "shutting down");
 	}
 	weft__msvc_loop_flush(ml->loop, 0, ml);
@@ -400,7 +394,6 @@ loop_teardown(struct weft__msvc_loop *ml)
 
 		if (!loop_is_home(peer, ml))
 			continue;
-		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
 		if (peer->hb_timer != NULL)
 			weft_timer_free(peer->hb_timer);
 		peer->hb_timer = NULL;
