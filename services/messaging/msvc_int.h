@@ -508,6 +508,11 @@ int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
                                const char *id, weft_msvc_peer **out);
 
 /* peer.c: queues, class choice, heartbeats. */
+/* service.c: an API call from a thread that is not a service loop is
+ * bracketed by these, so that stopping waits for it; enter returns false
+ * once the service is stopping. */
+bool weft__msvc_enter(weft_msvc *svc);
+void weft__msvc_leave(weft_msvc *svc);
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
 int weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out);
 void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
