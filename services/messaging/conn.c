@@ -229,6 +229,7 @@ weft__msvc_loop_flush(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	(void)status;
 	ml->flush_posted = false;
+	weft__msvc_count1(&ml->rs.drain_batches, 1);
 	while ((c = ml->dirty) != NULL) {
 		ml->dirty = c->dirty_next;
 		c->dirty = false;

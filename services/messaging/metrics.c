@@ -232,7 +232,8 @@ struct metric {
 static const struct metric node_metrics[] = {
     NODE_METRIC(read_batches, "counter", "Inbound read events handled."),
     NODE_METRIC(messages_in, "counter", "Messages decoded."),
-    NODE_METRIC(drain_batches, "counter", "Outbound queue drains."),
+    NODE_METRIC(drain_batches, "counter",
+                "Flushes of encoded messages to connections."),
     NODE_METRIC(messages_out, "counter", "Messages encoded."),
     NODE_METRIC(handoffs, "counter", "Messages passed between threads."),
     NODE_METRIC(write_calls, "counter", "Socket writes."),

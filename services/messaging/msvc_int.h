@@ -194,9 +194,10 @@ struct weft__msvc_conn;
 
 /* A message waiting to be encoded: on a peer's queue or a backlog. */
 struct weft__msvc_out {
-	struct weft__msvc_out *_Atomic next; /* peer queue */
-	TAILQ_ENTRY(weft__msvc_out) link;    /* backlog */
-	struct weft__msvc_conn *conn;        /* whose backlog */
+	weft_task task;       /* the hand-off to the peer's home loop */
+	weft_msvc_peer *peer; /* while handed off */
+	TAILQ_ENTRY(weft__msvc_out) link; /* backlog */
+	struct weft__msvc_conn *conn;     /* whose backlog */
 	const uint8_t *ptr; /* payload: data below or the caller's */
 	uint64_t id;        /* response: the request's id */
 	uint64_t key;
@@ -359,8 +360,6 @@ struct weft_msvc_peer {
 	bool is_client;
 	struct weft__msvc_loop *home;
 	/* Any thread. */
-	struct weft__msvc_out *_Atomic queue; /* LIFO; drained as a batch */
-	weft_task drain_task;
 	_Atomic size_t queued_bytes;
 	_Atomic bool up;
 	/* Known down: marked down, or dialed and not reached since it was
@@ -509,12 +508,16 @@ int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
                                const char *id, weft_msvc_peer **out);
 
 /* peer.c: queues, class choice, heartbeats. */
+/* service.c: an API call from a thread that is not a service loop is
+ * bracketed by these, so that stopping waits for it; enter returns false
+ * once the service is stopping. */
+bool weft__msvc_enter(weft_msvc *svc);
+void weft__msvc_leave(weft_msvc *svc);
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
 int weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out);
 void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
 struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
 void weft__msvc_out_free(struct weft__msvc_out *out);
-void weft__msvc_peer_drain(weft_loop *loop, int status, void *arg);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
 void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
 void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);

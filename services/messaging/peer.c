@@ -340,44 +340,34 @@ weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all)
 	}
 }
 
-/* The peer's queue, drained as one batch on the home loop. */
-void
-weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
+/* A message handed to the peer's home loop arrives: the loop's own task
+ * queue carries it (one queue for everything that crosses threads, FIFO
+ * per sender), and the loop runs every message that came in one wake-up
+ * before the flush that writes them. */
+static void
+run_out(weft_loop *loop, int status, void *arg)
 {
-	weft_msvc_peer *peer = arg;
+	struct weft__msvc_out *out = arg;
+	weft_msvc_peer *peer = out->peer;
 	weft_msvc *svc = peer->svc;
 	struct weft__msvc_loop *ml = peer->home;
-	struct weft__msvc_out *out, *next, *fifo = NULL;
-	uint64_t now, n = 0;
 	int rv;
 
 	(void)loop;
 	weft__msvc_batch_begin(ml);
-	now = ml->now_ms;
-	out =
-	    atomic_exchange_explicit(&peer->queue, NULL, memory_order_acquire);
-	for (; out != NULL; out = next) {
-		next = atomic_load_explicit(&out->next, memory_order_relaxed);
-		atomic_store_explicit(&out->next, fifo, memory_order_relaxed);
-		fifo = out;
+	if (status != 0 || atomic_load(&svc->stopped)) {
+		drop_out(peer, out, WEFT_ESHUTDOWN);
+	} else if (out->expires_ms != 0 && out->expires_ms <= ml->now_ms) {
+		weft__msvc_count(&svc->st.expired_in_queue, 1);
+		weft__msvc_count(&peer->st.dropped_expired, 1);
+		drop_out(peer, out, WEFT_EEXPIRED);
+	} else if ((rv = emit(peer, out, true)) != 0) {
+		drop_out(peer, out, rv);
 	}
-	for (out = fifo; out != NULL; out = next, n++) {
-		next = atomic_load_explicit(&out->next, memory_order_relaxed);
-		if (status != 0 || atomic_load(&svc->stopped)) {
-			drop_out(peer, out, WEFT_ESHUTDOWN);
-		} else if (out->expires_ms != 0 && out->expires_ms <= now) {
-			weft__msvc_count(&svc->st.expired_in_queue, 1);
-			weft__msvc_count(&peer->st.dropped_expired, 1);
-			drop_out(peer, out, WEFT_EEXPIRED);
-		} else if ((rv = emit(peer, out, true)) != 0) {
-			drop_out(peer, out, rv);
-		}
-		if (peer->is_client)
-			weft__msvc_peer_unref(peer);
-	}
-	weft__msvc_count1(&ml->rs.drain_batches, 1);
-	weft__msvc_count1(&ml->rs.handoffs, n);
+	weft__msvc_count1(&ml->rs.handoffs, 1);
 	weft__msvc_batch_end(ml);
+	if (peer->is_client)
+		weft__msvc_peer_unref(peer);
 }
 
 /*
@@ -388,25 +378,18 @@ weft__msvc_peer_drain(weft_loop *loop, int status, void *arg)
 int
 weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out)
 {
-	struct weft__msvc_out *old;
-	int rv;
-
 	if (weft_loop_in_thread(peer->home->loop))
 		return emit(peer, out, true);
 	if (peer->is_client)
 		atomic_fetch_add(&peer->refs, 1);
-	old = atomic_load_explicit(&peer->queue, memory_order_relaxed);
-	do {
-		atomic_store_explicit(&out->next, old, memory_order_relaxed);
-	} while (!atomic_compare_exchange_weak_explicit(&peer->queue, &old, out,
-	                                                memory_order_release,
-	                                                memory_order_relaxed));
-	if (old != NULL)
-		return 0;
-	rv = weft_loop_post_task(peer->home->loop, &peer->drain_task);
-	/* A stopped loop: the service is being torn down; the stop path
-	 * drains the queue itself. */
-	(void)rv;
+	out->peer = peer;
+	out->task = (weft_task){.cb = run_out, .arg = out};
+	if (weft_loop_post_task(peer->home->loop, &out->task) != 0) {
+		/* The loop is gone: the service is being torn down. */
+		if (peer->is_client)
+			weft__msvc_peer_unref(peer);
+		return WEFT_ESHUTDOWN;
+	}
 	return 0;
 }
 

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* service.c: the service's life (new, start, stop, free) and its API. */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +66,6 @@ peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 {
 	snprintf(peer->id, sizeof(peer->id), "%s", id);
 	peer->svc = svc;
-	peer->drain_task.cb = weft__msvc_peer_drain;
-	peer->drain_task.arg = peer;
 	pthread_mutex_init(&peer->addr_lock, NULL);
 	pthread_mutex_init(&peer->snap_lock, NULL);
 	return 0;
@@ -338,7 +335,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 			continue;
 		if (peer->hb_timer != NULL)
 			weft_timer_stop(peer->hb_timer);
-		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
 		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 			for (i = 0; i < svc->cfg->limits.connections[cls];
 			     i++) {
@@ -352,9 +348,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
 	LIST_FOREACH(c, &ml->inbound, inbound_link)
 	{
-		if (c->peer != NULL && c->peer->is_client)
-			weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN,
-			                      c->peer);
 		weft__msvc_conn_close(c, "shutting down");
 	}
 	weft__msvc_loop_flush(ml->loop, 0, ml);
@@ -400,7 +393,6 @@ loop_teardown(struct weft__msvc_loop *ml)
 
 		if (!loop_is_home(peer, ml))
 			continue;
-		weft__msvc_peer_drain(ml->loop, WEFT_ESHUTDOWN, peer);
 		if (peer->hb_timer != NULL)
 			weft_timer_free(peer->hb_timer);
 		peer->hb_timer = NULL;
@@ -450,6 +442,17 @@ wait_closed(weft_msvc *svc, uint64_t deadline_ns)
 	weft_warn("msvc %s: connections still closing at shutdown", svc->id);
 }
 
+/* Waits for the API calls in progress to return (weft__msvc_leave wakes
+ * it): none starts once stopping is set. */
+static void
+wait_callers(weft_msvc *svc)
+{
+	pthread_mutex_lock(&svc->wait_lock);
+	while (atomic_load(&svc->callers) > 0)
+		pthread_cond_wait(&svc->wait_cond, &svc->wait_lock);
+	pthread_mutex_unlock(&svc->wait_lock);
+}
+
 void
 weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 {
@@ -458,8 +461,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	if (atomic_exchange(&svc->stopping, true))
 		return;
 	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
-	while (atomic_load(&svc->callers) > 0)
-		sched_yield();
+	wait_callers(svc);
 	/* The listener stays open while draining, but new handshakes are
 	 * answered SHUTTING_DOWN (so dialers know, rather than wait), but
 	 * for members that owe us answers: they reply on their own
@@ -470,8 +472,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 		weft_server_close(svc->server, NULL, NULL);
 	svc->server = NULL;
 	atomic_store(&svc->stopped, true);
-	while (atomic_load(&svc->callers) > 0)
-		sched_yield();
+	wait_callers(svc);
 	on_each_loop(svc, loop_shutdown);
 	/* Channels close within their linger time; wait a little longer. */
 	wait_closed(svc,
@@ -619,21 +620,27 @@ unprepare(weft_msvc *svc, weft_msvc_peer *peer, struct weft__msvc_out *out)
 		atomic_fetch_sub(&svc->pending, 1);
 }
 
-static bool
-enter(weft_msvc *svc)
+bool
+weft__msvc_enter(weft_msvc *svc)
 {
 	atomic_fetch_add(&svc->callers, 1);
 	if (atomic_load(&svc->stopping)) {
-		atomic_fetch_sub(&svc->callers, 1);
+		weft__msvc_leave(svc);
 		return false;
 	}
 	return true;
 }
 
-static void
-leave(weft_msvc *svc)
+/* The last caller to leave a stopping service wakes weft_msvc_stop. */
+void
+weft__msvc_leave(weft_msvc *svc)
 {
-	atomic_fetch_sub(&svc->callers, 1);
+	if (atomic_fetch_sub(&svc->callers, 1) == 1 &&
+	    atomic_load(&svc->stopping)) {
+		pthread_mutex_lock(&svc->wait_lock);
+		pthread_cond_broadcast(&svc->wait_cond);
+		pthread_mutex_unlock(&svc->wait_lock);
+	}
 }
 
 static int
@@ -651,7 +658,7 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 	/* On the peer's own loop, stop cannot overtake us (its clean-up
 	 * runs as a task on this very thread): no need to count. */
 	on_home = weft_loop_in_thread(peer->home->loop);
-	if (!on_home && !enter(svc))
+	if (!on_home && !weft__msvc_enter(svc))
 		return WEFT_ESHUTDOWN;
 	if ((rv = prepare(svc, peer, verb, len, opts, request, &out)) != 0)
 		goto out;
@@ -663,7 +670,7 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 		unprepare(svc, peer, &out);
 out:
 	if (!on_home)
-		leave(svc);
+		weft__msvc_leave(svc);
 	return rv;
 }
 

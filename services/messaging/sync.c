@@ -261,19 +261,17 @@ touch_task(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	if (status == 0)
 		weft__msvc_peer_touch(peer);
-	atomic_fetch_sub(&peer->svc->callers, 1);
+	weft__msvc_leave(peer->svc);
 }
 
 static int
 start_watching(weft_msvc *svc, weft_msvc_peer *peer)
 {
-	atomic_fetch_add(&svc->callers, 1);
-	if (atomic_load(&svc->stopping) || !atomic_load(&svc->started)) {
-		atomic_fetch_sub(&svc->callers, 1);
+	if (!weft__msvc_enter(svc))
 		return WEFT_ESHUTDOWN;
-	}
-	if (weft_loop_post(peer->home->loop, touch_task, peer) != 0) {
-		atomic_fetch_sub(&svc->callers, 1);
+	if (!atomic_load(&svc->started) ||
+	    weft_loop_post(peer->home->loop, touch_task, peer) != 0) {
+		weft__msvc_leave(svc);
 		return WEFT_ESHUTDOWN;
 	}
 	return 0;

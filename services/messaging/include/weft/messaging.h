@@ -717,7 +717,7 @@ typedef struct weft_msvc_stats {
 	/* Reactor: is batching working? */
 	uint64_t read_batches;  /* inbound read events handled */
 	uint64_t messages_in;   /* messages decoded */
-	uint64_t drain_batches; /* outbound queue drains */
+	uint64_t drain_batches; /* flushes of encoded messages to connections */
 	uint64_t messages_out;  /* messages encoded */
 	uint64_t handoffs;      /* messages passed between threads */
 	uint64_t write_calls;   /* socket writes (bytes left the buffer) */
