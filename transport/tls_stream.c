@@ -335,14 +335,23 @@ io_failure(struct tls_stream *s, int err)
 
 /* ---- Writing ----------------------------------------------------------- */
 
-/* record_size is how much plaintext the next record carries. */
-static size_t
-record_size(struct tls_stream *s)
+/* write_started notes the time of a write call (once per call, for the
+ * records it makes): after IDLE_NS without a write, records are small
+ * again. */
+static void
+write_started(struct tls_stream *s)
 {
 	uint64_t now = weft_now_ns();
 
 	if (now - s->last_write_ns > IDLE_NS)
 		s->since_idle = 0;
+	s->last_write_ns = now;
+}
+
+/* record_size is how much plaintext the next record carries. */
+static size_t
+record_size(const struct tls_stream *s)
+{
 	return s->since_idle < SMALL_RECORD_PHASE ? RECORD_SMALL : RECORD_MAX;
 }
 
@@ -350,7 +359,6 @@ static void
 count_written(struct tls_stream *s, size_t n)
 {
 	s->since_idle += n;
-	s->last_write_ns = weft_now_ns();
 }
 
 /* write_stalled handles an SSL_write that did not finish: 1 when it waits
@@ -419,6 +427,7 @@ tls_write(weft_stream *base, struct evbuffer *out)
 
 	if (s->failed)
 		return s->status;
+	write_started(s);
 	if (s->pend_len > 0 && (rv = flush_pending(s)) != 0)
 		return rv < 0 ? rv : 0;
 	while (evbuffer_get_length(out) > 0) {
@@ -534,7 +543,11 @@ on_event(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (what & EV_WRITE) {
-		rv = s->pend_len > 0 && !s->failed ? flush_pending(s) : 0;
+		rv = 0;
+		if (s->pend_len > 0 && !s->failed) {
+			write_started(s);
+			rv = flush_pending(s);
+		}
 		if (s->read_needs_write) {
 			s->read_needs_write = false;
 			ready |= WEFT_STREAM_READABLE;
