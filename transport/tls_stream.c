@@ -528,7 +528,7 @@ tls_read(weft_stream *base, struct evbuffer *in, size_t max)
 
 /* ---- Readiness --------------------------------------------------------- */
 
-static void handshake_step(struct tls_stream *s);
+static bool handshake_step(struct tls_stream *s);
 
 static void
 on_event(evutil_socket_t fd, short what, void *arg)
@@ -539,7 +539,7 @@ on_event(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	if (s->hs != NULL) {
-		handshake_step(s);
+		(void)handshake_step(s);
 		return;
 	}
 	if (what & EV_WRITE) {
@@ -735,7 +735,9 @@ handshake_end(struct tls_stream *s, int status, const char *why)
 	free(hs);
 }
 
-static void
+/* handshake_step advances the handshake; false once it ended (and s went
+ * to the callback, or was freed). */
+static bool
 handshake_step(struct tls_stream *s)
 {
 	char why[256];
@@ -746,16 +748,17 @@ handshake_step(struct tls_stream *s)
 	ERR_clear_error();
 	if ((r = SSL_do_handshake(s->ssl)) == 1) {
 		handshake_end(s, 0, NULL);
-		return;
+		return false;
 	}
 	err = SSL_get_error(s->ssl, r);
 	if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
 		s->hs->want_read = err == SSL_ERROR_WANT_READ;
 		s->hs->want_write = err == SSL_ERROR_WANT_WRITE;
 		update_events(s);
-		return;
+		return true;
 	}
 	handshake_end(s, handshake_failure(s, err, why, sizeof(why)), why);
+	return false;
 }
 
 static void
@@ -799,8 +802,7 @@ weft__tls_handshake(weft_stream *base, const char *peer, uint64_t timeout_ms,
 	s->hs = hs;
 	event_add(hs->timer, weft_loop_timeval(s->loop, timeout_ms, &scratch));
 	/* A client's hello goes at once; a server waits for it. */
-	handshake_step(s);
-	return s->hs == hs ? base : NULL;
+	return handshake_step(s) ? base : NULL;
 
 err_free_hs:
 	free(hs);

@@ -622,6 +622,47 @@ test_a_peer_reset_under_a_write_is_an_error_not_sigpipe(void **state)
 	tt_client_free(loop, &c);
 }
 
+/* ---- A handshake that fails at once ------------------------------------ */
+
+struct ready {
+	int calls;
+	int status;
+	weft_stream *stream;
+};
+
+static void
+on_ready(weft_stream *s, int status, const char *why, void *arg)
+{
+	struct ready *r = arg;
+
+	(void)why;
+	r->calls++;
+	r->status = status;
+	r->stream = s;
+}
+
+static void
+test_a_handshake_that_fails_at_once_ends_once_inside_the_call(void **state)
+{
+	struct ready r = {0};
+	weft_stream *s, *h;
+	int sv[2];
+
+	(void)state;
+	/* The peer is gone before the client hello: its send fails. */
+	assert_int_equal(
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	close(sv[1]);
+	assert_int_equal(
+	    weft__tls_stream_new(loop, client_tls, sv[0], false, "node-a", &s),
+	    0);
+	h = weft__tls_handshake(s, "gone", 1000, on_ready, &r);
+	assert_null(h);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.status, WEFT_ETLS);
+	assert_null(r.stream);
+}
+
 /* ---- kTLS --------------------------------------------------------------- */
 
 static void
@@ -672,6 +713,8 @@ main(void)
 	    cmocka_unit_test(test_records_start_small_then_grow_to_full_size),
 	    cmocka_unit_test(
 	        test_a_peer_reset_under_a_write_is_an_error_not_sigpipe),
+	    cmocka_unit_test(
+	        test_a_handshake_that_fails_at_once_ends_once_inside_the_call),
 	    cmocka_unit_test(test_ktls_is_reported_as_it_runs),
 	};
 
