@@ -428,8 +428,10 @@ tls_write(weft_stream *base, struct evbuffer *out)
 	if (s->failed)
 		return s->status;
 	write_started(s);
-	if (s->pend_len > 0 && (rv = flush_pending(s)) != 0)
+	if (s->pend_len > 0 && (rv = flush_pending(s)) != 0) {
+		update_events(s);
 		return rv < 0 ? rv : 0;
+	}
 	while (evbuffer_get_length(out) > 0) {
 		len = next_record(s, out, &buf);
 		s->more = evbuffer_get_length(out) > len;
@@ -466,32 +468,38 @@ tls_unsent(const weft_stream *base)
 
 /* ---- Reading ----------------------------------------------------------- */
 
-/* read_into decrypts up to want bytes into reserved space of in; *err
- * gets SSL_get_error's answer for the read that stopped it, if any. */
+/* read_into decrypts up to want bytes into reserved space of in (two
+ * pieces at most, so that the input's last chain is filled rather than
+ * moved); *err gets SSL_get_error's answer for the read that stopped it,
+ * if any. */
 static size_t
 read_into(struct tls_stream *s, struct evbuffer *in, size_t want, int *err)
 {
-	struct evbuffer_iovec v;
-	size_t got = 0, n;
-	int r;
+	struct evbuffer_iovec v[2];
+	size_t got = 0, n, room;
+	int i, nv, used = 0;
 
-	if (evbuffer_reserve_space(in, (ev_ssize_t)want, &v, 1) != 1) {
+	if ((nv = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2)) <= 0) {
 		*err = READ_NOMEM;
 		return 0;
 	}
-	if (v.iov_len > want)
-		v.iov_len = want;
-	while (got < v.iov_len) {
-		r = SSL_read_ex(s->ssl, (char *)v.iov_base + got,
-		                v.iov_len - got, &n);
-		if (r != 1) {
-			*err = SSL_get_error(s->ssl, r);
-			break;
+	for (i = 0; i < nv && *err == SSL_ERROR_NONE && got < want; i++) {
+		room = v[i].iov_len < want - got ? v[i].iov_len : want - got;
+		v[i].iov_len = 0;
+		while (v[i].iov_len < room) {
+			if (SSL_read_ex(s->ssl,
+			                (char *)v[i].iov_base + v[i].iov_len,
+			                room - v[i].iov_len, &n) != 1) {
+				*err = SSL_get_error(s->ssl, 0);
+				break;
+			}
+			v[i].iov_len += n;
 		}
-		got += n;
+		got += v[i].iov_len;
+		if (v[i].iov_len > 0)
+			used = i + 1;
 	}
-	v.iov_len = got;
-	evbuffer_commit_space(in, &v, got > 0 ? 1 : 0);
+	evbuffer_commit_space(in, v, used);
 	return got;
 }
 
