@@ -16,17 +16,21 @@
  * Reads decrypt with SSL_read_ex straight into reserved space of the
  * channel's input, until OpenSSL wants more from an empty socket or the
  * budget is spent; decrypted bytes beyond the budget are announced again
- * by an active event. A read that wants to write (the answer to a peer's
- * KeyUpdate, with the socket full) waits for the socket to be writable and
- * then says READABLE.
+ * by an active event. A read that wants to write (a post-handshake message
+ * OpenSSL must answer at once, with the socket full) waits for the socket
+ * to be writable and then says READABLE. (A peer's KeyUpdate read while a
+ * record is half written does not get there: OpenSSL 3.0 queues the answer
+ * behind the record, test_tls_stream shows it.)
  *
  * Writes encrypt the output buffer's chains at flush time: a big chain
  * goes as it lies, small ones are copied into one record first. Record
  * size grows with the connection's pace: after a second without writing,
  * records fit one TCP segment until SMALL_RECORD_PHASE bytes have gone,
- * then they are as large as TLS allows. A record OpenSSL could not finish
- * is kept in the staging buffer, counted as unsent, and retried with the
- * same bytes when the socket is writable (OpenSSL's rule for WANT_WRITE).
+ * then they are as large as TLS allows. Every record of a flush but the
+ * last goes with MSG_MORE, so the kernel sends the batch in as few
+ * segments as it can. A record OpenSSL could not finish is kept in the
+ * staging buffer, counted as unsent, and retried with the same bytes when
+ * the socket is writable (OpenSSL's rule for WANT_WRITE).
  *
  * The handshake runs on the same events before the channel exists, with
  * its deadline; its end, good or bad, goes to the transport's callback.
