@@ -16,7 +16,7 @@
  * Reads decrypt with SSL_read_ex straight into reserved space of the
  * channel's input, until OpenSSL wants more from an empty socket or the
  * budget is spent; decrypted bytes beyond the budget are announced again
- * by an active event. A read that wants to write (a post-handshake message
+ * on the loop's next turn. A read that wants to write (a post-handshake message
  * OpenSSL must answer at once, with the socket full) waits for the socket
  * to be writable and then says READABLE. (A peer's KeyUpdate read while a
  * record is half written does not get there: OpenSSL 3.0 queues the answer
@@ -82,7 +82,8 @@ struct tls_stream {
 	evutil_socket_t fd;
 	SSL *ssl;
 	struct event *rev, *wev;
-	struct event *again;  /* READABLE again, for bytes OpenSSL holds */
+	struct event
+	    *again; /* a timer: READABLE again, for bytes OpenSSL holds */
 	struct handshake *hs; /* until the handshake ends */
 	int status;    /* the end of the stream or its error, once seen */
 	int sys_errno; /* what the last failed system call said */
@@ -274,12 +275,16 @@ update_events(struct tls_stream *s)
 	set_event(s->wev, &s->wev_on, w);
 }
 
-/* read_again says READABLE soon, from the loop, for bytes (or an end)
- * that the socket will not announce. */
+/* read_again says READABLE soon, for bytes (or an end) that the socket
+ * will not announce: on the loop's next turn, after it polled the other
+ * sockets (a timer of 0, where event_active would run again in the same
+ * turn and let one busy connection starve the rest of the loop). */
 static void
 read_again(struct tls_stream *s)
 {
-	event_active(s->again, EV_READ, 0);
+	static const struct timeval next_turn = {0, 0};
+
+	event_add(s->again, &next_turn);
 }
 
 static void

@@ -622,6 +622,115 @@ test_a_peer_reset_under_a_write_is_an_error_not_sigpipe(void **state)
 	tt_client_free(loop, &c);
 }
 
+/* ---- The budget: one busy connection does not keep the loop ------------- */
+
+#define BUDGET_BYTES (16u << 10)
+
+typedef struct budget_client {
+	weft_channel *ch;
+	struct evbuffer *got;
+	bool connected;
+	int status;
+	size_t last_len; /* at the previous turn of the loop */
+	size_t most_per_turn;
+	size_t want;
+} budget_client;
+
+static void
+budget_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	budget_client *b = weft_ctx_state(ctx);
+
+	(void)type;
+	evbuffer_add_buffer(b->got, msg);
+}
+
+static const weft_handler budget_handler = {.read = budget_read};
+
+static int
+budget_init(weft_channel *ch, void *arg)
+{
+	return weft_pipeline_add_last(ch, "budget", &budget_handler, arg);
+}
+
+static void
+budget_connected(weft_channel *ch, int status, void *arg)
+{
+	budget_client *b = arg;
+
+	b->ch = ch;
+	b->status = status;
+	b->connected = true;
+	if (ch != NULL)
+		weft_channel_ref(ch);
+}
+
+static bool
+budget_connect_done(void *arg)
+{
+	return ((budget_client *)arg)->connected;
+}
+
+/* Called once per turn of the loop: how much arrived since the last. */
+static bool
+budget_turn(void *arg)
+{
+	budget_client *b = arg;
+	size_t len = evbuffer_get_length(b->got);
+
+	if (len - b->last_len > b->most_per_turn)
+		b->most_per_turn = len - b->last_len;
+	b->last_len = len;
+	return len >= b->want;
+}
+
+static void
+test_a_read_past_its_budget_waits_for_the_next_turn(void **state)
+{
+	weft_connect_opts co = {0};
+	budget_client b = {0};
+	struct evbuffer_iovec v;
+	struct evbuffer *buf;
+	char addr[64];
+	tt_server s;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(
+	    tt_server_start(loop, server_tls, WEFT_TLS_MODE_REQUIRED, &s), 0);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s.port);
+	co.tls = client_tls;
+	co.server_name = "node-a";
+	co.init = budget_init;
+	co.init_arg = &b;
+	co.channel.max_read_bytes = BUDGET_BYTES;
+	assert_non_null(b.got = evbuffer_new());
+	assert_int_equal(weft_connect(loop, addr, &co, budget_connected, &b),
+	                 0);
+	assert_int_equal(tt_run_until(loop, budget_connect_done, &b, 5000), 0);
+	assert_int_equal(b.status, 0);
+	/* 2 MiB echoed: the server's writes fill the client's socket and
+	 * OpenSSL's read-ahead buffer far past the client's budget. */
+	b.want = 2u << 20;
+	assert_non_null(buf = evbuffer_new());
+	assert_int_equal(evbuffer_reserve_space(buf, (ev_ssize_t)b.want, &v, 1),
+	                 1);
+	for (i = 0; i < b.want; i++)
+		((uint8_t *)v.iov_base)[i] = tt_pattern(i);
+	v.iov_len = b.want;
+	assert_int_equal(evbuffer_commit_space(buf, &v, 1), 0);
+	assert_int_equal(weft_channel_write(b.ch, buf, NULL, NULL), 0);
+	evbuffer_free(buf);
+	assert_int_equal(weft_loop_run_until(loop, budget_turn, &b, 20000), 0);
+	/* A turn of the loop reads at most a budget from the socket event
+	 * and one from the stream's own call back, never everything. */
+	assert_true(b.most_per_turn <= 2 * BUDGET_BYTES);
+	weft_channel_close(b.ch);
+	weft_channel_unref(b.ch);
+	evbuffer_free(b.got);
+	tt_server_stop(loop, &s);
+}
+
 /* ---- A handshake that fails at once ------------------------------------ */
 
 struct ready {
@@ -713,6 +822,8 @@ main(void)
 	    cmocka_unit_test(test_records_start_small_then_grow_to_full_size),
 	    cmocka_unit_test(
 	        test_a_peer_reset_under_a_write_is_an_error_not_sigpipe),
+	    cmocka_unit_test(
+	        test_a_read_past_its_budget_waits_for_the_next_turn),
 	    cmocka_unit_test(
 	        test_a_handshake_that_fails_at_once_ends_once_inside_the_call),
 	    cmocka_unit_test(test_ktls_is_reported_as_it_runs),
