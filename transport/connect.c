@@ -16,7 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "transport_int.h"
@@ -45,9 +44,9 @@ struct weft_connect_req {
 	int status; /* resolution error, or the last attempt's error */
 	enum req_state state;
 	evutil_socket_t fd;
-	struct event *writable; /* the connect() in flight finished */
-	struct event *timer;    /* the deadline */
-	weft__ready *ready;     /* the TLS handshake wait */
+	struct event *writable;   /* the connect() in flight finished */
+	struct event *timer;      /* the deadline */
+	weft_stream *handshaking; /* the TLS stream, until its handshake ends */
 	bool hook_added;
 	char peer[WEFT_ADDRESS_MAX];
 };
@@ -69,9 +68,9 @@ teardown(weft_connect_req *req)
 	if (req->fd >= 0)
 		close(req->fd);
 	req->fd = -1;
-	if (req->ready != NULL)
-		weft__bev_ready_cancel(req->ready);
-	req->ready = NULL;
+	if (req->handshaking != NULL)
+		weft__tls_handshake_cancel(req->handshaking);
+	req->handshaking = NULL;
 	if (req->timer != NULL)
 		event_free(req->timer);
 	req->timer = NULL;
@@ -129,8 +128,7 @@ make_channel(weft_connect_req *req, weft_stream *s)
 		return;
 	}
 	weft_channel_set_peer(ch, req->peer);
-	rv = weft__channel_init(ch, req->opts.init, req->opts.init_arg,
-	                        req->opts.channel.max_read_bytes);
+	rv = weft__channel_init(ch, req->opts.init, req->opts.init_arg);
 	if (rv != 0) {
 		weft_warn("connect %s: setting up the channel failed: %s",
 		          req->peer, weft_strerror(rv));
@@ -143,20 +141,15 @@ make_channel(weft_connect_req *req, weft_stream *s)
 }
 
 static void
-on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
+on_tls_ready(weft_stream *s, int status, const char *why, void *arg)
 {
 	weft_connect_req *req = arg;
-	weft_stream *s;
 
-	req->ready = NULL;
+	req->handshaking = NULL;
 	/* The caller has the status and reports it, once. */
 	if (status != 0 && why != NULL)
 		weft_debug("connect %s: %s", req->peer, why);
 	if (status != 0) {
-		complete(req, NULL, status);
-		return;
-	}
-	if ((status = weft__bev_stream_new(bev, &s)) != 0) {
 		complete(req, NULL, status);
 		return;
 	}
@@ -168,11 +161,8 @@ on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
 static void
 connected(weft_connect_req *req)
 {
-	struct event_base *base = weft_loop_base(req->loop);
 	evutil_socket_t fd = req->fd;
-	struct bufferevent *bev;
-	weft__ready *ready;
-	weft_stream *s;
+	weft_stream *s, *handshaking;
 	int rv;
 
 	req->fd = -1;
@@ -183,18 +173,18 @@ connected(weft_connect_req *req)
 			make_channel(req, s);
 		return;
 	}
-	rv = weft__tls_bev_connect(req->opts.tls, base, fd, req->server_name,
-	                           &bev);
+	rv = weft__tls_stream_new(req->loop, req->opts.tls, fd, false,
+	                          req->server_name, &s);
 	if (rv != 0) {
 		complete(req, NULL, rv);
 		return;
 	}
 	req->state = REQ_HANDSHAKE;
 	/* The request's own timer bounds the handshake too. */
-	ready = weft__bev_when_ready(req->loop, bev, req->peer,
-	                             req->opts.timeout_ms, on_bev_ready, req);
-	if (ready != NULL)
-		req->ready = ready; /* else req may be gone already */
+	handshaking = weft__tls_handshake(s, req->peer, req->opts.timeout_ms,
+	                                  on_tls_ready, req);
+	if (handshaking != NULL)
+		req->handshaking = handshaking; /* else req may be gone */
 }
 
 static void

@@ -2,7 +2,8 @@
 /*
  * server.c: listening servers. The accepting loop owns the listener; each
  * accepted fd is handed to a loop of the group (round-robin), which builds
- * the bufferevent and the channel on its own thread.
+ * the stream (a TLS one runs its handshake first) and the channel on its
+ * own thread.
  *
  * Lifetime: the server is reference-counted. The listener holds one
  * reference until weft_server_close; each connection holds one from accept
@@ -19,7 +20,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
@@ -146,8 +146,8 @@ make_channel(handoff *h, weft_stream *s)
 		goto err_close;
 	/* The handler holds the hand-over's reference from here on. */
 	free(h);
-	if ((rv = weft__channel_init(ch, srv->opts.init, srv->opts.init_arg,
-	                             srv->opts.channel.max_read_bytes)) != 0) {
+	if ((rv = weft__channel_init(ch, srv->opts.init, srv->opts.init_arg)) !=
+	    0) {
 		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
 		                 "server %s: setting up %s failed: %s",
 		                 srv->address, weft_channel_peer(ch),
@@ -166,20 +166,6 @@ err_fail:
 	handoff_fail(h, rv, NULL);
 }
 
-/* make_bev_channel makes the channel of a TLS connection whose handshake
- * is done. */
-static void
-make_bev_channel(handoff *h, struct bufferevent *bev)
-{
-	weft_stream *s;
-	int rv;
-
-	if ((rv = weft__bev_stream_new(bev, &s)) != 0)
-		handoff_fail(h, rv, NULL);
-	else
-		make_channel(h, s);
-}
-
 /* make_socket_channel makes the channel of a plaintext connection. */
 static void
 make_socket_channel(handoff *h, evutil_socket_t fd)
@@ -194,19 +180,18 @@ make_socket_channel(handoff *h, evutil_socket_t fd)
 }
 
 static void
-on_bev_ready(struct bufferevent *bev, int status, const char *why, void *arg)
+on_tls_ready(weft_stream *s, int status, const char *why, void *arg)
 {
 	handoff *h = arg;
 
 	if (status != 0)
 		handoff_fail(h, status, why);
 	else
-		make_bev_channel(h, bev);
+		make_channel(h, s);
 }
 
 static void
-on_tls_accepted(struct bufferevent *bev, evutil_socket_t plain_fd, int status,
-                void *arg)
+on_tls_accepted(weft_stream *s, evutil_socket_t plain_fd, int status, void *arg)
 {
 	handoff *h = arg;
 
@@ -214,13 +199,12 @@ on_tls_accepted(struct bufferevent *bev, evutil_socket_t plain_fd, int status,
 		handoff_fail(h, status, NULL);
 		return;
 	}
-	if (bev == NULL) {
+	if (s == NULL) {
 		make_socket_channel(h, plain_fd);
 		return;
 	}
-	weft__bev_when_ready(h->loop, bev, h->peer,
-	                     h->srv->opts.handshake_timeout_ms, on_bev_ready,
-	                     h);
+	weft__tls_handshake(s, h->peer, h->srv->opts.handshake_timeout_ms,
+	                    on_tls_ready, h);
 }
 
 static void
@@ -228,7 +212,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 {
 	handoff *h = arg;
 	weft_server *srv = h->srv;
-	struct bufferevent *bev = NULL;
+	weft_stream *s = NULL;
 	int rv;
 
 	if (status != 0) {
@@ -240,13 +224,13 @@ handoff_run(weft_loop *loop, int status, void *arg)
 		make_socket_channel(h, h->fd);
 		return;
 	}
-	rv = weft__tls_bev_accept(
-	    srv->opts.tls, srv->opts.tls_mode, weft_loop_base(loop), h->fd,
-	    srv->opts.handshake_timeout_ms, on_tls_accepted, h, &bev);
+	rv = weft__tls_accept(srv->opts.tls, srv->opts.tls_mode, loop, h->fd,
+	                      srv->opts.handshake_timeout_ms, on_tls_accepted,
+	                      h, &s);
 	if (rv != 0)
 		handoff_fail(h, rv, NULL);
-	else if (bev != NULL)
-		on_tls_accepted(bev, -1, 0, h);
+	else if (s != NULL)
+		on_tls_accepted(s, -1, 0, h);
 }
 
 /* ---- Accepting, on the accepting loop --------------------------------- */

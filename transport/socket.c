@@ -260,5 +260,5 @@ weft_channel_fd(weft_channel *ch)
 		return ((struct sock_stream *)s)->fd;
 	if ((bev = weft__bev_stream_get(s)) != NULL)
 		return bufferevent_getfd(bev);
-	return -1;
+	return weft__tls_stream_fd(s);
 }

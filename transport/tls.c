@@ -131,7 +131,10 @@ set_protocol(SSL_CTX *sctx, const weft_tls_opts *o)
 	/* Release no buffers between records: allocation per record costs
 	 * more than the memory saved on our few long-lived connections. */
 	SSL_CTX_clear_mode(sctx, SSL_MODE_RELEASE_BUFFERS);
-	SSL_CTX_set_mode(sctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* The stream retries a half-written record from its own buffer and
+	 * takes each record's success as it comes (tls_stream.c). */
+	SSL_CTX_set_mode(sctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+	                           SSL_MODE_ENABLE_PARTIAL_WRITE);
 	SSL_CTX_set_default_read_buffer_len(sctx, rbuf);
 	SSL_CTX_set_default_passwd_cb(sctx, no_password);
 	return 0;
@@ -412,6 +415,9 @@ weft_tls_ctx_get_stats(const weft_tls_ctx *ctx, weft_tls_stats *out)
 	out->plaintext_accepted = atomic_load(&s->plaintext_accepted);
 	out->reloads = atomic_load(&s->reloads);
 	out->reload_failures = atomic_load(&s->reload_failures);
+	out->ktls_send = atomic_load(&s->ktls_send);
+	out->ktls_recv = atomic_load(&s->ktls_recv);
+	out->ktls_offered = weft__tls_ktls_offered();
 }
 
 void

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tls_int.h: what the TLS files of the transport share (tls.c: contexts;
- * tls_bev.c: bufferevents and sniffing; tls_channel.c: the channel
- * handler and peer identity). Private to the transport module.
+ * tls_session.c: generations and the session cache; tls_stream.c: the
+ * stream and its handshake; tls_accept.c: accepting and sniffing;
+ * tls_channel.c: peer identity). Private to the transport module.
  */
 #ifndef WEFT_TLS_INT_H
 #define WEFT_TLS_INT_H
@@ -23,6 +24,8 @@ struct weft__tls_shared {
 	atomic_uint_fast64_t plaintext_accepted;
 	atomic_uint_fast64_t reloads;
 	atomic_uint_fast64_t reload_failures;
+	atomic_uint_fast64_t ktls_send;
+	atomic_uint_fast64_t ktls_recv;
 };
 
 /* weft__tls_shared_unref drops a reference to the counters. */
@@ -82,21 +85,17 @@ void weft__tls_count_plaintext(weft_tls_ctx *tls);
  */
 const char *weft__tls_errors(char *buf, size_t len);
 
-/*
- * weft__tls_channel_install puts the "weft.tls" handler first in a channel
- * whose bufferevent is an OpenSSL one (it does nothing for others): each
- * read event then takes up to max_read_bytes (0: the default) of plaintext,
- * an OpenSSL error is logged with its reason and reaches the pipeline as
- * WEFT_ETLS, and a graceful close sends close_notify. The transport calls
- * it once the channel exists, before the channel is active; a second call
- * does nothing. Returns 0 or WEFT_ENOMEM. Loop thread.
- */
-int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
+/* ---- Streams (tls_stream.c, tls_channel.c) ---------------------------- */
 
-/* weft__tls_bev_new makes a bufferevent_openssl over fd (taken; closed on
- * failure) in accepting (server) or connecting state. */
-int weft__tls_bev_new(weft_tls_ctx *tls, struct event_base *base,
-                      evutil_socket_t fd, bool server, const char *server_name,
-                      struct bufferevent **out);
+/* weft__tls_stream_ssl is the SSL of a TLS stream, else NULL. */
+SSL *weft__tls_stream_ssl(const weft_stream *s);
+
+/* weft__tls_ktls_offered tells whether the kernel offers the tls TCP
+ * upper layer (kTLS), read once per process. Any thread. */
+bool weft__tls_ktls_offered(void);
+
+/* weft__tls_ssl_identity is weft_tls_peer_identity for ssl (NULL:
+ * WEFT_EINVAL). */
+int weft__tls_ssl_identity(SSL *ssl, char *buf, size_t len);
 
 #endif

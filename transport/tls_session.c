@@ -193,6 +193,12 @@ on_info(const SSL *ssl, int where, int ret)
 		weft__tls_count(&gen->shared->handshakes_completed);
 		if (SSL_session_reused((SSL *)ssl))
 			weft__tls_count(&gen->shared->handshakes_resumed);
+		/* OpenSSL hands the keys to the kernel as the handshake ends,
+		 * where SSL_OP_ENABLE_KTLS asks and the BIO can. */
+		if (BIO_get_ktls_send(SSL_get_wbio(ssl)))
+			weft__tls_count(&gen->shared->ktls_send);
+		if (BIO_get_ktls_recv(SSL_get_rbio(ssl)))
+			weft__tls_count(&gen->shared->ktls_recv);
 		seen |= SEEN_DONE;
 	}
 	/* The SSL is ours (made in weft__tls_ssl_new); app data is free. */

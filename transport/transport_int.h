@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * transport_int.h: what the transport's files share, and the hooks that
- * tls.c implements. Private to the transport module (and white-box tests).
+ * the TLS files implement. Private to the transport module (and white-box
+ * tests).
  */
 #ifndef WEFT_TRANSPORT_INT_H
 #define WEFT_TRANSPORT_INT_H
@@ -114,12 +115,10 @@ struct bufferevent *weft__bev_stream_get(const weft_stream *s);
 
 /*
  * weft__channel_init builds a new channel's pipeline for a transport: runs
- * init (may be NULL), then puts the TLS handler first for a TLS stream.
- * Returns 0, or init's error or WEFT_ENOMEM (the caller closes the
+ * init (may be NULL). Returns 0 or init's error (the caller closes the
  * channel). Activate the channel afterwards. Loop thread (handshake.c).
  */
-int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg,
-                       size_t max_read_bytes);
+int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg);
 
 /* ---- Listening sockets (listen.c) -------------------------------------- */
 
@@ -131,95 +130,68 @@ int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg,
  */
 int weft__listen_open(const weft__addr *addr, int backlog, evutil_socket_t *fd);
 
-/* ---- Getting a bufferevent ready (handshake.c) ------------------------- */
-
-/* Runs once when bev can carry application data (status 0, bev now the
- * caller's) or cannot (a WEFT_E code, bev freed, NULL; why, borrowed
- * until the callback returns, says what OpenSSL or the socket said, or is
- * NULL). */
-typedef void (*weft__ready_cb)(struct bufferevent *bev, int status,
-                               const char *why, void *arg);
+/* ---- TLS streams: implemented by tls_stream.c and tls_accept.c -------- */
 
 /*
- * weft__bev_when_ready calls cb at once (inside this call) for a plain
- * bufferevent or an OpenSSL one whose handshake is done; otherwise it
- * takes over bev's callbacks until the handshake finishes, fails
- * (WEFT_ETLS, the detail in why and at debug level in the log) or
- * timeout_ms passes (WEFT_ETIMEDOUT), and calls cb then: whoever asked
- * reports the failure. peer names the other end. The result is a
- * handle for weft__bev_ready_cancel, or NULL when cb has already run. Loop
- * thread of bev.
+ * weft__tls_stream_new makes the TLS stream of a connected, non-blocking
+ * socket fd (taken; closed on failure) on loop, its handshake not started:
+ * server side (server true) or client side, where server_name (may be
+ * NULL) is sent as SNI, must be named by the server's certificate and
+ * keys the session cache. Returns 0, WEFT_EINVAL (a server context
+ * without a certificate) or WEFT_ENOMEM. Loop thread.
  */
-typedef struct weft__ready weft__ready;
-weft__ready *weft__bev_when_ready(weft_loop *loop, struct bufferevent *bev,
-                                  const char *peer, uint64_t timeout_ms,
-                                  weft__ready_cb cb, void *arg);
-/* weft__bev_ready_cancel frees the bufferevent and the wait; cb never
+int weft__tls_stream_new(weft_loop *loop, struct weft_tls_ctx *tls,
+                         evutil_socket_t fd, bool server,
+                         const char *server_name, weft_stream **out);
+
+/* Runs once when the handshake is done (status 0, s now the caller's) or
+ * has failed (a WEFT_E code, s freed and NULL; why, borrowed until the
+ * callback returns, says what OpenSSL or the socket said, or is NULL). */
+typedef void (*weft__tls_ready_cb)(weft_stream *s, int status, const char *why,
+                                   void *arg);
+
+/*
+ * weft__tls_handshake takes s (from weft__tls_stream_new) and runs its
+ * handshake on its loop's events until it is done, fails (WEFT_ETLS, the
+ * detail in why and at debug level in the log), timeout_ms passes
+ * (WEFT_ETIMEDOUT) or the loop shuts down (WEFT_ESHUTDOWN); then it calls
+ * cb: whoever asked reports the failure. peer names the other end. The
+ * result is a handle for weft__tls_handshake_cancel, or NULL when cb has
+ * already run (inside this call). Loop thread.
+ */
+weft_stream *weft__tls_handshake(weft_stream *s, const char *peer,
+                                 uint64_t timeout_ms, weft__tls_ready_cb cb,
+                                 void *arg);
+/* weft__tls_handshake_cancel frees a stream whose handshake runs; cb never
  * runs. */
-void weft__bev_ready_cancel(weft__ready *ready);
+void weft__tls_handshake_cancel(weft_stream *s);
 
-/* weft__bev_error_status names why a bufferevent event failed: WEFT_ETLS
- * for an OpenSSL error (its detail in why, len bytes, and at debug level
- * in the log), otherwise the errno translation. what and peer are for the
- * log line. */
-int weft__bev_error_status(struct bufferevent *bev, short events,
-                           const char *what, const char *peer, char *why,
-                           size_t len);
-
-/* ---- TLS hooks: implemented by tls.c (tls_stub.c without it) ----------- */
+/* weft__tls_stream_fd is the socket of a TLS stream, else -1. */
+evutil_socket_t weft__tls_stream_fd(const weft_stream *s);
 
 /*
- * Runs once on base's loop thread, never inside weft__tls_bev_accept: with
- * status 0 and a bufferevent that is now the caller's (a TLS client), or
- * status 0, bev NULL and plain_fd the caller's (a plaintext client in
- * optional mode, its first bytes still in the socket), or with a negative
- * WEFT_E code, bev NULL and plain_fd -1 (the fd has been closed).
+ * Runs once on the loop thread, never inside weft__tls_accept: with status
+ * 0 and a TLS stream that is now the caller's (a TLS client, handshake not
+ * started), or status 0, s NULL and plain_fd the caller's (a plaintext
+ * client in optional mode, its first bytes still in the socket), or with a
+ * negative WEFT_E code, s NULL and plain_fd -1 (the fd has been closed).
  */
-typedef void (*weft__tls_accept_cb)(struct bufferevent *bev,
-                                    evutil_socket_t plain_fd, int status,
-                                    void *arg);
+typedef void (*weft__tls_accept_cb)(weft_stream *s, evutil_socket_t plain_fd,
+                                    int status, void *arg);
 
 /*
- * weft__tls_bev_accept makes the bufferevent for an accepted connection.
- * It takes fd in every case (closed on failure). mode is an enum
- * weft_tls_mode.
+ * weft__tls_accept makes the stream of an accepted connection. It takes fd
+ * in every case (closed on failure). mode is an enum weft_tls_mode.
  *
  * It either finishes at once: returns 0 with *out set (cb never runs); or
- * later, e.g. to sniff the first bytes in WEFT_TLS_MODE_OPTIONAL: returns
- * 0 with *out NULL, and then calls cb exactly once (at the latest after
- * timeout_ms, with WEFT_ETIMEDOUT). The bufferevent is a
- * bufferevent_openssl (server side, its handshake started or finished); in
- * optional mode a plaintext client comes as its fd instead (sniffed bytes
- * are left in the socket with MSG_PEEK). Options: BEV_OPT_CLOSE_ON_FREE,
- * never BEV_OPT_THREADSAFE. The transport waits for an unfinished handshake
- * itself (weft__bev_when_ready), so either is fine. Returns a negative
- * WEFT_E code on failure (cb never runs). Loop thread of base.
+ * later, to sniff the first bytes in WEFT_TLS_MODE_OPTIONAL: returns 0
+ * with *out NULL, and then calls cb exactly once (at the latest after
+ * timeout_ms, with WEFT_ETIMEDOUT); sniffed bytes are left in the socket
+ * (MSG_PEEK). The caller runs the handshake (weft__tls_handshake).
+ * Returns a negative WEFT_E code on failure (cb never runs). Loop thread.
  */
-int weft__tls_bev_accept(struct weft_tls_ctx *tls, int mode,
-                         struct event_base *base, evutil_socket_t fd,
-                         uint64_t timeout_ms, weft__tls_accept_cb cb, void *arg,
-                         struct bufferevent **out);
-
-/*
- * weft__tls_bev_connect makes a client bufferevent_openssl over fd, which
- * is already connected; it takes fd (closed on failure). server_name (may
- * be NULL for a numeric address) is for SNI and the certificate name check.
- * The handshake may still be running: the transport waits for it
- * (BEV_EVENT_CONNECTED) before the channel exists. Options as above.
- * Returns 0 with *out set, or a negative WEFT_E code. Loop thread of base.
- */
-int weft__tls_bev_connect(struct weft_tls_ctx *tls, struct event_base *base,
-                          evutil_socket_t fd, const char *server_name,
-                          struct bufferevent **out);
-
-/*
- * weft__tls_channel_install puts the "weft.tls" handler first in a channel
- * over a bufferevent_openssl (nothing for other channels): big reads,
- * OpenSSL errors as WEFT_ETLS, close_notify on a graceful close. The
- * transport calls it once the channel exists, before it is active.
- * Returns 0 or WEFT_ENOMEM. Loop thread. (tls_channel.c; also declared in
- * tls_int.h.)
- */
-int weft__tls_channel_install(weft_channel *ch, size_t max_read_bytes);
+int weft__tls_accept(struct weft_tls_ctx *tls, int mode, weft_loop *loop,
+                     evutil_socket_t fd, uint64_t timeout_ms,
+                     weft__tls_accept_cb cb, void *arg, weft_stream **out);
 
 #endif

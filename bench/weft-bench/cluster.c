@@ -49,6 +49,7 @@ typedef struct cluster {
 	char label[64]; /* the point, for progress lines */
 	bool running;   /* between "go" and every "done" */
 	uint64_t last_print_ns, last_ticks;
+	double up_ms; /* from "prime" to every node "ready" */
 } cluster;
 
 const char *
@@ -343,6 +344,7 @@ run_phases(cluster *c)
 	uint64_t run_ms =
 	    (uint64_t)((c->o->warmup_s + c->o->duration_s) * 1000) + 60000;
 	wbench_procs *g = &c->g;
+	uint64_t start_ns;
 	wbench_argv a;
 
 	for (unsigned i = 0; i < c->n; i++) {
@@ -356,13 +358,21 @@ run_phases(cluster *c)
 		return -1;
 	}
 	if (send_ports(c) != 0 ||
-	    wbench_procs_pump(g, ADDRESSED, 0, c->n, 30000) != 0 ||
-	    wbench_procs_tell(g, 0, c->n, "prime\n") != 0 ||
+	    wbench_procs_pump(g, ADDRESSED, 0, c->n, 30000) != 0) {
+		fprintf(stderr,
+		        "weft-bench: the nodes did not all get ready\n");
+		return -1;
+	}
+	/* Start to all up: every node dials every other one (a TLS
+	 * handshake each, with --tls) and hears back once. */
+	start_ns = weft_now_ns();
+	if (wbench_procs_tell(g, 0, c->n, "prime\n") != 0 ||
 	    wbench_procs_pump(g, READY, 0, c->n, 150000) != 0) {
 		fprintf(stderr,
 		        "weft-bench: the nodes did not all get ready\n");
 		return -1;
 	}
+	c->up_ms = (double)(weft_now_ns() - start_ns) / 1e6;
 	c->running = true;
 	if (wbench_procs_tell(g, 0, c->n, "go\n") != 0 ||
 	    wbench_procs_pump(g, DONE, 0, c->n, run_ms) != 0) {
@@ -421,6 +431,7 @@ run_point(const wbench_opts *o, enum wbench_io io, const point *pt, cresult *r)
 		rv = run_phases(&c);
 	if (rv == 0) {
 		merge(&c, r);
+		r->up_ms = c.up_ms;
 		r->peers = pt->members;
 		r->clients = pt->clients;
 		r->depth = pt->depth;

@@ -124,6 +124,8 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 		fprintf(out, " %9.0f %9.1f %9.0f %9.1f", r->get_ops_per_s,
 		        r->get_p99_us, r->put_ops_per_s, r->put_p99_us);
 	fputc('\n', out);
+	if (r->up_ms > 0)
+		fprintf(out, "       all up in %.0f ms\n", r->up_ms);
 	if (r->first_error != 0)
 		fprintf(out, "       first error: %s\n",
 		        weft_strerror(r->first_error));
@@ -220,6 +222,7 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	        r->rss_mb, r->rss_mb_per_node, (unsigned long long)r->threads);
 	json_fig(f, "msgs_per_wakeup", "%.3f", r->msgs_per_wakeup,
 	         r->msgs_per_wakeup > 0);
+	json_fig(f, "up_ms", "%.1f", r->up_ms, r->up_ms > 0);
 	json_modes(f, o, r);
 	json_verbs(f, r);
 	fprintf(f,

@@ -434,6 +434,7 @@ typedef struct wbench_cresult {
 	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
 	uint64_t threads;
 	int first_error;
+	double up_ms;            /* start to every connection up */
 	unsigned clients, depth; /* rpc, mix */
 	int read_pct;            /* mix, or -1 */
 	bool sync, pool;         /* rpc: --client sync, --handlers pool */

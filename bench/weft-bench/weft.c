@@ -77,6 +77,7 @@ side_tls(side *s, const char *id)
 	to.cert_file = cert;
 	to.key_file = key;
 	to.ca_file = ca;
+	to.ktls = true; /* where the kernel offers it; reported at connect */
 	if ((rv = weft_tls_ctx_new(&to, &s->tls)) != 0) {
 		fprintf(stderr, "weft-bench: weft: TLS from %s: %s\n",
 		        s->o->tls_dir, weft_strerror(rv));
@@ -600,10 +601,19 @@ static void
 connected(weft_channel *ch, int status, void *arg)
 {
 	side *s = arg;
+	weft_tls_info info;
 
-	(void)ch;
-	if (status == 0)
+	if (status == 0) {
+		/* Which TLS path ran: user space, or the kernel's. */
+		if (weft_tls_get_info(ch, &info) == 0)
+			fprintf(stderr,
+			        "weft-bench: weft: %s %s, kTLS send %s, "
+			        "receive %s\n",
+			        info.version, info.cipher,
+			        info.ktls_send ? "yes" : "no",
+			        info.ktls_recv ? "yes" : "no");
 		return;
+	}
 	if (status == WEFT_ECONNREFUSED && weft_now_ns() < s->start_ns &&
 	    (s->timer != NULL ||
 	     weft_timer_new(s->loop, retry_cb, s, &s->timer) == 0) &&

@@ -10,6 +10,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include <weft/metrics.h>
+#include <weft/tls.h>
 
 #include "weftd_int.h"
 
@@ -35,12 +36,53 @@ dump_daemon(struct weftd *d, struct evbuffer *out)
 	return weft_metrics_dump_process(out);
 }
 
+/* dump_tls: the TLS context's handshakes and whether the kernel carries
+ * the records (kTLS), with TLS configured. */
+static int
+dump_tls(struct weftd *d, struct evbuffer *out)
+{
+	char node[2 * WEFT_MSVC_MAX_ID + 1];
+	weft_tls_stats st;
+
+	if (d->tls == NULL)
+		return 0;
+	weft_tls_ctx_get_stats(d->tls, &st);
+	weft_metrics_escape(node, sizeof(node), d->id);
+	if (evbuffer_add_printf(
+	        out,
+	        "# HELP weftd_tls_handshakes_total TLS handshakes, both "
+	        "sides.\n"
+	        "# TYPE weftd_tls_handshakes_total counter\n"
+	        "weftd_tls_handshakes_total{node=\"%s\",kind=\"completed\"} "
+	        "%llu\n"
+	        "weftd_tls_handshakes_total{node=\"%s\",kind=\"resumed\"} "
+	        "%llu\n"
+	        "# HELP weftd_tls_ktls_total TLS connections whose records "
+	        "the kernel encrypts (send) or decrypts (recv).\n"
+	        "# TYPE weftd_tls_ktls_total counter\n"
+	        "weftd_tls_ktls_total{node=\"%s\",direction=\"send\"} "
+	        "%llu\n"
+	        "weftd_tls_ktls_total{node=\"%s\",direction=\"recv\"} "
+	        "%llu\n"
+	        "# HELP weftd_tls_ktls_offered The kernel offers kernel TLS "
+	        "(the tls TCP upper layer).\n"
+	        "# TYPE weftd_tls_ktls_offered gauge\n"
+	        "weftd_tls_ktls_offered{node=\"%s\"} %d\n",
+	        node, (unsigned long long)st.handshakes_completed, node,
+	        (unsigned long long)st.handshakes_resumed, node,
+	        (unsigned long long)st.ktls_send, node,
+	        (unsigned long long)st.ktls_recv, node,
+	        st.ktls_offered ? 1 : 0) < 0)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
 int
 weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
 {
 	int rv;
 
-	if ((rv = dump_daemon(d, out)) != 0)
+	if ((rv = dump_daemon(d, out)) != 0 || (rv = dump_tls(d, out)) != 0)
 		return rv;
 	if ((rv = weft_msvc_metrics_dump(d->svc, out)) != 0)
 		return rv;

@@ -257,6 +257,64 @@ test_tls12_only_if_the_server_allows_it(void **state)
 	weft_tls_ctx_unref(tls);
 }
 
+/* msgs_say looks for text in s_client's message trace. */
+static bool
+msgs_say(const char *text)
+{
+	char path[256], buf[65536];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/s_client.msg", dir);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, text) != NULL;
+}
+
+/* sclient_closed takes what s_client printed; true once it traced the
+ * server's close_notify or exited. */
+static bool
+sclient_closed(void *arg)
+{
+	sclient *c = arg;
+
+	sclient_poll(c);
+	return msgs_say("close_notify") || c->exited;
+}
+
+static void
+test_s_client_sees_close_notify_when_the_server_closes(void **state)
+{
+	weft_tls_ctx *tls;
+	tt_server s;
+	char opts[1024], more[256];
+	sclient c;
+
+	(void)state;
+	if (loop == NULL)
+		skip();
+	tls = server_ctx(0);
+	assert_int_equal(tt_server_start(loop, tls, WEFT_TLS_MODE_REQUIRED, &s),
+	                 0);
+	s.close_after = strlen(LINE); /* echo the line, then close */
+	/* -msg traces every message, alerts decrypted. */
+	snprintf(more, sizeof(more), "-msg -msgfile %s/s_client.msg", dir);
+	sclient_start(&c, s.port, with_cert(opts, sizeof(opts), more));
+	assert_int_equal(write(c.in, LINE, strlen(LINE)),
+	                 (ssize_t)strlen(LINE));
+	assert_int_equal(tt_run_until(loop, sclient_closed, &c, 10000), 0);
+	assert_non_null(strstr(c.got, LINE));
+	assert_true(msgs_say("<<< TLS 1.3, Alert"));
+	assert_true(msgs_say("warning close_notify"));
+	sclient_stop(&c);
+	assert_int_equal(s.error, 0);
+	tt_server_stop(loop, &s);
+	weft_tls_ctx_unref(tls);
+}
+
 int
 main(void)
 {
@@ -264,6 +322,8 @@ main(void)
 	    cmocka_unit_test(test_s_client_with_certificate_gets_its_echo),
 	    cmocka_unit_test(test_s_client_without_certificate_is_refused),
 	    cmocka_unit_test(test_tls12_only_if_the_server_allows_it),
+	    cmocka_unit_test(
+	        test_s_client_sees_close_notify_when_the_server_closes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

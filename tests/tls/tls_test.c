@@ -19,7 +19,6 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/bufferevent_ssl.h>
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 #include <weft/transport.h>
@@ -443,8 +442,8 @@ static void
 client_inactive(weft_ctx *ctx)
 {
 	tt_client *c = weft_ctx_state(ctx);
-	struct bufferevent *bev = weft_channel_bev(weft_ctx_channel(ctx));
-	SSL *ssl = bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+	SSL *ssl =
+	    weft__tls_stream_ssl(weft_channel_stream(weft_ctx_channel(ctx)));
 
 	c->inactive = true;
 	c->got_close_notify =

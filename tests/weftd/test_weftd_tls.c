@@ -293,11 +293,31 @@ test_sighup_reloads_the_certificate(void **state)
 	assert_int_equal(echo(f->client, 0), 0);
 }
 
+static void
+test_metrics_say_how_tls_runs(void **state)
+{
+	struct fixture *f = *state;
+
+	/* The cluster test above made TLS connections to every node. */
+	assert_int_equal(echo(f->client, 0), 0);
+	assert_int_equal(kill(f->p[0].pid, SIGUSR1), 0);
+	assert_true(wt_file_contains(
+	    f->p[0].err_path,
+	    "weftd_tls_handshakes_total{node=\"n1\",kind=\"completed\"}",
+	    WAIT_MS));
+	assert_true(wt_file_contains(
+	    f->p[0].err_path,
+	    "weftd_tls_ktls_total{node=\"n1\",direction=", WAIT_MS));
+	assert_true(wt_file_contains(
+	    f->p[0].err_path, "weftd_tls_ktls_offered{node=\"n1\"}", WAIT_MS));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_tls_cluster_answers_every_node_and_pair),
+	    cmocka_unit_test(test_metrics_say_how_tls_runs),
 	    cmocka_unit_test(test_plaintext_client_is_refused),
 	    cmocka_unit_test(test_sighup_reloads_the_certificate),
 	};

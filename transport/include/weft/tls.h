@@ -7,8 +7,9 @@
  * sides: a node accepts and dials with the same context and presents the
  * same certificate either way (mutual TLS). Hand it to a server or a
  * client in its options (weft/transport.h: tls, tls_mode, server_name);
- * the channel's bufferevent is then libevent's bufferevent_openssl and the
- * pipeline above it sees plaintext.
+ * the channel's stream is then weft's own TLS stream (OpenSSL on the
+ * socket, records sized to the traffic, kernel TLS where asked for and
+ * offered) and the pipeline above it sees plaintext.
  *
  * Defaults: TLS 1.3 only (1.2 on request); TLS 1.3 suites AES-128-GCM,
  * AES-256-GCM, ChaCha20-Poly1305, TLS 1.2 ciphers ECDHE with AEAD only; no
@@ -119,6 +120,11 @@ typedef struct weft_tls_stats {
 	uint64_t plaintext_accepted;   /* optional mode: plaintext clients */
 	uint64_t reloads;              /* successful reloads */
 	uint64_t reload_failures;
+	uint64_t ktls_send; /* handshakes after which the kernel encrypts */
+	uint64_t ktls_recv; /* handshakes after which the kernel decrypts */
+	/* The kernel offers kernel TLS (the tls TCP upper layer): with
+	 * weft_tls_opts.ktls, connections then try it. */
+	bool ktls_offered;
 } weft_tls_stats;
 
 /* weft_tls_ctx_get_stats copies the counters (a slightly stale view). Any
