@@ -285,6 +285,7 @@ check_acked(struct fixture *f, uint32_t max)
 	struct load *l = f->load;
 	uint32_t n = atomic_load(&l->nacked), step, i, node, checked = 0;
 	weft_msvc_call_opts o = {.timeout_ms = 5000};
+	int rv;
 	char key[32];
 
 	if (n > MAX_ACKED)
@@ -304,9 +305,10 @@ check_acked(struct fixture *f, uint32_t max)
 			                     wt_peer(f->client, ids[node]), key,
 			                     strlen(key), &o, on_check, &c),
 			                 0);
-			if (wt_call_wait(&c, 6000) != 0)
-				fail_msg("acknowledged write %s missing on %s",
-				         key, ids[node]);
+			if ((rv = wt_call_wait(&c, 6000)) != 0)
+				fail_msg(
+				    "acknowledged write %s missing on %s: %s",
+				    key, ids[node], weft_strerror(rv));
 			checked++;
 		}
 	}
