@@ -18,7 +18,8 @@ extern char **environ;
 
 /* The load half of one run, in a child process or a thread. */
 typedef struct peer {
-	wbench_opts opts;
+	wbench_opts opts; /* the measuring half's, read by its loop */
+	wbench_opts load; /* the load half's, made from them at start */
 	char addr[160];
 	pid_t pid;
 	pthread_t thread;
@@ -39,7 +40,7 @@ peer_thread(void *arg)
 {
 	peer *p = arg;
 
-	p->rv = load_half(&p->opts);
+	p->rv = load_half(&p->load);
 	return NULL;
 }
 
@@ -47,7 +48,7 @@ peer_thread(void *arg)
 static int
 spawn_peer(peer *p)
 {
-	const wbench_opts *o = &p->opts;
+	const wbench_opts *o = &p->load;
 	char size[32], seed[32], batch[32], tmo[32];
 	char *argv[26];
 	int i = 0, rv;
@@ -93,11 +94,14 @@ start_peer(const char *bound, void *arg)
 {
 	peer *p = arg;
 
+	/* The load half's options are a copy: the measuring half's loop
+	 * reads its own meanwhile (and would have gone quiet). */
 	snprintf(p->addr, sizeof(p->addr), "%s", bound);
-	p->opts.addr = p->addr;
-	p->opts.role = WBENCH_ROLE_CONNECT;
-	p->opts.quiet = true;
-	if (p->opts.peer == WBENCH_PEER_THREAD) {
+	p->load = p->opts;
+	p->load.addr = p->addr;
+	p->load.role = WBENCH_ROLE_CONNECT;
+	p->load.quiet = true;
+	if (p->load.peer == WBENCH_PEER_THREAD) {
 		if (pthread_create(&p->thread, NULL, peer_thread, p) != 0)
 			return -1;
 	} else if (spawn_peer(p) != 0) {
