@@ -36,9 +36,20 @@ typedef struct weft__codec {
 	bool in_read;               /* a read is being decoded */
 	bool in_write;              /* out is in use */
 	bool failed;                /* closed on bad input: drop all input */
+	bool paused;                /* the last decode stopped because
+	                               reading paused, input left whole */
 	bool removed;               /* left the pipeline while busy */
 	bool closed_here;           /* a close passed through this codec */
 } weft__codec;
+
+/*
+ * weft__codec_find finds the codec called name in ch's pipeline, of the
+ * given kind (WEFT_CODEC_KINDS: any). Returns 0 with it in *out,
+ * WEFT_ENOTFOUND (no handler of that name) or WEFT_EINVAL (not a weft
+ * codec of that kind). Loop thread.
+ */
+int weft__codec_find(weft_channel *ch, const char *name,
+                     enum weft_codec_kind kind, weft__codec **out);
 
 /* weft__codec_init sets up c's common part (the rest of c is the caller's).
  * Returns 0 or WEFT_ENOMEM, with nothing to undo. */
@@ -131,6 +142,23 @@ weft__codec_done(const weft__codec *c)
 {
 	return c->failed || c->removed ||
 	       (c->ctx != NULL && weft_ctx_is_removed(c->ctx));
+}
+
+/*
+ * weft__codec_stop_reading says whether a decode loop must stop before its
+ * next message: it must (weft__codec_done), or the receiver paused reading
+ * (weft_channel_set_auto_read), which leaves the rest in the input and is
+ * noted in c->paused.
+ */
+static inline bool
+weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
+{
+	if (weft__codec_done(c))
+		return true;
+	if (weft_channel_is_auto_read(weft_ctx_channel(ctx)))
+		return false;
+	c->paused = true;
+	return true;
 }
 
 /* Big-endian 32-bit load and store. */

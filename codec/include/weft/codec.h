@@ -31,6 +31,15 @@ typedef struct weft_codec_stats {
 	uint64_t malformed; /* WEFT_EPROTO: invalid or truncated input */
 } weft_codec_stats;
 
+/*
+ * The user events the codecs fire (weft_ctx_fire_user_event) are numbered
+ * from WEFT_CODEC_EVENT_FIRST down to WEFT_CODEC_EVENT_LAST, among the
+ * negative numbers weft keeps for itself (<weft/channel.h>); each codec's
+ * header names its own (WEFT_FRAME_EVENT_INCOMPLETE).
+ */
+#define WEFT_CODEC_EVENT_FIRST (-256)
+#define WEFT_CODEC_EVENT_LAST (-511)
+
 enum weft_codec_kind {
 	WEFT_CODEC_FRAME = 0,
 	WEFT_CODEC_LINE = 1,
