@@ -15,52 +15,6 @@
 
 static const uint8_t magic[4] = {'W', 'E', 'F', 'T'};
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-
-/*
- * CRC32C of the short frames on the hot path: x86 loads need no
- * alignment, so this steps 8 bytes at a time from the start (the codec's
- * general version aligns first). Same result as weft_crc32c.
- */
-__attribute__((target("sse4.2"))) static uint32_t
-crc_short(uint32_t crc, const uint8_t *p, size_t len)
-{
-	uint64_t c = ~crc & 0xffffffffu, w;
-	uint32_t w4;
-	uint32_t c32;
-
-	for (; len >= 8; p += 8, len -= 8) {
-		memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
-	}
-	c32 = (uint32_t)c;
-	if (len >= 4) {
-		memcpy(&w4, p, 4);
-		c32 = _mm_crc32_u32(c32, w4);
-		p += 4;
-		len -= 4;
-	}
-	while (len-- > 0)
-		c32 = _mm_crc32_u8(c32, *p++);
-	return ~c32;
-}
-
-uint32_t
-weft__msvc_crc32c(uint32_t crc, const void *data, size_t len)
-{
-	if (len <= 4096 && __builtin_cpu_supports("sse4.2"))
-		return crc_short(crc, data, len);
-	return weft_crc32c(crc, data, len);
-}
-#else
-uint32_t
-weft__msvc_crc32c(uint32_t crc, const void *data, size_t len)
-{
-	return weft_crc32c(crc, data, len);
-}
-#endif
-
 void
 weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
                       uint64_t created_ms, uint64_t expires_ms,
