@@ -33,6 +33,7 @@ static const char *const kind_names[WEFT_CODEC_KINDS] = {
     [WEFT_CODEC_FRAME] = "frame",
     [WEFT_CODEC_LINE] = "line",
     [WEFT_CODEC_MSGPACK] = "msgpack",
+    [WEFT_CODEC_ENVELOPE] = "envelope",
 };
 
 void

@@ -178,6 +178,43 @@ weft__store_be32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
+struct weft_frame_codec_opts;
+struct weft_envelope;
+
+/* weft__frame_opts_resolve reads the limits and the CRC option of opts
+ * (NULL: the defaults); WEFT_EINVAL when the least payload is above the
+ * largest. */
+int weft__frame_opts_resolve(const struct weft_frame_codec_opts *opts,
+                             size_t *min, size_t *max, bool *crc);
+
+/* The longest envelope header any valid encoding has, payload excluded:
+ * array 32 (5 bytes), five uint 64 (9 each), bin 32 (5). */
+#define WEFT__ENVELOPE_HEAD_MAX 55
+
+/*
+ * weft__envelope_decode_head decodes the fields of an envelope body of len
+ * bytes from its first avail bytes at p (avail <= len; the whole header
+ * is within WEFT__ENVELOPE_HEAD_MAX bytes), up to the payload's bin
+ * header, whose length must be the rest of the body. *head is the number
+ * of bytes before the payload; payload fields of *out are not set.
+ * Returns 0, or WEFT_EPROTO with a constant reason in *why.
+ */
+int weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
+                               struct weft_envelope *out, size_t *head,
+                               const char **why);
+
+/* weft__envelope_kind_is_valid says whether flags hold exactly one of the
+ * kinds docs/PROTOCOL.md allows. */
+bool weft__envelope_kind_is_valid(uint32_t flags);
+
+/* The number of payload bytes of env (all of payload_buf's, if set). */
+size_t weft__envelope_payload_length(const struct weft_envelope *env);
+
+/* weft__envelope_take_payload copies the first len payload bytes of env to
+ * dst and drains them from payload_buf, if that is set. */
+void weft__envelope_take_payload(const struct weft_envelope *env, void *dst,
+                                 size_t len);
+
 /* weft__crc32c_evbuffer extends crc with the first len bytes of buf
  * (len <= its length), chain by chain, without copying. */
 uint32_t weft__crc32c_evbuffer(uint32_t crc, struct evbuffer *buf, size_t len);

@@ -21,11 +21,9 @@ typedef struct frame_codec {
 	bool emit_bytes;
 } frame_codec;
 
-/* The limits of opts (NULL: the defaults); WEFT_EINVAL when the least
- * payload is above the largest. */
-static int
-opts_resolve(const weft_frame_codec_opts *opts, size_t *min, size_t *max,
-             bool *crc)
+int
+weft__frame_opts_resolve(const weft_frame_codec_opts *opts, size_t *min,
+                         size_t *max, bool *crc)
 {
 	*min = 0;
 	*max = WEFT_FRAME_DEFAULT_MAX;
@@ -340,7 +338,7 @@ weft_frame_encode(struct evbuffer *out, struct evbuffer *payload,
 
 	if (out == NULL || payload == NULL)
 		return WEFT_EINVAL;
-	if ((rv = opts_resolve(opts, &min, &max, &crc)) != 0 ||
+	if ((rv = weft__frame_opts_resolve(opts, &min, &max, &crc)) != 0 ||
 	    (rv = length_check(evbuffer_get_length(payload), min, max)) != 0)
 		return rv;
 	return encode(out, payload, crc);
@@ -468,8 +466,9 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return WEFT_ENOMEM;
-	if ((rv = opts_resolve(opts, &f->min_frame_bytes, &f->max_frame_bytes,
-	                       &f->crc32c)) != 0 ||
+	if ((rv = weft__frame_opts_resolve(opts, &f->min_frame_bytes,
+	                                   &f->max_frame_bytes, &f->crc32c)) !=
+	        0 ||
 	    (rv = weft__codec_init(&f->base, WEFT_CODEC_FRAME)) != 0) {
 		free(f);
 		return rv;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wire.c: the bytes of docs/PROTOCOL.md. The envelope has a fixed layout,
- * so it is written and read by hand (still valid msgpack) without a
+ * wire.c: the bytes of docs/PROTOCOL.md. The envelope is the codec's
+ * (<weft/envelope.h>); the handshake and the error payload have fixed
+ * layouts too, written and read by hand (still valid msgpack) without a
  * generic object tree; the decoder checks every length against the bytes
  * it has before reading them.
  */
@@ -9,7 +10,7 @@
 
 #include <event2/buffer.h>
 
-#include <weft/crc32c.h>
+#include <weft/envelope.h>
 
 #include "msvc_int.h"
 
@@ -20,18 +21,30 @@ weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
                       uint64_t created_ms, uint64_t expires_ms,
                       uint32_t payload_len)
 {
-	out[0] = 0x96;
-	out[1] = 0xcf;
-	weft__msvc_put_be64(out + 2, id);
-	out[10] = 0xce;
-	weft__msvc_put_be32(out + 11, verb);
-	out[15] = (uint8_t)(flags & 0x7f);
-	out[16] = 0xcf;
-	weft__msvc_put_be64(out + 17, created_ms);
-	out[25] = 0xcf;
-	weft__msvc_put_be64(out + 26, expires_ms);
-	out[34] = 0xc6;
-	weft__msvc_put_be32(out + 35, payload_len);
+	weft_envelope env = {.id = id,
+	                     .verb = verb,
+	                     .flags = flags,
+	                     .created_ms = created_ms,
+	                     .expires_ms = expires_ms};
+
+	weft_envelope_encode_header(out, &env, payload_len);
+}
+
+int
+weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
+{
+	weft_envelope env;
+
+	if (weft_envelope_decode(p, n, &env) != 0)
+		return WEFT_EPROTO;
+	out->id = env.id;
+	out->verb = env.verb;
+	out->flags = env.flags;
+	out->created_ms = env.created_ms;
+	out->expires_ms = env.expires_ms;
+	out->payload = env.payload;
+	out->len = env.payload_len;
+	return 0;
 }
 
 /* A bounds-checked reader over one frame body. */
@@ -100,13 +113,7 @@ rd_len(struct rd *r, uint8_t t8, const uint8_t **data, size_t *len)
 	return true;
 }
 
-/* bin 8/16/32 start at 0xc4; str 8/16/32 at 0xd9, plus fixstr. */
-static bool
-rd_bin(struct rd *r, const uint8_t **data, size_t *len)
-{
-	return rd_len(r, 0xc4, data, len);
-}
-
+/* str 8/16/32 start at 0xd9, plus fixstr. */
 static bool
 rd_str(struct rd *r, char *out, size_t cap)
 {
@@ -139,46 +146,6 @@ rd_array(struct rd *r, size_t want)
 		return weft__msvc_get_be(r->p - 4, 4) == want;
 	}
 	return false;
-}
-
-static bool
-kind_is_valid(uint32_t flags)
-{
-	uint32_t kind = flags & 0x0f;
-
-	return kind == WEFT__MSVC_F_REQUEST || kind == WEFT__MSVC_F_RESPONSE ||
-	       kind == WEFT__MSVC_F_ONEWAY ||
-	       kind == (WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR);
-}
-
-int
-weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
-{
-	struct rd r = {p, p + n};
-	uint64_t verb, flags;
-
-	/* The common case: exactly our own fixed layout. */
-	if (n >= WEFT__MSVC_ENV_HEADER && p[0] == 0x96 && p[1] == 0xcf &&
-	    p[10] == 0xce && p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
-	    p[34] == 0xc6 &&
-	    weft__msvc_get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
-		out->id = weft__msvc_get_be(p + 2, 8);
-		out->verb = (uint32_t)weft__msvc_get_be(p + 11, 4);
-		out->flags = p[15];
-		out->created_ms = weft__msvc_get_be(p + 17, 8);
-		out->expires_ms = weft__msvc_get_be(p + 26, 8);
-		out->payload = p + WEFT__MSVC_ENV_HEADER;
-		out->len = n - WEFT__MSVC_ENV_HEADER;
-		return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
-	}
-	if (!rd_array(&r, 6) || !rd_uint(&r, &out->id) || !rd_uint(&r, &verb) ||
-	    verb > UINT32_MAX || !rd_uint(&r, &flags) || flags > UINT32_MAX ||
-	    !rd_uint(&r, &out->created_ms) || !rd_uint(&r, &out->expires_ms) ||
-	    !rd_bin(&r, &out->payload, &out->len) || r.p != r.end)
-		return WEFT_EPROTO;
-	out->verb = (uint32_t)verb;
-	out->flags = (uint32_t)flags;
-	return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
 }
 
 /* A small msgpack writer into a fixed buffer. */

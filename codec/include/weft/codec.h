@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h) share:
- * their counters.
+ * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h,
+ * envelope.h) share: their counters.
  *
  * Every codec counts what it decodes and encodes, and the errors that made
  * it close its channel. Each codec keeps its own counts, read by name from
@@ -44,7 +44,8 @@ enum weft_codec_kind {
 	WEFT_CODEC_FRAME = 0,
 	WEFT_CODEC_LINE = 1,
 	WEFT_CODEC_MSGPACK = 2,
-	WEFT_CODEC_KINDS = 3,
+	WEFT_CODEC_ENVELOPE = 3,
+	WEFT_CODEC_KINDS = 4,
 };
 
 /*
