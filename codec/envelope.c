@@ -3,8 +3,7 @@
  * envelope.c: the bytes of the message envelope (weft/envelope.h): the
  * fixed header weft writes, a decoder of every valid encoding, and whole
  * frames. The decoder reads the fixed layout directly and any other
- * through a bounded reader that checks each length against the bytes it
- * has before it reads them.
+ * through the bounded msgpack reader (weft/mp.h).
  */
 #include <string.h>
 
@@ -12,6 +11,7 @@
 
 #include <weft/crc32c.h>
 #include <weft/envelope.h>
+#include <weft/mp.h>
 
 #include "codec_int.h"
 
@@ -64,89 +64,6 @@ weft__envelope_kind_is_valid(uint32_t flags)
 	       kind == (WEFT_ENVELOPE_RESPONSE | WEFT_ENVELOPE_ERROR);
 }
 
-/* A bounded reader: every read checks that its bytes are there. */
-struct rd {
-	const unsigned char *p, *end;
-};
-
-static size_t
-rd_left(const struct rd *r)
-{
-	return (size_t)(r->end - r->p);
-}
-
-/* Takes n bytes as a big-endian number; false when fewer are left. */
-static bool
-rd_be(struct rd *r, size_t n, uint64_t *out)
-{
-	if (rd_left(r) < n)
-		return false;
-	*out = load_be(r->p, n);
-	r->p += n;
-	return true;
-}
-
-/* Reads any msgpack integer holding a value from 0 to max. */
-static bool
-rd_uint(struct rd *r, uint64_t max, uint64_t *out)
-{
-	unsigned char t;
-	size_t n;
-
-	if (rd_left(r) < 1)
-		return false;
-	t = *r->p++;
-	if (t <= 0x7f) {
-		*out = t;
-		return true;
-	}
-	if (t >= 0xcc && t <= 0xcf)
-		n = (size_t)1 << (t - 0xcc);
-	else if (t >= 0xd0 && t <= 0xd3)
-		n = (size_t)1 << (t - 0xd0);
-	else
-		return false;
-	if (!rd_be(r, n, out))
-		return false;
-	/* A signed integer must be non-negative. */
-	if (t >= 0xd0 && (*out >> (n * 8 - 1)) != 0)
-		return false;
-	return *out <= max;
-}
-
-/* Reads an array header of exactly want elements. */
-static bool
-rd_array(struct rd *r, uint64_t want)
-{
-	unsigned char t;
-	uint64_t n;
-
-	if (rd_left(r) < 1)
-		return false;
-	t = *r->p++;
-	if (t >= 0x90 && t <= 0x9f)
-		n = t & 0x0f;
-	else if (t == 0xdc || t == 0xdd)
-		return rd_be(r, t == 0xdc ? 2 : 4, &n) && n == want;
-	else
-		return false;
-	return n == want;
-}
-
-/* Reads a bin header (bin 8, 16 or 32): the length that follows. */
-static bool
-rd_bin(struct rd *r, uint64_t *len)
-{
-	unsigned char t;
-
-	if (rd_left(r) < 1)
-		return false;
-	t = *r->p++;
-	if (t < 0xc4 || t > 0xc6)
-		return false;
-	return rd_be(r, (size_t)1 << (t - 0xc4), len);
-}
-
 /* Weft's own layout, with a bin 32 that takes the rest of the body. */
 static bool
 is_fixed_layout(const unsigned char *p, size_t avail, size_t len)
@@ -168,24 +85,25 @@ decode_fixed(const unsigned char *p, weft_envelope *out)
 
 /* Any valid encoding of the five fields and the bin header. */
 static int
-decode_general(struct rd *r, weft_envelope *out, uint64_t *bin_len,
+decode_general(weft_mp_reader *r, weft_envelope *out, uint32_t *bin_len,
                const char **why)
 {
 	uint64_t verb, flags;
+	uint32_t n;
 
-	if (!rd_array(r, 6))
+	if (weft_mp_read_array(r, &n) != 0 || n != 6)
 		*why = "not an array of 6";
-	else if (!rd_uint(r, UINT64_MAX, &out->id))
+	else if (weft_mp_read_uint(r, UINT64_MAX, &out->id) != 0)
 		*why = "the id is not an unsigned integer";
-	else if (!rd_uint(r, UINT32_MAX, &verb))
+	else if (weft_mp_read_uint(r, UINT32_MAX, &verb) != 0)
 		*why = "the verb is not an unsigned 32-bit integer";
-	else if (!rd_uint(r, UINT32_MAX, &flags))
+	else if (weft_mp_read_uint(r, UINT32_MAX, &flags) != 0)
 		*why = "the flags are not an unsigned 32-bit integer";
-	else if (!rd_uint(r, UINT64_MAX, &out->created_ms))
+	else if (weft_mp_read_uint(r, UINT64_MAX, &out->created_ms) != 0)
 		*why = "created_at is not an unsigned integer";
-	else if (!rd_uint(r, UINT64_MAX, &out->expires_ms))
+	else if (weft_mp_read_uint(r, UINT64_MAX, &out->expires_ms) != 0)
 		*why = "expires_at is not an unsigned integer";
-	else if (!rd_bin(r, bin_len))
+	else if (weft_mp_read_bin_header(r, bin_len) != 0)
 		*why = "the payload is not a bin";
 	else {
 		out->verb = (uint32_t)verb;
@@ -199,14 +117,14 @@ int
 weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
                            weft_envelope *out, size_t *head, const char **why)
 {
-	struct rd r;
-	uint64_t bin_len;
+	weft_mp_reader r;
+	uint32_t bin_len;
 
 	if (avail == 0) {
 		*why = "the frame is empty";
 		return WEFT_EPROTO;
 	}
-	r = (struct rd){p, p + avail};
+	weft_mp_reader_init(&r, p, avail);
 	if (is_fixed_layout(p, avail, len)) {
 		decode_fixed(p, out);
 		*head = HDR;
