@@ -33,6 +33,7 @@ static const char *const kind_names[WEFT_CODEC_KINDS] = {
     [WEFT_CODEC_FRAME] = "frame",
     [WEFT_CODEC_LINE] = "line",
     [WEFT_CODEC_MSGPACK] = "msgpack",
+    [WEFT_CODEC_ENVELOPE] = "envelope",
 };
 
 void
@@ -52,18 +53,33 @@ weft_codec_get_totals(enum weft_codec_kind kind, weft_codec_stats *out)
 }
 
 int
+weft__codec_find(weft_channel *ch, const char *name, enum weft_codec_kind kind,
+                 weft__codec **out)
+{
+	weft_ctx *ctx;
+	weft__codec *c;
+
+	if (ch == NULL || name == NULL)
+		return WEFT_EINVAL;
+	if ((ctx = weft_pipeline_get(ch, name)) == NULL)
+		return WEFT_ENOTFOUND;
+	/* TODO: compare the handler instead of a magic number. */
+	c = weft_ctx_state(ctx);
+	if (c == NULL || c->magic != WEFT__CODEC_MAGIC ||
+	    (kind != WEFT_CODEC_KINDS && c->kind != kind))
+		return WEFT_EINVAL;
+	*out = c;
+	return 0;
+}
+
+int
 weft_codec_get_stats(weft_channel *ch, const char *name, weft_codec_stats *out)
 {
-	weft_ctx *ctx = weft_pipeline_get(ch, name);
-	const weft__codec *c;
+	weft__codec *c;
+	int rv;
 
-	if (ctx == NULL)
-		return WEFT_ENOTFOUND;
-	/* TODO: compare the handler instead of a magic number, once core
-	 * can tell a context's handler. */
-	c = weft_ctx_state(ctx);
-	if (c == NULL || c->magic != WEFT__CODEC_MAGIC)
-		return WEFT_EINVAL;
+	if ((rv = weft__codec_find(ch, name, WEFT_CODEC_KINDS, &c)) != 0)
+		return rv;
 	*out = c->stats;
 	return 0;
 }
@@ -230,12 +246,15 @@ weft__codec_read_bytes(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		return;
 	weft__codec_enter(c);
 	c->in_read = true;
+	c->paused = false;
 	if (!c->failed)
 		decode(c, ctx, in);
 	c->in_read = false;
 	if (c->failed)
 		evbuffer_drain(in, evbuffer_get_length(in));
-	c->partial_bytes = evbuffer_get_length(in);
+	/* Paused, the input may hold whole messages: they are no partial
+	 * one for inactive to report. */
+	c->partial_bytes = c->paused ? 0 : evbuffer_get_length(in);
 	weft__codec_publish(c);
 	/* Removed on the way: what we did not decode is the next one's. */
 	if ((c->removed || weft_ctx_is_removed(ctx)) &&

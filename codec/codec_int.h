@@ -36,9 +36,20 @@ typedef struct weft__codec {
 	bool in_read;               /* a read is being decoded */
 	bool in_write;              /* out is in use */
 	bool failed;                /* closed on bad input: drop all input */
+	bool paused;                /* the last decode stopped because
+	                               reading paused, input left whole */
 	bool removed;               /* left the pipeline while busy */
 	bool closed_here;           /* a close passed through this codec */
 } weft__codec;
+
+/*
+ * weft__codec_find finds the codec called name in ch's pipeline, of the
+ * given kind (WEFT_CODEC_KINDS: any). Returns 0 with it in *out,
+ * WEFT_ENOTFOUND (no handler of that name) or WEFT_EINVAL (not a weft
+ * codec of that kind). Loop thread.
+ */
+int weft__codec_find(weft_channel *ch, const char *name,
+                     enum weft_codec_kind kind, weft__codec **out);
 
 /* weft__codec_init sets up c's common part (the rest of c is the caller's).
  * Returns 0 or WEFT_ENOMEM, with nothing to undo. */
@@ -133,6 +144,23 @@ weft__codec_done(const weft__codec *c)
 	       (c->ctx != NULL && weft_ctx_is_removed(c->ctx));
 }
 
+/*
+ * weft__codec_stop_reading says whether a decode loop must stop before its
+ * next message: it must (weft__codec_done), or the receiver paused reading
+ * (weft_channel_set_auto_read), which leaves the rest in the input and is
+ * noted in c->paused.
+ */
+static inline bool
+weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
+{
+	if (weft__codec_done(c))
+		return true;
+	if (weft_channel_is_auto_read(weft_ctx_channel(ctx)))
+		return false;
+	c->paused = true;
+	return true;
+}
+
 /* Big-endian 32-bit load and store. */
 static inline uint32_t
 weft__load_be32(const unsigned char *p)
@@ -149,6 +177,43 @@ weft__store_be32(unsigned char *p, uint32_t v)
 	p[2] = (unsigned char)(v >> 8);
 	p[3] = (unsigned char)v;
 }
+
+struct weft_frame_codec_opts;
+struct weft_envelope;
+
+/* weft__frame_opts_resolve reads the limits and the CRC option of opts
+ * (NULL: the defaults); WEFT_EINVAL when the least payload is above the
+ * largest. */
+int weft__frame_opts_resolve(const struct weft_frame_codec_opts *opts,
+                             size_t *min, size_t *max, bool *crc);
+
+/* The longest envelope header any valid encoding has, payload excluded:
+ * array 32 (5 bytes), five uint 64 (9 each), bin 32 (5). */
+#define WEFT__ENVELOPE_HEAD_MAX 55
+
+/*
+ * weft__envelope_decode_head decodes the fields of an envelope body of len
+ * bytes from its first avail bytes at p (avail <= len; the whole header
+ * is within WEFT__ENVELOPE_HEAD_MAX bytes), up to the payload's bin
+ * header, whose length must be the rest of the body. *head is the number
+ * of bytes before the payload; payload fields of *out are not set.
+ * Returns 0, or WEFT_EPROTO with a constant reason in *why.
+ */
+int weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
+                               struct weft_envelope *out, size_t *head,
+                               const char **why);
+
+/* weft__envelope_kind_is_valid says whether flags hold exactly one of the
+ * kinds docs/PROTOCOL.md allows. */
+bool weft__envelope_kind_is_valid(uint32_t flags);
+
+/* The number of payload bytes of env (all of payload_buf's, if set). */
+size_t weft__envelope_payload_length(const struct weft_envelope *env);
+
+/* weft__envelope_take_payload copies the first len payload bytes of env to
+ * dst and drains them from payload_buf, if that is set. */
+void weft__envelope_take_payload(const struct weft_envelope *env, void *dst,
+                                 size_t len);
 
 /* weft__crc32c_evbuffer extends crc with the first len bytes of buf
  * (len <= its length), chain by chain, without copying. */

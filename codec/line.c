@@ -153,7 +153,7 @@ decode(weft__codec *c, weft_ctx *ctx, struct evbuffer *in)
 {
 	line_codec *l = (line_codec *)c;
 
-	while (!weft__codec_done(c) && decode_one(l, ctx, in) == 1)
+	while (!weft__codec_stop_reading(c, ctx) && decode_one(l, ctx, in) == 1)
 		;
 }
 

@@ -1,185 +1,115 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wire.c: the key-value payloads (see <weft/kv.h>): a few msgpack headers
- * written by hand, and a bounded reader that accepts every msgpack
- * encoding of the types it expects and nothing else.
+ * wire.c: the key-value payloads (see <weft/kv.h>), written and read with
+ * the codec's bounded msgpack cursor (<weft/mp.h>), which accepts every
+ * msgpack encoding of the types it expects and nothing else.
  */
 #include <string.h>
 
+#include <weft/mp.h>
+
 #include "kv_int.h"
 
-static void
-put_be(uint8_t *out, uint64_t v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		out[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
-}
-
+/* Each encoder writes one value of at most WEFT__KV_HDR_MAX bytes with
+ * the codec's msgpack writer, in its smallest encoding. */
 size_t
 weft__kv_enc_array(uint8_t *out, uint32_t n)
 {
-	if (n < 16) {
-		out[0] = (uint8_t)(0x90 | n);
-		return 1;
-	}
-	out[0] = 0xdd;
-	put_be(out + 1, n, 4);
-	return 5;
+	weft_mp_writer w;
+
+	weft_mp_writer_init(&w, out, WEFT__KV_HDR_MAX);
+	weft_mp_write_array(&w, n);
+	return weft_mp_writer_length(&w);
 }
 
 size_t
 weft__kv_enc_uint(uint8_t *out, uint64_t v)
 {
-	if (v < 128) {
-		out[0] = (uint8_t)v;
-		return 1;
-	}
-	out[0] = 0xcf;
-	put_be(out + 1, v, 8);
-	return 9;
+	weft_mp_writer w;
+
+	weft_mp_writer_init(&w, out, WEFT__KV_HDR_MAX);
+	weft_mp_write_uint(&w, v);
+	return weft_mp_writer_length(&w);
 }
 
 size_t
 weft__kv_enc_bin(uint8_t *out, uint32_t len)
 {
-	if (len < 256) {
-		out[0] = 0xc4;
-		out[1] = (uint8_t)len;
-		return 2;
-	}
-	out[0] = 0xc6;
-	put_be(out + 1, len, 4);
-	return 5;
+	weft_mp_writer w;
+
+	weft_mp_writer_init(&w, out, WEFT__KV_HDR_MAX);
+	weft_mp_write_bin_header(&w, len);
+	return weft_mp_writer_length(&w);
 }
 
 size_t
 weft__kv_enc_str(uint8_t *out, uint32_t len)
 {
-	if (len < 32) {
-		out[0] = (uint8_t)(0xa0 | len);
-		return 1;
-	}
-	out[0] = 0xdb;
-	put_be(out + 1, len, 4);
-	return 5;
+	weft_mp_writer w;
+
+	weft_mp_writer_init(&w, out, WEFT__KV_HDR_MAX);
+	weft_mp_write_str_header(&w, len);
+	return weft_mp_writer_length(&w);
 }
 
-/* Reads an n-byte big-endian number; WEFT_EINVAL when truncated. */
-static int
-take_be(struct weft__kv_reader *r, size_t n, uint64_t *v)
+/*
+ * Each read runs the codec's bounded msgpack reader over what is left of
+ * r and moves r past what it read: every encoding of the type asked for
+ * is taken, and nothing else (WEFT_EINVAL).
+ */
+static void
+reader_open(weft_mp_reader *m, const struct weft__kv_reader *r)
 {
-	size_t i;
-
-	if ((size_t)(r->end - r->p) < n)
-		return WEFT_EINVAL;
-	*v = 0;
-	for (i = 0; i < n; i++)
-		*v = (*v << 8) | *r->p++;
-	return 0;
+	weft_mp_reader_init(m, r->p, (size_t)(r->end - r->p));
 }
 
 static int
-take_byte(struct weft__kv_reader *r, uint8_t *b)
+reader_close(const weft_mp_reader *m, struct weft__kv_reader *r, int rv)
 {
-	if (r->p >= r->end)
+	if (rv != 0)
 		return WEFT_EINVAL;
-	*b = *r->p++;
+	r->p = m->p;
 	return 0;
 }
 
 int
 weft__kv_read_array(struct weft__kv_reader *r, uint32_t *n)
 {
-	uint64_t v;
-	uint8_t b;
+	weft_mp_reader m;
 
-	if (take_byte(r, &b) != 0)
-		return WEFT_EINVAL;
-	if ((b & 0xf0) == 0x90) {
-		*n = b & 0x0f;
-		return 0;
-	}
-	if (b != 0xdc && b != 0xdd)
-		return WEFT_EINVAL;
-	if (take_be(r, b == 0xdc ? 2 : 4, &v) != 0)
-		return WEFT_EINVAL;
-	*n = (uint32_t)v;
-	return 0;
+	reader_open(&m, r);
+	return reader_close(&m, r, weft_mp_read_array(&m, n));
 }
 
 int
 weft__kv_read_uint(struct weft__kv_reader *r, uint64_t *v)
 {
-	uint8_t b;
-	int64_t s;
+	weft_mp_reader m;
 
-	if (take_byte(r, &b) != 0)
-		return WEFT_EINVAL;
-	if (b < 0x80) {
-		*v = b;
-		return 0;
-	}
-	if (b >= 0xcc && b <= 0xcf)
-		return take_be(r, (size_t)1 << (b - 0xcc), v);
-	if (b < 0xd0 || b > 0xd3)
-		return WEFT_EINVAL;
-	/* Signed encodings of a non-negative value are accepted too. */
-	if (take_be(r, (size_t)1 << (b - 0xd0), v) != 0)
-		return WEFT_EINVAL;
-	s = (b == 0xd0)   ? (int8_t)*v
-	    : (b == 0xd1) ? (int16_t)*v
-	    : (b == 0xd2) ? (int32_t)*v
-	                  : (int64_t)*v;
-	return s < 0 ? WEFT_EINVAL : 0;
-}
-
-/* Reads a bin or str body of the announced length. */
-static int
-take_body(struct weft__kv_reader *r, uint64_t len, const uint8_t **data,
-          size_t *out_len)
-{
-	if ((uint64_t)(r->end - r->p) < len)
-		return WEFT_EINVAL;
-	*data = r->p;
-	*out_len = (size_t)len;
-	r->p += len;
-	return 0;
+	reader_open(&m, r);
+	return reader_close(&m, r, weft_mp_read_uint(&m, UINT64_MAX, v));
 }
 
 int
 weft__kv_read_bin(struct weft__kv_reader *r, const uint8_t **data, size_t *len)
 {
-	uint64_t n;
-	uint8_t b;
+	weft_mp_reader m;
+	const void *p;
+	int rv;
 
-	if (take_byte(r, &b) != 0 || b < 0xc4 || b > 0xc6)
-		return WEFT_EINVAL;
-	if (take_be(r, (size_t)1 << (b - 0xc4), &n) != 0)
-		return WEFT_EINVAL;
-	return take_body(r, n, data, len);
+	reader_open(&m, r);
+	if ((rv = reader_close(&m, r, weft_mp_read_bin(&m, &p, len))) == 0)
+		*data = p;
+	return rv;
 }
 
 int
 weft__kv_read_str(struct weft__kv_reader *r, const char **data, size_t *len)
 {
-	const uint8_t *p;
-	uint64_t n;
-	uint8_t b;
-	int rv;
+	weft_mp_reader m;
 
-	if (take_byte(r, &b) != 0)
-		return WEFT_EINVAL;
-	if ((b & 0xe0) == 0xa0)
-		n = b & 0x1f;
-	else if (b < 0xd9 || b > 0xdb ||
-	         take_be(r, (size_t)1 << (b - 0xd9), &n) != 0)
-		return WEFT_EINVAL;
-	if ((rv = take_body(r, n, &p, len)) != 0)
-		return rv;
-	*data = (const char *)p;
-	return 0;
+	reader_open(&m, r);
+	return reader_close(&m, r, weft_mp_read_str(&m, data, len));
 }
 
 /* Starts a reader on a payload that must be an array of n elements. */

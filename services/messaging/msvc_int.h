@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <weft/channel.h>
+#include <weft/crc32c.h>
 #include <weft/histogram.h>
 #include <weft/messaging.h>
 #include <weft/metrics.h>
@@ -161,7 +162,7 @@ struct weft__msvc_reply {
 	char reason[128];
 };
 
-uint32_t weft__msvc_crc32c(uint32_t crc, const void *data, size_t len);
+#define weft__msvc_crc32c weft_crc32c /* the codec's, as fast when short */
 /* Encodes the fixed envelope header into out (WEFT__MSVC_ENV_HEADER). */
 void weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb,
                            uint32_t flags, uint64_t created_ms,

@@ -1,290 +1,89 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wire.c: the bytes of docs/PROTOCOL.md. The envelope has a fixed layout,
- * so it is written and read by hand (still valid msgpack) without a
- * generic object tree; the decoder checks every length against the bytes
- * it has before reading them.
+ * wire.c: the bytes of docs/PROTOCOL.md. The envelope is the codec's
+ * (<weft/envelope.h>); the handshake and the error payload have fixed
+ * layouts too, written and read with the codec's bounded msgpack cursor
+ * (<weft/mp.h>), without a generic object tree.
  */
 #include <string.h>
 
 #include <event2/buffer.h>
 
-#include <weft/crc32c.h>
+#include <weft/envelope.h>
+#include <weft/mp.h>
 
 #include "msvc_int.h"
 
 static const uint8_t magic[4] = {'W', 'E', 'F', 'T'};
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <nmmintrin.h>
-
-/*
- * CRC32C of the short frames on the hot path: x86 loads need no
- * alignment, so this steps 8 bytes at a time from the start (the codec's
- * general version aligns first). Same result as weft_crc32c.
- */
-__attribute__((target("sse4.2"))) static uint32_t
-crc_short(uint32_t crc, const uint8_t *p, size_t len)
-{
-	uint64_t c = ~crc & 0xffffffffu, w;
-	uint32_t w4;
-	uint32_t c32;
-
-	for (; len >= 8; p += 8, len -= 8) {
-		memcpy(&w, p, 8);
-		c = _mm_crc32_u64(c, w);
-	}
-	c32 = (uint32_t)c;
-	if (len >= 4) {
-		memcpy(&w4, p, 4);
-		c32 = _mm_crc32_u32(c32, w4);
-		p += 4;
-		len -= 4;
-	}
-	while (len-- > 0)
-		c32 = _mm_crc32_u8(c32, *p++);
-	return ~c32;
-}
-
-uint32_t
-weft__msvc_crc32c(uint32_t crc, const void *data, size_t len)
-{
-	if (len <= 4096 && __builtin_cpu_supports("sse4.2"))
-		return crc_short(crc, data, len);
-	return weft_crc32c(crc, data, len);
-}
-#else
-uint32_t
-weft__msvc_crc32c(uint32_t crc, const void *data, size_t len)
-{
-	return weft_crc32c(crc, data, len);
-}
-#endif
 
 void
 weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
                       uint64_t created_ms, uint64_t expires_ms,
                       uint32_t payload_len)
 {
-	out[0] = 0x96;
-	out[1] = 0xcf;
-	weft__msvc_put_be64(out + 2, id);
-	out[10] = 0xce;
-	weft__msvc_put_be32(out + 11, verb);
-	out[15] = (uint8_t)(flags & 0x7f);
-	out[16] = 0xcf;
-	weft__msvc_put_be64(out + 17, created_ms);
-	out[25] = 0xcf;
-	weft__msvc_put_be64(out + 26, expires_ms);
-	out[34] = 0xc6;
-	weft__msvc_put_be32(out + 35, payload_len);
-}
+	weft_envelope env = {.id = id,
+	                     .verb = verb,
+	                     .flags = flags,
+	                     .created_ms = created_ms,
+	                     .expires_ms = expires_ms};
 
-/* A bounds-checked reader over one frame body. */
-struct rd {
-	const uint8_t *p, *end;
-};
-
-static bool
-rd_uint(struct rd *r, uint64_t *out)
-{
-	static const uint8_t widths[] = {1, 2, 4, 8};
-	uint8_t t;
-	size_t n;
-	uint64_t v;
-
-	if (r->p >= r->end)
-		return false;
-	t = *r->p++;
-	if (t <= 0x7f) {
-		*out = t;
-		return true;
-	}
-	if (t >= 0xcc && t <= 0xcf)
-		n = widths[t - 0xcc];
-	else if (t >= 0xd0 && t <= 0xd3)
-		n = widths[t - 0xd0];
-	else
-		return false;
-	if ((size_t)(r->end - r->p) < n)
-		return false;
-	v = weft__msvc_get_be(r->p, n);
-	r->p += n;
-	/* A signed integer must be non-negative. */
-	if (t >= 0xd0 && (v >> (n * 8 - 1)) != 0)
-		return false;
-	*out = v;
-	return true;
-}
-
-static bool
-rd_len(struct rd *r, uint8_t t8, const uint8_t **data, size_t *len)
-{
-	uint8_t t;
-	size_t n, hdr;
-
-	if (r->p >= r->end)
-		return false;
-	t = *r->p++;
-	if (t8 == 0xd9 && t >= 0xa0 && t <= 0xbf) {
-		n = t & 0x1f; /* fixstr */
-		hdr = 0;
-	} else if (t >= t8 && t <= t8 + 2) {
-		hdr = (size_t)1 << (t - t8);
-		if ((size_t)(r->end - r->p) < hdr)
-			return false;
-		n = (size_t)weft__msvc_get_be(r->p, hdr);
-	} else {
-		return false;
-	}
-	r->p += hdr;
-	if ((size_t)(r->end - r->p) < n)
-		return false;
-	*data = r->p;
-	*len = n;
-	r->p += n;
-	return true;
-}
-
-/* bin 8/16/32 start at 0xc4; str 8/16/32 at 0xd9, plus fixstr. */
-static bool
-rd_bin(struct rd *r, const uint8_t **data, size_t *len)
-{
-	return rd_len(r, 0xc4, data, len);
-}
-
-static bool
-rd_str(struct rd *r, char *out, size_t cap)
-{
-	const uint8_t *s;
-	size_t n;
-
-	if (!rd_len(r, 0xd9, &s, &n) || n >= cap)
-		return false;
-	memcpy(out, s, n);
-	out[n] = '\0';
-	return strlen(out) == n; /* no NUL inside */
-}
-
-static bool
-rd_array(struct rd *r, size_t want)
-{
-	uint8_t t;
-
-	if (r->p >= r->end)
-		return false;
-	t = *r->p++;
-	if (t >= 0x90 && t <= 0x9f)
-		return (size_t)(t & 0x0f) == want;
-	if (t == 0xdc && r->end - r->p >= 2) {
-		r->p += 2;
-		return weft__msvc_get_be(r->p - 2, 2) == want;
-	}
-	if (t == 0xdd && r->end - r->p >= 4) {
-		r->p += 4;
-		return weft__msvc_get_be(r->p - 4, 4) == want;
-	}
-	return false;
-}
-
-static bool
-kind_is_valid(uint32_t flags)
-{
-	uint32_t kind = flags & 0x0f;
-
-	return kind == WEFT__MSVC_F_REQUEST || kind == WEFT__MSVC_F_RESPONSE ||
-	       kind == WEFT__MSVC_F_ONEWAY ||
-	       kind == (WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR);
+	weft_envelope_encode_header(out, &env, payload_len);
 }
 
 int
 weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
 {
-	struct rd r = {p, p + n};
-	uint64_t verb, flags;
+	weft_envelope env;
 
-	/* The common case: exactly our own fixed layout. */
-	if (n >= WEFT__MSVC_ENV_HEADER && p[0] == 0x96 && p[1] == 0xcf &&
-	    p[10] == 0xce && p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
-	    p[34] == 0xc6 &&
-	    weft__msvc_get_be(p + 35, 4) == n - WEFT__MSVC_ENV_HEADER) {
-		out->id = weft__msvc_get_be(p + 2, 8);
-		out->verb = (uint32_t)weft__msvc_get_be(p + 11, 4);
-		out->flags = p[15];
-		out->created_ms = weft__msvc_get_be(p + 17, 8);
-		out->expires_ms = weft__msvc_get_be(p + 26, 8);
-		out->payload = p + WEFT__MSVC_ENV_HEADER;
-		out->len = n - WEFT__MSVC_ENV_HEADER;
-		return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
-	}
-	if (!rd_array(&r, 6) || !rd_uint(&r, &out->id) || !rd_uint(&r, &verb) ||
-	    verb > UINT32_MAX || !rd_uint(&r, &flags) || flags > UINT32_MAX ||
-	    !rd_uint(&r, &out->created_ms) || !rd_uint(&r, &out->expires_ms) ||
-	    !rd_bin(&r, &out->payload, &out->len) || r.p != r.end)
+	if (weft_envelope_decode(p, n, &env) != 0)
 		return WEFT_EPROTO;
-	out->verb = (uint32_t)verb;
-	out->flags = (uint32_t)flags;
-	return kind_is_valid(out->flags) ? 0 : WEFT_EPROTO;
+	out->id = env.id;
+	out->verb = env.verb;
+	out->flags = env.flags;
+	out->created_ms = env.created_ms;
+	out->expires_ms = env.expires_ms;
+	out->payload = env.payload;
+	out->len = env.payload_len;
+	return 0;
 }
 
-/* A small msgpack writer into a fixed buffer. */
-struct wr {
-	uint8_t *p, *end;
-	bool ok;
-};
-
-static void
-wr_bytes(struct wr *w, const void *data, size_t n)
+/* Reads a string of fewer than cap bytes, with no NUL inside, into out. */
+static int
+read_cstr(weft_mp_reader *r, char *out, size_t cap)
 {
-	if (!w->ok || (size_t)(w->end - w->p) < n) {
-		w->ok = false;
-		return;
-	}
-	memcpy(w->p, data, n);
-	w->p += n;
+	const char *s;
+	size_t n;
+
+	if (weft_mp_read_str(r, &s, &n) != 0 || n >= cap ||
+	    memchr(s, '\0', n) != NULL)
+		return WEFT_EPROTO;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return 0;
 }
 
+/* Writes a C string, cut at 255 bytes as the wire format always had. */
 static void
-wr_uint(struct wr *w, uint64_t v)
-{
-	uint8_t b[9];
-
-	if (v <= 0x7f) {
-		b[0] = (uint8_t)v;
-		wr_bytes(w, b, 1);
-	} else if (v <= UINT32_MAX) {
-		b[0] = 0xce;
-		weft__msvc_put_be32(b + 1, (uint32_t)v);
-		wr_bytes(w, b, 5);
-	} else {
-		b[0] = 0xcf;
-		weft__msvc_put_be64(b + 1, v);
-		wr_bytes(w, b, 9);
-	}
-}
-
-static void
-wr_str(struct wr *w, const char *s)
+write_cstr(weft_mp_writer *w, const char *s)
 {
 	size_t n = strlen(s);
-	uint8_t b[2];
 
-	if (n <= 31) {
-		b[0] = (uint8_t)(0xa0 | n);
-		wr_bytes(w, b, 1);
-	} else {
-		b[0] = 0xd9;
-		b[1] = (uint8_t)(n > 255 ? 255 : n);
-		n = b[1];
-		wr_bytes(w, b, 2);
-	}
-	wr_bytes(w, s, n);
+	weft_mp_write_str(w, s, n > 255 ? 255 : n);
 }
 
-static void
-wr_u8(struct wr *w, uint8_t v)
+/* Starts a reader after the magic of a handshake body; WEFT_EPROTO when
+ * the magic is not there. */
+static int
+open_handshake(weft_mp_reader *r, const uint8_t *p, size_t n, uint32_t want)
 {
-	wr_bytes(w, &v, 1);
+	uint32_t count;
+
+	if (n < 4 || memcmp(p, magic, 4) != 0)
+		return WEFT_EPROTO;
+	weft_mp_reader_init(r, p + 4, n - 4);
+	if (weft_mp_read_array(r, &count) != 0 || count != want)
+		return WEFT_EPROTO;
+	return 0;
 }
 
 int
@@ -308,37 +107,40 @@ int
 weft__msvc_hello_encode(struct evbuffer *buf, const struct weft__msvc_hello *h)
 {
 	uint8_t body[256];
-	struct wr w = {body, body + sizeof(body), true};
+	weft_mp_writer w;
 
-	wr_bytes(&w, magic, 4);
-	wr_u8(&w, 0x98);
-	wr_uint(&w, h->min_version);
-	wr_uint(&w, h->max_version);
-	wr_str(&w, h->cluster);
-	wr_str(&w, h->id);
-	wr_uint(&w, h->role);
-	wr_uint(&w, h->cls);
-	wr_uint(&w, h->index);
-	wr_uint(&w, h->flags);
-	if (!w.ok)
+	weft_mp_writer_init(&w, body, sizeof(body));
+	weft_mp_write_raw(&w, magic, 4);
+	weft_mp_write_array(&w, 8);
+	weft_mp_write_uint(&w, h->min_version);
+	weft_mp_write_uint(&w, h->max_version);
+	write_cstr(&w, h->cluster);
+	write_cstr(&w, h->id);
+	weft_mp_write_uint(&w, h->role);
+	weft_mp_write_uint(&w, h->cls);
+	weft_mp_write_uint(&w, h->index);
+	weft_mp_write_uint(&w, h->flags);
+	if (weft_mp_writer_status(&w) != 0)
 		return WEFT_EINVAL;
-	return weft__msvc_frame_add(buf, body, (size_t)(w.p - body), true);
+	return weft__msvc_frame_add(buf, body, weft_mp_writer_length(&w), true);
 }
 
 int
 weft__msvc_hello_decode(const uint8_t *p, size_t n,
                         struct weft__msvc_hello *out)
 {
-	struct rd r = {p + 4, p + n};
+	weft_mp_reader r;
 
-	if (n < 4 || memcmp(p, magic, 4) != 0)
-		return WEFT_EPROTO;
-	if (!rd_array(&r, 8) || !rd_uint(&r, &out->min_version) ||
-	    !rd_uint(&r, &out->max_version) ||
-	    !rd_str(&r, out->cluster, sizeof(out->cluster)) ||
-	    !rd_str(&r, out->id, sizeof(out->id)) || !rd_uint(&r, &out->role) ||
-	    !rd_uint(&r, &out->cls) || !rd_uint(&r, &out->index) ||
-	    !rd_uint(&r, &out->flags) || r.p != r.end)
+	if (open_handshake(&r, p, n, 8) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->min_version) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->max_version) != 0 ||
+	    read_cstr(&r, out->cluster, sizeof(out->cluster)) != 0 ||
+	    read_cstr(&r, out->id, sizeof(out->id)) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->role) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->cls) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->index) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->flags) != 0 ||
+	    weft_mp_reader_end(&r) != 0)
 		return WEFT_EPROTO;
 	return 0;
 }
@@ -347,34 +149,36 @@ int
 weft__msvc_reply_encode(struct evbuffer *buf, const struct weft__msvc_reply *r)
 {
 	uint8_t body[512];
-	struct wr w = {body, body + sizeof(body), true};
+	weft_mp_writer w;
 
-	wr_bytes(&w, magic, 4);
-	wr_u8(&w, 0x96);
-	wr_uint(&w, r->status);
-	wr_uint(&w, r->version);
-	wr_str(&w, r->id);
-	wr_uint(&w, r->flags);
-	wr_uint(&w, r->max_frame);
-	wr_str(&w, r->reason);
-	if (!w.ok)
+	weft_mp_writer_init(&w, body, sizeof(body));
+	weft_mp_write_raw(&w, magic, 4);
+	weft_mp_write_array(&w, 6);
+	weft_mp_write_uint(&w, r->status);
+	weft_mp_write_uint(&w, r->version);
+	write_cstr(&w, r->id);
+	weft_mp_write_uint(&w, r->flags);
+	weft_mp_write_uint(&w, r->max_frame);
+	write_cstr(&w, r->reason);
+	if (weft_mp_writer_status(&w) != 0)
 		return WEFT_EINVAL;
-	return weft__msvc_frame_add(buf, body, (size_t)(w.p - body), true);
+	return weft__msvc_frame_add(buf, body, weft_mp_writer_length(&w), true);
 }
 
 int
 weft__msvc_reply_decode(const uint8_t *p, size_t n,
                         struct weft__msvc_reply *out)
 {
-	struct rd r = {p + 4, p + n};
+	weft_mp_reader r;
 
-	if (n < 4 || memcmp(p, magic, 4) != 0)
-		return WEFT_EPROTO;
-	if (!rd_array(&r, 6) || !rd_uint(&r, &out->status) ||
-	    !rd_uint(&r, &out->version) ||
-	    !rd_str(&r, out->id, sizeof(out->id)) ||
-	    !rd_uint(&r, &out->flags) || !rd_uint(&r, &out->max_frame) ||
-	    !rd_str(&r, out->reason, sizeof(out->reason)) || r.p != r.end)
+	if (open_handshake(&r, p, n, 6) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->status) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->version) != 0 ||
+	    read_cstr(&r, out->id, sizeof(out->id)) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->flags) != 0 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &out->max_frame) != 0 ||
+	    read_cstr(&r, out->reason, sizeof(out->reason)) != 0 ||
+	    weft_mp_reader_end(&r) != 0)
 		return WEFT_EPROTO;
 	return 0;
 }
@@ -417,28 +221,36 @@ weft__msvc_wire_to_error_status(int code)
 size_t
 weft__msvc_error_encode(uint8_t *out, size_t cap, int status, const char *text)
 {
-	struct wr w = {out, out + cap, true};
+	weft_mp_writer w;
 
-	wr_u8(&w, 0x92);
-	wr_uint(&w, (uint64_t)weft__msvc_error_status_to_wire(status));
-	wr_str(&w, text != NULL ? text : "");
-	return w.ok ? (size_t)(w.p - out) : 0;
+	weft_mp_writer_init(&w, out, cap);
+	weft_mp_write_array(&w, 2);
+	weft_mp_write_uint(&w,
+	                   (uint64_t)weft__msvc_error_status_to_wire(status));
+	write_cstr(&w, text != NULL ? text : "");
+	return weft_mp_writer_status(&w) == 0 ? weft_mp_writer_length(&w) : 0;
 }
 
 int
 weft__msvc_error_decode(const uint8_t *p, size_t n, int *status,
                         const uint8_t **text, size_t *text_len)
 {
-	struct rd r = {p, p + n};
+	weft_mp_reader r;
+	const char *s;
+	uint32_t count;
 	uint64_t code;
 
-	if (!rd_array(&r, 2) || !rd_uint(&r, &code) ||
-	    !rd_len(&r, 0xd9, text, text_len) || r.p != r.end) {
+	weft_mp_reader_init(&r, p, n);
+	if (weft_mp_read_array(&r, &count) != 0 || count != 2 ||
+	    weft_mp_read_uint(&r, UINT64_MAX, &code) != 0 ||
+	    weft_mp_read_str(&r, &s, text_len) != 0 ||
+	    weft_mp_reader_end(&r) != 0) {
 		*status = WEFT_EREMOTE;
 		*text = NULL;
 		*text_len = 0;
 		return WEFT_EPROTO;
 	}
+	*text = (const uint8_t *)s;
 	*status = weft__msvc_wire_to_error_status(code > 1000 ? WIRE_APPLICATION
 	                                                      : (int)code);
 	return 0;

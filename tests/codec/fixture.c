@@ -13,6 +13,8 @@
 #include <event2/event.h>
 #include <weft/transport.h>
 
+#include <weft/frame.h>
+
 #include "fixture.h"
 
 static fx *
@@ -80,9 +82,24 @@ sink_inactive(weft_ctx *ctx)
 	fx_of(ctx)->inactive = true;
 }
 
+static void
+sink_user_event(weft_ctx *ctx, int event, void *data)
+{
+	fx *f = fx_of(ctx);
+	const weft_frame_partial *p = data;
+
+	f->events++;
+	f->last_event = event;
+	if (event == WEFT_FRAME_EVENT_INCOMPLETE) {
+		f->partial_have = p->have;
+		f->partial_total = p->total;
+	}
+}
+
 static const weft_handler sink = {
     .read = sink_read,
     .read_complete = sink_read_complete,
+    .user_event = sink_user_event,
     .error = sink_error,
     .inactive = sink_inactive,
 };

@@ -37,6 +37,12 @@ typedef struct fx {
 	int errors;
 	int last_error;
 	bool inactive;
+	/* User events: how many, the last one's number and, for
+	 * WEFT_FRAME_EVENT_INCOMPLETE, its weft_frame_partial. */
+	int events;
+	int last_event;
+	size_t partial_have;
+	size_t partial_total;
 	int write_cbs;
 	int write_status;
 	/* Taken by the sink when an error arrives, before the channel goes:

@@ -292,6 +292,48 @@ test_many_lines_in_one_read(void **state)
 	fx_free(f);
 }
 
+/* Pauses reading at every line it passes on. */
+static void
+pause_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	weft_channel_set_auto_read(weft_ctx_channel(ctx), false);
+	weft_ctx_fire_read(ctx, type, msg);
+}
+
+static const weft_handler pause_handler = {.read = pause_read};
+
+static bool
+three_lines(void *arg)
+{
+	return ((fx *)arg)->msgs >= 3;
+}
+
+static void
+test_reading_paused_stops_after_the_line(void **state)
+{
+	static const char *const want[] = {"a", "bb", "ccc"};
+	fx *f = fx_new();
+	int i;
+
+	(void)state;
+	assert_int_equal(weft_line_codec_add(f->ch, "line", NULL), 0);
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "pause", &pause_handler, NULL), 0);
+	fx_start(f);
+	send_str(f, "a\nbb\nccc\n");
+	check_lines(f, want, 1);
+	/* Each resume delivers one more line, from what waits. */
+	for (i = 2; i <= 3; i++) {
+		weft_channel_set_auto_read(f->ch, true);
+		assert_int_equal(
+		    weft_loop_run_until(f->loop, three_lines, f, 20),
+		    i == 3 ? 0 : WEFT_ETIMEDOUT);
+		check_lines(f, want, (size_t)i);
+	}
+	assert_int_equal(f->errors, 0);
+	fx_free(f);
+}
+
 int
 main(void)
 {
@@ -309,6 +351,7 @@ main(void)
 	    cmocka_unit_test(test_encoder_takes_byte_runs),
 	    cmocka_unit_test(test_bad_delimiter_rejected),
 	    cmocka_unit_test(test_many_lines_in_one_read),
+	    cmocka_unit_test(test_reading_paused_stops_after_the_line),
 	};
 
 	fx_log_capture();

@@ -634,6 +634,106 @@ test_unhandled_error_at_the_tail_is_a_warning(void **state)
 	assert_non_null(strstr(c.line, weft_strerror(WEFT_EPROTO)));
 }
 
+/* A reader that takes one byte per read and pauses reading: the rest
+ * stays in the channel's input. */
+struct sipper {
+	char got[16];
+	size_t n;
+	int reads;
+	int want;       /* reads to wait for */
+	bool in_resume; /* inside weft_channel_set_auto_read(true) */
+};
+
+static void
+sip_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct sipper *s = weft_ctx_state(ctx);
+
+	assert_ptr_equal(type, &weft_msg_evbuffer);
+	assert_false(s->in_resume);
+	s->reads++;
+	assert_true(s->n < sizeof(s->got));
+	assert_int_equal(evbuffer_remove(msg, s->got + s->n, 1), 1);
+	s->n++;
+	weft_channel_set_auto_read(weft_ctx_channel(ctx), false);
+	assert_false(weft_channel_is_auto_read(weft_ctx_channel(ctx)));
+}
+
+static const weft_handler sipper_handler = {.read = sip_read};
+
+static bool
+sipped(void *arg)
+{
+	struct sipper *s = arg;
+
+	return s->reads >= s->want;
+}
+
+/* Runs f's loop until s has seen n reads; returns 0 or WEFT_ETIMEDOUT. */
+static int
+run_until_reads(struct fixture *f, struct sipper *s, int n, uint64_t ms)
+{
+	s->want = n;
+	return weft_loop_run_until(f->loop, sipped, s, ms);
+}
+
+static void
+test_resumed_reading_reads_what_waits_in_the_input(void **state)
+{
+	struct fixture *f = *state;
+	struct sipper s = {0};
+	int i;
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "sip", &sipper_handler, &s), 0);
+	weft_channel_activate(f->ch);
+	assert_true(weft_channel_is_auto_read(f->ch));
+	bufferevent_write(f->peer, "abcd", 4);
+	assert_int_equal(run_until_reads(f, &s, 1, 5000), 0);
+	/* Paused: nothing more comes, though three bytes wait. */
+	assert_int_equal(run_until_reads(f, &s, 2, 20), WEFT_ETIMEDOUT);
+	for (i = 2; i <= 4; i++) {
+		s.in_resume = true;
+		weft_channel_set_auto_read(f->ch, true);
+		s.in_resume = false;
+		/* Not inside the call: from a task, soon. */
+		assert_int_equal(s.reads, i - 1);
+		assert_true(weft_channel_is_auto_read(f->ch));
+		assert_int_equal(run_until_reads(f, &s, i, 5000), 0);
+		assert_int_equal(s.reads, i);
+	}
+	assert_int_equal(s.n, 4);
+	assert_memory_equal(s.got, "abcd", 4);
+	/* An empty input: resuming fires nothing. */
+	weft_channel_set_auto_read(f->ch, true);
+	assert_int_equal(run_until_reads(f, &s, 5, 20), WEFT_ETIMEDOUT);
+	/* New bytes are read as ever. */
+	bufferevent_write(f->peer, "e", 1);
+	assert_int_equal(run_until_reads(f, &s, 5, 5000), 0);
+	assert_memory_equal(s.got, "abcde", 5);
+}
+
+/* Reading resumed and paused again before the task runs: the task reads
+ * nothing; resumed once more, it reads. */
+static void
+test_resume_then_pause_before_the_task_reads_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct sipper s = {0};
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "sip", &sipper_handler, &s), 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "xy", 2);
+	assert_int_equal(run_until_reads(f, &s, 1, 5000), 0);
+	weft_channel_set_auto_read(f->ch, true);
+	weft_channel_set_auto_read(f->ch, false);
+	assert_int_equal(run_until_reads(f, &s, 2, 20), WEFT_ETIMEDOUT);
+	weft_channel_set_auto_read(f->ch, true);
+	assert_int_equal(run_until_reads(f, &s, 2, 5000), 0);
+	assert_memory_equal(s.got, "xy", 2);
+}
+
 int
 main(void)
 {
@@ -672,6 +772,12 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_unhandled_error_at_the_tail_is_a_warning, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_resumed_reading_reads_what_waits_in_the_input, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_resume_then_pause_before_the_task_reads_nothing, setup,
+	        teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,10 +9,22 @@
  * every field a receiver acts on (the reserved flag bits are ignored, as
  * the protocol says). An error response's payload goes through the same
  * round trip as [code, text].
+ *
+ * The codec's decoder (<weft/envelope.h>, which the service's wraps) goes
+ * through the same: decode -> weft_envelope_encode_frame (with and
+ * without CRC) -> decode is the identity, and decoding only the first
+ * bytes of a body (as the envelope codec does for a frame in an evbuffer)
+ * agrees with decoding all of it.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
+#include <weft/crc32c.h>
+#include <weft/envelope.h>
+
+#include "codec_int.h"
 #include "fuzz.h"
 #include "msvc_int.h"
 
@@ -58,6 +70,77 @@ check_same(const struct weft__msvc_env *a, const struct weft__msvc_env *b)
 		fuzz_fail("an envelope does not survive encode and decode");
 }
 
+static void
+check_same_codec(const weft_envelope *a, const weft_envelope *b)
+{
+	if (a->id != b->id || a->verb != b->verb ||
+	    (a->flags & 0x7f) != (b->flags & 0x7f) ||
+	    a->created_ms != b->created_ms || a->expires_ms != b->expires_ms ||
+	    a->payload_len != b->payload_len ||
+	    (a->payload_len > 0 &&
+	     memcmp(a->payload, b->payload, a->payload_len) != 0))
+		fuzz_fail("the codec's envelope does not survive encode and "
+		          "decode");
+}
+
+/* Encodes env as a whole frame and decodes that frame's body again. */
+static void
+frame_round_trip(const weft_envelope *env, bool crc)
+{
+	weft_frame_codec_opts o = {.crc32c = crc,
+	                           .max_frame_bytes = WEFT_FRAME_LIMIT};
+	struct evbuffer *out = evbuffer_new();
+	weft_envelope again;
+	const uint8_t *p;
+	size_t n, body;
+
+	if (out == NULL)
+		abort();
+	if (weft_envelope_encode_frame(out, env, &o) != 0)
+		fuzz_fail("a decoded envelope cannot be framed");
+	n = evbuffer_get_length(out);
+	body = n - 4 - (crc ? 4 : 0);
+	if ((p = evbuffer_pullup(out, -1)) == NULL)
+		abort();
+	if (body != WEFT_ENVELOPE_HEADER_BYTES + env->payload_len ||
+	    weft__load_be32(p) != body ||
+	    (crc &&
+	     weft__load_be32(p + 4 + body) != weft_crc32c(0, p, 4 + body)))
+		fuzz_fail("a framed envelope has a wrong length or CRC");
+	if (weft_envelope_decode(p + 4, body, &again) != 0)
+		fuzz_fail("the codec refuses its own frame");
+	check_same_codec(env, &again);
+	evbuffer_free(out);
+}
+
+static void
+codec_round_trip(const uint8_t *data, size_t size,
+                 const struct weft__msvc_env *wire)
+{
+	weft_envelope env, head_only;
+	size_t head, avail;
+	const char *why;
+	int rv = weft_envelope_decode(data, size, &env);
+
+	if ((rv == 0) != (wire != NULL))
+		fuzz_fail("the codec and the service disagree on an envelope");
+	avail = size < WEFT__ENVELOPE_HEAD_MAX ? size : WEFT__ENVELOPE_HEAD_MAX;
+	if (size > 0 &&
+	    (weft__envelope_decode_head(data, avail, size, &head_only, &head,
+	                                &why) == 0) != (rv == 0))
+		fuzz_fail("decoding the first bytes disagrees with the whole");
+	if (rv != 0)
+		return;
+	if (env.payload != data + head || env.payload_len != size - head ||
+	    head_only.id != env.id || head_only.flags != env.flags ||
+	    head_only.verb != env.verb ||
+	    head_only.created_ms != env.created_ms ||
+	    head_only.expires_ms != env.expires_ms)
+		fuzz_fail("decoding the first bytes disagrees with the whole");
+	frame_round_trip(&env, false);
+	frame_round_trip(&env, true);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -66,9 +149,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	fuzz_alloc_begin();
 	if (weft__msvc_env_decode(data, size, &env) != 0) {
+		codec_round_trip(data, size, NULL);
 		fuzz_alloc_end(size, "envelope");
 		return 0;
 	}
+	codec_round_trip(data, size, &env);
 	if (env.payload < data || env.len > size ||
 	    env.payload + env.len > data + size)
 		fuzz_fail("the payload lies outside the frame");

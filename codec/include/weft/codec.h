@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h) share:
- * their counters.
+ * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h,
+ * envelope.h) share: their counters.
  *
  * Every codec counts what it decodes and encodes, and the errors that made
  * it close its channel. Each codec keeps its own counts, read by name from
@@ -31,11 +31,21 @@ typedef struct weft_codec_stats {
 	uint64_t malformed; /* WEFT_EPROTO: invalid or truncated input */
 } weft_codec_stats;
 
+/*
+ * The user events the codecs fire (weft_ctx_fire_user_event) are numbered
+ * from WEFT_CODEC_EVENT_FIRST down to WEFT_CODEC_EVENT_LAST, among the
+ * negative numbers weft keeps for itself (<weft/channel.h>); each codec's
+ * header names its own (WEFT_FRAME_EVENT_INCOMPLETE).
+ */
+#define WEFT_CODEC_EVENT_FIRST (-256)
+#define WEFT_CODEC_EVENT_LAST (-511)
+
 enum weft_codec_kind {
 	WEFT_CODEC_FRAME = 0,
 	WEFT_CODEC_LINE = 1,
 	WEFT_CODEC_MSGPACK = 2,
-	WEFT_CODEC_KINDS = 3,
+	WEFT_CODEC_ENVELOPE = 3,
+	WEFT_CODEC_KINDS = 4,
 };
 
 /*

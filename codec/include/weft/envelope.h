@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * weft/envelope.h: the message envelope of docs/PROTOCOL.md section 4, a
+ * msgpack array of 6 (id, verb, flags, created_at, expires_at, payload)
+ * that fills one frame body.
+ *
+ * Pure functions encode the fixed header weft writes (39 bytes before the
+ * payload, WEFT_ENVELOPE_HEADER_BYTES), decode a body (the fixed layout at
+ * once, and otherwise every valid msgpack encoding the protocol allows,
+ * each length checked against the bytes there are), and write a whole
+ * frame into an evbuffer. The envelope codec is a handler for a pipeline,
+ * placed after a frame codec (weft/frame.h): inbound each frame becomes a
+ * weft_msg_envelope, outbound a weft_msg_envelope becomes one frame body.
+ *
+ * Ownership of a weft_msg_envelope travelling a pipeline (msg is a
+ * weft_envelope *), as <weft/channel.h> has it for byte messages:
+ * inbound, the envelope and its payload are borrowed by the handler it is
+ * passed to until the callback returns: a small payload (payload_buf
+ * NULL) points into the frame, without a copy or an allocation; that of
+ * a large frame (a body above 4096 bytes) comes as payload_buf, an
+ * evbuffer holding the frame's chains, from which the handler moves out
+ * the bytes it keeps
+ * (evbuffer_remove_buffer moves chains). Outbound, the write consumes it
+ * on success and on failure: the struct and a payload of bytes are copied
+ * before the write returns (they stay the caller's), the bytes of
+ * payload_buf are moved out (the evbuffer stays the caller's, empty).
+ * Since the struct is borrowed, write it on the channel's loop thread
+ * (weft_ctx_write, or weft_channel_write_msg there); from another thread,
+ * build the frame with weft_envelope_encode_frame and weft_channel_write
+ * it.
+ */
+#ifndef WEFT_ENVELOPE_H
+#define WEFT_ENVELOPE_H
+
+#include <weft/channel.h>
+#include <weft/codec.h>
+#include <weft/frame.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct evbuffer;
+
+/* The fixed header weft writes before the payload bytes. */
+#define WEFT_ENVELOPE_HEADER_BYTES 39
+/* The largest payload an envelope can carry (a bin 32). */
+#define WEFT_ENVELOPE_MAX_PAYLOAD ((size_t)UINT32_MAX)
+
+/*
+ * The flag bits. Exactly one of REQUEST, RESPONSE, ONEWAY is set; ERROR
+ * only with RESPONSE; bits 4 and up are reserved (written as 0 by weft's
+ * encoder for the bits above 6, which its one-byte field cannot hold;
+ * ignored by receivers, but kept by the decoder).
+ */
+#define WEFT_ENVELOPE_REQUEST 0x01u
+#define WEFT_ENVELOPE_RESPONSE 0x02u
+#define WEFT_ENVELOPE_ONEWAY 0x04u
+#define WEFT_ENVELOPE_ERROR 0x08u
+/* The bits that make a message's kind. */
+#define WEFT_ENVELOPE_KIND_BITS 0x0fu
+
+/*
+ * One envelope. The payload is either payload_len bytes at payload
+ * (payload_buf NULL), or, with payload_buf set, all of payload_buf's bytes
+ * (payload is then NULL and, when decoded, payload_len their number; on
+ * write both are ignored).
+ */
+typedef struct weft_envelope {
+	uint64_t id;
+	uint32_t verb;
+	uint32_t flags;
+	uint64_t created_ms; /* the sender's wall clock, ms since 1970 */
+	uint64_t expires_ms; /* 0: never */
+	const void *payload;
+	size_t payload_len;
+	struct evbuffer *payload_buf;
+} weft_envelope;
+
+/* The message type of an envelope in a pipeline (see above). Its free
+ * drains payload_buf and leaves the struct alone. */
+WEFT_API extern const weft_msg_type weft_msg_envelope;
+
+/*
+ * weft_envelope_encode_header writes the 39 bytes weft puts before an
+ * envelope's payload (docs/PROTOCOL.md 4: fixarray 6, uint 64 id, uint 32
+ * verb, the flags' low 7 bits as a positive fixint, uint 64 created and
+ * expires, bin 32 of payload_len) to out. env's payload is not looked at.
+ * Any thread.
+ */
+WEFT_API void weft_envelope_encode_header(void *out, const weft_envelope *env,
+                                          uint32_t payload_len);
+
+/*
+ * weft_envelope_decode decodes the frame body of len bytes at body into
+ * *out; the payload points into body (payload_buf NULL). It reads every
+ * valid encoding (an array of 6 as fixarray, array 16 or 32; each integer
+ * as any msgpack integer holding a non-negative value in its range; the
+ * payload as bin 8, 16 or 32) and refuses anything else: another element
+ * count or type, a value out of range (verb and flags 32 bits), a kind
+ * other than those of the flag bits above, bytes missing or left over.
+ * Returns 0, or WEFT_EPROTO with *out undefined. Any thread.
+ */
+WEFT_API int weft_envelope_decode(const void *body, size_t len,
+                                  weft_envelope *out);
+
+/*
+ * weft_envelope_encode_frame appends one whole frame to out: the length
+ * field, the fixed header, the payload and, with opts->crc32c, the CRC32C
+ * trailer (weft/frame.h). A payload of bytes is copied; payload_buf's
+ * chains move (a small one is copied, so that the frame is contiguous)
+ * and it is left empty. opts may be NULL (frame codec defaults). Returns
+ * 0, WEFT_ETOOBIG or WEFT_EINVAL (the body is outside the limits of opts,
+ * or env is NULL), WEFT_ENOMEM; on failure payload_buf is left as it was.
+ * Any thread, for buffers that thread owns.
+ */
+WEFT_API int weft_envelope_encode_frame(struct evbuffer *out,
+                                        const weft_envelope *env,
+                                        const weft_frame_codec_opts *opts);
+
+/* Envelope codec options; zero fields take the defaults shown. */
+typedef struct weft_envelope_codec_opts {
+	size_t max_payload_bytes; /* 0: any the frame codec lets through */
+} weft_envelope_codec_opts;
+
+/*
+ * weft_envelope_codec_add puts an envelope codec at the end of ch's
+ * pipeline under name (copied), to follow a frame codec; opts may be NULL.
+ * Inbound, each frame (a weft_msg_evbuffer or weft_msg_bytes) fires read
+ * with a weft_msg_envelope; a frame that is not a valid envelope, or whose
+ * payload is above max_payload_bytes, fires error WEFT_EPROTO (or
+ * WEFT_ETOOBIG) and closes the channel, logged with the peer and counted
+ * (weft/codec.h, kind WEFT_CODEC_ENVELOPE). Outbound, a weft_msg_envelope
+ * leaves as one frame body in weft's fixed layout (the frame codec before
+ * it frames it); a payload above max_payload_bytes fails that write with
+ * WEFT_ETOOBIG. Other messages pass on unchanged both ways. The pipeline
+ * owns the codec from then on. Returns 0, or WEFT_EEXIST, WEFT_ENOMEM,
+ * WEFT_EINVAL. Loop thread.
+ */
+WEFT_API int weft_envelope_codec_add(weft_channel *ch, const char *name,
+                                     const weft_envelope_codec_opts *opts);
+
+/* weft_envelope_codec_add_after is weft_envelope_codec_add, but places the
+ * codec right after the handler called base (first when base is NULL).
+ * Also returns WEFT_ENOTFOUND. Loop thread. */
+WEFT_API int
+weft_envelope_codec_add_after(weft_channel *ch, const char *base,
+                              const char *name,
+                              const weft_envelope_codec_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
