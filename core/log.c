@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* log.c: leveled logging to stderr or a user sink. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,17 +153,8 @@ static int init_status;
 static void
 init_globals(void)
 {
-	struct sigaction sa;
-
 	if (evthread_use_pthreads() != 0)
 		init_status = WEFT_ENOMEM;
-	/* libevent writes to sockets with writev, which cannot say
-	 * MSG_NOSIGNAL: a peer's reset must be an error, not a SIGPIPE that
-	 * kills the process. A handler the program installed stays. */
-	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
-		sa.sa_handler = SIG_IGN;
-		sigaction(SIGPIPE, &sa, NULL);
-	}
 	(void)weft_log_get_level();
 }
 

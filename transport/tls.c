@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,20 @@ fail(const char *what, const char *path)
 	return WEFT_ECONFIG;
 }
 
+/* kTLS writes with write(2): a peer that went away would raise SIGPIPE,
+ * so a program that asks for kTLS gets it ignored, unless it chose a
+ * disposition of its own. */
+static void
+ignore_sigpipe(void)
+{
+	struct sigaction sa;
+
+	if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+		sa.sa_handler = SIG_IGN;
+		sigaction(SIGPIPE, &sa, NULL);
+	}
+}
+
 static int
 set_protocol(SSL_CTX *sctx, const weft_tls_opts *o)
 {
@@ -116,8 +131,10 @@ set_protocol(SSL_CTX *sctx, const weft_tls_opts *o)
 	size_t rbuf =
 	    o->read_buffer_bytes ? o->read_buffer_bytes : DEFAULT_READ_BUFFER;
 
-	if (o->ktls)
+	if (o->ktls) {
 		options |= SSL_OP_ENABLE_KTLS;
+		ignore_sigpipe();
+	}
 	SSL_CTX_set_options(sctx, options);
 	if (SSL_CTX_set_min_proto_version(sctx, min) != 1)
 		return fail("min_version", NULL);

@@ -10,8 +10,8 @@
  * event fires again for what arrives later). With read ahead on, one recv
  * brings in several records. Where kernel TLS is asked for and the kernel
  * offers it, the SSL gets OpenSSL's own socket BIO instead, the only one
- * kTLS works with (writes are then plain write(2): weft_init's SIGPIPE
- * disposition covers them).
+ * kTLS works with (writes are then plain write(2), so asking for kTLS
+ * sets SIGPIPE to ignored: see tls.c).
  *
  * Reads decrypt with SSL_read_ex straight into reserved space of the
  * channel's input, until OpenSSL wants more from an empty socket or the

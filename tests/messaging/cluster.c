@@ -26,7 +26,6 @@ int
 test_setup(void **state)
 {
 	(void)state;
-	/* weft_init, called by weft_loop_new, ignores SIGPIPE. */
 	return weft_loop_new(&test_loop);
 }
 

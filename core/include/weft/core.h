@@ -104,11 +104,12 @@ WEFT_API const char *weft_errname(int err);
 WEFT_API int weft_from_errno(int errnum);
 
 /*
- * weft_init sets up libevent for threads and, unless the program installed
- * a handler of its own, ignores SIGPIPE (socket writes then fail with EPIPE
- * instead of killing the process). It is idempotent and thread-safe; every
- * constructor calls it, so calling it yourself is optional. Returns 0 or
- * WEFT_ENOMEM. Any thread.
+ * weft_init sets up libevent for threads. It changes no signal
+ * disposition: weft writes to sockets with MSG_NOSIGNAL, so a peer that
+ * went away is an error, never a SIGPIPE (the one exception, kernel TLS,
+ * is opt-in and says so in <weft/tls.h>). It is idempotent and
+ * thread-safe; every constructor calls it, so calling it yourself is
+ * optional. Returns 0 or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_init(void);
 

@@ -80,7 +80,10 @@ typedef struct weft_tls_opts {
 	 * buffer is allocated per connection. */
 	size_t read_buffer_bytes;
 	/* Ask for kernel TLS (SSL_OP_ENABLE_KTLS); silently unused where
-	 * the kernel or OpenSSL lacks it. */
+	 * the kernel or OpenSSL lacks it. OpenSSL then writes the socket
+	 * with write(2), which cannot say MSG_NOSIGNAL: making a context
+	 * with ktls on sets SIGPIPE to ignored if it is at its default (the
+	 * one signal disposition weft ever changes, and only when asked). */
 	bool ktls;
 } weft_tls_opts;
 
