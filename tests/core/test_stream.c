@@ -4,13 +4,16 @@
  * as a user's transport would make one: bytes both ways, a full stream,
  * and a stream that fails while the channel lingers in a close.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -182,27 +185,38 @@ spin(struct scene *sc, uint64_t ms)
 	weft_loop_run_until(sc->loop, never, NULL, ms);
 }
 
-static int
-setup(void **state)
+/* Makes the scene's stream and channel on loop (its thread). */
+static void
+scene_make(struct scene *sc, weft_loop *loop)
 {
-	struct scene *sc = calloc(1, sizeof(*sc));
 	weft_channel_opts o = {.linger_ms = 60000};
 
-	assert_non_null(sc);
-	assert_int_equal(weft_loop_new(&sc->loop), 0);
+	sc->loop = loop;
 	sc->got = evbuffer_new();
 	sc->ms = calloc(1, sizeof(*sc->ms));
+	assert_non_null(sc->ms);
 	sc->ms->base.ops = &mem_ops;
 	sc->ms->wire_in = evbuffer_new();
 	sc->ms->wire_out = evbuffer_new();
 	sc->ms->room = SIZE_MAX;
 	the_scene = sc;
 	assert_int_equal(
-	    weft_channel_new_stream(sc->loop, &sc->ms->base, &o, &sc->ch), 0);
+	    weft_channel_new_stream(loop, &sc->ms->base, &o, &sc->ch), 0);
 	weft_channel_ref(sc->ch);
 	assert_int_equal(
 	    weft_pipeline_add_last(sc->ch, "recorder", &recorder, sc), 0);
 	weft_channel_activate(sc->ch);
+}
+
+static int
+setup(void **state)
+{
+	struct scene *sc = calloc(1, sizeof(*sc));
+	weft_loop *loop;
+
+	assert_non_null(sc);
+	assert_int_equal(weft_loop_new(&loop), 0);
+	scene_make(sc, loop);
 	*state = sc;
 	return 0;
 }
@@ -333,6 +347,169 @@ test_end_while_lingering_ends_the_close(void **state)
 	fails_while_lingering(*state, WEFT_ECLOSED);
 }
 
+/* ---- A write while a callback is owed --------------------------------- */
+
+struct owed {
+	struct scene *sc;
+	size_t out_after;
+	int cbs_after;
+};
+
+static void
+write_two(weft_loop *loop, int status, void *arg)
+{
+	struct owed *w = arg;
+	struct evbuffer *a = evbuffer_new(), *b = evbuffer_new();
+
+	(void)loop;
+	(void)status;
+	evbuffer_add(a, "first", 5);
+	evbuffer_add(b, "later", 5);
+	assert_int_equal(weft_channel_write(w->sc->ch, a, on_written, w->sc),
+	                 0);
+	/* The first write's callback is owed now, not run: the second
+	 * still goes to the stream at once. */
+	assert_int_equal(weft_channel_write(w->sc->ch, b, on_written, w->sc),
+	                 0);
+	w->out_after = evbuffer_get_length(w->sc->ms->wire_out);
+	w->cbs_after = w->sc->write_cbs;
+	evbuffer_free(a);
+	evbuffer_free(b);
+}
+
+static bool
+two_done(void *arg)
+{
+	return ((struct scene *)arg)->write_cbs == 2;
+}
+
+static void
+test_a_write_goes_at_once_while_a_callback_is_owed(void **state)
+{
+	struct scene *sc = *state;
+	struct owed w = {.sc = sc};
+
+	assert_int_equal(weft_loop_post(sc->loop, write_two, &w), 0);
+	assert_int_equal(weft_loop_run_until(sc->loop, two_done, sc, 5000), 0);
+	assert_int_equal(w.out_after, 10);
+	assert_int_equal(w.cbs_after, 0);
+	assert_int_equal(sc->write_status, 0);
+}
+
+/* ---- Writes from another thread into a channel that dies --------------- */
+
+#define XWRITES 2000
+
+static _Atomic int xcalls[XWRITES];
+static bool xaccepted[XWRITES];
+static _Atomic int xcallbacks;
+
+static void
+on_xwritten(weft_channel *ch, int status, void *arg)
+{
+	(void)ch;
+	(void)status;
+	atomic_fetch_add(&xcalls[(uintptr_t)arg], 1);
+	atomic_fetch_add(&xcallbacks, 1);
+}
+
+static _Atomic bool scene_ready;
+
+static void
+make_on_loop(weft_loop *loop, int status, void *arg)
+{
+	(void)status;
+	scene_make(arg, loop);
+	atomic_store(&scene_ready, true);
+}
+
+/* The stream takes nothing more: writes queue in the channel. */
+static void
+fill_on_loop(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	(void)status;
+	((struct scene *)arg)->ms->room = 0;
+}
+
+static void
+fail_on_loop(weft_loop *loop, int status, void *arg)
+{
+	struct scene *sc = arg;
+
+	(void)loop;
+	(void)status;
+	sc->ms->status = WEFT_EIO;
+	weft_stream_ready(&sc->ms->base, WEFT_STREAM_READABLE);
+}
+
+static void
+free_on_loop(weft_loop *loop, int status, void *arg)
+{
+	struct scene *sc = arg;
+
+	(void)loop;
+	(void)status;
+	weft_channel_unref(sc->ch);
+	evbuffer_free(sc->got);
+	sc->got = NULL;
+}
+
+/*
+ * A writer thread's writes are queued in the channel's inbox while the
+ * stream takes nothing; the stream then fails: every write the channel
+ * accepted gets its callback exactly once, and every write it refused
+ * none.
+ */
+static void
+test_callbacks_once_when_a_channel_dies_under_cross_thread_writes(void **state)
+{
+	struct scene *sc;
+	weft_loop *loop;
+	char byte = 'x';
+	int i, accepted = 0, rv;
+
+	(void)state;
+	atomic_store(&xcallbacks, 0);
+	for (i = 0; i < XWRITES; i++)
+		atomic_store(&xcalls[i], 0);
+	assert_int_equal(weft_loop_new(&loop), 0);
+	assert_int_equal(weft_loop_start(loop), 0);
+	/* The scene lives on a loop of its own thread here. */
+	sc = calloc(1, sizeof(*sc));
+	assert_non_null(sc);
+	atomic_store(&scene_ready, false);
+	assert_int_equal(weft_loop_post(loop, make_on_loop, sc), 0);
+	while (!atomic_load(&scene_ready))
+		usleep(1000);
+	assert_int_equal(weft_loop_post(loop, fill_on_loop, sc), 0);
+	for (i = 0; i < XWRITES; i++) {
+		struct evbuffer *b = evbuffer_new();
+
+		evbuffer_add(b, &byte, 1);
+		if (i == XWRITES / 2)
+			assert_int_equal(weft_loop_post(loop, fail_on_loop, sc),
+			                 0);
+		rv = weft_channel_write(sc->ch, b, on_xwritten,
+		                        (void *)(uintptr_t)i);
+		xaccepted[i] = rv == 0;
+		accepted += rv == 0;
+		evbuffer_free(b);
+	}
+	for (i = 0; i < 5000 && atomic_load(&xcallbacks) < accepted; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&xcallbacks), accepted);
+	assert_true(accepted >= XWRITES / 2);
+	assert_int_equal(weft_loop_post(loop, free_on_loop, sc), 0);
+	weft_loop_stop(loop);
+	weft_loop_join(loop);
+	weft_loop_free(loop);
+	for (i = 0; i < XWRITES; i++)
+		assert_int_equal(atomic_load(&xcalls[i]), xaccepted[i] ? 1 : 0);
+	assert_int_equal(sc->inactive, 1);
+	free(sc);
+}
+
 int
 main(void)
 {
@@ -345,6 +522,11 @@ main(void)
 	        test_error_while_lingering_ends_the_close, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_end_while_lingering_ends_the_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_write_goes_at_once_while_a_callback_is_owed, setup,
+	        teardown),
+	    cmocka_unit_test(
+	        test_callbacks_once_when_a_channel_dies_under_cross_thread_writes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
