@@ -52,6 +52,25 @@ teardown(void **state)
 	return 0;
 }
 
+/* all_gone: every channel the server made has gone inactive. */
+static bool
+all_gone(void *arg)
+{
+	const tt_server *s = arg;
+
+	return s->inactive >= s->channels;
+}
+
+/* server_stop_when_idle waits for the server's channels to see their
+ * peers leave before it stops the server: their handler writes to *s,
+ * which lives on the test's stack. */
+static void
+server_stop_when_idle(tt_server *s)
+{
+	assert_int_equal(tt_run_until(loop, all_gone, s, 5000), 0);
+	tt_server_stop(loop, s);
+}
+
 /* ---- Pattern I/O over a blocking SSL ----------------------------------- */
 
 static int
@@ -360,7 +379,7 @@ test_a_record_split_at_every_byte_arrives_whole(void **state)
 
 	SSL_free(m.ssl);
 	close(m.fd);
-	tt_server_stop(loop, &s);
+	server_stop_when_idle(&s);
 }
 
 /* ---- KeyUpdate ---------------------------------------------------------- */
@@ -400,7 +419,7 @@ test_a_key_update_from_the_client_is_answered(void **state)
 	assert_int_equal(p.rv, 0);
 	assert_int_equal(s.error, 0);
 	assert_int_equal(s.bytes, 2 * KU_BYTES);
-	tt_server_stop(loop, &s);
+	server_stop_when_idle(&s);
 }
 
 /* A server that reads data from a weft client, sends a KeyUpdate asking
@@ -492,7 +511,7 @@ test_a_key_update_read_while_the_socket_is_full_is_answered(void **state)
 	assert_int_equal(p.rv, 0);
 	assert_int_equal(s.error, 0);
 	assert_int_equal(s.bytes, FILL_BYTES + 1000);
-	tt_server_stop(loop, &s);
+	server_stop_when_idle(&s);
 }
 
 /* ---- Big transfers ------------------------------------------------------ */
@@ -527,7 +546,7 @@ test_megabytes_both_ways_in_mixed_writes_come_back_exact(void **state)
 	assert_true(tt_check(&c, total));
 	assert_int_equal(s.bytes, total);
 	tt_client_free(loop, &c);
-	tt_server_stop(loop, &s);
+	server_stop_when_idle(&s);
 }
 
 /* ---- Record sizes ------------------------------------------------------- */
@@ -727,8 +746,8 @@ test_a_read_past_its_budget_waits_for_the_next_turn(void **state)
 	assert_true(b.most_per_turn <= 2 * BUDGET_BYTES);
 	weft_channel_close(b.ch);
 	weft_channel_unref(b.ch);
+	server_stop_when_idle(&s);
 	evbuffer_free(b.got);
-	tt_server_stop(loop, &s);
 }
 
 /* ---- A handshake that fails at once ------------------------------------ */
@@ -804,7 +823,7 @@ test_ktls_is_reported_as_it_runs(void **state)
 		assert_false(info.ktls_recv);
 	}
 	tt_client_free(loop, &c);
-	tt_server_stop(loop, &s);
+	server_stop_when_idle(&s);
 	weft_tls_ctx_unref(ktls);
 }
 
