@@ -1002,8 +1002,11 @@ inbox_run(weft_channel *ch, int status)
 		if (w->msg == NULL)
 			evbuffer_remove_buffer(ch->xbytes, ch->xone, w->len);
 		if (status != 0 || ch->torn_down) {
+			/* Bytes were taken into xone above; a typed message
+			 * is freed. */
 			evbuffer_drain(ch->xone, SIZE_MAX);
-			weft_msg_free(w->type, w->msg);
+			if (w->msg != NULL)
+				weft_msg_free(w->type, w->msg);
 			owe_cb(ch, w->cb, w->arg,
 			       status != 0 ? status : WEFT_ECLOSED);
 		} else if (w->msg == NULL) {

@@ -302,6 +302,8 @@ weft_ctx_close(weft_ctx *c)
 void
 weft_msg_free(const weft_msg_type *type, void *msg)
 {
+	if (msg == NULL)
+		return;
 	if (type == &weft_msg_evbuffer)
 		evbuffer_drain(msg, evbuffer_get_length(msg));
 	else if (type != NULL && type->free != NULL)

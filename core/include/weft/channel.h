@@ -281,7 +281,8 @@ WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
                                   void *msg, weft_write_cb cb, void *cb_arg,
                                   int status);
 
-/* weft_msg_free releases a message that will go no further. */
+/* weft_msg_free releases a message that will go no further (msg NULL:
+ * nothing). */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
 
 #ifdef __cplusplus
