@@ -304,6 +304,8 @@ struct weft__msvc_slot {
 	void *arg;
 	uint32_t verb;
 	uint64_t start_ns;
+	uint64_t expires_ms; /* wall clock, as the envelope carries it */
+	uint64_t timeout_ms;
 };
 
 /* Reactor counters, written by their loop only. */
@@ -588,7 +590,7 @@ struct weft__msvc_slot *weft__msvc_slot_at(struct weft__msvc_loop *ml,
                                            uint32_t i);
 uint64_t weft__msvc_slot_id(struct weft__msvc_loop *ml, uint32_t i);
 void weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i,
-                         uint64_t timeout_ms);
+                         uint64_t timeout_ms, uint64_t expires_ms);
 void weft__msvc_slot_sent(struct weft__msvc_loop *ml, uint32_t i,
                           struct weft__msvc_conn *c);
 void weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i);

@@ -161,11 +161,14 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 }
 
 void
-weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms)
+weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms,
+                    uint64_t expires_ms)
 {
 	struct weft__msvc_slot *s = slot(ml, i);
 
 	s->start_ns = weft__msvc_now_ns(ml);
+	s->expires_ms = expires_ms;
+	s->timeout_ms = timeout_ms;
 	weft_timer_start(s->timer, timeout_ms, 0);
 }
 
@@ -295,6 +298,25 @@ expire(struct weft__msvc_loop *ml, uint32_t i)
 	weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }
 
+/* A loop's timers run on libevent's cached coarse clock and may fire a
+ * tick (up to 4 ms) before the deadline the envelope carries, which the
+ * answering node judges by the wall clock. Telling the caller "timed out"
+ * while the handler may still see the request as live would break the
+ * promise that a timed-out request is not run late, so a deadline that
+ * fires early waits out the rest. A deadline further off than the request
+ * lasts means the wall clock was set back: it fires then and there. */
+static bool
+too_soon(struct weft__msvc_slot *s)
+{
+	uint64_t now = weft_wall_ms();
+
+	if (s->expires_ms == 0 || now >= s->expires_ms ||
+	    s->expires_ms - now > s->timeout_ms)
+		return false;
+	weft_timer_start(s->timer, s->expires_ms - now, 0);
+	return true;
+}
+
 static void
 on_deadline(weft_timer *t, void *arg)
 {
@@ -303,6 +325,8 @@ on_deadline(weft_timer *t, void *arg)
 
 	(void)t;
 	if (!s->live)
+		return;
+	if (s->fail_status == 0 && too_soon(s))
 		return;
 	weft__msvc_batch_begin(ml);
 	expire(ml, s->index);

@@ -407,6 +407,79 @@ test_unreachable_peer_fails_fast(void **state)
 	weft_log_set_sink(NULL, NULL);
 }
 
+/* A request whose answer never comes hears "timed out" no sooner than its
+ * deadline: the node that holds it judges the same deadline by the same
+ * clock, so a caller told "timed out" may count on the handler seeing the
+ * request as expired. A loop's cached coarse clock must not make the
+ * timer fire a tick early. */
+struct deadline_probe {
+	uint64_t deadline_ms;
+	_Atomic uint64_t done_ms;
+	_Atomic int status;
+};
+
+static void
+deadline_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	struct deadline_probe *d = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	atomic_store(&d->status, status);
+	atomic_store(&d->done_ms, weft_wall_ms());
+	test_poke();
+}
+
+#define DEADLINE_PROBES 48
+
+static bool
+deadlines_done(void *arg)
+{
+	struct deadline_probe *d = arg;
+	int i;
+
+	for (i = 0; i < DEADLINE_PROBES; i++)
+		if (atomic_load(&d[i].done_ms) == 0)
+			return false;
+	return true;
+}
+
+static void
+test_timeout_never_reported_before_deadline(void **state)
+{
+	struct deadline_probe d[DEADLINE_PROBES];
+	weft_msvc_call_opts o;
+	weft_msvc_peer *p;
+	int i, early = 0;
+
+	(void)state;
+	memset(d, 0, sizeof(d));
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	p = cluster_peer(&cl, 0, 1);
+	for (i = 0; i < DEADLINE_PROBES; i++) {
+		o = (weft_msvc_call_opts){.timeout_ms = 5 + (uint32_t)i};
+		d[i].deadline_ms = weft_wall_ms() + o.timeout_ms;
+		assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_HOLD, "h",
+		                                   1, &o, deadline_cb, &d[i]),
+		                 0);
+	}
+	assert_true(test_wait(deadlines_done, d, 5000));
+	for (i = 0; i < DEADLINE_PROBES; i++) {
+		assert_int_equal(atomic_load(&d[i].status), WEFT_ETIMEDOUT);
+		if (atomic_load(&d[i].done_ms) < d[i].deadline_ms) {
+			print_message(
+			    "request %d: timed out at %llu, deadline "
+			    "%llu\n",
+			    i, (unsigned long long)atomic_load(&d[i].done_ms),
+			    (unsigned long long)d[i].deadline_ms);
+			early++;
+		}
+	}
+	assert_int_equal(early, 0);
+	cluster_stop(&cl);
+}
+
 static bool
 slow_started(void *arg)
 {
@@ -638,6 +711,7 @@ main(void)
 	    cmocka_unit_test(test_request_times_out_and_late_answer_is_dropped),
 	    cmocka_unit_test(test_expired_in_send_queue),
 	    cmocka_unit_test(test_unreachable_peer_fails_fast),
+	    cmocka_unit_test(test_timeout_never_reported_before_deadline),
 	    cmocka_unit_test(test_expired_before_handler),
 	    cmocka_unit_test(test_large_message_does_not_delay_small_ones),
 	    cmocka_unit_test(test_metrics_dump_is_prometheus_text),

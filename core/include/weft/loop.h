@@ -157,7 +157,12 @@ WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
  * weft_timer_start fires cb after timeout_ms, then every repeat_ms if that
  * is not 0. Restarting a running timer reschedules it. Timers that share a
  * duration use libevent's common timeouts (O(1) each), so thousands of
- * equal request timeouts are cheap. Loop thread.
+ * equal request timeouts are cheap. The duration counts from the loop's
+ * cached time (taken when the loop woke, on a coarse monotonic clock of
+ * one kernel tick, often 4 ms), as libuv's timers count from uv_now(): a
+ * timer may fire up to a tick before timeout_ms of real time has passed.
+ * Code that must not act before a wall-clock deadline checks the clock
+ * when the timer fires and starts it again for the rest. Loop thread.
  */
 WEFT_API int weft_timer_start(weft_timer *timer, uint64_t timeout_ms,
                               uint64_t repeat_ms);
