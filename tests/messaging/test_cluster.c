@@ -450,6 +450,7 @@ test_timeout_never_reported_before_deadline(void **state)
 {
 	struct deadline_probe d[DEADLINE_PROBES];
 	weft_msvc_call_opts o;
+	struct tally t = {.want = 1};
 	weft_msvc_peer *p;
 	int i, early = 0;
 
@@ -457,6 +458,12 @@ test_timeout_never_reported_before_deadline(void **state)
 	memset(d, 0, sizeof(d));
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	p = cluster_peer(&cl, 0, 1);
+	/* The connection is up: the probes are sent, not held back. */
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "e", 1,
+	                                   NULL, tally_cb, &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.ok), 1);
 	for (i = 0; i < DEADLINE_PROBES; i++) {
 		o = (weft_msvc_call_opts){.timeout_ms = 5 + (uint32_t)i};
 		d[i].deadline_ms = weft_wall_ms() + o.timeout_ms;
