@@ -9,7 +9,11 @@
  * chunks that never move, each with a core timer of its own made once and
  * reused by every request the slot carries; core's timers use libevent's
  * common timeouts, so the many requests of one timeout are one queue in
- * the loop's heap, not one heap entry each.
+ * the loop's heap, not one heap entry each. A slot's timer is not
+ * stopped when its request ends: the next request of the slot restarts
+ * it (one reschedule instead of a removal and an insertion, each under
+ * the event base's lock), and a timer that fires for a slot no longer in
+ * use does nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +216,6 @@ weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
 {
 	struct weft__msvc_slot *s = slot(ml, i);
 
-	weft_timer_stop(s->timer);
 	conn_unlink(ml, i);
 	weft__msvc_count1(&s->peer->st.pending, (uint64_t)-1);
 	s->out = NULL;
@@ -234,7 +237,6 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	weft_msvc *svc = ml->svc;
 	uint64_t took;
 
-	weft_timer_stop(s->timer);
 	conn_unlink(ml, i);
 	if (s->out != NULL) {
 		/* Still in a backlog: it will never be written. */
