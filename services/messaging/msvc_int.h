@@ -306,6 +306,8 @@ struct weft__msvc_slot {
 	uint64_t start_ns;
 	uint64_t expires_ms; /* wall clock, as the envelope carries it */
 	uint64_t timeout_ms;
+	bool armed;      /* its timer runs, due at due_ms (wall clock) */
+	uint64_t due_ms; /* maybe for an earlier request of the slot */
 };
 
 /* Reactor counters, written by their loop only. */

@@ -9,11 +9,16 @@
  * chunks that never move, each with a core timer of its own made once and
  * reused by every request the slot carries; core's timers use libevent's
  * common timeouts, so the many requests of one timeout are one queue in
- * the loop's heap, not one heap entry each. A slot's timer is not
- * stopped when its request ends: the next request of the slot restarts
- * it (one reschedule instead of a removal and an insertion, each under
- * the event base's lock), and a timer that fires for a slot no longer in
- * use does nothing.
+ * the loop's heap, not one heap entry each.
+ *
+ * A slot's timer is not stopped when its request ends, and the next
+ * request of the slot leaves it running when it is due no later than the
+ * new deadline: when it fires it finds the deadline still ahead and starts
+ * again for the rest. With one timeout for all requests, a busy slot's
+ * timer is started once per timeout, not once per request: each start or
+ * stop is an event_add or event_del under the event base's lock, and they
+ * were the largest cost the service's private timer wheel did not have. A
+ * timer that fires for a slot no longer in use does nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +169,15 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	return 0;
 }
 
+/* Starts s's timer, due timeout_ms from now. */
+static void
+start_timer(struct weft__msvc_slot *s, uint64_t timeout_ms)
+{
+	s->armed = true;
+	s->due_ms = weft__msvc_wall_ms(s->ml) + timeout_ms;
+	weft_timer_start(s->timer, timeout_ms, 0);
+}
+
 void
 weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms,
                     uint64_t expires_ms)
@@ -173,7 +187,9 @@ weft__msvc_slot_arm(struct weft__msvc_loop *ml, uint32_t i, uint64_t timeout_ms,
 	s->start_ns = weft__msvc_now_ns(ml);
 	s->expires_ms = expires_ms;
 	s->timeout_ms = timeout_ms;
-	weft_timer_start(s->timer, timeout_ms, 0);
+	if (s->armed && expires_ms != 0 && s->due_ms <= expires_ms)
+		return;
+	start_timer(s, timeout_ms);
 }
 
 static void
@@ -275,7 +291,7 @@ weft__msvc_slot_fail_soon(struct weft__msvc_loop *ml, uint32_t i, int status)
 	 * peer known down) then goes round once per millisecond, not as
 	 * fast as the loop can turn, which starved a node's other work. */
 	s->fail_status = status;
-	weft_timer_start(s->timer, 1, 0);
+	start_timer(s, 1);
 }
 
 static void
@@ -300,12 +316,23 @@ expire(struct weft__msvc_loop *ml, uint32_t i)
 	weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }
 
+/* The largest power of two not above n (n > 0). The rest of a deadline
+ * is waited out in such steps, so that these timers share a few durations
+ * (libevent's common timeouts, at most one per power of two) rather than
+ * each make one of their own; each step ends early and takes the next. */
+static uint64_t
+pow2_floor(uint64_t n)
+{
+	return (uint64_t)1 << (63 - __builtin_clzll(n));
+}
+
 /* A loop's timers run on libevent's cached coarse clock and may fire a
  * tick (up to 4 ms) before the deadline the envelope carries, which the
  * answering node judges by the wall clock. Telling the caller "timed out"
  * while the handler may still see the request as live would break the
  * promise that a timed-out request is not run late, so a deadline that
- * fires early waits out the rest. A deadline further off than the request
+ * fires early waits out the rest; so does a timer left running for an
+ * earlier request of the slot. A deadline further off than the request
  * lasts means the wall clock was set back: it fires then and there. */
 static bool
 too_soon(struct weft__msvc_slot *s)
@@ -315,7 +342,7 @@ too_soon(struct weft__msvc_slot *s)
 	if (s->expires_ms == 0 || now >= s->expires_ms ||
 	    s->expires_ms - now > s->timeout_ms)
 		return false;
-	weft_timer_start(s->timer, s->expires_ms - now, 0);
+	start_timer(s, pow2_floor(s->expires_ms - now));
 	return true;
 }
 
@@ -326,6 +353,7 @@ on_deadline(weft_timer *t, void *arg)
 	struct weft__msvc_loop *ml = s->ml;
 
 	(void)t;
+	s->armed = false;
 	if (!s->live)
 		return;
 	if (s->fail_status == 0 && too_soon(s))
