@@ -8,6 +8,8 @@
 #include <weft/channel.h>
 #include <weft/codec.h>
 
+#include "weft_int.h"
+
 /*
  * Messages up to this size are copied into one contiguous chain, inbound
  * and outbound; larger ones move chains. Copying a small message costs
@@ -159,23 +161,6 @@ weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
 		return false;
 	c->paused = true;
 	return true;
-}
-
-/* Big-endian 32-bit load and store. */
-static inline uint32_t
-weft__load_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-
-static inline void
-weft__store_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
 }
 
 struct weft_frame_codec_opts;

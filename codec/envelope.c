@@ -17,23 +17,6 @@
 
 #define HDR WEFT_ENVELOPE_HEADER_BYTES
 
-static void
-store_be64(unsigned char *p, uint64_t v)
-{
-	weft__store_be32(p, (uint32_t)(v >> 32));
-	weft__store_be32(p + 4, (uint32_t)v);
-}
-
-static uint64_t
-load_be(const unsigned char *p, size_t n)
-{
-	uint64_t v = 0;
-
-	while (n-- > 0)
-		v = v << 8 | *p++;
-	return v;
-}
-
 void
 weft_envelope_encode_header(void *out, const weft_envelope *env,
                             uint32_t payload_len)
@@ -42,14 +25,14 @@ weft_envelope_encode_header(void *out, const weft_envelope *env,
 
 	p[0] = 0x96;
 	p[1] = 0xcf;
-	store_be64(p + 2, env->id);
+	weft__store_be64(p + 2, env->id);
 	p[10] = 0xce;
 	weft__store_be32(p + 11, env->verb);
 	p[15] = (unsigned char)(env->flags & 0x7f);
 	p[16] = 0xcf;
-	store_be64(p + 17, env->created_ms);
+	weft__store_be64(p + 17, env->created_ms);
 	p[25] = 0xcf;
-	store_be64(p + 26, env->expires_ms);
+	weft__store_be64(p + 26, env->expires_ms);
 	p[34] = 0xc6;
 	weft__store_be32(p + 35, payload_len);
 }
@@ -70,17 +53,17 @@ is_fixed_layout(const unsigned char *p, size_t avail, size_t len)
 {
 	return avail >= HDR && p[0] == 0x96 && p[1] == 0xcf && p[10] == 0xce &&
 	       p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
-	       p[34] == 0xc6 && load_be(p + 35, 4) == len - HDR;
+	       p[34] == 0xc6 && weft__load_be(p + 35, 4) == len - HDR;
 }
 
 static void
 decode_fixed(const unsigned char *p, weft_envelope *out)
 {
-	out->id = load_be(p + 2, 8);
-	out->verb = (uint32_t)load_be(p + 11, 4);
+	out->id = weft__load_be(p + 2, 8);
+	out->verb = (uint32_t)weft__load_be(p + 11, 4);
 	out->flags = p[15];
-	out->created_ms = load_be(p + 17, 8);
-	out->expires_ms = load_be(p + 26, 8);
+	out->created_ms = weft__load_be(p + 17, 8);
+	out->expires_ms = weft__load_be(p + 26, 8);
 }
 
 /* Any valid encoding of the five fields and the bin header. */

@@ -21,16 +21,6 @@ struct item {
 	bool map;
 };
 
-static uint64_t
-load_be(const unsigned char *p, size_t n)
-{
-	uint64_t v = 0;
-
-	while (n-- > 0)
-		v = v << 8 | *p++;
-	return v;
-}
-
 /* The header at p gives the length of what follows in n bytes after the
  * first (a str/bin/ext length, or a container count). */
 static int
@@ -40,7 +30,7 @@ sized(struct item *it, const unsigned char *p, size_t avail, size_t n,
 	if (avail < 1 + n + extra)
 		return WEFT_EPROTO;
 	it->header = 1 + n + extra;
-	it->payload = load_be(p + 1, n);
+	it->payload = weft__load_be(p + 1, n);
 	return 0;
 }
 

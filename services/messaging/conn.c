@@ -120,7 +120,7 @@ encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
 		evbuffer_add(c->tx, data, len);
 	}
 	if (c->crc) {
-		weft__msvc_put_be32(tail, crc);
+		weft__store_be32(tail, crc);
 		evbuffer_add(c->tx, tail, 4);
 	}
 }
@@ -137,17 +137,17 @@ weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
 	if (buf == NULL && n <= WEFT__MSVC_SCRATCH && scratch_room(c, n)) {
 		/* Small: written in place, one CRC pass, no evbuffer call. */
 		h = c->scratch + c->scratch_len;
-		weft__msvc_put_be32(h, (uint32_t)body);
+		weft__store_be32(h, (uint32_t)body);
 		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
 		                      expires_ms, (uint32_t)len);
 		if (len > 0)
 			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
 		if (c->crc)
-			weft__msvc_put_be32(h + 4 + body,
-			                    weft__msvc_crc32c(0, h, 4 + body));
+			weft__store_be32(h + 4 + body,
+			                 weft__msvc_crc32c(0, h, 4 + body));
 		c->scratch_len += n;
 	} else {
-		weft__msvc_put_be32(big, (uint32_t)body);
+		weft__store_be32(big, (uint32_t)body);
 		weft__msvc_env_header(big + 4, id, verb, flags, created_ms,
 		                      expires_ms, (uint32_t)len);
 		encode_large(c, big, data, len, buf);
@@ -1006,7 +1006,7 @@ handle_frame(struct weft__msvc_conn *c, const uint8_t *p, uint32_t len,
 		weft__msvc_guard_frame_done(c);
 	if (c->crc) {
 		crc = weft__msvc_crc32c(0, p, 4 + (size_t)len);
-		if (crc != (uint32_t)weft__msvc_get_be(p + 4 + len, 4)) {
+		if (crc != (uint32_t)weft__load_be(p + 4 + len, 4)) {
 			weft__msvc_count(&c->svc->st.bad_frames, 1);
 			weft__msvc_conn_reject(c, "frame checksum mismatch");
 			return false;
@@ -1033,7 +1033,7 @@ frame_size(struct weft__msvc_conn *c, const uint8_t *p, uint32_t *len)
 	                   ? (uint32_t)c->svc->cfg->limits.max_frame_bytes
 	                   : WEFT__MSVC_HELLO_MAX;
 
-	*len = (uint32_t)weft__msvc_get_be(p, 4);
+	*len = (uint32_t)weft__load_be(p, 4);
 	if (*len > max || *len == 0 ||
 	    (c->state == WEFT__MSVC_UP && *len < MIN_ENVELOPE)) {
 		if (c->state == WEFT__MSVC_UP)

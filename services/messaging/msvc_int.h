@@ -15,6 +15,8 @@
 #include <weft/metrics.h>
 #include <weft/transport.h>
 
+#include "weft_int.h"
+
 /* ---- Configuration ----------------------------------------------------- */
 
 struct weft__msvc_node {
@@ -96,34 +98,6 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 #define WEFT__MSVC_LOG_LIMIT_MS 5000
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
-
-/* Big-endian integers of the wire format (docs/PROTOCOL.md). */
-static inline void
-weft__msvc_put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static inline void
-weft__msvc_put_be64(uint8_t *p, uint64_t v)
-{
-	weft__msvc_put_be32(p, (uint32_t)(v >> 32));
-	weft__msvc_put_be32(p + 4, (uint32_t)v);
-}
-
-/* weft__msvc_get_be reads an n-byte (n <= 8) big-endian integer. */
-static inline uint64_t
-weft__msvc_get_be(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-
-	for (size_t i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
 
 /* Handshake refusal reasons. */
 enum weft__msvc_refusal {

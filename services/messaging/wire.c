@@ -92,14 +92,14 @@ weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n, bool crc)
 	uint8_t hdr[4], trailer[4];
 	uint32_t c;
 
-	weft__msvc_put_be32(hdr, (uint32_t)n);
+	weft__store_be32(hdr, (uint32_t)n);
 	if (evbuffer_add(out, hdr, 4) != 0 || evbuffer_add(out, body, n) != 0)
 		return WEFT_ENOMEM;
 	if (!crc)
 		return 0;
 	c = weft__msvc_crc32c(0, hdr, 4);
 	c = weft__msvc_crc32c(c, body, n);
-	weft__msvc_put_be32(trailer, c);
+	weft__store_be32(trailer, c);
 	return evbuffer_add(out, trailer, 4) == 0 ? 0 : WEFT_ENOMEM;
 }
 

@@ -94,10 +94,10 @@ add_frame(struct slot *s, const void *body, size_t n, bool bad_crc)
 	uint8_t hdr[4], crc[4];
 	uint32_t c;
 
-	weft__msvc_put_be32(hdr, (uint32_t)n);
+	weft__store_be32(hdr, (uint32_t)n);
 	c = weft__msvc_crc32c(0, hdr, 4);
 	c = weft__msvc_crc32c(c, body, n);
-	weft__msvc_put_be32(crc, bad_crc ? ~c : c);
+	weft__store_be32(crc, bad_crc ? ~c : c);
 	evbuffer_add(s->tx, hdr, 4);
 	evbuffer_add(s->tx, body, n);
 	evbuffer_add(s->tx, crc, 4);
@@ -236,7 +236,7 @@ add_bad_length(struct run *r, struct slot *s)
 	                                UINT32_MAX};
 	uint8_t hdr[4];
 
-	weft__msvc_put_be32(hdr, lens[fuzz_u8(&r->in) % 5]);
+	weft__store_be32(hdr, lens[fuzz_u8(&r->in) % 5]);
 	evbuffer_add(s->tx, hdr, 4);
 }
 
@@ -297,14 +297,14 @@ take_frame(struct slot *s)
 
 	if (evbuffer_copyout(s->rx, hdr, 4) != 4)
 		return false;
-	len = (size_t)weft__msvc_get_be(hdr, 4);
+	len = (size_t)weft__load_be(hdr, 4);
 	if (len == 0 || len > CONN_NODE_MAX_FRAME)
 		fuzz_fail("the node sent a frame of %zu bytes", len);
 	if (evbuffer_get_length(s->rx) < len + 8)
 		return false;
 	p = evbuffer_pullup(s->rx, (ev_ssize_t)len + 8);
 	if (weft__msvc_crc32c(0, p, 4 + len) !=
-	    (uint32_t)weft__msvc_get_be(p + 4 + len, 4))
+	    (uint32_t)weft__load_be(p + 4 + len, 4))
 		fuzz_fail("the node sent a frame with a bad CRC");
 	if (!s->replied) {
 		if (weft__msvc_reply_decode(p + 4, len, &reply) != 0)

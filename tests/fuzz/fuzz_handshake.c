@@ -24,9 +24,9 @@ frame_body(struct evbuffer *buf, size_t *n)
 
 	if (total < 8)
 		fuzz_fail("handshake frame of %zu bytes", total);
-	*n = (size_t)weft__msvc_get_be(p, 4);
+	*n = (size_t)weft__load_be(p, 4);
 	if (*n + 8 != total || weft__msvc_crc32c(0, p, 4 + *n) !=
-	                           (uint32_t)weft__msvc_get_be(p + 4 + *n, 4))
+	                           (uint32_t)weft__load_be(p + 4 + *n, 4))
 		fuzz_fail("handshake frame does not hold its body");
 	return p + 4;
 }
