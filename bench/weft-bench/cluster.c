@@ -150,11 +150,11 @@ static void
 read_hist(cluster *c, child *k, const char *line)
 {
 	if (strncmp(line, "hist-get", 8) == 0)
-		k->hist_get = wbench_lat_parse(line, c->lat_get) == 0;
+		k->hist_get = wbench_hist_parse(line, c->lat_get) == 0;
 	else if (strncmp(line, "hist-put", 8) == 0)
-		k->hist_put = wbench_lat_parse(line, c->lat_put) == 0;
+		k->hist_put = wbench_hist_parse(line, c->lat_put) == 0;
 	else
-		k->hist = wbench_lat_parse(line, c->lat) == 0;
+		k->hist = wbench_hist_parse(line, c->lat) == 0;
 }
 
 static void

@@ -319,30 +319,36 @@ void wbench_json_str(FILE *f, const char *s);
 /* wbench_json_num writes v with fmt, or null when it was not measured. */
 void wbench_json_num(FILE *f, const char *fmt, double v, bool measured);
 
-/* lathist.c: a compact latency histogram (about 3% buckets) that a
- * request slot keeps for itself and a node process prints for the
- * cluster coordinator, which merges them into a weft_histogram. */
-#define WBENCH_LAT_BUCKETS 1184
-typedef struct wbench_lat {
-	uint32_t counts[WBENCH_LAT_BUCKETS];
-	uint64_t sum_ns, n;
-} wbench_lat;
+/* hist.c: the latency histograms of the node processes (weft_histogram,
+ * within about 3%), each printed for the cluster coordinator as one line,
+ * "NAME value:count ...", that it reads back into its own. */
+struct weft_histogram;
+/* wbench_hist_new makes an empty one, freed with weft_histogram_free;
+ * 0 or -1. */
+int wbench_hist_new(struct weft_histogram **out);
+/* wbench_hist_print writes h (NULL: as empty) as a line named name:
+ * "hist", "hist-get". */
+void wbench_hist_print(const struct weft_histogram *h, const char *name,
+                       FILE *out);
+/* wbench_hist_parse adds the counts of a "hist..." line into h; 0, or -1
+ * (h unchanged) for a line of another form. */
+int wbench_hist_parse(const char *line, struct weft_histogram *h);
 
-void wbench_lat_record(wbench_lat *l, uint64_t ns);
-void wbench_lat_merge(wbench_lat *dst, const wbench_lat *src);
-/* wbench_lat_value is the upper edge of bucket i. */
-uint64_t wbench_lat_value(unsigned i);
-/* wbench_lat_print writes "hist i:count ..." (one line); _parse reads it
- * into a weft_histogram. */
-void wbench_lat_print(const wbench_lat *l, FILE *out);
-/* wbench_lat_print_as names the line otherwise ("hist-get"). */
-void wbench_lat_print_as(const wbench_lat *l, const char *name, FILE *out);
-/* wbench_lat_bucket is the bucket of a value; wbench_lat_percentile the
- * value at or below which p percent of counts[WBENCH_LAT_BUCKETS] lie
- * (0 when empty), for progress lines. */
-unsigned wbench_lat_bucket(uint64_t ns);
-uint64_t wbench_lat_percentile(const uint64_t *counts, double p);
-int wbench_lat_parse(const char *line, struct weft_histogram *h);
+/* A sample of the round trips so far, for the progress lines: recorded by
+ * the threads that run replies, read each second by the main thread. */
+typedef struct wbench_sample {
+	pthread_mutex_t lock;
+	struct weft_histogram *h;
+} wbench_sample;
+
+/* wbench_sample_init returns 0 or -1; _fini is safe after either. */
+int wbench_sample_init(wbench_sample *s);
+void wbench_sample_fini(wbench_sample *s);
+/* wbench_sample_record counts one round trip. Any thread. */
+void wbench_sample_record(wbench_sample *s, uint64_t ns);
+/* wbench_sample_percentile reads the p-th percentile so far (0 when
+ * empty). Any thread. */
+uint64_t wbench_sample_percentile(wbench_sample *s, double p);
 
 /* csv.c: --csv. A figure below 0 was not measured (an empty cell). */
 typedef struct wbench_csv_row {
