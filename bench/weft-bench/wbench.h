@@ -128,6 +128,9 @@ typedef struct wbench_opts {
 	double slow_ms;       /* their extra handling time */
 	/* rpc: WBENCH_CLIENT_* and WBENCH_HANDLERS_* sets to run */
 	unsigned client_modes, handler_modes;
+	/* rpc: the WBENCH_RPC_* servers to run; cluster-node: the one it
+	 * is */
+	unsigned rpc_impls;
 	bool handlers_pool; /* cluster-node: the echo verb on the pool */
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
@@ -145,6 +148,8 @@ typedef struct wbench_opts {
 #define WBENCH_CLIENT_SYNC 2u
 #define WBENCH_HANDLERS_INLINE 1u
 #define WBENCH_HANDLERS_POOL 2u
+#define WBENCH_RPC_MSVC 1u     /* weft's messaging service */
+#define WBENCH_RPC_PIPELINE 2u /* weft's pipeline API alone (pipe*.c) */
 
 /* YCSB's request distributions. */
 enum wbench_dist {
@@ -431,6 +436,7 @@ void wbench_procs_reap(wbench_procs *g, bool failed);
 /* The merged figures of one cluster, rpc or mix run. */
 typedef struct wbench_cresult {
 	enum wbench_io io;
+	bool pipeline; /* rpc --impl pipeline: io is loop */
 	unsigned peers;
 	uint64_t ops, errors;
 	uint64_t sent, replies, lost, duplicates; /* whole run */
@@ -455,6 +461,9 @@ typedef struct wbench_cresult {
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);
 const char *wbench_io_name(enum wbench_io io);
+/* wbench_server_name names what serves a run: "loop" or "threads" (weft's
+ * messaging service on that I/O model), or "pipeline". */
+const char *wbench_server_name(enum wbench_io io, bool pipeline);
 
 /* plot.c: --plot with gnuplot. */
 #define WBENCH_PLOT_SERIES 16
@@ -622,8 +631,23 @@ void wbench_child_result(const wbench_child_figs *f,
                          const wbench_rusage *before,
                          const wbench_rusage *after);
 
+/* wbench_child_window waits out a node's window, from start_ns to end_ns
+ * (the warm-up before it), reading before and after at its edges and
+ * calling tick(arg) once a second from now on, for the progress lines. */
+void wbench_child_window(uint64_t start_ns, uint64_t end_ns,
+                         void (*tick)(void *arg), void *arg,
+                         wbench_rusage *before, wbench_rusage *after);
+
 /* rpcclient.c: rpc --client sync, one process of D threads. */
 int wbench_rpc_client(const wbench_opts *o);
+
+/* pipeserver.c, pipeclient.c: rpc --impl pipeline, the server (n0) and
+ * a client process, written on weft's public pipeline API alone (TCP
+ * channels, the frame and envelope codecs, handlers of their own), as a
+ * user would; they speak cnode.c's line protocol with the coordinator
+ * and report the same figures. */
+int wbench_pipe_server(const wbench_opts *o);
+int wbench_pipe_client(const wbench_opts *o);
 
 /* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
 int wbench_ycsb_run(const wbench_opts *o);
