@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cluster.c: the coordinator of the cluster, rpc and mix workloads. It
- * starts the node and client processes (cnode.c, and rpcclient.c for
- * synchronous rpc clients) on loopback, tells each the others' ports,
+ * starts the node and client processes (cnode.c, rpcclient.c for
+ * synchronous rpc clients, pipeserver.c and pipeclient.c for rpc --impl
+ * pipeline) on loopback, tells each the others' ports,
  * relays their progress once a second while they run, and merges their
  * figures: op rate, latency percentiles, context switches and CPU per
  * op, memory, threads. creport.c prints and writes them.
