@@ -221,6 +221,22 @@ wbench_sleep_until(uint64_t t_ns)
 	nanosleep(&ts, NULL);
 }
 
+void
+wbench_child_window(uint64_t start_ns, uint64_t end_ns, void (*tick)(void *arg),
+                    void *arg, wbench_rusage *before, wbench_rusage *after)
+{
+	uint64_t next = wbench_now_ns() + 1000000000u;
+
+	wbench_sleep_until(start_ns);
+	wbench_rusage_read(before);
+	for (; next < end_ns; next += 1000000000u) {
+		wbench_sleep_until(next);
+		tick(arg);
+	}
+	wbench_sleep_until(end_ns);
+	wbench_rusage_read(after);
+}
+
 /* ---- The process's figures ----------------------------------------------- */
 
 void

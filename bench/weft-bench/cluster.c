@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cluster.c: the coordinator of the cluster, rpc and mix workloads. It
- * starts the node and client processes (cnode.c, and rpcclient.c for
- * synchronous rpc clients) on loopback, tells each the others' ports,
+ * starts the node and client processes (cnode.c, rpcclient.c for
+ * synchronous rpc clients, pipeserver.c and pipeclient.c for rpc --impl
+ * pipeline) on loopback, tells each the others' ports,
  * relays their progress once a second while they run, and merges their
  * figures: op rate, latency percentiles, context switches and CPU per
  * op, memory, threads. creport.c prints and writes them.
@@ -37,9 +38,17 @@ typedef struct point {
 	bool pool;    /* rpc --handlers pool */
 } point;
 
+/* What serves a run: an I/O model of --io on weft's messaging service,
+ * or for rpc --impl pipeline the server of pipeserver.c. */
+typedef struct server_kind {
+	enum wbench_io io;
+	bool pipeline;
+} server_kind;
+
 typedef struct cluster {
 	const wbench_opts *o;
 	enum wbench_io io;
+	bool pipeline; /* rpc --impl pipeline */
 	point pt;
 	unsigned n;       /* processes */
 	unsigned members; /* the first ones are nodes; the rest clients */
@@ -56,6 +65,12 @@ const char *
 wbench_io_name(enum wbench_io io)
 {
 	return io == WBENCH_IO_THREADS ? "threads" : "loop";
+}
+
+const char *
+wbench_server_name(enum wbench_io io, bool pipeline)
+{
+	return pipeline ? "pipeline" : wbench_io_name(io);
 }
 
 /* node_argv builds the arguments of member or client i. */
@@ -92,6 +107,8 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	}
 	if (c->pt.pool && !client)
 		wbench_argv_addf(a, "--handlers", "pool");
+	if (c->pipeline)
+		wbench_argv_addf(a, "--impl", "pipeline");
 	if (o->tls_dir != NULL)
 		wbench_argv_addf(a, "--tls", "%s", o->tls_dir);
 	if (c->pt.read_pct >= 0) { /* mix: key-value members and clients */
@@ -150,11 +167,11 @@ static void
 read_hist(cluster *c, child *k, const char *line)
 {
 	if (strncmp(line, "hist-get", 8) == 0)
-		k->hist_get = wbench_lat_parse(line, c->lat_get) == 0;
+		k->hist_get = wbench_hist_parse(line, c->lat_get) == 0;
 	else if (strncmp(line, "hist-put", 8) == 0)
-		k->hist_put = wbench_lat_parse(line, c->lat_put) == 0;
+		k->hist_put = wbench_hist_parse(line, c->lat_put) == 0;
 	else
-		k->hist = wbench_lat_parse(line, c->lat) == 0;
+		k->hist = wbench_hist_parse(line, c->lat) == 0;
 }
 
 static void
@@ -226,7 +243,7 @@ progress(wbench_procs *g)
 		        "%s %s %s: %.0f ops/s, p99 so far %.3f ms (worst "
 		        "process)\n",
 		        wbench_workload_name(c->o->workload),
-		        wbench_io_name(c->io), c->label,
+		        wbench_server_name(c->io, c->pipeline), c->label,
 		        (double)(ticks - c->last_ticks) * 1e9 /
 		            (double)(now - c->last_print_ns),
 		        (double)p99 / 1e6);
@@ -301,6 +318,7 @@ merge(cluster *c, cresult *r)
 
 	memset(r, 0, sizeof(*r));
 	r->io = c->io;
+	r->pipeline = c->pipeline;
 	r->peers = c->n;
 	for (unsigned i = 0; i < c->n; i++) {
 		const child *k = &c->kids[i];
@@ -418,11 +436,12 @@ cluster_init(cluster *c)
 	return 0;
 }
 
-/* run_point runs one point on one I/O model into r. */
+/* run_point runs one point on one kind of server into r. */
 static int
-run_point(const wbench_opts *o, enum wbench_io io, const point *pt, cresult *r)
+run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r)
 {
-	cluster c = {.o = o, .io = io, .pt = *pt};
+	cluster c = {
+	    .o = o, .io = kind.io, .pipeline = kind.pipeline, .pt = *pt};
 	int rv = -1;
 
 	c.n = pt->members + pt->clients;
@@ -450,24 +469,42 @@ run_point(const wbench_opts *o, enum wbench_io io, const point *pt, cresult *r)
 /* The most rows one invocation reports. */
 #define MAX_ROWS 128
 
-/* run_series runs every point on each I/O model of --io, printing a row
+/* server_kinds lists what serves each point, in order: the I/O models
+ * of --io on weft's service, then rpc's pipeline server. */
+static unsigned
+server_kinds(const wbench_opts *o, server_kind kinds[3])
+{
+	bool rpc = o->workload == WBENCH_RPC;
+	unsigned n = 0;
+
+	for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++)
+		if ((o->io & io) && (!rpc || (o->rpc_impls & WBENCH_RPC_MSVC)))
+			kinds[n++] = (server_kind){(enum wbench_io)io, false};
+	if (rpc && (o->rpc_impls & WBENCH_RPC_PIPELINE))
+		kinds[n++] = (server_kind){WBENCH_IO_LOOP, true};
+	return n;
+}
+
+/* run_series runs every point on each kind of server, printing a row
  * per run (and for cluster the loop/threads ratio), then writes the
  * reports. Returns the exit status. */
 static int
 run_series(const wbench_opts *o, const point *pts, unsigned npts)
 {
 	cresult rows[MAX_ROWS];
-	unsigned n = 0;
+	server_kind kinds[3];
+	unsigned n = 0, nkinds = server_kinds(o, kinds);
 	int failed = 0;
 
 	wbench_cprint_header(o, stdout);
 	for (unsigned i = 0; i < npts; i++)
-		for (int io = WBENCH_IO_LOOP; io <= WBENCH_IO_THREADS; io++) {
+		for (unsigned k = 0; k < nkinds; k++) {
 			cresult *r = &rows[n];
+			enum wbench_io io = kinds[k].io;
 
-			if (!(o->io & io) || n == MAX_ROWS)
+			if (n == MAX_ROWS)
 				continue;
-			if (run_point(o, (enum wbench_io)io, &pts[i], r) != 0) {
+			if (run_point(o, kinds[k], &pts[i], r) != 0) {
 				failed = 1;
 				continue;
 			}
@@ -527,7 +564,8 @@ hosts_run(const wbench_opts *o)
 		point pt = {0,    o->client_list[0], o->outstanding, -1, false,
 		            false};
 
-		if (run_point(o, WBENCH_IO_LOOP, &pt, &r) != 0)
+		if (run_point(o, (server_kind){WBENCH_IO_LOOP, false}, &pt,
+		              &r) != 0)
 			return 1;
 		r.peers = o->peers;
 	} else if (wbench_mesh_run(o, &r) != 0) {

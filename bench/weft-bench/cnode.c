@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <weft/histogram.h>
 #include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
@@ -63,10 +64,10 @@ typedef struct slot {
 	uint64_t sent, replies,
 	    duplicates; /* all the time, not just the window */
 	bool in_flight;
-	bool put;         /* mix: the request in flight is a put */
-	uint64_t puts_ok; /* mix: of ok, the puts */
-	wbench_lat lat;   /* round trips (mix: of gets) */
-	wbench_lat lat_put;
+	bool put;                /* mix: the request in flight is a put */
+	uint64_t puts_ok;        /* mix: of ok, the puts */
+	weft_histogram *lat;     /* round trips (mix: of gets) */
+	weft_histogram *lat_put; /* mix: of puts; NULL otherwise */
 } slot;
 
 struct cnode {
@@ -87,8 +88,9 @@ struct cnode {
 	/* A sample of the round trips so far (one reply in PROGRESS_SAMPLE
 	 * of each slot), for the progress lines: counted by the threads
 	 * that run replies (the baseline's many readers too, so kept off
-	 * most replies), read by the main thread each second. */
-	_Atomic uint32_t so_far[WBENCH_LAT_BUCKETS];
+	 * most replies: it takes a lock), read by the main thread each
+	 * second. */
+	wbench_sample so_far;
 	atomic_uint active; /* slots with a request in flight */
 	/* Open loop (--rate): idle slots, taken by the pacer. */
 	pthread_mutex_t free_lock;
@@ -177,8 +179,8 @@ slot_done(slot *s, int status)
 		if (status == 0) {
 			s->ok++;
 			s->puts_ok += s->put;
-			wbench_lat_record(s->put ? &s->lat_put : &s->lat,
-			                  now - s->sent_ns);
+			weft_histogram_record(s->put ? s->lat_put : s->lat,
+			                      now - s->sent_ns);
 		} else {
 			s->errors++;
 		}
@@ -190,9 +192,7 @@ slot_done(slot *s, int status)
 	}
 	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
 	if (status == 0 && s->replies % PROGRESS_SAMPLE == 0)
-		atomic_fetch_add_explicit(
-		    &n->so_far[wbench_lat_bucket(now - s->sent_ns)], 1,
-		    memory_order_relaxed);
+		wbench_sample_record(&n->so_far, now - s->sent_ns);
 	if (n->o->rate > 0)
 		slot_free(s);
 	else if (now < n->window_end_ns)
@@ -651,14 +651,9 @@ wait_idle(cnode *n)
 static void
 print_tick(cnode *n)
 {
-	uint64_t counts[WBENCH_LAT_BUCKETS];
-
-	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
-		counts[i] =
-		    atomic_load_explicit(&n->so_far[i], memory_order_relaxed);
 	printf("tick %llu %llu\n",
 	       (unsigned long long)atomic_load(&n->completed),
-	       (unsigned long long)wbench_lat_percentile(counts, 99));
+	       (unsigned long long)wbench_sample_percentile(&n->so_far, 99));
 	fflush(stdout);
 }
 
@@ -731,23 +726,24 @@ run_window(cnode *n, usage *before, usage *after)
 /* print_verbs prints a mix client's gets and puts apart: their count
  * and their round trips, before the merged histogram. */
 static uint64_t
-print_verbs(cnode *n, wbench_lat *lat)
+print_verbs(cnode *n, weft_histogram *lat)
 {
-	wbench_lat *put_lat = calloc(1, sizeof(*put_lat));
+	weft_histogram *put_lat;
 	uint64_t nputs = 0;
 
-	for (unsigned i = 0; i < n->o->outstanding; i++) {
+	for (unsigned i = 0; i < n->o->outstanding; i++)
 		nputs += n->slots[i].puts_ok;
-		if (put_lat != NULL)
-			wbench_lat_merge(put_lat, &n->slots[i].lat_put);
+	if (!n->o->kv || wbench_hist_new(&put_lat) != 0)
+		return nputs;
+	for (unsigned i = 0; i < n->o->outstanding; i++)
+		weft_histogram_merge(put_lat, n->slots[i].lat_put);
+	if (lat != NULL && n->o->client) {
+		wbench_hist_print(lat, "hist-get", stdout);
+		wbench_hist_print(put_lat, "hist-put", stdout);
 	}
-	if (lat != NULL && put_lat != NULL && n->o->kv && n->o->client) {
-		wbench_lat_print_as(lat, "hist-get", stdout);
-		wbench_lat_print_as(put_lat, "hist-put", stdout);
-	}
-	if (lat != NULL && put_lat != NULL)
-		wbench_lat_merge(lat, put_lat);
-	free(put_lat);
+	if (lat != NULL)
+		weft_histogram_merge(lat, put_lat);
+	weft_histogram_free(put_lat);
 	return nputs;
 }
 
@@ -756,7 +752,10 @@ report(cnode *n, const usage *before, const usage *after)
 {
 	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0, nputs;
 	uint64_t sent = 0, replies = 0, dups = 0;
-	wbench_lat *lat = calloc(1, sizeof(*lat));
+	weft_histogram *lat = NULL;
+
+	if (wbench_hist_new(&lat) != 0)
+		lat = NULL; /* then an empty "hist" */
 
 	for (unsigned i = 0; i < n->o->outstanding; i++) {
 		ok += n->slots[i].ok;
@@ -765,7 +764,7 @@ report(cnode *n, const usage *before, const usage *after)
 		replies += n->slots[i].replies;
 		dups += n->slots[i].duplicates;
 		if (lat != NULL)
-			wbench_lat_merge(lat, &n->slots[i].lat);
+			weft_histogram_merge(lat, n->slots[i].lat);
 	}
 	nputs = print_verbs(n, lat);
 	if (n->svc != NULL) {
@@ -794,12 +793,9 @@ report(cnode *n, const usage *before, const usage *after)
 	       (unsigned long long)sent, (unsigned long long)replies,
 	       (unsigned long long)dups, (unsigned long long)(ok - nputs),
 	       (unsigned long long)nputs);
-	if (lat != NULL)
-		wbench_lat_print(lat, stdout);
-	else
-		printf("hist\n");
+	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
-	free(lat);
+	weft_histogram_free(lat);
 }
 
 static int
@@ -814,7 +810,7 @@ node_init(cnode *n, const wbench_opts *o)
 	n->free_ids = calloc(o->outstanding + 1, sizeof(*n->free_ids));
 	pthread_mutex_init(&n->free_lock, NULL);
 	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
-	    n->free_ids == NULL)
+	    n->free_ids == NULL || wbench_sample_init(&n->so_far) != 0)
 		return -1;
 	if (o->slow_fraction > 0)
 		n->slow_every = (uint64_t)(1 / o->slow_fraction + 0.5);
@@ -828,6 +824,9 @@ node_init(cnode *n, const wbench_opts *o)
 		n->slots[i].target = (o->node_index + i) % o->peers;
 		n->slots[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
 		                  ((uint64_t)o->node_index << 32) ^ (i + 1);
+		if (wbench_hist_new(&n->slots[i].lat) != 0 ||
+		    (o->kv && wbench_hist_new(&n->slots[i].lat_put) != 0))
+			return -1;
 	}
 	return make_config(n);
 }
@@ -852,7 +851,12 @@ node_fini(cnode *n)
 	wbase_node_free(n->base);
 	weft_msvc_config_free(n->cfg);
 	free(n->peers);
+	for (unsigned i = 0; n->slots != NULL && i < n->o->outstanding; i++) {
+		weft_histogram_free(n->slots[i].lat);
+		weft_histogram_free(n->slots[i].lat_put);
+	}
 	free(n->slots);
+	wbench_sample_fini(&n->so_far);
 	free(n->payload);
 	if (n->free_ids != NULL)
 		pthread_mutex_destroy(&n->free_lock);

@@ -30,7 +30,11 @@ print_shape(const wbench_opts *o, FILE *out)
 		        "  call each; async: D requests in flight) against "
 		        "one server (--io: weft's service, handlers\n  inline "
 		        "or on its worker pool, or the thread-per-peer "
-		        "baseline),");
+		        "baseline%s),",
+		        o->rpc_impls & WBENCH_RPC_PIPELINE
+		            ? "; or pipeline:\n  clients and a server of "
+		              "weft's channels and codecs alone"
+		            : "");
 	else if (o->hosts != NULL && o->clients_given)
 		fprintf(out,
 		        "weft-bench cluster --hosts: %u local clients x K=%u "
@@ -112,10 +116,10 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 	fprintf(out,
 	        "  %15s %-8s %10.0f %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
 	        "%8.3f %8.2f %8.1f %8.2f %7llu %8.2f %6llu",
-	        name, wbench_io_name(r->io), r->ops_per_s, r->mean_us,
-	        r->p50_us, r->p95_us, r->p99_us, r->p999_us, r->max_us,
-	        r->vcsw_per_op, r->ivcsw_per_op, r->cpu_us_per_op, r->rss_mb,
-	        r->rss_mb_per_node, (unsigned long long)r->threads,
+	        name, wbench_server_name(r->io, r->pipeline), r->ops_per_s,
+	        r->mean_us, r->p50_us, r->p95_us, r->p99_us, r->p999_us,
+	        r->max_us, r->vcsw_per_op, r->ivcsw_per_op, r->cpu_us_per_op,
+	        r->rss_mb, r->rss_mb_per_node, (unsigned long long)r->threads,
 	        r->msgs_per_wakeup, (unsigned long long)r->errors);
 	if (o->workload == WBENCH_RPC)
 		fprintf(out, " %9.2f %9.2f", r->srv_cpu_us_per_op,
@@ -204,8 +208,8 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	json_fig(f, "depth", "%.0f", r->depth, r->clients > 0);
 	json_fig(f, "read_pct", "%.0f", r->read_pct, r->read_pct >= 0);
 	fprintf(f, ", \"io\": \"%s\", \"ops\": %llu, \"errors\": %llu",
-	        wbench_io_name(r->io), (unsigned long long)r->ops,
-	        (unsigned long long)r->errors);
+	        wbench_server_name(r->io, r->pipeline),
+	        (unsigned long long)r->ops, (unsigned long long)r->errors);
 	json_fig(f, "ops_per_s", "%.1f", r->ops_per_s, timed);
 	json_fig(f, "mean_us", "%.2f", r->mean_us, timed);
 	json_fig(f, "p50_us", "%.2f", r->p50_us, timed);
@@ -277,7 +281,7 @@ write_csv(const wbench_opts *o, const cresult *rows, unsigned n)
 		bool timed = r->ops > 0;
 
 		wbench_csv_row_init(c, o);
-		c->impl = wbench_io_name(r->io);
+		c->impl = wbench_server_name(r->io, r->pipeline);
 		c->peers = r->peers;
 		c->clients = r->clients;
 		c->depth =
@@ -353,8 +357,8 @@ md_row(const wbench_opts *o, const cresult *r, FILE *f)
 	char name[64];
 
 	md_label(o, r, name, sizeof(name));
-	fprintf(f, "| %s | %s | %.0f | ", name, wbench_io_name(r->io),
-	        r->ops_per_s);
+	fprintf(f, "| %s | %s | %.0f | ", name,
+	        wbench_server_name(r->io, r->pipeline), r->ops_per_s);
 	if (o->workload == WBENCH_RPC) {
 		fprintf(f,
 		        "%.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.3f | "

@@ -61,6 +61,11 @@ static const optdef opt_table[] = {
      "--count, at most 1M)"},
     {"impl", O_IMPL, OT | OL, "I",
      "weft (default), raw (blocking-socket reference) or both"},
+    {"impl", O_IMPL, OR, "I",
+     "msvc (default: weft's messaging service, on each --io),\n"
+     "pipeline (a server and clients of weft's channels, frame and\n"
+     "envelope codecs), or both"},
+    {"impl", O_IMPL, BIT(WBENCH_CLUSTER_NODE), "I", NULL},
     {"repeat", O_REPEAT, OT | OL, "R",
      "runs per implementation; medians are reported (default 1)"},
     {"batch", O_BATCH, OT | OL, "B",
@@ -317,6 +322,7 @@ wbench_opts_default(wbench_opts *o)
 	o->slow_ms = 1;
 	o->client_modes = WBENCH_CLIENT_ASYNC;
 	o->handler_modes = WBENCH_HANDLERS_INLINE;
+	o->rpc_impls = WBENCH_RPC_MSVC;
 	o->ycsb_list[0] = 'a';
 	o->nycsb_list = 1;
 	o->records = 100000;

@@ -15,6 +15,7 @@
 
 static const char *const client_words[] = {"async", "sync", NULL};
 static const char *const handler_words[] = {"inline", "pool", NULL};
+static const char *const rpc_impl_words[] = {"msvc", "pipeline", NULL};
 
 static int
 parse_impl(const char *s, enum wbench_impl *out)
@@ -130,6 +131,11 @@ pipeline_opt(wbench_opts *o, int code, const char *arg)
 		return set_count(arg, false, 0, UINT64_MAX / 4,
 		                 &o->warmup_count);
 	case O_IMPL:
+		/* rpc's servers, and the one a node process is. */
+		if (o->workload == WBENCH_RPC ||
+		    o->workload == WBENCH_CLUSTER_NODE)
+			return wbench_parse_words(arg, rpc_impl_words,
+			                          &o->rpc_impls);
 		return parse_impl(arg, &o->impl);
 	case O_REPEAT:
 		return set_unsigned(arg, 1, 64, &o->repeat);
@@ -421,6 +427,14 @@ check_rpc(wbench_opts *o)
 		return fail(o, "--handlers pool is weft's worker pool: the "
 		               "baseline runs handlers on its reader threads; "
 		               "add --io loop");
+	if ((o->rpc_impls & WBENCH_RPC_PIPELINE) &&
+	    (o->client_modes != WBENCH_CLIENT_ASYNC ||
+	     o->handler_modes != WBENCH_HANDLERS_INLINE || o->rate > 0 ||
+	     o->slow_fraction > 0 || o->tls_dir != NULL))
+		return fail(o, "--impl pipeline: asynchronous clients, "
+		               "inline handlers, a closed loop in plaintext "
+		               "(not --client sync, --handlers pool, --rate, "
+		               "--slow-fraction, --tls)");
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <weft/histogram.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
 #include <weft/tls.h>
@@ -34,7 +35,7 @@ typedef struct caller {
 	pthread_t thread;
 	wbench_call call[2];
 	uint64_t sent, ok, errors;
-	wbench_lat lat;
+	weft_histogram *lat;
 	int first_error;
 } caller;
 
@@ -49,7 +50,7 @@ struct client {
 	caller *callers;
 	uint64_t window_start_ns, window_end_ns;
 	atomic_uint_fast64_t completed;
-	_Atomic uint32_t so_far[WBENCH_LAT_BUCKETS]; /* a sample, ticks */
+	wbench_sample so_far; /* for the ticks */
 };
 
 /* call_once makes one blocking call; returns its status. */
@@ -87,7 +88,7 @@ caller_main(void *arg)
 		if (t0 >= c->window_start_ns && now < c->window_end_ns) {
 			if (status == 0) {
 				k->ok++;
-				wbench_lat_record(&k->lat, now - t0);
+				weft_histogram_record(k->lat, now - t0);
 			} else {
 				k->errors++;
 			}
@@ -95,9 +96,7 @@ caller_main(void *arg)
 		if (status == WBENCH_ENOREPLY)
 			break; /* a reply that never came: lost, stop here */
 		if (atomic_fetch_add(&c->completed, 1) % PROGRESS_SAMPLE == 0)
-			atomic_fetch_add_explicit(
-			    &c->so_far[wbench_lat_bucket(now - t0)], 1,
-			    memory_order_relaxed);
+			wbench_sample_record(&c->so_far, now - t0);
 	}
 	return NULL;
 }
@@ -113,6 +112,7 @@ client_start(client *c, const wbench_opts *o)
 	c->payload = calloc(1, o->size ? o->size : 1);
 	c->callers = calloc(o->outstanding, sizeof(*c->callers));
 	if (c->payload == NULL || c->callers == NULL ||
+	    wbench_sample_init(&c->so_far) != 0 ||
 	    wbench_client_config(o, &c->cfg) != 0 ||
 	    wbench_client_tls(o, c->cfg, id, &c->tls) != 0)
 		return -1;
@@ -126,6 +126,8 @@ client_start(client *c, const wbench_opts *o)
 		c->callers[i].c = c;
 		wbench_call_init(&c->callers[i].call[0]);
 		wbench_call_init(&c->callers[i].call[1]);
+		if (wbench_hist_new(&c->callers[i].lat) != 0)
+			return -1;
 	}
 	return 0;
 }
@@ -146,8 +148,10 @@ client_stop(client *c)
 	for (unsigned i = 0; c->callers != NULL && i < c->o->outstanding; i++) {
 		wbench_call_fini(&c->callers[i].call[0]);
 		wbench_call_fini(&c->callers[i].call[1]);
+		weft_histogram_free(c->callers[i].lat);
 	}
 	free(c->callers);
+	wbench_sample_fini(&c->so_far);
 	free(c->payload);
 }
 
@@ -155,14 +159,9 @@ client_stop(client *c)
 static void
 print_tick(client *c)
 {
-	uint64_t counts[WBENCH_LAT_BUCKETS];
-
-	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
-		counts[i] =
-		    atomic_load_explicit(&c->so_far[i], memory_order_relaxed);
-	wbench_child_say("tick %llu %llu",
-	                 (unsigned long long)atomic_load(&c->completed),
-	                 (unsigned long long)wbench_lat_percentile(counts, 99));
+	wbench_child_say(
+	    "tick %llu %llu", (unsigned long long)atomic_load(&c->completed),
+	    (unsigned long long)wbench_sample_percentile(&c->so_far, 99));
 }
 
 /* run_window starts the callers, ticks each second, and joins them. */
@@ -200,8 +199,11 @@ static void
 report(client *c, const wbench_rusage *before, const wbench_rusage *after)
 {
 	wbench_child_figs f = {0};
-	wbench_lat *lat = calloc(1, sizeof(*lat));
+	weft_histogram *lat = NULL;
 	weft_msvc_stats st;
+
+	if (wbench_hist_new(&lat) != 0)
+		lat = NULL; /* then an empty "hist" */
 
 	for (unsigned i = 0; i < c->o->outstanding; i++) {
 		caller *k = &c->callers[i];
@@ -219,18 +221,15 @@ report(client *c, const wbench_rusage *before, const wbench_rusage *after)
 		if (f.first_error == 0)
 			f.first_error = k->first_error;
 		if (lat != NULL)
-			wbench_lat_merge(lat, &k->lat);
+			weft_histogram_merge(lat, k->lat);
 	}
 	weft_msvc_get_stats(c->svc, &st);
 	f.wakeups = st.read_batches;
 	f.msgs_in = st.messages_in;
 	wbench_child_result(&f, before, after);
-	if (lat != NULL)
-		wbench_lat_print(lat, stdout);
-	else
-		wbench_child_say("hist");
+	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
-	free(lat);
+	weft_histogram_free(lat);
 }
 
 /* prime makes one call, so that the connection is up before the clock;

@@ -294,6 +294,12 @@ wbench_run(const wbench_opts *o)
 		rv = wbench_cluster_run(&c);
 		return rv == 0 || rv == WBENCH_SKIPPED ? rv : 1;
 	}
+	if (o->workload == WBENCH_CLUSTER_NODE &&
+	    o->rpc_impls == WBENCH_RPC_PIPELINE && o->client)
+		return wbench_pipe_client(o) == 0 ? 0 : 1;
+	if (o->workload == WBENCH_CLUSTER_NODE &&
+	    o->rpc_impls == WBENCH_RPC_PIPELINE)
+		return wbench_pipe_server(o) == 0 ? 0 : 1;
 	if (o->workload == WBENCH_CLUSTER_NODE)
 		return wbench_cluster_node(o) == 0 ? 0 : 1;
 	if (o->workload == WBENCH_RPC_CLIENT)

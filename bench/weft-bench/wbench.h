@@ -128,6 +128,9 @@ typedef struct wbench_opts {
 	double slow_ms;       /* their extra handling time */
 	/* rpc: WBENCH_CLIENT_* and WBENCH_HANDLERS_* sets to run */
 	unsigned client_modes, handler_modes;
+	/* rpc: the WBENCH_RPC_* servers to run; cluster-node: the one it
+	 * is */
+	unsigned rpc_impls;
 	bool handlers_pool; /* cluster-node: the echo verb on the pool */
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
@@ -145,6 +148,8 @@ typedef struct wbench_opts {
 #define WBENCH_CLIENT_SYNC 2u
 #define WBENCH_HANDLERS_INLINE 1u
 #define WBENCH_HANDLERS_POOL 2u
+#define WBENCH_RPC_MSVC 1u     /* weft's messaging service */
+#define WBENCH_RPC_PIPELINE 2u /* weft's pipeline API alone (pipe*.c) */
 
 /* YCSB's request distributions. */
 enum wbench_dist {
@@ -319,30 +324,36 @@ void wbench_json_str(FILE *f, const char *s);
 /* wbench_json_num writes v with fmt, or null when it was not measured. */
 void wbench_json_num(FILE *f, const char *fmt, double v, bool measured);
 
-/* lathist.c: a compact latency histogram (about 3% buckets) that a
- * request slot keeps for itself and a node process prints for the
- * cluster coordinator, which merges them into a weft_histogram. */
-#define WBENCH_LAT_BUCKETS 1184
-typedef struct wbench_lat {
-	uint32_t counts[WBENCH_LAT_BUCKETS];
-	uint64_t sum_ns, n;
-} wbench_lat;
+/* hist.c: the latency histograms of the node processes (weft_histogram,
+ * within about 3%), each printed for the cluster coordinator as one line,
+ * "NAME value:count ...", that it reads back into its own. */
+struct weft_histogram;
+/* wbench_hist_new makes an empty one, freed with weft_histogram_free;
+ * 0 or -1. */
+int wbench_hist_new(struct weft_histogram **out);
+/* wbench_hist_print writes h (NULL: as empty) as a line named name:
+ * "hist", "hist-get". */
+void wbench_hist_print(const struct weft_histogram *h, const char *name,
+                       FILE *out);
+/* wbench_hist_parse adds the counts of a "hist..." line into h; 0, or -1
+ * (h unchanged) for a line of another form. */
+int wbench_hist_parse(const char *line, struct weft_histogram *h);
 
-void wbench_lat_record(wbench_lat *l, uint64_t ns);
-void wbench_lat_merge(wbench_lat *dst, const wbench_lat *src);
-/* wbench_lat_value is the upper edge of bucket i. */
-uint64_t wbench_lat_value(unsigned i);
-/* wbench_lat_print writes "hist i:count ..." (one line); _parse reads it
- * into a weft_histogram. */
-void wbench_lat_print(const wbench_lat *l, FILE *out);
-/* wbench_lat_print_as names the line otherwise ("hist-get"). */
-void wbench_lat_print_as(const wbench_lat *l, const char *name, FILE *out);
-/* wbench_lat_bucket is the bucket of a value; wbench_lat_percentile the
- * value at or below which p percent of counts[WBENCH_LAT_BUCKETS] lie
- * (0 when empty), for progress lines. */
-unsigned wbench_lat_bucket(uint64_t ns);
-uint64_t wbench_lat_percentile(const uint64_t *counts, double p);
-int wbench_lat_parse(const char *line, struct weft_histogram *h);
+/* A sample of the round trips so far, for the progress lines: recorded by
+ * the threads that run replies, read each second by the main thread. */
+typedef struct wbench_sample {
+	pthread_mutex_t lock;
+	struct weft_histogram *h;
+} wbench_sample;
+
+/* wbench_sample_init returns 0 or -1; _fini is safe after either. */
+int wbench_sample_init(wbench_sample *s);
+void wbench_sample_fini(wbench_sample *s);
+/* wbench_sample_record counts one round trip. Any thread. */
+void wbench_sample_record(wbench_sample *s, uint64_t ns);
+/* wbench_sample_percentile reads the p-th percentile so far (0 when
+ * empty). Any thread. */
+uint64_t wbench_sample_percentile(wbench_sample *s, double p);
 
 /* csv.c: --csv. A figure below 0 was not measured (an empty cell). */
 typedef struct wbench_csv_row {
@@ -425,6 +436,7 @@ void wbench_procs_reap(wbench_procs *g, bool failed);
 /* The merged figures of one cluster, rpc or mix run. */
 typedef struct wbench_cresult {
 	enum wbench_io io;
+	bool pipeline; /* rpc --impl pipeline: io is loop */
 	unsigned peers;
 	uint64_t ops, errors;
 	uint64_t sent, replies, lost, duplicates; /* whole run */
@@ -449,6 +461,9 @@ typedef struct wbench_cresult {
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);
 const char *wbench_io_name(enum wbench_io io);
+/* wbench_server_name names what serves a run: "loop" or "threads" (weft's
+ * messaging service on that I/O model), or "pipeline". */
+const char *wbench_server_name(enum wbench_io io, bool pipeline);
 
 /* plot.c: --plot with gnuplot. */
 #define WBENCH_PLOT_SERIES 16
@@ -616,8 +631,23 @@ void wbench_child_result(const wbench_child_figs *f,
                          const wbench_rusage *before,
                          const wbench_rusage *after);
 
+/* wbench_child_window waits out a node's window, from start_ns to end_ns
+ * (the warm-up before it), reading before and after at its edges and
+ * calling tick(arg) once a second from now on, for the progress lines. */
+void wbench_child_window(uint64_t start_ns, uint64_t end_ns,
+                         void (*tick)(void *arg), void *arg,
+                         wbench_rusage *before, wbench_rusage *after);
+
 /* rpcclient.c: rpc --client sync, one process of D threads. */
 int wbench_rpc_client(const wbench_opts *o);
+
+/* pipeserver.c, pipeclient.c: rpc --impl pipeline, the server (n0) and
+ * a client process, written on weft's public pipeline API alone (TCP
+ * channels, the frame and envelope codecs, handlers of their own), as a
+ * user would; they speak cnode.c's line protocol with the coordinator
+ * and report the same figures. */
+int wbench_pipe_server(const wbench_opts *o);
+int wbench_pipe_client(const wbench_opts *o);
 
 /* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
 int wbench_ycsb_run(const wbench_opts *o);

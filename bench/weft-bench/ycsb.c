@@ -124,7 +124,7 @@ read_hist(yrun *y, const char *line)
 	int op = atoi(line + (ph == LOAD ? 10 : 9));
 
 	if (op >= 0 && op < YCSB_OPS)
-		wbench_lat_parse(line, y->hist[ph][op]);
+		wbench_hist_parse(line, y->hist[ph][op]);
 }
 
 static void

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/histogram.h>
 #include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
@@ -81,12 +82,12 @@ struct yclient {
 	uint64_t done_ops[PHASES]; /* operations ended, as YCSB counts them */
 	uint64_t counted[3];       /* sent, replies, duplicates reported */
 	ycsb_figs figs[PHASES][YCSB_OPS];
-	wbench_lat lat[PHASES][YCSB_OPS];
+	weft_histogram *lat[PHASES][YCSB_OPS];
 	int first_error;
 	/* Read by the main thread. */
 	atomic_uint active; /* slots with an operation going */
 	atomic_uint_fast64_t completed;
-	_Atomic uint32_t so_far[WBENCH_LAT_BUCKETS];
+	wbench_sample so_far;
 };
 
 static void slot_next(yslot *s);
@@ -289,14 +290,14 @@ record(yslot *s, int status, uint64_t now)
 		c->first_error = status;
 	if (ph == LOAD || s->measured) {
 		ycsb_figs_record(&c->figs[ph][op], now - s->req_ns, st);
-		wbench_lat_record(&c->lat[ph][op], now - s->req_ns);
+		weft_histogram_record(c->lat[ph][op], now - s->req_ns);
 		c->last_ns[ph] = now;
 	}
 	/* The whole read-modify-write, once its write is back, or once
 	 * its read failed. */
 	if (s->op == YCSB_RMW && (s->rmw_write || status != 0) && s->measured) {
 		ycsb_figs_record(&c->figs[RUN][YCSB_RMW], now - s->op_ns, st);
-		wbench_lat_record(&c->lat[RUN][YCSB_RMW], now - s->op_ns);
+		weft_histogram_record(c->lat[RUN][YCSB_RMW], now - s->op_ns);
 	}
 }
 
@@ -348,9 +349,7 @@ on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	if (atomic_fetch_add_explicit(&c->completed, 1, memory_order_relaxed) %
 	        PROGRESS_SAMPLE ==
 	    0)
-		atomic_fetch_add_explicit(
-		    &c->so_far[wbench_lat_bucket(now - s->req_ns)], 1,
-		    memory_order_relaxed);
+		wbench_sample_record(&c->so_far, now - s->req_ns);
 	if (s->op == YCSB_INSERT && c->phase == RUN && status == 0)
 		ack_insert(c, s->insert);
 	if (s->op == YCSB_RMW && !s->rmw_write && status == 0) {
@@ -410,6 +409,17 @@ start_task(weft_loop *loop, int status, void *arg)
 /* ---- The process ------------------------------------------------------------
  */
 
+/* make_hists makes the per-operation histograms and the ticks' sample. */
+static int
+make_hists(yclient *c)
+{
+	for (int ph = 0; ph < PHASES; ph++)
+		for (int op = 0; op < YCSB_OPS; op++)
+			if (wbench_hist_new(&c->lat[ph][op]) != 0)
+				return -1;
+	return wbench_sample_init(&c->so_far);
+}
+
 static int
 client_start(yclient *c, const wbench_opts *o)
 {
@@ -428,7 +438,7 @@ client_start(yclient *c, const wbench_opts *o)
 	c->nodes = calloc(o->peers, sizeof(*c->nodes));
 	snprintf(id, sizeof(id), "c%u", o->node_index);
 	if (o->size < VALUE_HEAD || c->slots == NULL || c->value == NULL ||
-	    c->acked == NULL || c->nodes == NULL ||
+	    c->acked == NULL || c->nodes == NULL || make_hists(c) != 0 ||
 	    wbench_client_config(o, &c->cfg) != 0 ||
 	    wbench_client_tls(o, c->cfg, id, &c->tls) != 0)
 		return -1;
@@ -461,6 +471,10 @@ client_stop(yclient *c)
 	free(c->acked);
 	free(c->value);
 	free(c->slots);
+	for (int ph = 0; ph < PHASES; ph++)
+		for (int op = 0; op < YCSB_OPS; op++)
+			weft_histogram_free(c->lat[ph][op]);
+	wbench_sample_fini(&c->so_far);
 }
 
 /* prime asks every member once, so that every connection is up. */
@@ -487,14 +501,9 @@ prime(yclient *c)
 static void
 print_tick(yclient *c)
 {
-	uint64_t counts[WBENCH_LAT_BUCKETS];
-
-	for (unsigned i = 0; i < WBENCH_LAT_BUCKETS; i++)
-		counts[i] =
-		    atomic_load_explicit(&c->so_far[i], memory_order_relaxed);
-	wbench_child_say("tick %llu %llu",
-	                 (unsigned long long)atomic_load(&c->completed),
-	                 (unsigned long long)wbench_lat_percentile(counts, 99));
+	wbench_child_say(
+	    "tick %llu %llu", (unsigned long long)atomic_load(&c->completed),
+	    (unsigned long long)wbench_sample_percentile(&c->so_far, 99));
 }
 
 /* run_phase starts every slot on the loop and waits, ticking, until they
@@ -549,7 +558,7 @@ print_phase(yclient *c, enum phase ph)
 			       (unsigned long long)g->status[s]);
 		putchar('\n');
 		snprintf(name, sizeof(name), "hist-%s-%d", names[ph], op);
-		wbench_lat_print_as(&c->lat[ph][op], name, stdout);
+		wbench_hist_print(c->lat[ph][op], name, stdout);
 	}
 	fflush(stdout);
 }
@@ -610,7 +619,8 @@ run(yclient *c, char w)
 	                                  : c->w->dist,
 	                  o->records + c->acked_inserts);
 	memset(c->figs[RUN], 0, sizeof(c->figs[RUN]));
-	memset(c->lat[RUN], 0, sizeof(c->lat[RUN]));
+	for (int op = 0; op < YCSB_OPS; op++)
+		weft_histogram_reset(c->lat[RUN][op]);
 	c->done_ops[RUN] = c->last_ns[RUN] = 0;
 	c->ops_left = share;
 	c->window_start_ns = wbench_now_ns() + (uint64_t)(o->warmup_s * 1e9);

@@ -120,6 +120,29 @@ WEFT_API uint64_t weft_histogram_percentile(const weft_histogram *h, double p);
 WEFT_API bool weft_histogram_next(const weft_histogram *h, size_t *cursor,
                                   uint64_t *value, uint64_t *count);
 
+/*
+ * weft_histogram_format writes the buckets weft_histogram_next walks into
+ * buf as text, for a line-based protocol to carry: "value:count" pairs in
+ * decimal, separated by one space, with no newline ("" when h is empty).
+ * Like snprintf, it writes at most len bytes, the last of them a NUL when
+ * len > 0 (buf may be NULL when len is 0), and returns the length of the
+ * whole text without its NUL: a return of len or more means the text was
+ * cut short (after its last whole pair), and len = the return + 1 holds
+ * it all. Any thread, while no
+ * other thread changes h.
+ */
+WEFT_API size_t weft_histogram_format(const weft_histogram *h, char *buf,
+                                      size_t len);
+/*
+ * weft_histogram_parse adds the pairs of text, as weft_histogram_format
+ * writes them, into h, each as weft_histogram_record_n(value, count):
+ * a histogram of any precision or range rebuilds what
+ * weft_histogram_next gave. Spaces may lead, and the text ends at its NUL
+ * or at a newline. Returns 0, or WEFT_EINVAL, with h left unchanged, when
+ * h or text is NULL or text is not that form.
+ */
+WEFT_API int weft_histogram_parse(weft_histogram *h, const char *text);
+
 #ifdef __cplusplus
 }
 #endif
