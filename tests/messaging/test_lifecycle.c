@@ -270,13 +270,17 @@ one_held(void *arg)
 	return atomic_load(&cl.held_count) >= 1;
 }
 
-/* n1 asks n2 something n2 keeps without answering (the hold verb). */
+/* n1 asks n2 something n2 keeps without answering (the hold verb), with
+ * a timeout longer than any stop here: only an answer or the stop ends
+ * it. */
 static void
 request_held(struct tally *t)
 {
+	weft_msvc_call_opts opts = {.timeout_ms = 60000};
+
 	atomic_store(&cl.held_count, 0);
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
-	                                   VERB_HOLD, "q", 1, NULL, tally_cb,
+	                                   VERB_HOLD, "q", 1, &opts, tally_cb,
 	                                   t),
 	                 0);
 	assert_true(test_wait(one_held, NULL, 5000));
