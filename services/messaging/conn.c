@@ -416,7 +416,8 @@ h_inactive(weft_ctx *ctx)
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 	weft_msvc *svc = c->svc;
 
-	atomic_fetch_sub(&svc->st.connections_open, 1);
+	if (atomic_fetch_sub(&svc->st.connections_open, 1) == 1)
+		weft__msvc_closed(svc);
 	if (c->paused) {
 		LIST_REMOVE(c, paused_link);
 		c->paused = false;
@@ -550,6 +551,7 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	}
 	atomic_fetch_add(&svc->st.connections_accepted, 1);
 	LIST_INSERT_HEAD(&c->ml->inbound, c, inbound_link);
+	atomic_fetch_add(&c->ml->inbound_len, 1);
 	/* On failure the channel closes, and its handler frees c. */
 	return weft__msvc_guard_accept(c);
 }
@@ -743,7 +745,8 @@ on_connected(weft_channel *ch, int status, void *arg)
 	struct weft__msvc_conn *c = arg;
 
 	c->connecting = NULL;
-	c->ml->connects_in_progress--;
+	if (atomic_fetch_sub(&c->ml->connects_in_progress, 1) == 1)
+		weft__msvc_closed(c->svc);
 	if (status != 0) {
 		/* In optional mode a peer that has no TLS yet (a rolling
 		 * change) is dialed in plaintext from then on: that retry is
@@ -816,7 +819,7 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 		outbound_lost(c, rv);
 		return;
 	}
-	c->ml->connects_in_progress++;
+	atomic_fetch_add(&c->ml->connects_in_progress, 1);
 }
 
 static void
@@ -1219,11 +1222,16 @@ void
 weft__msvc_conn_free(struct weft__msvc_conn *c)
 {
 	weft_msvc_peer *peer = c->peer;
+	weft_msvc *svc = c->svc;
+	bool last;
 
 	LIST_REMOVE(c, inbound_link);
+	last = atomic_fetch_sub(&c->ml->inbound_len, 1) == 1;
 	weft__msvc_guard_fini(c);
 	weft__msvc_conn_fini(c);
 	free(c);
 	if (peer != NULL && peer->is_client)
 		weft__msvc_peer_unref(peer);
+	if (last)
+		weft__msvc_closed(svc);
 }

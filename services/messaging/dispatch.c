@@ -22,6 +22,8 @@ weft__msvc_inflight_release(weft_msvc *svc, size_t n)
 	uint32_t i;
 
 	left = atomic_fetch_sub(&svc->inflight, n) - n;
+	if (left == 0)
+		weft__msvc_drained(svc);
 	if (left >= limit || atomic_load(&svc->paused_conns) == 0)
 		return;
 	for (i = 0; i < svc->nloops; i++) {

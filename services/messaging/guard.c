@@ -313,7 +313,8 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 	 * always let in, however large, or nothing could ever move. */
 	before = atomic_fetch_add(&svc->inflight, total);
 	if (before != 0 && before + total > limit) {
-		atomic_fetch_sub(&svc->inflight, total);
+		if (atomic_fetch_sub(&svc->inflight, total) == total)
+			weft__msvc_drained(svc);
 		c->frame_wanted = total;
 		return false;
 	}

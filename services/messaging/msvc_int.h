@@ -306,7 +306,10 @@ struct weft__msvc_loop {
 	_Atomic bool resume_posted;
 	weft_task resume_task;
 	struct weft__msvc_rstats rs;
-	uint32_t connects_in_progress;
+	/* Written on the loop only; atomic because weft_msvc_stop reads
+	 * them from its own thread while it waits for them to reach 0. */
+	_Atomic uint32_t connects_in_progress;
+	_Atomic uint32_t inbound_len; /* entries in inbound */
 	bool init_failed;
 	_Atomic uint64_t wakeups; /* the loop's, cached on its thread */
 	/* Request round trips per verb, made on this loop: live ones (loop
@@ -462,9 +465,8 @@ struct weft_msvc {
 	weft_log_limit log_reject;
 	/* Synchronous waits for stop and start. */
 	pthread_mutex_t wait_lock;
-	pthread_cond_t wait_cond;
+	pthread_cond_t wait_cond; /* CLOCK_MONOTONIC, for timed waits */
 	uint32_t wait_count;
-	uint32_t busy; /* stop: loops still closing things */
 	/* sync.c: threads waiting for a peer to come up (monotonic). */
 	pthread_mutex_t sync_lock;
 	pthread_cond_t sync_cond;
@@ -479,6 +481,44 @@ void weft__msvc_sync_notify(weft_msvc *svc);
 
 /* service.c */
 bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);
+/* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed wake
+ * weft_msvc_stop when what it waits for holds: no request pending, no
+ * inbound bytes in flight and nothing queued for a member; no connect in
+ * progress and no connection left open. Any thread. */
+void weft__msvc_wake_if_quiet(weft_msvc *svc);
+void weft__msvc_wake_if_closed(weft_msvc *svc);
+
+/* weft__msvc_drained is called where svc->pending, svc->inflight or a
+ * peer's queued_bytes has just reached 0; weft__msvc_closed where a
+ * loop's connects_in_progress or inbound_len or the node's open
+ * connections have. While the service runs they cost one load. Any
+ * thread.
+ *
+ * The load is sequentially consistent, as are the decrements before it
+ * and stop's store of stopping: then either the load sees stopping or
+ * stop's check sees the decrement, and no wake-up is lost. (On x86 it
+ * is the same plain load as a relaxed one.) */
+static inline void
+weft__msvc_drained(weft_msvc *svc)
+{
+	if (atomic_load(&svc->stopping))
+		weft__msvc_wake_if_quiet(svc);
+}
+
+static inline void
+weft__msvc_closed(weft_msvc *svc)
+{
+	if (atomic_load(&svc->stopping))
+		weft__msvc_wake_if_closed(svc);
+}
+
+/* weft__msvc_pending_sub gives back a request's count in svc->pending. */
+static inline void
+weft__msvc_pending_sub(weft_msvc *svc)
+{
+	if (atomic_fetch_sub(&svc->pending, 1) == 1)
+		weft__msvc_drained(svc);
+}
 void weft__msvc_wait_done(weft_msvc *svc);
 uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);
 void weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up);

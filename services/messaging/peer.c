@@ -42,10 +42,11 @@ weft__msvc_release_queued(weft_msvc_peer *peer, size_t n)
 {
 	if (n == 0)
 		return;
-	atomic_fetch_sub_explicit(&peer->queued_bytes, n, memory_order_relaxed);
 	if (peer->is_client)
 		atomic_fetch_sub_explicit(&peer->svc->client_queued, n,
 		                          memory_order_relaxed);
+	if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
+		weft__msvc_drained(peer->svc);
 }
 
 bool
@@ -63,7 +64,8 @@ weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
 	}
 	if (atomic_fetch_add(&peer->queued_bytes, n) + n >
 	    l->outbound_queue_bytes) {
-		atomic_fetch_sub(&peer->queued_bytes, n);
+		if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
+			weft__msvc_drained(svc);
 		return false;
 	}
 	/* Answers to clients also count against the node's budget for all
@@ -71,7 +73,8 @@ weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
 	if (peer->is_client && atomic_fetch_add(&svc->client_queued, n) + n >
 	                           l->client_outbound_bytes) {
 		atomic_fetch_sub(&svc->client_queued, n);
-		atomic_fetch_sub(&peer->queued_bytes, n);
+		if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
+			weft__msvc_drained(svc);
 		return false;
 	}
 	return true;
@@ -106,8 +109,7 @@ drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
 	if (out->flags & WEFT__MSVC_F_RESPONSE)
 		weft__msvc_count(&svc->st.responses_dropped, 1);
 	if (out->flags & WEFT__MSVC_F_REQUEST) {
-		atomic_fetch_sub_explicit(&svc->pending, 1,
-		                          memory_order_relaxed);
+		weft__msvc_pending_sub(svc);
 		out->cb(svc, status, NULL, 0, out->arg);
 	}
 	weft__msvc_out_free(out);
@@ -523,7 +525,7 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 	out.ptr = out.data;
 	atomic_fetch_add(&svc->pending, 1);
 	if (emit(peer, &out, false) != 0) {
-		atomic_fetch_sub(&svc->pending, 1);
+		weft__msvc_pending_sub(svc);
 		return;
 	}
 	peer->hb_sent = true;

@@ -167,6 +167,7 @@ static int
 svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
           const char *node_id, weft_msvc **out)
 {
+	pthread_condattr_t attr;
 	weft_msvc *svc;
 	char err[200];
 	ssize_t self;
@@ -182,7 +183,11 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 		return WEFT_ENOMEM;
 	*out = svc;
 	pthread_mutex_init(&svc->wait_lock, NULL);
-	pthread_cond_init(&svc->wait_cond, NULL);
+	/* Stop's waits end at deadlines of weft_now_ns(). */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&svc->wait_cond, &attr);
+	pthread_condattr_destroy(&attr);
 	weft__msvc_sync_init(svc);
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
@@ -353,18 +358,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 	weft__msvc_loop_flush(ml->loop, 0, ml);
 }
 
-static void
-loop_count_busy(struct weft__msvc_loop *ml)
-{
-	weft_msvc *svc = ml->svc;
-
-	pthread_mutex_lock(&svc->wait_lock);
-	svc->busy += ml->connects_in_progress +
-	             (LIST_EMPTY(&ml->inbound) ? 0 : 1) +
-	             (atomic_load(&svc->st.connections_open) > 0 ? 1 : 0);
-	pthread_mutex_unlock(&svc->wait_lock);
-}
-
 /* Timers belong to their loop: freed there, not by weft_msvc_free. */
 static void
 free_conn_timers(weft_msvc_peer *peer)
@@ -402,44 +395,80 @@ loop_teardown(struct weft__msvc_loop *ml)
 	weft__msvc_loop_fini(ml);
 }
 
-static void
-sleep_ms(long ms)
-{
-	struct timespec ts = {0, ms * 1000000L};
+/* ---- What stop waits for --------------------------------------------- */
 
-	nanosleep(&ts, NULL);
-}
-
-/* Waits, within deadline_ns, for pred to hold; polls (library code on a
- * thread that is not a loop; the condition lives on several loops). */
-static void
-wait_quiet(weft_msvc *svc, uint64_t deadline_ns)
+/* The loads are sequentially consistent: see weft__msvc_drained. */
+static bool
+is_quiet(weft_msvc *svc)
 {
 	uint32_t p;
-	bool quiet;
 
-	do {
-		quiet = atomic_load(&svc->pending) == 0 &&
-		        atomic_load(&svc->inflight) == 0;
-		for (p = 0; quiet && p < svc->npeers; p++)
-			quiet = atomic_load(&svc->peers[p]->queued_bytes) == 0;
-		if (quiet)
-			return;
-		sleep_ms(2);
-	} while (weft_now_ns() < deadline_ns);
+	if (atomic_load(&svc->pending) != 0 || atomic_load(&svc->inflight) != 0)
+		return false;
+	for (p = 0; p < svc->npeers; p++)
+		if (atomic_load(&svc->peers[p]->queued_bytes) != 0)
+			return false;
+	return true;
 }
 
-static void
-wait_closed(weft_msvc *svc, uint64_t deadline_ns)
+static bool
+is_closed(weft_msvc *svc)
 {
-	do {
-		svc->busy = 0;
-		on_each_loop(svc, loop_count_busy);
-		if (svc->busy == 0)
-			return;
-		sleep_ms(2);
-	} while (weft_now_ns() < deadline_ns);
-	weft_warn("msvc %s: connections still closing at shutdown", svc->id);
+	uint32_t i;
+
+	if (atomic_load(&svc->st.connections_open) != 0)
+		return false;
+	for (i = 0; i < svc->nloops; i++)
+		if (atomic_load(&svc->loops[i].connects_in_progress) != 0 ||
+		    atomic_load(&svc->loops[i].inbound_len) != 0)
+			return false;
+	return true;
+}
+
+/* Taking the lock orders the wake-up after a waiter's check or before
+ * it: a waiter that saw the condition false is already asleep. */
+static void
+wake_stop(weft_msvc *svc)
+{
+	pthread_mutex_lock(&svc->wait_lock);
+	pthread_cond_broadcast(&svc->wait_cond);
+	pthread_mutex_unlock(&svc->wait_lock);
+}
+
+void
+weft__msvc_wake_if_quiet(weft_msvc *svc)
+{
+	if (is_quiet(svc))
+		wake_stop(svc);
+}
+
+void
+weft__msvc_wake_if_closed(weft_msvc *svc)
+{
+	if (is_closed(svc))
+		wake_stop(svc);
+}
+
+/* Sleeps until done(svc) or deadline_ns (weft_now_ns() based), woken by
+ * the loops and workers as the counts it looks at reach 0; returns
+ * done(svc). Not from one of the loops. */
+static bool
+wait_until(weft_msvc *svc, bool (*done)(weft_msvc *svc), uint64_t deadline_ns)
+{
+	struct timespec at = {
+	    .tv_sec = (time_t)(deadline_ns / 1000000000u),
+	    .tv_nsec = (long)(deadline_ns % 1000000000u),
+	};
+	bool ok;
+
+	pthread_mutex_lock(&svc->wait_lock);
+	/* Not 0: ETIMEDOUT, the deadline passed (or it cannot be kept). */
+	while (!(ok = done(svc)) &&
+	       pthread_cond_timedwait(&svc->wait_cond, &svc->wait_lock, &at) ==
+	           0)
+		;
+	pthread_mutex_unlock(&svc->wait_lock);
+	return ok || done(svc);
 }
 
 /* Waits for the API calls in progress to return (weft__msvc_leave wakes
@@ -456,8 +485,10 @@ wait_callers(weft_msvc *svc)
 void
 weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 {
-	uint64_t deadline = weft_now_ns() + timeout_ms * 1000000;
+	uint64_t now = weft_now_ns(), deadline = UINT64_MAX;
 
+	if (timeout_ms < (UINT64_MAX - now) / 1000000)
+		deadline = now + timeout_ms * 1000000;
 	if (atomic_exchange(&svc->stopping, true))
 		return;
 	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
@@ -467,7 +498,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	 * for members that owe us answers: they reply on their own
 	 * connections. */
 	if (atomic_load(&svc->started))
-		wait_quiet(svc, deadline);
+		wait_until(svc, is_quiet, deadline);
 	if (svc->server != NULL)
 		weft_server_close(svc->server, NULL, NULL);
 	svc->server = NULL;
@@ -475,8 +506,11 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	wait_callers(svc);
 	on_each_loop(svc, loop_shutdown);
 	/* Channels close within their linger time; wait a little longer. */
-	wait_closed(svc,
-	            weft_now_ns() + (WEFT__MSVC_LINGER_MS + 1000) * 1000000ull);
+	if (!wait_until(svc, is_closed,
+	                weft_now_ns() +
+	                    (WEFT__MSVC_LINGER_MS + 1000) * 1000000ull))
+		weft_warn("msvc %s: connections still closing at shutdown",
+		          svc->id);
 	if (svc->pool.threads != NULL)
 		weft__msvc_pool_stop(svc);
 	on_each_loop(svc, loop_teardown);
@@ -596,7 +630,7 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		goto err_overload;
 	if (request &&
 	    atomic_fetch_add(&svc->pending, 1) >= l->max_pending_requests) {
-		atomic_fetch_sub(&svc->pending, 1);
+		weft__msvc_pending_sub(svc);
 		weft__msvc_release_queued(peer, frame);
 		goto err_overload;
 	}
@@ -617,7 +651,7 @@ unprepare(weft_msvc *svc, weft_msvc_peer *peer, struct weft__msvc_out *out)
 {
 	weft__msvc_release_queued(peer, out->accounted);
 	if (out->flags & WEFT__MSVC_F_REQUEST)
-		atomic_fetch_sub(&svc->pending, 1);
+		weft__msvc_pending_sub(svc);
 }
 
 bool

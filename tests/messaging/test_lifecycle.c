@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_lifecycle.c: a peer stopped in the middle of a load and started
- * again (every callback runs exactly once, traffic resumes), and graceful
- * shutdown with messages in flight.
+ * again (every callback runs exactly once, traffic resumes), graceful
+ * shutdown with messages in flight, and a stop that returns as soon as
+ * what it waits for is done.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -215,6 +217,153 @@ test_responder_stops_with_requests_in_flight(void **state)
 	cluster_stop(&cl);
 }
 
+/* ---- Stop is woken by what it waits for -------------------------------- */
+
+/* A stop that is woken when what it waits for is done returns within
+ * milliseconds; this bound, far above that for a noisy machine, is below
+ * every deadline a stop that is not woken would sleep until. */
+#define STOP_WOKEN_MS 1000
+
+/* A stop run on a thread of its own, so the test can watch it. */
+struct stopper {
+	weft_msvc *svc;
+	uint64_t timeout_ms;
+	uint64_t took_ms;
+	uint64_t returned_ns;
+	_Atomic bool returned;
+	pthread_t thread;
+};
+
+static uint64_t
+timed_stop(weft_msvc *svc, uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+
+	weft_msvc_stop(svc, timeout_ms);
+	return (weft_now_ns() - start) / 1000000;
+}
+
+static void *
+stopper_main(void *arg)
+{
+	struct stopper *s = arg;
+
+	s->took_ms = timed_stop(s->svc, s->timeout_ms);
+	s->returned_ns = weft_now_ns();
+	atomic_store(&s->returned, true);
+	test_poke();
+	return NULL;
+}
+
+static bool
+stopper_returned(void *arg)
+{
+	struct stopper *s = arg;
+
+	return atomic_load(&s->returned);
+}
+
+static bool
+one_held(void *arg)
+{
+	(void)arg;
+	return atomic_load(&cl.held_count) >= 1;
+}
+
+/* n1 asks n2 something n2 keeps without answering (the hold verb), with
+ * a timeout longer than any stop here: only an answer or the stop ends
+ * it. */
+static void
+request_held(struct tally *t)
+{
+	weft_msvc_call_opts opts = {.timeout_ms = 60000};
+
+	atomic_store(&cl.held_count, 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                   VERB_HOLD, "q", 1, &opts, tally_cb,
+	                                   t),
+	                 0);
+	assert_true(test_wait(one_held, NULL, 5000));
+}
+
+static void
+test_stop_of_idle_cluster_returns_once_quiet(void **state)
+{
+	struct tally t = {.want = 1};
+	uint64_t took0, took1;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	/* A round trip, so that both nodes have connections to close. */
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                   VERB_ECHO, "hi", 2, NULL, tally_cb,
+	                                   &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&t.ok), 1);
+	/* Nothing is in flight: each stop is woken as soon as its
+	 * connections have closed, and takes milliseconds. One that is not
+	 * woken sleeps until a deadline: the 10 s given for what is in
+	 * flight, or the 1.5 s (linger time and a second) for connections
+	 * to close; the bound is below both. */
+	took0 = timed_stop(cl.svc[0], 10000);
+	took1 = timed_stop(cl.svc[1], 10000);
+	print_message("idle stop: %llu ms, then %llu ms\n",
+	              (unsigned long long)took0, (unsigned long long)took1);
+	assert_true(took0 < STOP_WOKEN_MS);
+	assert_true(took1 < STOP_WOKEN_MS);
+	cluster_stop(&cl);
+}
+
+static void
+test_stop_waits_for_a_request_pending_at_the_peer(void **state)
+{
+	struct stopper s = {.timeout_ms = 10000};
+	struct tally t = {.want = 1};
+	weft_msvc_msg *msg;
+	uint64_t answered_ns, after_ms;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	request_held(&t);
+	s.svc = cl.svc[0];
+	assert_int_equal(pthread_create(&s.thread, NULL, stopper_main, &s), 0);
+	/* The request is not answered: stop keeps waiting for it. */
+	assert_false(test_wait(stopper_returned, &s, 300));
+	assert_int_equal(atomic_load(&t.done), 0);
+	/* Answered: the request completes, and stop returns with it. */
+	msg = atomic_exchange(&cl.held[0], NULL);
+	assert_non_null(msg);
+	answered_ns = weft_now_ns();
+	assert_int_equal(weft_msvc_respond(msg, "a", 1), 0);
+	assert_true(test_wait(stopper_returned, &s, 5000));
+	assert_int_equal(pthread_join(s.thread, NULL), 0);
+	after_ms = (s.returned_ns - answered_ns) / 1000000;
+	print_message("stop: %llu ms, %llu ms of them after the answer\n",
+	              (unsigned long long)s.took_ms,
+	              (unsigned long long)after_ms);
+	assert_true(after_ms < STOP_WOKEN_MS);
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(atomic_load(&t.ok), 1);
+	cluster_stop(&cl);
+}
+
+static void
+test_stop_ends_an_unanswered_request_at_its_deadline(void **state)
+{
+	struct tally t = {.want = 1};
+	uint64_t took;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	request_held(&t);
+	took = timed_stop(cl.svc[0], 300);
+	assert_true(took >= 300);
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ESHUTDOWN]), 1);
+	cluster_stop(&cl); /* answers the held request, too late */
+}
+
 int
 main(void)
 {
@@ -222,6 +371,10 @@ main(void)
 	    cmocka_unit_test(test_peer_restarted_mid_load),
 	    cmocka_unit_test(test_graceful_stop_with_requests_in_flight),
 	    cmocka_unit_test(test_responder_stops_with_requests_in_flight),
+	    cmocka_unit_test(test_stop_of_idle_cluster_returns_once_quiet),
+	    cmocka_unit_test(test_stop_waits_for_a_request_pending_at_the_peer),
+	    cmocka_unit_test(
+	        test_stop_ends_an_unanswered_request_at_its_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

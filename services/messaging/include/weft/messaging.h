@@ -368,7 +368,9 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
  * every request still
  * pending ends with WEFT_ESHUTDOWN, unsent messages are dropped and
  * counted, and all connections close. Returns when every callback has
- * run. Idempotent. Not from one of the service's loops or workers.
+ * run. Idempotent. Not from one of the service's loops or workers. Call
+ * it before the group's loops are shut down: its last stages run on each
+ * of them.
  */
 WEFT_API void weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms);
 
