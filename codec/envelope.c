@@ -53,17 +53,17 @@ is_fixed_layout(const unsigned char *p, size_t avail, size_t len)
 {
 	return avail >= HDR && p[0] == 0x96 && p[1] == 0xcf && p[10] == 0xce &&
 	       p[15] <= 0x7f && p[16] == 0xcf && p[25] == 0xcf &&
-	       p[34] == 0xc6 && weft__load_be(p + 35, 4) == len - HDR;
+	       p[34] == 0xc6 && weft__load_be32(p + 35) == len - HDR;
 }
 
 static void
 decode_fixed(const unsigned char *p, weft_envelope *out)
 {
-	out->id = weft__load_be(p + 2, 8);
-	out->verb = (uint32_t)weft__load_be(p + 11, 4);
+	out->id = weft__load_be64(p + 2);
+	out->verb = weft__load_be32(p + 11);
 	out->flags = p[15];
-	out->created_ms = weft__load_be(p + 17, 8);
-	out->expires_ms = weft__load_be(p + 26, 8);
+	out->created_ms = weft__load_be64(p + 17);
+	out->expires_ms = weft__load_be64(p + 26);
 }
 
 /* Any valid encoding of the five fields and the bin header. */
@@ -107,11 +107,11 @@ weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
 		*why = "the frame is empty";
 		return WEFT_EPROTO;
 	}
-	weft_mp_reader_init(&r, p, avail);
 	if (is_fixed_layout(p, avail, len)) {
 		decode_fixed(p, out);
 		*head = HDR;
 	} else {
+		weft_mp_reader_init(&r, p, avail);
 		if (decode_general(&r, out, &bin_len, why) != 0)
 			return WEFT_EPROTO;
 		*head = (size_t)(r.p - p);

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- The big-endian integers of weft's wire formats ---------------- */
 
@@ -33,6 +34,19 @@ weft__load_be32(const void *p)
 
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
 	       (uint32_t)b[2] << 8 | (uint32_t)b[3];
+}
+
+/* One unaligned load and a byte swap: on the hot path of every envelope. */
+static inline uint64_t
+weft__load_be64(const void *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	return v;
 }
 
 static inline void
