@@ -64,11 +64,22 @@ typedef struct slot {
 	uint64_t sent, replies,
 	    duplicates; /* all the time, not just the window */
 	bool in_flight;
-	bool put;                /* mix: the request in flight is a put */
-	uint64_t puts_ok;        /* mix: of ok, the puts */
+	bool put;         /* mix: the request in flight is a put */
+	uint64_t puts_ok; /* mix: of ok, the puts */
+} slot;
+
+/*
+ * The round trips, in one pair of histograms per thread that runs replies
+ * (a loop thread, or one of the baseline's readers) rather than one per
+ * slot: 64 slots' histograms kept a node process that shares two cores
+ * with fifteen others missing the cache on every reply, which the
+ * cluster figures then showed as the service's cost.
+ */
+typedef struct thread_lat {
 	weft_histogram *lat;     /* round trips (mix: of gets) */
 	weft_histogram *lat_put; /* mix: of puts; NULL otherwise */
-} slot;
+	struct thread_lat *next;
+} thread_lat;
 
 struct cnode {
 	const wbench_opts *o;
@@ -100,7 +111,36 @@ struct cnode {
 	atomic_uint primed;              /* answers to the first requests */
 	atomic_uint loaded, load_failed; /* mix: keys put before the run */
 	atomic_int first_error;
+	pthread_key_t lat_key; /* this thread's thread_lat */
+	pthread_mutex_t lat_lock;
+	thread_lat *lats; /* every thread's, under lat_lock */
+	bool lat_key_made;
 };
+
+/* my_lat is the calling thread's histograms, made on its first reply;
+ * NULL when memory is short (the reply then goes uncounted there). */
+static thread_lat *
+my_lat(cnode *n)
+{
+	thread_lat *t = pthread_getspecific(n->lat_key);
+
+	if (t != NULL)
+		return t;
+	if ((t = calloc(1, sizeof(*t))) == NULL)
+		return NULL;
+	if (wbench_hist_new(&t->lat) != 0 ||
+	    (n->o->kv && wbench_hist_new(&t->lat_put) != 0)) {
+		weft_histogram_free(t->lat);
+		free(t);
+		return NULL;
+	}
+	pthread_setspecific(n->lat_key, t);
+	pthread_mutex_lock(&n->lat_lock);
+	t->next = n->lats;
+	n->lats = t;
+	pthread_mutex_unlock(&n->lat_lock);
+	return t;
+}
 
 static uint64_t
 now_ns(void)
@@ -179,8 +219,12 @@ slot_done(slot *s, int status)
 		if (status == 0) {
 			s->ok++;
 			s->puts_ok += s->put;
-			weft_histogram_record(s->put ? s->lat_put : s->lat,
-			                      now - s->sent_ns);
+			thread_lat *t = my_lat(n);
+
+			if (t != NULL)
+				weft_histogram_record(s->put ? t->lat_put
+				                             : t->lat,
+				                      now - s->sent_ns);
 		} else {
 			s->errors++;
 		}
@@ -735,8 +779,10 @@ print_verbs(cnode *n, weft_histogram *lat)
 		nputs += n->slots[i].puts_ok;
 	if (!n->o->kv || wbench_hist_new(&put_lat) != 0)
 		return nputs;
-	for (unsigned i = 0; i < n->o->outstanding; i++)
-		weft_histogram_merge(put_lat, n->slots[i].lat_put);
+	pthread_mutex_lock(&n->lat_lock);
+	for (thread_lat *t = n->lats; t != NULL; t = t->next)
+		weft_histogram_merge(put_lat, t->lat_put);
+	pthread_mutex_unlock(&n->lat_lock);
 	if (lat != NULL && n->o->client) {
 		wbench_hist_print(lat, "hist-get", stdout);
 		wbench_hist_print(put_lat, "hist-put", stdout);
@@ -763,9 +809,11 @@ report(cnode *n, const usage *before, const usage *after)
 		sent += n->slots[i].sent;
 		replies += n->slots[i].replies;
 		dups += n->slots[i].duplicates;
-		if (lat != NULL)
-			weft_histogram_merge(lat, n->slots[i].lat);
 	}
+	pthread_mutex_lock(&n->lat_lock);
+	for (thread_lat *t = n->lats; t != NULL && lat != NULL; t = t->next)
+		weft_histogram_merge(lat, t->lat);
+	pthread_mutex_unlock(&n->lat_lock);
 	nputs = print_verbs(n, lat);
 	if (n->svc != NULL) {
 		weft_msvc_stats st;
@@ -809,9 +857,12 @@ node_init(cnode *n, const wbench_opts *o)
 	n->peers = calloc(o->peers, sizeof(*n->peers));
 	n->free_ids = calloc(o->outstanding + 1, sizeof(*n->free_ids));
 	pthread_mutex_init(&n->free_lock, NULL);
+	pthread_mutex_init(&n->lat_lock, NULL);
 	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
-	    n->free_ids == NULL || wbench_sample_init(&n->so_far) != 0)
+	    n->free_ids == NULL || wbench_sample_init(&n->so_far) != 0 ||
+	    pthread_key_create(&n->lat_key, NULL) != 0)
 		return -1;
+	n->lat_key_made = true;
 	if (o->slow_fraction > 0)
 		n->slow_every = (uint64_t)(1 / o->slow_fraction + 0.5);
 	for (unsigned i = 0; i < o->outstanding; i++)
@@ -824,9 +875,6 @@ node_init(cnode *n, const wbench_opts *o)
 		n->slots[i].target = (o->node_index + i) % o->peers;
 		n->slots[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
 		                  ((uint64_t)o->node_index << 32) ^ (i + 1);
-		if (wbench_hist_new(&n->slots[i].lat) != 0 ||
-		    (o->kv && wbench_hist_new(&n->slots[i].lat_put) != 0))
-			return -1;
 	}
 	return make_config(n);
 }
@@ -851,10 +899,17 @@ node_fini(cnode *n)
 	wbase_node_free(n->base);
 	weft_msvc_config_free(n->cfg);
 	free(n->peers);
-	for (unsigned i = 0; n->slots != NULL && i < n->o->outstanding; i++) {
-		weft_histogram_free(n->slots[i].lat);
-		weft_histogram_free(n->slots[i].lat_put);
+	while (n->lats != NULL) {
+		thread_lat *t = n->lats;
+
+		n->lats = t->next;
+		weft_histogram_free(t->lat);
+		weft_histogram_free(t->lat_put);
+		free(t);
 	}
+	if (n->lat_key_made)
+		pthread_key_delete(n->lat_key);
+	pthread_mutex_destroy(&n->lat_lock);
 	free(n->slots);
 	wbench_sample_fini(&n->so_far);
 	free(n->payload);
