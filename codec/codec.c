@@ -195,10 +195,11 @@ weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	weft_log(err == WEFT_ENOMEM ? WEFT_LOG_ERROR : WEFT_LOG_WARN,
-	         "%s: %s codec '%s': %s (%s); closing", peer ? peer : "?",
-	         kind_names[c->kind], weft_ctx_name(ctx), reason,
-	         weft_errname(err));
+	if (!c->quiet)
+		weft_log(err == WEFT_ENOMEM ? WEFT_LOG_ERROR : WEFT_LOG_WARN,
+		         "%s: %s codec '%s': %s (%s); closing",
+		         peer ? peer : "?", kind_names[c->kind],
+		         weft_ctx_name(ctx), reason, weft_errname(err));
 	c->failed = true;
 	count_error(c, err);
 	weft__codec_publish(c);

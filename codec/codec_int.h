@@ -42,6 +42,7 @@ typedef struct weft__codec {
 	                               reading paused, input left whole */
 	bool removed;               /* left the pipeline while busy */
 	bool closed_here;           /* a close passed through this codec */
+	bool quiet;                 /* failures are not logged */
 } weft__codec;
 
 /*

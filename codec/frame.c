@@ -19,6 +19,7 @@ typedef struct frame_codec {
 	size_t min_frame_bytes;
 	bool crc32c;
 	bool emit_bytes;
+	bool decode_only;
 } frame_codec;
 
 int
@@ -432,7 +433,7 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	size_t len;
 	int rv;
 
-	if (!weft_msg_is_bytes(type)) {
+	if (!weft_msg_is_bytes(type) || f->decode_only) {
 		weft_ctx_write(ctx, type, msg, cb, cb_arg);
 		return;
 	}
@@ -474,6 +475,8 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 		return rv;
 	}
 	f->emit_bytes = opts != NULL && opts->emit_bytes;
+	f->decode_only = opts != NULL && opts->decode_only;
+	f->base.quiet = opts != NULL && opts->quiet;
 	return weft__codec_add(ch, base, name, &frame_handler, &f->base);
 }
 
