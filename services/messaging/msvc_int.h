@@ -630,6 +630,7 @@ enum weft__msvc_match weft__msvc_response(struct weft__msvc_loop *ml,
                                           const struct weft__msvc_env *env);
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
+void weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status);
 int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);
 void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 

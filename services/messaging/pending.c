@@ -418,6 +418,18 @@ weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status)
 			weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }
 
+/* Ends the loop's own requests in flight (heartbeats) with status:
+ * nobody waits for their answers. */
+void
+weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status)
+{
+	uint32_t i;
+
+	for (i = 0; i < ml->slots_cap; i++)
+		if (slot(ml, i)->live && slot(ml, i)->internal)
+			weft__msvc_slot_complete(ml, i, status, NULL, 0);
+}
+
 int
 weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 {

@@ -395,6 +395,15 @@ loop_teardown(struct weft__msvc_loop *ml)
 	weft__msvc_loop_fini(ml);
 }
 
+/* Heartbeats in flight end when the stop begins (none starts after it):
+ * nobody waits for them, and one sent to a peer that had just gone held
+ * the drain for its whole timeout. */
+static void
+loop_end_heartbeats(struct weft__msvc_loop *ml)
+{
+	weft__msvc_fail_internal_pending(ml, WEFT_ESHUTDOWN);
+}
+
 /* ---- What stop waits for --------------------------------------------- */
 
 /* The loads are sequentially consistent: see weft__msvc_drained. */
@@ -497,8 +506,10 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	 * answered SHUTTING_DOWN (so dialers know, rather than wait), but
 	 * for members that owe us answers: they reply on their own
 	 * connections. */
-	if (atomic_load(&svc->started))
+	if (atomic_load(&svc->started)) {
+		on_each_loop(svc, loop_end_heartbeats);
 		wait_until(svc, is_quiet, deadline);
+	}
 	if (svc->server != NULL)
 		weft_server_close(svc->server, NULL, NULL);
 	svc->server = NULL;
