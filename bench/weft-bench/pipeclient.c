@@ -190,13 +190,9 @@ static const weft_handler rpc_handler = {
 static int
 client_init(weft_channel *ch, void *arg)
 {
-	weft_frame_codec_opts fo = {0};
-	int rv;
+	int rv = wbench_pipe_codecs(ch);
 
-	fo.max_frame_bytes = WBENCH_MAX_SIZE + WEFT_ENVELOPE_HEADER_BYTES;
-	fo.emit_bytes = true;
-	if ((rv = weft_frame_codec_add(ch, "frame", &fo)) != 0 ||
-	    (rv = weft_envelope_codec_add(ch, "envelope", NULL)) != 0)
+	if (rv != 0)
 		return rv;
 	return weft_pipeline_add_last(ch, "rpc", &rpc_handler, arg);
 }

@@ -80,17 +80,27 @@ static const weft_handler echo_handler = {
     .read_complete = echo_read_complete,
 };
 
+int
+wbench_pipe_codecs(weft_channel *ch)
+{
+	const weft_frame_codec_opts fo = {
+	    .max_frame_bytes = WBENCH_MAX_SIZE + WEFT_ENVELOPE_HEADER_BYTES,
+	    .emit_bytes = true,
+	};
+	int rv;
+
+	if ((rv = weft_frame_codec_add(ch, "frame", &fo)) != 0)
+		return rv;
+	return weft_envelope_codec_add(ch, "envelope", NULL);
+}
+
 /* server_init builds an accepted channel's pipeline. */
 static int
 server_init(weft_channel *ch, void *arg)
 {
-	weft_frame_codec_opts fo = {0};
-	int rv;
+	int rv = wbench_pipe_codecs(ch);
 
-	fo.max_frame_bytes = WBENCH_MAX_SIZE + WEFT_ENVELOPE_HEADER_BYTES;
-	fo.emit_bytes = true;
-	if ((rv = weft_frame_codec_add(ch, "frame", &fo)) != 0 ||
-	    (rv = weft_envelope_codec_add(ch, "envelope", NULL)) != 0)
+	if (rv != 0)
 		return rv;
 	return weft_pipeline_add_last(ch, "echo", &echo_handler, arg);
 }

@@ -648,6 +648,10 @@ int wbench_rpc_client(const wbench_opts *o);
  * and report the same figures. */
 int wbench_pipe_server(const wbench_opts *o);
 int wbench_pipe_client(const wbench_opts *o);
+/* wbench_pipe_codecs adds the frame and envelope codecs both sides put
+ * before their own handler. */
+struct weft_channel;
+int wbench_pipe_codecs(struct weft_channel *ch);
 
 /* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
 int wbench_ycsb_run(const wbench_opts *o);
