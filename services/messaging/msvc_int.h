@@ -8,6 +8,8 @@
 #include <sys/queue.h>
 #include <sys/types.h>
 
+#include <event2/buffer.h>
+
 #include <weft/channel.h>
 #include <weft/crc32c.h>
 #include <weft/histogram.h>
@@ -217,10 +219,9 @@ struct weft__msvc_conn {
 	bool crc;
 	bool dirty;
 	bool paused;
-	bool timer_is_backoff; /* else the handshake deadline */
-	bool plain_fallback;   /* optional TLS mode: the peer has no TLS */
-	bool established;      /* outbound: the handshake was accepted */
-	bool retry_plain;      /* outbound: redial in plaintext, no failure */
+	bool plain_fallback; /* optional TLS mode: the peer has no TLS */
+	bool established;    /* outbound: the handshake was accepted */
+	bool retry_plain;    /* outbound: redial in plaintext, no failure */
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
@@ -233,7 +234,8 @@ struct weft__msvc_conn {
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
 	uint32_t attempts;     /* failed dials in a row */
 	unsigned jitter_seed;
-	weft_timer *timer; /* back-off or handshake deadline */
+	weft_timer *backoff;     /* outbound: until the next dial */
+	weft_timer *reply_timer; /* outbound: the handshake reply's deadline */
 	struct weft__msvc_conn *dirty_next;
 	LIST_ENTRY(weft__msvc_conn) paused_link;
 	LIST_ENTRY(weft__msvc_conn) inbound_link;
@@ -550,19 +552,37 @@ void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
 bool weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal);
 void weft__msvc_hb_start(weft_msvc_peer *peer);
 
-/* conn.c: channels, frames, handshakes, dialing. */
+/* conn.c: connection objects and their pipelines. */
+#define WEFT__MSVC_FRAME_CODEC "msvc-frame"
+int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
                                   struct weft__msvc_conn *c);
 void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);
-void weft__msvc_conn_dial(struct weft__msvc_conn *c);
 void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
 /* weft__msvc_conn_reject closes c for bad input, with a warning. */
 void weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why);
 int weft__msvc_accept_init(weft_channel *ch, void *arg);
+
+/* dial.c */
+void weft__msvc_conn_dial(struct weft__msvc_conn *c);
+/* weft__msvc_dial_lost: an outbound connection ended, or its dial failed,
+ * with status; it backs off before the next dial. */
+void weft__msvc_dial_lost(struct weft__msvc_conn *c, int status);
+
+/* handshake.c: the handler that runs the handshake, then leaves. */
+extern const weft_handler weft__msvc_handshake_handler;
+void weft__msvc_handshake_send_hello(struct weft__msvc_conn *c);
+
+/* read.c: the gate before the frame codec and the service's handler. */
+extern const weft_handler weft__msvc_gate_handler;
+extern const weft_handler weft__msvc_handler;
+void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
+
+/* write.c */
 void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
 void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
-void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
+void weft__msvc_conn_drop_tx(struct weft__msvc_conn *c);
 /* Encodes one message into c->tx; returns the frame bytes. */
 size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
                               uint32_t verb, uint32_t flags,
@@ -668,6 +688,30 @@ static inline void
 weft__msvc_batch_end(struct weft__msvc_loop *ml)
 {
 	ml->batch_depth--;
+}
+
+/* A frame as the frame codec delivers it (a borrowed byte run, or an
+ * evbuffer for a large one): its contiguous bytes and their number, or
+ * NULL when there is no memory to make them contiguous. */
+static inline const uint8_t *
+weft__msvc_frame_body(const weft_msg_type *type, void *msg, size_t *n)
+{
+	if (type == &weft_msg_bytes) {
+		const weft_bytes *b = msg;
+
+		*n = b->len;
+		return b->data;
+	}
+	*n = evbuffer_get_length(msg);
+	return evbuffer_pullup(msg, -1);
+}
+
+/* A whole frame arrived: the one that was incomplete, if any, is done. */
+static inline void
+weft__msvc_frame_arrived(struct weft__msvc_conn *c)
+{
+	if (c->frame_started_ns != 0)
+		weft__msvc_guard_frame_done(c);
 }
 
 /* Wall-clock and monotonic time on ml's thread: the batch's if inside

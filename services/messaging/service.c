@@ -345,8 +345,10 @@ loop_shutdown(struct weft__msvc_loop *ml)
 			     i++) {
 				c = &peer->conns[cls][i];
 				weft__msvc_conn_purge_backlog(c, true);
-				if (c->timer != NULL)
-					weft_timer_stop(c->timer);
+				if (c->backoff != NULL)
+					weft_timer_stop(c->backoff);
+				if (c->reply_timer != NULL)
+					weft_timer_stop(c->reply_timer);
 				weft__msvc_conn_close(c, "shutting down");
 			}
 	}
@@ -368,9 +370,12 @@ free_conn_timers(weft_msvc_peer *peer)
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++) {
 			c = &peer->conns[cls][i];
-			if (c->timer != NULL)
-				weft_timer_free(c->timer);
-			c->timer = NULL;
+			if (c->backoff != NULL)
+				weft_timer_free(c->backoff);
+			c->backoff = NULL;
+			if (c->reply_timer != NULL)
+				weft_timer_free(c->reply_timer);
+			c->reply_timer = NULL;
 		}
 }
 

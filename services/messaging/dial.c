@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dial.c: an outbound connection's life between handshakes: dialing,
+ * the optional-TLS fallback to plaintext, and redialing with jittered
+ * exponential back-off when a dial fails or a connection ends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msvc_int.h"
+
+static uint64_t
+backoff_ms(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint64_t d = l->reconnect_min_ms;
+	uint32_t i;
+
+	for (i = 1; i < c->attempts && d < l->reconnect_max_ms; i++)
+		d *= 2;
+	if (d > l->reconnect_max_ms)
+		d = l->reconnect_max_ms;
+	/* Jitter: somewhere between half and all of d. */
+	return d / 2 + (uint64_t)rand_r(&c->jitter_seed) % (d / 2 + 1);
+}
+
+static void
+on_backoff(weft_timer *t, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)t;
+	c->state = WEFT__MSVC_IDLE;
+	weft__msvc_conn_purge_backlog(c, false);
+	/* A peer known down is redialed on the back-off schedule, so that
+	 * requests stop failing soon after it is back. */
+	if (!TAILQ_EMPTY(&c->backlog) ||
+	    (c->cls == WEFT_MSVC_URGENT && c->index == 0 && c->peer->used &&
+	     atomic_load(&c->peer->down)))
+		weft__msvc_conn_dial(c);
+}
+
+/*
+ * An outbound connection ended (or never started): back off. One that
+ * never got through its handshake is a dial that failed: the peer is
+ * unreachable, and what waited for the connection fails now rather than
+ * when it expires.
+ */
+void
+weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
+{
+	weft_msvc_peer *peer = c->peer;
+	bool dial_failed = !c->established && !c->retry_plain;
+
+	c->ch = NULL;
+	c->state = WEFT__MSVC_BACKOFF;
+	c->established = false;
+	c->retry_plain = false;
+	if (c->reply_timer != NULL)
+		weft_timer_stop(c->reply_timer);
+	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
+	if (atomic_load(&c->svc->stopping)) {
+		c->state = WEFT__MSVC_IDLE;
+		return;
+	}
+	if (dial_failed) {
+		weft__msvc_peer_unreachable(
+		    peer, c->why[0] ? c->why : weft_strerror(status));
+		weft__msvc_conn_fail_backlog(c, WEFT_EPEERDOWN);
+	}
+	c->why[0] = '\0';
+	if (c->cls == WEFT_MSVC_URGENT && atomic_load(&peer->up))
+		weft__msvc_peer_down(peer, weft_strerror(status));
+	c->attempts++;
+	if (c->backoff == NULL &&
+	    weft_timer_new(c->ml->loop, on_backoff, c, &c->backoff) != 0) {
+		c->state = WEFT__MSVC_IDLE;
+		return;
+	}
+	weft_timer_stop(c->backoff);
+	weft_timer_start(c->backoff, backoff_ms(c), 0);
+}
+
+static int
+outbound_init(weft_channel *ch, void *arg)
+{
+	return weft__msvc_conn_attach(arg, ch);
+}
+
+static void
+on_connected(weft_channel *ch, int status, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	c->connecting = NULL;
+	if (atomic_fetch_sub(&c->ml->connects_in_progress, 1) == 1)
+		weft__msvc_closed(c->svc);
+	if (status != 0) {
+		/* In optional mode a peer that has no TLS yet (a rolling
+		 * change) is dialed in plaintext from then on: that retry is
+		 * part of this dial, which has not failed yet. */
+		if ((status == WEFT_ETLS || status == WEFT_ECLOSED) &&
+		    c->svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+		    c->svc->opts.tls != NULL && !c->plain_fallback) {
+			c->plain_fallback = true;
+			c->retry_plain = true;
+			weft_info("msvc %s: %s does not speak TLS; optional "
+			          "mode dials it in plaintext",
+			          c->svc->id, c->peer->id);
+		}
+		weft__msvc_count(&c->peer->st.connect_failures, 1);
+		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
+		           c->peer->id, c->peer_addr, weft_strerror(status));
+		snprintf(c->why, sizeof(c->why), "%s at %s",
+		         weft_strerror(status), c->peer_addr);
+		weft__msvc_dial_lost(c, status);
+		return;
+	}
+	(void)ch; /* attached by outbound_init */
+	c->state = WEFT__MSVC_HANDSHAKE;
+	c->crc = true;
+	weft__msvc_handshake_send_hello(c);
+}
+
+void
+weft__msvc_conn_dial(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	weft_msvc_peer *peer = c->peer;
+	weft_connect_opts o = {0};
+	char addr[WEFT_ADDRESS_MAX];
+	int rv;
+
+	if (c->state != WEFT__MSVC_IDLE || atomic_load(&svc->stopped))
+		return;
+	pthread_mutex_lock(&peer->addr_lock);
+	if (strchr(peer->host, ':') != NULL)
+		snprintf(addr, sizeof(addr), "[%s]:%u", peer->host,
+		         (unsigned)peer->port);
+	else
+		snprintf(addr, sizeof(addr), "%s:%u", peer->host,
+		         (unsigned)peer->port);
+	pthread_mutex_unlock(&peer->addr_lock);
+	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s", addr);
+	o.timeout_ms = svc->cfg->limits.connect_timeout_ms;
+	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
+	o.init = outbound_init;
+	o.init_arg = c;
+	/* With TLS the handshake checks the peer's name, and sessions resume
+	 * per peer rather than per address. */
+	o.server_name = peer->id;
+	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL ||
+	    (svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+	     !c->plain_fallback))
+		o.tls = svc->opts.tls;
+	c->state = WEFT__MSVC_CONNECTING;
+	rv = weft_connect_start(c->ml->loop, addr, &o, on_connected, c,
+	                        &c->connecting);
+	if (rv != 0) {
+		c->connecting = NULL;
+		weft__msvc_count(&peer->st.connect_failures, 1);
+		weft_debug("msvc %s: cannot dial %s at %s: %s", svc->id,
+		           peer->id, addr, weft_strerror(rv));
+		snprintf(c->why, sizeof(c->why), "cannot dial %s: %s", addr,
+		         weft_strerror(rv));
+		weft__msvc_dial_lost(c, rv);
+		return;
+	}
+	atomic_fetch_add(&c->ml->connects_in_progress, 1);
+}

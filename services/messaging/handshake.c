@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handshake.c: the handshake handler. It sits after the frame codec from
+ * the moment a connection is made: an accepting node reads the HELLO and
+ * answers it, a dialing one sends the HELLO and reads the answer. Once
+ * both agree, it sets the frame codec to what they agreed (the CRC, the
+ * frame limits) and leaves the pipeline, so that every later frame goes
+ * straight to the service's handler (read.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include <weft/frame.h>
+#include <weft/tls.h>
+
+#include "msvc_int.h"
+
+/* A message frame this short cannot hold an envelope. */
+#define MIN_ENVELOPE 8
+
+/* The frame codec's settings for the connection's traffic from here on;
+ * false (the connection then closes) if the codec refused them. */
+static bool
+frames_agreed(struct weft__msvc_conn *c)
+{
+	size_t max = c->svc->cfg->limits.max_frame_bytes;
+
+	if (max > WEFT_FRAME_LIMIT)
+		max = WEFT_FRAME_LIMIT;
+	return weft_frame_codec_set_crc(c->ch, WEFT__MSVC_FRAME_CODEC,
+	                                c->crc) == 0 &&
+	       weft_frame_codec_set_max(c->ch, WEFT__MSVC_FRAME_CODEC, max) ==
+	           0 &&
+	       weft_frame_codec_set_min(c->ch, WEFT__MSVC_FRAME_CODEC,
+	                                MIN_ENVELOPE) == 0;
+}
+
+/* Writes a handshake frame that buf's encoder filled; false if it could
+ * not be written. */
+static bool
+send_frame(struct weft__msvc_conn *c, struct evbuffer *buf, int encoded)
+{
+	bool ok = buf != NULL && encoded == 0 &&
+	          weft_channel_write(c->ch, buf, NULL, NULL) == 0;
+
+	if (buf != NULL)
+		evbuffer_free(buf);
+	return ok;
+}
+
+/* ---- Accepting --------------------------------------------------------- */
+
+static void
+refuse(struct weft__msvc_conn *c, int status, const char *reason)
+{
+	struct weft__msvc_reply r = {.status = (uint64_t)status};
+	struct evbuffer *buf = evbuffer_new();
+
+	snprintf(r.id, sizeof(r.id), "%s", c->svc->id);
+	snprintf(r.reason, sizeof(r.reason), "%s", reason);
+	if (status == WEFT__MSVC_R_VERSION)
+		snprintf(r.reason, sizeof(r.reason),
+		         "no common version: this node speaks %d..%d",
+		         WEFT__MSVC_VERSION_MIN, WEFT__MSVC_VERSION_MAX);
+	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+	(void)send_frame(c, buf,
+	                 buf != NULL ? weft__msvc_reply_encode(buf, &r) : 0);
+	weft__msvc_conn_reject(c, r.reason);
+}
+
+/* Posted to a member's home loop when it dialed us: watch it too. */
+static void
+touch_task(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	if (status == 0)
+		weft__msvc_peer_touch(arg);
+}
+
+/*
+ * In optional mode, a plaintext claim to be a member is refused once that
+ * member has been seen over TLS (a node that has its certificate dials
+ * with TLS from then on), unless the config allows plaintext members.
+ */
+static bool
+plaintext_claim_refused(const weft_msvc *svc, ssize_t member)
+{
+	return svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
+	       !svc->cfg->tls.allow_plaintext_members &&
+	       atomic_load(&svc->peers[member]->seen_tls);
+}
+
+static int
+check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
+            ssize_t *member, const char **why)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t v = h->max_version < WEFT__MSVC_VERSION_MAX
+	                 ? h->max_version
+	                 : WEFT__MSVC_VERSION_MAX;
+
+	*member = weft__msvc_config_find(svc->cfg, h->id);
+	if (v < h->min_version || v < WEFT__MSVC_VERSION_MIN)
+		return *why = "unsupported version", WEFT__MSVC_R_VERSION;
+	if (strcmp(h->cluster, svc->cfg->cluster) != 0)
+		return *why = "wrong cluster", WEFT__MSVC_R_CLUSTER;
+	if (h->cls >= WEFT_MSVC_CLASSES)
+		return *why = "bad connection class", WEFT__MSVC_R_BAD_CLASS;
+	if (h->role == 0 && *member < 0)
+		return *why = "unknown node id", WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 0 && svc->member && (uint32_t)*member == svc->self_index)
+		return *why = "claims this node's own id",
+		       WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 1 && *member >= 0)
+		return *why = "client claims a member id",
+		       WEFT__MSVC_R_UNKNOWN_NODE;
+	if (h->role == 1 && !svc->cfg->limits.allow_clients)
+		return *why = "clients not accepted", WEFT__MSVC_R_NO_CLIENTS;
+	if (h->role > 1 || !weft__msvc_id_is_valid(h->id))
+		return *why = "bad role or id", WEFT__MSVC_R_MALFORMED;
+	/* From the start of a drain the node is going away: it lets in only
+	 * members that owe it answers (they reply on connections of their
+	 * own), until the drain ends. */
+	if (atomic_load(&svc->stopping) &&
+	    (*member < 0 || atomic_load(&svc->stopped) ||
+	     weft__msvc_relaxed(&svc->peers[*member]->st.pending) == 0))
+		return *why = "shutting down", WEFT__MSVC_R_SHUTTING_DOWN;
+	/* With TLS, a member or client must be who its certificate names: a
+	 * valid cluster certificate does not let one speak for another. */
+	if (c->ch != NULL && weft_tls_is_active(c->ch)) {
+		if (weft_tls_peer_check(c->ch, h->id) != 0)
+			return *why =
+			           h->role == 0
+			               ? "certificate does not name this node "
+			                 "id"
+			               : "certificate does not name this "
+			                 "client id",
+			       WEFT__MSVC_R_AUTH;
+	} else if (h->role == 0 && plaintext_claim_refused(svc, *member)) {
+		return *why = "member seen over TLS claimed in plaintext",
+		       WEFT__MSVC_R_AUTH;
+	}
+	return WEFT__MSVC_OK;
+}
+
+/* An accepted connection's HELLO; true when the connection is up. */
+static bool
+on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+{
+	weft_msvc *svc = c->svc;
+	struct weft__msvc_hello h;
+	struct weft__msvc_reply r = {0};
+	struct evbuffer *buf;
+	const char *why = "malformed hello";
+	ssize_t member = -1;
+	int status = WEFT__MSVC_R_MALFORMED;
+
+	if (weft__msvc_hello_decode(body, n, &h) == 0)
+		status = check_hello(c, &h, &member, &why);
+	if (status == WEFT__MSVC_OK && member < 0)
+		status = weft__msvc_guard_admit_client(c, &why);
+	if (status != WEFT__MSVC_OK) {
+		refuse(c, status, why);
+		return false;
+	}
+	if (member >= 0) {
+		c->peer = svc->peers[member];
+		if (weft_tls_is_active(c->ch))
+			atomic_store(&c->peer->seen_tls, true);
+	} else if (weft__msvc_peer_client_new(svc, c, h.id, &c->peer) != 0) {
+		refuse(c, WEFT__MSVC_R_SHUTTING_DOWN, "out of memory");
+		return false;
+	}
+	c->cls = (uint8_t)h.cls;
+	c->index = (uint32_t)h.index;
+	r.version = WEFT__MSVC_VERSION_MAX < h.max_version
+	                ? WEFT__MSVC_VERSION_MAX
+	                : h.max_version;
+	snprintf(r.id, sizeof(r.id), "%s", svc->id);
+	/* CRCs go only where TLS protects every byte already. */
+	c->crc = !(weft_tls_is_active(c->ch) && (h.flags & 1));
+	r.flags = c->crc ? 1 : 0;
+	r.max_frame = svc->cfg->limits.max_frame_bytes;
+	buf = evbuffer_new();
+	if (!send_frame(c, buf,
+	                buf != NULL ? weft__msvc_reply_encode(buf, &r) : 0) ||
+	    !frames_agreed(c)) {
+		weft__msvc_conn_reject(c, "cannot answer the handshake");
+		return false;
+	}
+	weft__msvc_guard_handshake_done(c);
+	c->state = WEFT__MSVC_UP;
+	if (member >= 0 && svc->member && !c->peer->is_self) {
+		if (c->peer->home == c->ml)
+			weft__msvc_peer_touch(c->peer);
+		else if (weft_loop_post(c->peer->home->loop, touch_task,
+		                        c->peer) == 0)
+			weft__msvc_count1(&c->ml->rs.handoffs, 1);
+	}
+	return true;
+}
+
+/* ---- Dialing ----------------------------------------------------------- */
+
+static void
+on_reply_timeout(weft_timer *t, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)t;
+	if (c->state != WEFT__MSVC_HANDSHAKE)
+		return;
+	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+	snprintf(c->why, sizeof(c->why), "no handshake reply in time");
+	weft__msvc_conn_reject(c, "no handshake in time");
+}
+
+void
+weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	struct weft__msvc_hello h = {
+	    .min_version = WEFT__MSVC_VERSION_MIN,
+	    .max_version = WEFT__MSVC_VERSION_MAX,
+	    .role = svc->member ? 0 : 1,
+	    .cls = c->cls,
+	    .index = c->index,
+	    .flags = weft_tls_is_active(c->ch) ? 1 : 0,
+	};
+	struct evbuffer *buf = evbuffer_new();
+
+	snprintf(h.cluster, sizeof(h.cluster), "%s", svc->cfg->cluster);
+	snprintf(h.id, sizeof(h.id), "%s", svc->id);
+	if (!send_frame(c, buf,
+	                buf != NULL ? weft__msvc_hello_encode(buf, &h) : 0)) {
+		weft_channel_close(c->ch);
+		return;
+	}
+	if (c->reply_timer == NULL &&
+	    weft_timer_new(c->ml->loop, on_reply_timeout, c, &c->reply_timer) !=
+	        0)
+		return;
+	weft_timer_start(c->reply_timer, svc->cfg->limits.connect_timeout_ms,
+	                 0);
+}
+
+/* The answer to our HELLO; true when the connection is up. */
+static bool
+on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+{
+	struct weft__msvc_reply r;
+
+	if (weft__msvc_reply_decode(body, n, &r) != 0) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft__msvc_conn_reject(c, "malformed handshake reply");
+		return false;
+	}
+	if (r.status != 0) {
+		/* Said once when the peer goes down, not on every retry. */
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft_debug("msvc %s: %s refused our connection: %s (%u)",
+		           c->svc->id, c->peer->id, r.reason,
+		           (unsigned)r.status);
+		snprintf(c->why, sizeof(c->why), "it refused us: %s (%u)",
+		         r.reason, (unsigned)r.status);
+		weft_channel_close(c->ch);
+		return false;
+	}
+	/* The node that answered must be the one we dialed, and with TLS
+	 * its certificate must say so too. */
+	if (strcmp(r.id, c->peer->id) != 0 ||
+	    (weft_tls_is_active(c->ch) &&
+	     weft_tls_peer_check(c->ch, c->peer->id) != 0)) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft_log_limited(&c->svc->log_reject, WEFT_LOG_WARN,
+		                 "msvc %s: dialed %s but %s answered%s",
+		                 c->svc->id, c->peer->id, r.id,
+		                 strcmp(r.id, c->peer->id) == 0
+		                     ? " with a certificate for another name"
+		                     : "");
+		snprintf(c->why, sizeof(c->why), "%s answered in its place",
+		         r.id);
+		weft_channel_close(c->ch);
+		return false;
+	}
+	weft_timer_stop(c->reply_timer);
+	if (weft_tls_is_active(c->ch))
+		atomic_store(&c->peer->seen_tls, true);
+	c->crc = r.flags & 1;
+	if (!frames_agreed(c)) {
+		weft__msvc_conn_reject(c, "cannot apply the handshake");
+		return false;
+	}
+	c->state = WEFT__MSVC_UP;
+	c->established = true;
+	c->attempts = 0;
+	weft__msvc_peer_conn_up(c->peer, c);
+	weft__msvc_conn_flush_backlog(c);
+	return true;
+}
+
+/* ---- The handler ------------------------------------------------------- */
+
+static void
+hs_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	const uint8_t *body;
+	size_t n;
+	bool up;
+
+	if ((body = weft__msvc_frame_body(type, msg, &n)) == NULL) {
+		weft__msvc_conn_reject(c, "out of memory");
+		return;
+	}
+	weft__msvc_frame_arrived(c);
+	up = c->outbound ? on_reply(c, body, n) : on_hello(c, body, n);
+	/* Done: the frames after this one go to the service's handler. */
+	if (up)
+		weft_ctx_remove(ctx);
+}
+
+const weft_handler weft__msvc_handshake_handler = {
+    .read = hs_read,
+};

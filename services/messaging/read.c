@@ -1,0 +1,347 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * read.c: what a connection receives. Its pipeline, from the channel on:
+ *
+ *   gate -> frame codec -> handshake (until it is done) -> msvc
+ *
+ * The gate opens each read batch (one clock reading for all of it) and
+ * holds the batch back while the node's inbound budget is spent or the
+ * connection is a client that does not read its answers: the bytes then
+ * stay in the channel's input until reading resumes. The frame codec
+ * (weft/frame.h) cuts and checks the frames, and says when one has begun
+ * and not ended. The handler at the end takes each message frame's
+ * envelope, hands requests to dispatch and answers to the loop that
+ * waits for them, and stops the codec before the next frame when the
+ * budget runs out.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include <weft/frame.h>
+
+#include "msvc_int.h"
+
+#define FORGED_WHY "answered a request that was not sent to it"
+
+/* Hands a response to the loop that holds its pending request. The
+ * channel it came on is held, to be closed should the answer be forged. */
+struct handoff {
+	struct weft__msvc_loop *ml;
+	const weft_msvc_peer *from;
+	weft_channel *ch;
+	struct weft__msvc_env env;
+	uint8_t payload[];
+};
+
+static void
+handoff_task(weft_loop *loop, int status, void *arg)
+{
+	struct handoff *h = arg;
+
+	(void)loop;
+	if (status == 0 &&
+	    weft__msvc_response(h->ml, h->from, &h->env) == WEFT__MSVC_FORGED) {
+		weft_log_limited(&h->ml->svc->log_reject, WEFT_LOG_WARN,
+		                 "msvc %s: closing connection from %s (%s): %s",
+		                 h->ml->svc->id, weft_channel_peer(h->ch),
+		                 h->from->id, FORGED_WHY);
+		weft_channel_close(h->ch);
+	}
+	weft_channel_unref(h->ch);
+	free(h);
+}
+
+static void
+route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
+{
+	weft_msvc *svc = c->svc;
+	uint32_t li = (uint32_t)(env->id >> 24) & 0xff;
+	struct handoff *h;
+
+	if (li == c->ml->index) {
+		if (weft__msvc_response(c->ml, c->peer, env) ==
+		    WEFT__MSVC_FORGED)
+			weft__msvc_conn_reject(c, FORGED_WHY);
+		return;
+	}
+	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->len)) == NULL) {
+		weft__msvc_count(&svc->st.late_responses, 1);
+		return;
+	}
+	h->ml = &svc->loops[li];
+	h->from = c->peer;
+	h->ch = c->ch;
+	h->env = *env;
+	memcpy(h->payload, env->payload, env->len);
+	h->env.payload = h->payload;
+	weft_channel_ref(h->ch);
+	if (weft_loop_post(h->ml->loop, handoff_task, h) != 0) {
+		weft_channel_unref(h->ch);
+		free(h);
+		return;
+	}
+	weft__msvc_count1(&c->ml->rs.handoffs, 1);
+}
+
+static void
+on_message(struct weft__msvc_conn *c, const uint8_t *body, size_t n,
+           size_t frame_bytes)
+{
+	struct weft__msvc_env env;
+
+	if (weft__msvc_env_decode(body, n, &env) != 0) {
+		weft__msvc_count(&c->svc->st.bad_envelopes, 1);
+		weft__msvc_conn_reject(c, "invalid envelope");
+		return;
+	}
+	weft__msvc_count1(&c->ml->rs.messages_in, 1);
+	weft__msvc_count(&c->peer->st.received, 1);
+	weft__msvc_count(&c->peer->st.bytes_received, frame_bytes);
+	if (!(env.flags & WEFT__MSVC_F_RESPONSE)) {
+		weft__msvc_dispatch(c, &env);
+	} else if (c->peer->is_client) {
+		/* Nothing is ever asked of a client. */
+		weft__msvc_count(&c->svc->st.forged_responses, 1);
+		weft__msvc_conn_reject(c, "a client sent a response");
+	} else {
+		route_response(c, &env);
+	}
+}
+
+/* Stops reading c until the node's inbound bytes in flight go below
+ * the limit again. */
+static void
+pause_reading(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	c->paused = true;
+	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
+	atomic_fetch_add(&svc->paused_conns, 1);
+	weft__msvc_count(&svc->st.read_pauses, 1);
+	weft_channel_set_auto_read(c->ch, false);
+	/* A release may have raced the pause: look again. */
+	if (atomic_load(&svc->inflight) < limit)
+		weft__msvc_inflight_release(svc, 0);
+}
+
+/* Stops reading while too many inbound bytes are in flight (not counting
+ * the reservation of c's own frame, which handling it gives back), or
+ * while c is a client that does not read its answers. */
+static bool
+should_pause(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	if (weft__msvc_guard_backlogged(c))
+		return true;
+	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) -
+	        c->frame_reserved <
+	    limit)
+		return false;
+	pause_reading(c);
+	return true;
+}
+
+/* ---- The gate ---------------------------------------------------------- */
+
+static void
+gate_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+
+	weft__msvc_count1(&c->ml->rs.read_batches, 1);
+	weft__msvc_batch_begin(c->ml);
+	weft__msvc_guard_active(c);
+	if (c->state != WEFT__MSVC_CLOSED && !c->paused && !c->blocked &&
+	    !(c->state == WEFT__MSVC_UP && should_pause(c)))
+		weft_ctx_fire_read(ctx, type, msg);
+	weft__msvc_batch_end(c->ml);
+}
+
+const weft_handler weft__msvc_gate_handler = {
+    .read = gate_read,
+};
+
+/* ---- The service's handler --------------------------------------------- */
+
+static void
+h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	const uint8_t *body;
+	size_t n;
+
+	if ((body = weft__msvc_frame_body(type, msg, &n)) == NULL) {
+		weft__msvc_conn_reject(c, "out of memory");
+		return;
+	}
+	weft__msvc_frame_arrived(c);
+	on_message(c, body, n, 4 + n + (c->crc ? 4 : 0));
+	/* The budget decides whether the codec goes on to the next frame. */
+	if (c->state == WEFT__MSVC_UP && c->ch != NULL)
+		(void)should_pause(c);
+}
+
+/* The frame codec found a frame begun and not ended at the end of a
+ * batch: its bytes count as in flight, and its deadline runs. */
+static void
+h_user_event(weft_ctx *ctx, int event, void *data)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	const weft_frame_partial *part = data;
+
+	if (event != WEFT_FRAME_EVENT_INCOMPLETE) {
+		weft_ctx_fire_user_event(ctx, event, data);
+		return;
+	}
+	if (c->state == WEFT__MSVC_CLOSED)
+		return;
+	if (part->total == 0)
+		weft__msvc_guard_frame_begun(c);
+	else if (!weft__msvc_guard_frame_wait(c, part->total))
+		pause_reading(c);
+}
+
+/* The frame codec refused the input (it closes the channel itself):
+ * counted and logged here, in the service's words and at its rate. */
+static void
+h_error(weft_ctx *ctx, int status)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	weft_msvc *svc = c->svc;
+	bool up = c->state == WEFT__MSVC_UP;
+	const char *why;
+
+	if (c->state == WEFT__MSVC_CLOSED || c->ch == NULL)
+		return;
+	switch (status) {
+	case WEFT_ECHECKSUM:
+		weft__msvc_count(&svc->st.bad_frames, 1);
+		why = "frame checksum mismatch";
+		break;
+	case WEFT_ETOOBIG:
+	case WEFT_EPROTO:
+		if (!weft_channel_is_open(c->ch)) {
+			/* The peer went away in the middle of a frame. */
+			if (!c->outbound) {
+				weft__msvc_count(&svc->st.bad_frames, 1);
+				weft_log_limited(
+				    &svc->log_reject, WEFT_LOG_WARN,
+				    "msvc %s: connection from %s closed "
+				    "inside a frame",
+				    svc->id, c->peer_addr);
+			}
+			return;
+		}
+		weft__msvc_count(up ? &svc->st.oversized_frames
+		                    : &svc->st.handshakes_refused,
+		                 1);
+		why = status == WEFT_ETOOBIG ? "frame too large"
+		                             : "frame too short";
+		break;
+	case WEFT_ENOMEM:
+		why = "out of memory";
+		break;
+	default:
+		return;
+	}
+	if (c->outbound && !up)
+		snprintf(c->why, sizeof(c->why), "bad handshake reply: %s",
+		         why);
+	weft__msvc_conn_reject(c, why);
+}
+
+static void
+h_inactive(weft_ctx *ctx)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	weft_msvc *svc = c->svc;
+
+	if (atomic_fetch_sub(&svc->st.connections_open, 1) == 1)
+		weft__msvc_closed(svc);
+	if (c->paused) {
+		LIST_REMOVE(c, paused_link);
+		c->paused = false;
+		atomic_fetch_sub(&svc->paused_conns, 1);
+	}
+	weft__msvc_conn_drop_tx(c);
+	if (c->outbound) {
+		c->crc = true;
+		/* Optional mode: a peer dialed in plaintext may have TLS by
+		 * the time we redial (a rolling change), and may refuse
+		 * plaintext from then on: each new connection tries TLS
+		 * first. */
+		c->plain_fallback = false;
+		weft__msvc_dial_lost(c, WEFT_ECLOSED);
+		return;
+	}
+	weft__msvc_guard_release(c);
+	c->state = WEFT__MSVC_CLOSED;
+	c->ch = NULL;
+	if (c->peer != NULL && c->peer->is_client) {
+		c->peer->client_conn = NULL;
+		weft__msvc_conn_purge_backlog(c, true);
+	}
+}
+
+static void
+h_removed(weft_ctx *ctx)
+{
+	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+
+	/* Nothing reaches c through the channel from here on. */
+	weft_channel_set_data(weft_ctx_channel(ctx), NULL);
+	if (!c->outbound)
+		weft__msvc_conn_free(c);
+}
+
+const weft_handler weft__msvc_handler = {
+    .read = h_read,
+    .user_event = h_user_event,
+    .error = h_error,
+    .inactive = h_inactive,
+    .removed = h_removed,
+};
+
+/* ---- Resuming ---------------------------------------------------------- */
+
+void
+weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+	LIST_HEAD(, weft__msvc_conn) todo;
+	struct weft__msvc_conn *c;
+
+	(void)loop;
+	atomic_store(&ml->resume_posted, false);
+	if (status != 0)
+		return;
+	/* Each paused connection is looked at once: they move to a list of
+	 * their own, and one that must wait longer (or pauses again) goes
+	 * back. A connection closed meanwhile leaves whichever list holds
+	 * it. */
+	LIST_INIT(&todo);
+	while ((c = LIST_FIRST(&ml->paused)) != NULL) {
+		LIST_REMOVE(c, paused_link);
+		LIST_INSERT_HEAD(&todo, c, paused_link);
+	}
+	while ((c = LIST_FIRST(&todo)) != NULL) {
+		LIST_REMOVE(c, paused_link);
+		if (!weft__msvc_guard_may_resume(c)) {
+			LIST_INSERT_HEAD(&ml->paused, c, paused_link);
+			continue;
+		}
+		c->paused = false;
+		atomic_fetch_sub(&svc->paused_conns, 1);
+		if (c->ch != NULL && !c->blocked) {
+			weft_channel_set_auto_read(c->ch, true);
+		}
+	}
+}
