@@ -141,18 +141,11 @@ weft__codec_add(weft_channel *ch, const char *base, const char *name,
 		rv = weft_pipeline_add_after(ch, base, name, h, c);
 	if (rv != 0)
 		weft__codec_destroy(c);
-	else
+	else {
 		c->ctx = weft_pipeline_get(ch, name);
+		c->ch = ch;
+	}
 	return rv;
-}
-
-bool
-weft__codec_leave(weft__codec *c)
-{
-	if (--c->busy > 0 || !c->removed)
-		return false;
-	weft__codec_destroy(c);
-	return true;
 }
 
 void
@@ -216,17 +209,6 @@ weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len)
 	/* Whatever the receiver left is dropped (weft_msg_type's rule);
 	 * asking to drain more than is there drains all. */
 	evbuffer_drain(c->msg, SIZE_MAX);
-}
-
-void
-weft__codec_deliver_bytes(weft__codec *c, weft_ctx *ctx, const void *data,
-                          size_t len)
-{
-	weft_bytes run = {data, len};
-
-	c->stats.msgs_in++;
-	c->stats.bytes_in += len;
-	weft_ctx_fire_read(ctx, &weft_msg_bytes, &run);
 }
 
 void

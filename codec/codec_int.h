@@ -29,6 +29,7 @@ typedef struct weft__codec {
 	uint32_t magic;
 	enum weft_codec_kind kind;
 	weft_ctx *ctx;              /* its place in the pipeline */
+	weft_channel *ch;           /* its channel */
 	weft_codec_stats stats;     /* since the codec joined its pipeline */
 	weft_codec_stats published; /* the part of stats in the totals */
 	struct evbuffer *msg;       /* the inbound message being delivered */
@@ -82,7 +83,14 @@ weft__codec_enter(weft__codec *c)
 	c->busy++;
 }
 
-bool weft__codec_leave(weft__codec *c);
+static inline bool
+weft__codec_leave(weft__codec *c)
+{
+	if (--c->busy > 0 || !c->removed)
+		return false;
+	weft__codec_destroy(c);
+	return true;
+}
 
 /* weft__codec_publish adds what c counted since last time to the
  * process-wide totals. */
@@ -103,8 +111,16 @@ void weft__codec_deliver(weft__codec *c, weft_ctx *ctx, size_t len);
 
 /* weft__codec_deliver_bytes fires read with a borrowed run of len bytes at
  * data (weft_msg_bytes), counting it like weft__codec_deliver. */
-void weft__codec_deliver_bytes(weft__codec *c, weft_ctx *ctx, const void *data,
-                               size_t len);
+static inline void
+weft__codec_deliver_bytes(weft__codec *c, weft_ctx *ctx, const void *data,
+                          size_t len)
+{
+	weft_bytes run = {data, len};
+
+	c->stats.msgs_in++;
+	c->stats.bytes_in += len;
+	weft_ctx_fire_read(ctx, &weft_msg_bytes, &run);
+}
 
 /*
  * weft__codec_out_begin returns the buffer to encode one outbound message
@@ -158,7 +174,8 @@ weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
 {
 	if (weft__codec_done(c))
 		return true;
-	if (weft_channel_is_auto_read(weft_ctx_channel(ctx)))
+	(void)ctx;
+	if (weft_channel_is_auto_read(c->ch))
 		return false;
 	c->paused = true;
 	return true;

@@ -117,18 +117,22 @@ envelope_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	envelope_codec *e = weft_ctx_state(ctx);
 	const weft_bytes *run = msg;
 
-	if (!weft_msg_is_bytes(type)) {
+	if (type != &weft_msg_bytes && type != &weft_msg_evbuffer) {
 		weft_ctx_fire_read(ctx, type, msg);
 		return;
 	}
 	weft__codec_enter(&e->base);
-	/* After a failure, the frames still on their way are dropped. */
-	if (!e->base.failed && type == &weft_msg_bytes)
-		decode_run(e, ctx, run->data, run->len);
-	else if (!e->base.failed)
-		decode_evbuffer(e, ctx, msg);
-	/* Each message is one frame: what the receiver left of it goes. */
-	weft_msg_free(type, msg);
+	/* After a failure, the frames still on their way are dropped. Each
+	 * message is one frame: what the receiver left of an evbuffer goes
+	 * (a byte run is only borrowed). */
+	if (type == &weft_msg_bytes) {
+		if (!e->base.failed)
+			decode_run(e, ctx, run->data, run->len);
+	} else {
+		if (!e->base.failed)
+			decode_evbuffer(e, ctx, msg);
+		evbuffer_drain(msg, evbuffer_get_length(msg));
+	}
 	weft__codec_leave(&e->base);
 }
 
@@ -245,6 +249,7 @@ envelope_codec_add(weft_channel *ch, const char *base, const char *name,
 		return rv;
 	}
 	e->max_payload_bytes = WEFT_FRAME_LIMIT - HDR;
+	e->base.quiet = opts != NULL && opts->quiet;
 	if (opts != NULL && opts->max_payload_bytes != 0 &&
 	    opts->max_payload_bytes < e->max_payload_bytes)
 		e->max_payload_bytes = opts->max_payload_bytes;

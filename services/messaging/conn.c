@@ -39,7 +39,7 @@ weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch)
 	                                 &weft__msvc_gate_handler, c)) != 0 ||
 	    (rv = weft_frame_codec_add(ch, WEFT__MSVC_FRAME_CODEC,
 	                               &handshake_frames)) != 0 ||
-	    (rv = weft_pipeline_add_last(ch, "msvc-handshake",
+	    (rv = weft_pipeline_add_last(ch, WEFT__MSVC_HANDSHAKE_HANDLER,
 	                                 &weft__msvc_handshake_handler, c)) !=
 	        0 ||
 	    (rv = weft_pipeline_add_last(ch, "msvc", &weft__msvc_handler, c)) !=

@@ -742,6 +742,40 @@ test_malformed_envelope_fails_the_channel(void **state)
 	fx_free(f);
 }
 
+/* quiet: a refused frame closes, counts and fires its error as ever, and
+ * logs nothing, for a receiver that reports it in its own words. */
+static void
+test_quiet_codec_fails_without_logging(void **state)
+{
+	weft_frame_codec_opts fo = {.crc32c = true, .emit_bytes = true};
+	weft_envelope_codec_opts eo = {.quiet = true};
+	unsigned char bad[sizeof(doc_request)];
+	struct rec r = {.keep = true};
+	int warnings = fx_warnings();
+	uint32_t c;
+	fx *f;
+
+	(void)state;
+	/* The documented request with kind 3 in its flags, CRC made good. */
+	memcpy(bad, doc_request, sizeof(bad));
+	bad[4 + 15] = 3;
+	c = weft_crc32c(0, bad, sizeof(bad) - 4);
+	bad[sizeof(bad) - 4] = (unsigned char)(c >> 24);
+	bad[sizeof(bad) - 3] = (unsigned char)(c >> 16);
+	bad[sizeof(bad) - 2] = (unsigned char)(c >> 8);
+	bad[sizeof(bad) - 1] = (unsigned char)c;
+	f = codec_fixture(&fo, &eo, &r);
+	fx_send(f, bad, sizeof(bad));
+	assert_int_equal(r.n, 0);
+	assert_int_equal(r.errors, 1);
+	assert_int_equal(r.last_error, WEFT_EPROTO);
+	assert_int_equal(f->err_stats.malformed, 1);
+	assert_int_equal(fx_warnings(), warnings);
+	fx_run_until_inactive(f);
+	rec_clear(&r);
+	fx_free(f);
+}
+
 static void
 test_payload_above_the_limit_fails_the_channel(void **state)
 {
@@ -986,6 +1020,7 @@ main(void)
 	    cmocka_unit_test(test_frames_outside_the_limits_are_refused),
 	    cmocka_unit_test(test_codec_decodes_the_documented_frames),
 	    cmocka_unit_test(test_malformed_envelope_fails_the_channel),
+	    cmocka_unit_test(test_quiet_codec_fails_without_logging),
 	    cmocka_unit_test(test_payload_above_the_limit_fails_the_channel),
 	    cmocka_unit_test(test_writes_become_frames_and_refused_ones_fail),
 	    cmocka_unit_test(test_round_trip_over_an_inproc_pair),

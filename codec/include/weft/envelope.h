@@ -121,6 +121,10 @@ WEFT_API int weft_envelope_encode_frame(struct evbuffer *out,
 /* Envelope codec options; zero fields take the defaults shown. */
 typedef struct weft_envelope_codec_opts {
 	size_t max_payload_bytes; /* 0: any the frame codec lets through */
+	bool quiet;               /* false: each refused frame is logged;
+	                             true: only counted and fired as an error
+	                             to the handlers after it, as the frame
+	                             codec's quiet option does */
 } weft_envelope_codec_opts;
 
 /*
