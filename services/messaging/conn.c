@@ -154,6 +154,18 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 	return 0;
 }
 
+/* An outbound connection's timers; on its loop, or a stopped one. */
+void
+weft__msvc_conn_free_timers(struct weft__msvc_conn *c)
+{
+	if (c->backoff != NULL)
+		weft_timer_free(c->backoff);
+	c->backoff = NULL;
+	if (c->reply_timer != NULL)
+		weft_timer_free(c->reply_timer);
+	c->reply_timer = NULL;
+}
+
 /* Frees what a connection holds (not the outbound struct itself, which
  * lives in its peer's array). Its loop, or a stopped one. */
 void
@@ -165,12 +177,7 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 		TAILQ_REMOVE(&c->backlog, out, link);
 		weft__msvc_out_free(out);
 	}
-	if (c->backoff != NULL)
-		weft_timer_free(c->backoff);
-	c->backoff = NULL;
-	if (c->reply_timer != NULL)
-		weft_timer_free(c->reply_timer);
-	c->reply_timer = NULL;
+	weft__msvc_conn_free_timers(c);
 	if (c->tx != NULL)
 		evbuffer_free(c->tx);
 	c->tx = NULL;

@@ -560,6 +560,7 @@ int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
                                   struct weft__msvc_conn *c);
 void weft__msvc_conn_fini(struct weft__msvc_conn *c);
+void weft__msvc_conn_free_timers(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);
 void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
 /* weft__msvc_conn_reject closes c for bad input, with a warning. */

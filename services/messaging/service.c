@@ -364,19 +364,11 @@ loop_shutdown(struct weft__msvc_loop *ml)
 static void
 free_conn_timers(weft_msvc_peer *peer)
 {
-	struct weft__msvc_conn *c;
 	uint32_t cls, i;
 
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
-		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++) {
-			c = &peer->conns[cls][i];
-			if (c->backoff != NULL)
-				weft_timer_free(c->backoff);
-			c->backoff = NULL;
-			if (c->reply_timer != NULL)
-				weft_timer_free(c->reply_timer);
-			c->reply_timer = NULL;
-		}
+		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++)
+			weft__msvc_conn_free_timers(&peer->conns[cls][i]);
 }
 
 /* Last stage: free what must be freed on the loop thread. */
