@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* codec.c: what the codecs share: counters, errors, delivery, writes. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,9 +26,42 @@ struct atomic_stats {
 #undef DECLARE_FIELD
 };
 
-/* GLOBAL: process-wide codec totals, one set per kind; only ever added to,
- * atomically, by the loops, and read by anyone. */
-static struct atomic_stats totals[WEFT_CODEC_KINDS];
+/*
+ * Process-wide codec totals, one set per kind, kept per thread: each
+ * thread that publishes adds to a block of its own with plain loads and
+ * stores (no locked instruction on a loop's read path), and a reader sums
+ * the blocks. Blocks are never freed: a thread that ends leaves its
+ * counts in its block, which stays on the list (a few hundred bytes per
+ * thread that ever ran a codec).
+ */
+struct totals_block {
+	struct atomic_stats kinds[WEFT_CODEC_KINDS];
+	struct totals_block *next;
+};
+
+/* GLOBAL: the list of blocks, appended to under blocks_lock, read by
+ * weft_codec_get_totals under it. */
+static struct totals_block *blocks;
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This thread's block, made on its first publish. */
+static _Thread_local struct totals_block *my_block
+    __attribute__((tls_model("initial-exec")));
+
+static struct totals_block *
+thread_block(void)
+{
+	struct totals_block *b = my_block;
+
+	if (b != NULL)
+		return b;
+	if ((b = calloc(1, sizeof(*b))) == NULL)
+		return NULL;
+	pthread_mutex_lock(&blocks_lock);
+	b->next = blocks;
+	blocks = b;
+	pthread_mutex_unlock(&blocks_lock);
+	return my_block = b;
+}
 
 static const char *const kind_names[WEFT_CODEC_KINDS] = {
     [WEFT_CODEC_FRAME] = "frame",
@@ -39,17 +73,21 @@ static const char *const kind_names[WEFT_CODEC_KINDS] = {
 void
 weft_codec_get_totals(enum weft_codec_kind kind, weft_codec_stats *out)
 {
+	struct totals_block *b;
 	struct atomic_stats *t;
 
-	if ((unsigned)kind >= WEFT_CODEC_KINDS) {
-		*out = (weft_codec_stats){0};
+	*out = (weft_codec_stats){0};
+	if ((unsigned)kind >= WEFT_CODEC_KINDS)
 		return;
+	pthread_mutex_lock(&blocks_lock);
+	for (b = blocks; b != NULL; b = b->next) {
+		t = &b->kinds[kind];
+#define SUM_FIELD(f)                                                           \
+	out->f += atomic_load_explicit(&t->f, memory_order_relaxed);
+		STATS_FIELDS(SUM_FIELD)
+#undef SUM_FIELD
 	}
-	t = &totals[kind];
-#define LOAD_FIELD(f)                                                          \
-	out->f = atomic_load_explicit(&t->f, memory_order_relaxed);
-	STATS_FIELDS(LOAD_FIELD)
-#undef LOAD_FIELD
+	pthread_mutex_unlock(&blocks_lock);
 }
 
 int
@@ -87,13 +125,21 @@ weft_codec_get_stats(weft_channel *ch, const char *name, weft_codec_stats *out)
 void
 weft__codec_publish(weft__codec *c)
 {
-	struct atomic_stats *t = &totals[c->kind];
+	struct totals_block *b = thread_block();
+	struct atomic_stats *t;
 	uint64_t delta;
 
+	if (b == NULL)
+		return; /* no memory: kept in c->stats, published next time */
+	t = &b->kinds[c->kind];
+	/* Only this thread writes its block. */
 #define ADD_FIELD(f)                                                           \
 	delta = c->stats.f - c->published.f;                                   \
 	if (delta != 0)                                                        \
-		atomic_fetch_add_explicit(&t->f, delta, memory_order_relaxed);
+		atomic_store_explicit(                                         \
+		    &t->f,                                                     \
+		    atomic_load_explicit(&t->f, memory_order_relaxed) + delta, \
+		    memory_order_relaxed);
 	STATS_FIELDS(ADD_FIELD)
 #undef ADD_FIELD
 	c->published = c->stats;

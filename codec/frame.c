@@ -243,8 +243,12 @@ decode(weft__codec *c, weft_ctx *ctx, struct evbuffer *in)
 	frame_codec *f = (frame_codec *)c;
 
 	while (!weft__codec_stop_reading(c, ctx)) {
-		if (decode_first_chain(f, ctx, in) > 0)
+		if (decode_first_chain(f, ctx, in) > 0) {
+			/* Mostly a read ends on a frame's end: nothing left. */
+			if (evbuffer_get_length(in) == 0)
+				return;
 			continue;
+		}
 		if (weft__codec_stop_reading(c, ctx) ||
 		    decode_one(f, ctx, in) == 0)
 			break;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* test_frame.c: the length-field frame codec over a bufferevent pair. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,6 +223,35 @@ test_zero_length_frame(void **state)
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->lens[0], 0);
 	fx_free(f);
+}
+
+static void *
+frames_in_a_thread(void *arg)
+{
+	static const unsigned char frame[] = {0, 0, 0, 3, 'a', 'b', 'c'};
+	fx *f = frame_fixture(0, false);
+
+	(void)arg;
+	fx_send(f, frame, sizeof(frame));
+	fx_send(f, frame, sizeof(frame));
+	fx_free(f);
+	return NULL;
+}
+
+/* The totals count the codecs of every thread, also of one that ended. */
+static void
+test_totals_count_the_codecs_of_ended_threads(void **state)
+{
+	weft_codec_stats before, after;
+	pthread_t t;
+
+	(void)state;
+	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
+	assert_int_equal(pthread_create(&t, NULL, frames_in_a_thread, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	weft_codec_get_totals(WEFT_CODEC_FRAME, &after);
+	assert_int_equal(after.msgs_in, before.msgs_in + 2);
+	assert_int_equal(after.bytes_in, before.bytes_in + 6);
 }
 
 static void
@@ -564,6 +594,7 @@ main(void)
 	    cmocka_unit_test(test_emit_bytes_frames_split_at_every_byte),
 	    cmocka_unit_test(test_byte_runs_written_leave_as_frames),
 	    cmocka_unit_test(test_zero_length_frame),
+	    cmocka_unit_test(test_totals_count_the_codecs_of_ended_threads),
 	    cmocka_unit_test(test_oversized_frame_rejected_without_buffering),
 	    cmocka_unit_test(test_frame_at_the_limit_accepted),
 	    cmocka_unit_test(test_truncated_frame_at_close),
