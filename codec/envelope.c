@@ -166,25 +166,33 @@ weft__envelope_take_payload(const weft_envelope *env, void *dst, size_t len)
 	evbuffer_drain(env->payload_buf, len);
 }
 
-/* The whole frame in one reserved piece of out: length, header, payload
- * (copied), CRC. */
+size_t
+weft_envelope_put_frame(void *out, const weft_envelope *env, bool crc32c)
+{
+	size_t plen = weft__envelope_payload_length(env), body = HDR + plen;
+	unsigned char *p = out;
+
+	weft__store_be32(p, (uint32_t)body);
+	weft_envelope_encode_header(p + 4, env, (uint32_t)plen);
+	weft__envelope_take_payload(env, p + 4 + HDR, plen);
+	if (!crc32c)
+		return 4 + body;
+	weft__store_be32(p + 4 + body, weft_crc32c(0, p, 4 + body));
+	return 4 + body + 4;
+}
+
+/* The whole frame in one reserved piece of out. */
 static int
 frame_copy(struct evbuffer *out, const weft_envelope *env, size_t plen,
            bool crc)
 {
-	size_t body = HDR + plen, total = 4 + body + (crc ? 4 : 0);
 	struct evbuffer_iovec v;
-	unsigned char *p;
 
-	if (evbuffer_reserve_space(out, (ev_ssize_t)total, &v, 1) < 1)
+	if (evbuffer_reserve_space(
+	        out, (ev_ssize_t)WEFT_ENVELOPE_FRAME_BYTES(plen, crc), &v, 1) <
+	    1)
 		return WEFT_ENOMEM;
-	p = v.iov_base;
-	weft__store_be32(p, (uint32_t)body);
-	weft_envelope_encode_header(p + 4, env, (uint32_t)plen);
-	weft__envelope_take_payload(env, p + 4 + HDR, plen);
-	if (crc)
-		weft__store_be32(p + 4 + body, weft_crc32c(0, p, 4 + body));
-	v.iov_len = total;
+	v.iov_len = weft_envelope_put_frame(v.iov_base, env, crc);
 	return evbuffer_commit_space(out, &v, 1) == 0 ? 0 : WEFT_ENOMEM;
 }
 

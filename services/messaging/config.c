@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/frame.h>
+
 #include "msvc_int.h"
 
 #define DEFAULT_MAX_FRAME (32u << 20)
@@ -345,8 +347,9 @@ weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
 		snprintf(err, errlen, "large_message is above max_frame");
 		return WEFT_ECONFIG;
 	}
-	if (l->max_frame_bytes > UINT32_MAX - 64) {
-		snprintf(err, errlen, "max_frame is above 4 GiB");
+	/* The frame codec's limit. */
+	if (l->max_frame_bytes > WEFT_FRAME_LIMIT) {
+		snprintf(err, errlen, "max_frame is above 2 GiB");
 		return WEFT_ECONFIG;
 	}
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++) {

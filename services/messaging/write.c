@@ -9,6 +9,9 @@
 
 #include <event2/buffer.h>
 
+#include <weft/envelope.h>
+#include <weft/frame.h>
+
 #include "msvc_int.h"
 
 /* Moves the small frames gathered in c->scratch into c->tx. */
@@ -55,88 +58,40 @@ scratch_room(struct weft__msvc_conn *c, size_t n)
 	return true;
 }
 
-/*
- * The CRC of an evbuffer's bytes, 16 chains at a time. Asked for
- * everything (len -1), evbuffer_peek stops once the vectors it was given
- * are full and returns their number, so a full 16 means "maybe more".
- */
-static uint32_t
-crc_of_buffer(uint32_t crc, struct evbuffer *buf)
-{
-	struct evbuffer_iovec v[16];
-	struct evbuffer_ptr pos;
-	int i, got;
-
-	if (evbuffer_ptr_set(buf, &pos, 0, EVBUFFER_PTR_SET) != 0)
-		return crc;
-	for (;;) {
-		size_t adv = 0;
-
-		got = evbuffer_peek(buf, -1, &pos, v, 16);
-		for (i = 0; i < got && i < 16; i++) {
-			crc =
-			    weft__msvc_crc32c(crc, v[i].iov_base, v[i].iov_len);
-			adv += v[i].iov_len;
-		}
-		if (got < 16 ||
-		    evbuffer_ptr_set(buf, &pos, adv, EVBUFFER_PTR_ADD) != 0)
-			return crc;
-	}
-}
-
-/* A large payload: header, payload and trailer go to tx separately. */
-static void
-encode_large(struct weft__msvc_conn *c, uint8_t *h, const void *data,
-             size_t len, struct evbuffer *buf)
-{
-	uint32_t crc = 0;
-	uint8_t tail[4];
-
-	scratch_to_tx(c);
-	if (c->crc)
-		crc = weft__msvc_crc32c(0, h, WEFT__MSVC_FRAME_HEADER);
-	evbuffer_add(c->tx, h, WEFT__MSVC_FRAME_HEADER);
-	if (buf != NULL) {
-		if (c->crc)
-			crc = crc_of_buffer(crc, buf);
-		evbuffer_add_buffer(c->tx, buf);
-	} else if (len > 0) {
-		if (c->crc)
-			crc = weft__msvc_crc32c(crc, data, len);
-		evbuffer_add(c->tx, data, len);
-	}
-	if (c->crc) {
-		weft__store_be32(tail, crc);
-		evbuffer_add(c->tx, tail, 4);
-	}
-}
+/* The frame codec's largest frame: what a large frame is checked against
+ * here (the service checked its own limit before it queued the message). */
+static const weft_frame_codec_opts large_frames = {
+    .max_frame_bytes = WEFT_FRAME_LIMIT,
+};
 
 size_t
 weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id, uint32_t verb,
                        uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
                        const void *data, size_t len, struct evbuffer *buf)
 {
-	size_t body = WEFT__MSVC_ENV_HEADER + len;
-	size_t n = 4 + body + (c->crc ? 4 : 0);
-	uint8_t big[WEFT__MSVC_FRAME_HEADER], *h;
+	weft_envelope env = {.id = id,
+	                     .verb = verb,
+	                     .flags = flags,
+	                     .created_ms = created_ms,
+	                     .expires_ms = expires_ms,
+	                     .payload = data,
+	                     .payload_len = len,
+	                     .payload_buf = buf};
+	size_t n = WEFT_ENVELOPE_FRAME_BYTES(len, c->crc);
+	weft_frame_codec_opts o = large_frames;
 
 	if (buf == NULL && n <= WEFT__MSVC_SCRATCH && scratch_room(c, n)) {
-		/* Small: written in place, one CRC pass, no evbuffer call. */
-		h = c->scratch + c->scratch_len;
-		weft__store_be32(h, (uint32_t)body);
-		weft__msvc_env_header(h + 4, id, verb, flags, created_ms,
-		                      expires_ms, (uint32_t)len);
-		if (len > 0)
-			memcpy(h + WEFT__MSVC_FRAME_HEADER, data, len);
-		if (c->crc)
-			weft__store_be32(h + 4 + body,
-			                 weft__msvc_crc32c(0, h, 4 + body));
-		c->scratch_len += n;
+		/* Small: the codec writes it in place, no evbuffer call. */
+		c->scratch_len += weft_envelope_put_frame(
+		    c->scratch + c->scratch_len, &env, c->crc);
 	} else {
-		weft__store_be32(big, (uint32_t)body);
-		weft__msvc_env_header(big + 4, id, verb, flags, created_ms,
-		                      expires_ms, (uint32_t)len);
-		encode_large(c, big, data, len, buf);
+		/* Large: its payload's chains move into tx behind the batch. */
+		scratch_to_tx(c);
+		o.crc32c = c->crc;
+		if (weft_envelope_encode_frame(c->tx, &env, &o) != 0) {
+			weft__msvc_conn_reject(c, "cannot encode a message");
+			return 0;
+		}
 	}
 	weft__msvc_count1(&c->ml->rs.messages_out, 1);
 	if (c->peer != NULL) {

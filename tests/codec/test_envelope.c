@@ -528,6 +528,56 @@ test_frames_are_written_whole(void **state)
 	evbuffer_free(pb);
 }
 
+/* put_frame writes into the caller's memory the very bytes encode_frame
+ * appends, of WEFT_ENVELOPE_FRAME_BYTES, also from a payload_buf. */
+static void
+test_frames_put_in_place_match_the_encoded_ones(void **state)
+{
+	static const size_t lens[] = {0, 1, 100, 5000};
+	static unsigned char payload[5000], put[5100], enc[5100];
+	weft_frame_codec_opts o = {0};
+	struct evbuffer *out = evbuffer_new(), *pb = evbuffer_new();
+	weft_envelope env = doc_request_env;
+	size_t i, k, n;
+	int crc, as_buf;
+
+	(void)state;
+	for (k = 0; k < sizeof(payload); k++)
+		payload[k] = (unsigned char)(k * 13 + 5);
+	/* The documented request, byte for byte. */
+	o.crc32c = true;
+	env.payload = "ping";
+	env.payload_len = 4;
+	n = weft_envelope_put_frame(put, &env, true);
+	assert_int_equal(n, sizeof(doc_request));
+	assert_int_equal(n, WEFT_ENVELOPE_FRAME_BYTES(4, true));
+	assert_memory_equal(put, doc_request, n);
+	for (crc = 0; crc < 2; crc++)
+		for (as_buf = 0; as_buf < 2; as_buf++)
+			for (i = 0; i < 4; i++) {
+				o.crc32c = crc;
+				env.payload = as_buf ? NULL : payload;
+				env.payload_len = as_buf ? 0 : lens[i];
+				env.payload_buf = as_buf ? pb : NULL;
+				if (as_buf)
+					evbuffer_add(pb, payload, lens[i]);
+				n = weft_envelope_put_frame(put, &env, crc);
+				assert_int_equal(
+				    n, WEFT_ENVELOPE_FRAME_BYTES(lens[i], crc));
+				assert_int_equal(evbuffer_get_length(pb), 0);
+				if (as_buf)
+					evbuffer_add(pb, payload, lens[i]);
+				assert_int_equal(
+				    weft_envelope_encode_frame(out, &env, &o),
+				    0);
+				assert_int_equal(evbuffer_get_length(out), n);
+				evbuffer_remove(out, enc, n);
+				assert_memory_equal(put, enc, n);
+			}
+	evbuffer_free(out);
+	evbuffer_free(pb);
+}
+
 static void
 test_frames_outside_the_limits_are_refused(void **state)
 {
@@ -1017,6 +1067,7 @@ main(void)
 	    cmocka_unit_test(
 	        test_truncation_at_every_byte_and_trailing_bytes_are_refused),
 	    cmocka_unit_test(test_frames_are_written_whole),
+	    cmocka_unit_test(test_frames_put_in_place_match_the_encoded_ones),
 	    cmocka_unit_test(test_frames_outside_the_limits_are_refused),
 	    cmocka_unit_test(test_codec_decodes_the_documented_frames),
 	    cmocka_unit_test(test_malformed_envelope_fails_the_channel),

@@ -118,6 +118,26 @@ WEFT_API int weft_envelope_encode_frame(struct evbuffer *out,
                                         const weft_envelope *env,
                                         const weft_frame_codec_opts *opts);
 
+/* The bytes of a whole frame weft_envelope_put_frame writes for a payload
+ * of payload_len bytes: length field, fixed header, payload and, with
+ * crc32c, the CRC32C trailer. */
+#define WEFT_ENVELOPE_FRAME_BYTES(payload_len, crc32c)                         \
+	(WEFT_FRAME_HEADER_BYTES + WEFT_ENVELOPE_HEADER_BYTES +                \
+	 (payload_len) + ((crc32c) ? WEFT_FRAME_CRC_BYTES : 0))
+
+/*
+ * weft_envelope_put_frame writes one whole frame for env into the
+ * WEFT_ENVELOPE_FRAME_BYTES(payload length, crc32c) bytes at out, as
+ * weft_envelope_encode_frame lays it out: for an encoder that gathers many
+ * small frames in memory of its own and hands the batch on at once. A
+ * payload of bytes is copied; one in payload_buf is copied out and
+ * drained. It checks no limit: the caller keeps the frame within the
+ * receiver's. Returns the bytes written. Any thread, for memory and
+ * buffers that thread owns.
+ */
+WEFT_API size_t weft_envelope_put_frame(void *out, const weft_envelope *env,
+                                        bool crc32c);
+
 /* Envelope codec options; zero fields take the defaults shown. */
 typedef struct weft_envelope_codec_opts {
 	size_t max_payload_bytes; /* 0: any the frame codec lets through */
