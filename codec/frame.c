@@ -462,6 +462,14 @@ static const weft_handler frame_handler = {
     .close = weft__codec_close,
 };
 
+/* decode_only: writes and flushes pass it by without a call. */
+static const weft_handler decoder_handler = {
+    .removed = weft__codec_removed,
+    .read = frame_read,
+    .inactive = weft__codec_inactive,
+    .close = weft__codec_close,
+};
+
 static int
 frame_codec_add(weft_channel *ch, const char *base, const char *name,
                 const weft_frame_codec_opts *opts)
@@ -481,7 +489,9 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 	f->emit_bytes = opts != NULL && opts->emit_bytes;
 	f->decode_only = opts != NULL && opts->decode_only;
 	f->base.quiet = opts != NULL && opts->quiet;
-	return weft__codec_add(ch, base, name, &frame_handler, &f->base);
+	return weft__codec_add(
+	    ch, base, name, f->decode_only ? &decoder_handler : &frame_handler,
+	    &f->base);
 }
 
 int
