@@ -773,6 +773,7 @@ weft_channel_new_stream(weft_loop *loop, weft_stream *s,
 	}
 	ch->head->next = ch->tail;
 	ch->tail->prev = ch->head;
+	weft__pipeline_relink(ch);
 	ch->dead_tail = &ch->dead;
 	atomic_init(&ch->refs, 1);
 	atomic_init(&ch->open, true);

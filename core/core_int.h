@@ -23,16 +23,45 @@ struct event;
  * its own links, so a traversal standing on it can still move on; its
  * handler's removed runs, and it is freed, when the channel's outermost
  * callback returns. */
+/* The events a pipeline passes from handler to handler; the busiest
+ * first, so that they share a cache line with h and state. */
+enum weft__event {
+	WEFT__EV_READ,
+	WEFT__EV_WRITE,
+	WEFT__EV_FLUSH,
+	WEFT__EV_READ_COMPLETE,
+	WEFT__EV_ACTIVE,
+	WEFT__EV_WRITABILITY,
+	WEFT__EV_USER_EVENT,
+	WEFT__EV_ERROR,
+	WEFT__EV_INACTIVE,
+	WEFT__EV_CLOSE,
+	WEFT__EVENTS
+};
+
+/*
+ * A handler's place in a pipeline. skip[e] is the nearest context that
+ * handles event e in e's direction (towards the tail for inbound events,
+ * the head for outbound ones), kept by weft__pipeline_relink whenever the
+ * pipeline changes, so that an event goes from handler to handler without
+ * touching the ones between that do not handle it (Netty's handler masks).
+ * A removed context keeps its links as they were, for a traversal standing
+ * on it; one that has left since is skipped on the way.
+ */
 struct weft_ctx {
-	struct weft_ctx *next;
-	struct weft_ctx *prev;
-	weft_channel *ch;
 	const weft_handler *h;
 	void *state;
 	bool removed;
+	struct weft_ctx *skip[WEFT__EVENTS];
+	struct weft_ctx *next;
+	struct weft_ctx *prev;
+	weft_channel *ch;
 	struct weft_ctx *next_dead;
 	char name[];
 };
+
+/* weft__pipeline_relink sets every linked context's skip links. */
+void weft__pipeline_relink(weft_channel *ch);
 
 /* A write waiting for its bytes to leave: done when the channel's count of
  * bytes that left its stream reaches end_offset. */

@@ -34,6 +34,73 @@ weft__ctx_new(weft_channel *ch, const char *name, const weft_handler *h,
 	return c;
 }
 
+static bool
+handles(const weft_handler *h, enum weft__event e)
+{
+	switch (e) {
+	case WEFT__EV_READ:
+		return h->read != NULL;
+	case WEFT__EV_WRITE:
+		return h->write != NULL;
+	case WEFT__EV_FLUSH:
+		return h->flush != NULL;
+	case WEFT__EV_READ_COMPLETE:
+		return h->read_complete != NULL;
+	case WEFT__EV_ACTIVE:
+		return h->active != NULL;
+	case WEFT__EV_WRITABILITY:
+		return h->writability_changed != NULL;
+	case WEFT__EV_USER_EVENT:
+		return h->user_event != NULL;
+	case WEFT__EV_ERROR:
+		return h->error != NULL;
+	case WEFT__EV_INACTIVE:
+		return h->inactive != NULL;
+	case WEFT__EV_CLOSE:
+		return h->close != NULL;
+	case WEFT__EVENTS:
+		break;
+	}
+	return false;
+}
+
+static bool
+is_outbound(enum weft__event e)
+{
+	return e == WEFT__EV_WRITE || e == WEFT__EV_FLUSH ||
+	       e == WEFT__EV_CLOSE;
+}
+
+void
+weft__pipeline_relink(weft_channel *ch)
+{
+	weft_ctx *near[WEFT__EVENTS], *c;
+	int e;
+
+	/* Inbound: from the tail back; the tail handles every one. */
+	for (e = 0; e < WEFT__EVENTS; e++)
+		near[e] = ch->tail;
+	for (c = ch->tail; c != NULL; c = c == ch->head ? NULL : c->prev)
+		for (e = 0; e < WEFT__EVENTS; e++) {
+			if (is_outbound(e))
+				continue;
+			c->skip[e] = near[e];
+			if (handles(c->h, e))
+				near[e] = c;
+		}
+	/* Outbound: from the head on; the head handles every one. */
+	for (e = 0; e < WEFT__EVENTS; e++)
+		near[e] = ch->head;
+	for (c = ch->head; c != NULL; c = c == ch->tail ? NULL : c->next)
+		for (e = 0; e < WEFT__EVENTS; e++) {
+			if (!is_outbound(e))
+				continue;
+			c->skip[e] = near[e];
+			if (handles(c->h, e))
+				near[e] = c;
+		}
+}
+
 static int
 insert(weft_channel *ch, weft_ctx *prev, const char *name,
        const weft_handler *h, void *state)
@@ -51,6 +118,7 @@ insert(weft_channel *ch, weft_ctx *prev, const char *name,
 	c->next = prev->next;
 	prev->next->prev = c;
 	prev->next = c;
+	weft__pipeline_relink(ch);
 	if (h->added != NULL)
 		h->added(c);
 	return 0;
@@ -135,6 +203,7 @@ weft_ctx_remove(weft_ctx *c)
 	/* Unlink, but keep c's own links for a traversal standing on it. */
 	c->prev->next = c->next;
 	c->next->prev = c->prev;
+	weft__pipeline_relink(c->ch);
 	retire(c);
 }
 
@@ -161,6 +230,7 @@ weft_pipeline_replace(weft_channel *ch, const char *old_name, const char *name,
 {
 	weft_ctx *old = find_linked(ch, old_name);
 	weft_ctx *c;
+	int e;
 
 	WEFT_ASSERT_IN_LOOP(ch->loop);
 	if (old == NULL)
@@ -178,6 +248,9 @@ weft_pipeline_replace(weft_channel *ch, const char *old_name, const char *name,
 	 * replacement, so a handshake handler can pass on what it read. */
 	old->prev = c;
 	old->next = c;
+	for (e = 0; e < WEFT__EVENTS; e++)
+		old->skip[e] = c;
+	weft__pipeline_relink(ch);
 	retire(old);
 	if (h->added != NULL)
 		h->added(c);
@@ -219,14 +292,25 @@ weft_ctx_handler(const weft_ctx *ctx)
  * handles member. The sentinels handle every event of their direction, so
  * the search always ends.
  */
-#define NEXT_IN(c, member)                                                     \
+/* Steps c to the next context that handles the event: its skip link, and
+ * on from there past any that left the pipeline since it was set (or, for
+ * a replaced handler's links, that does not handle it). */
+#define NEXT(c, ev, member)                                                    \
 	do {                                                                   \
-		(c) = (c)->next;                                               \
+		(c) = (c)->skip[ev];                                           \
 	} while ((c)->removed || (c)->h->member == NULL)
-#define NEXT_OUT(c, member)                                                    \
-	do {                                                                   \
-		(c) = (c)->prev;                                               \
-	} while ((c)->removed || (c)->h->member == NULL)
+#define NEXT_IN(c, member) NEXT(c, EV_OF_##member, member)
+#define NEXT_OUT(c, member) NEXT(c, EV_OF_##member, member)
+#define EV_OF_read WEFT__EV_READ
+#define EV_OF_write WEFT__EV_WRITE
+#define EV_OF_flush WEFT__EV_FLUSH
+#define EV_OF_read_complete WEFT__EV_READ_COMPLETE
+#define EV_OF_active WEFT__EV_ACTIVE
+#define EV_OF_writability_changed WEFT__EV_WRITABILITY
+#define EV_OF_user_event WEFT__EV_USER_EVENT
+#define EV_OF_error WEFT__EV_ERROR
+#define EV_OF_inactive WEFT__EV_INACTIVE
+#define EV_OF_close WEFT__EV_CLOSE
 
 void
 weft_ctx_fire_active(weft_ctx *c)

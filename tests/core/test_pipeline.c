@@ -256,6 +256,80 @@ test_handler_removes_itself_and_still_forwards(void **state)
 	evbuffer_free(kept);
 }
 
+static const weft_handler reads_only = {.read = rec_read};
+static const weft_handler writes_only = {.write = rec_write};
+
+/* On the first read, puts N right after itself and takes Y out, then
+ * passes the read on: it must reach N and not Y. */
+static void
+rearranging_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	weft_channel *ch = weft_ctx_channel(ctx);
+
+	note(fx(ctx), "M.read ");
+	if (weft_pipeline_get(ch, "N") == NULL) {
+		assert_int_equal(
+		    weft_pipeline_add_after(ch, "M", "N", &reads_only, "N"), 0);
+		assert_int_equal(weft_pipeline_remove(ch, "Y"), 0);
+	}
+	weft_ctx_fire_read(ctx, type, msg);
+}
+
+static const weft_handler rearranger = {.read = rearranging_read};
+
+static bool
+has_4_bytes(void *arg)
+{
+	return evbuffer_get_length(arg) >= 4;
+}
+
+/* Each event goes straight to the next handler that handles it, also
+ * after handlers come and go inside a callback. */
+static void
+test_events_skip_the_handlers_that_do_not_handle_them(void **state)
+{
+	static const char *const names[] = {"A", "W1", "M", "X", "Y", "W2"};
+	const weft_handler *kinds[] = {&reads_only, &writes_only,
+	                               &rearranger, &writes_only,
+	                               &reads_only, &writes_only};
+	struct fixture *f = *state;
+	struct evbuffer *kept = evbuffer_new();
+	struct evbuffer *out = evbuffer_new();
+	size_t i;
+
+	for (i = 0; i < 6; i++)
+		assert_int_equal(weft_pipeline_add_last(f->ch, names[i],
+		                                        kinds[i],
+		                                        (void *)names[i]),
+		                 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "sink", &sink, kept), 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "ping", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, has_4_bytes, kept, 5000),
+	                 0);
+	assert_string_equal(f->log, "A.read M.read N.read ");
+
+	f->log[0] = '\0';
+	evbuffer_add(out, "pong", 4);
+	assert_int_equal(weft_channel_write(f->ch, out, NULL, NULL), 0);
+	assert_string_equal(f->log, "W2.write X.write W1.write ");
+
+	f->log[0] = '\0';
+	assert_int_equal(weft_pipeline_remove(f->ch, "X"), 0);
+	assert_int_equal(
+	    weft_pipeline_replace(f->ch, "W2", "R2", &reads_only, "R2"), 0);
+	evbuffer_add(out, "pong", 4);
+	assert_int_equal(weft_channel_write(f->ch, out, NULL, NULL), 0);
+	assert_string_equal(f->log, "W1.write ");
+	evbuffer_drain(kept, 4);
+	bufferevent_write(f->peer, "ping", 4);
+	assert_int_equal(weft_loop_run_until(f->loop, has_4_bytes, kept, 5000),
+	                 0);
+	assert_string_equal(f->log, "W1.write A.read M.read N.read R2.read ");
+	evbuffer_free(out);
+	evbuffer_free(kept);
+}
+
 struct writability {
 	int changes;
 	bool writable;
@@ -746,6 +820,9 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_handler_removes_itself_and_still_forwards, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_events_skip_the_handlers_that_do_not_handle_them, setup,
 	        teardown),
 	    cmocka_unit_test_setup_teardown(test_water_marks_toggle_writability,
 	                                    setup, teardown),
