@@ -312,6 +312,8 @@ hs_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	size_t n;
 	bool up;
 
+	if (c->state == WEFT__MSVC_CLOSED || !weft_channel_is_open(c->ch))
+		return;
 	if ((body = weft__msvc_frame_body(type, msg, &n)) == NULL) {
 		weft__msvc_conn_reject(c, "out of memory");
 		return;
@@ -319,7 +321,7 @@ hs_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	weft__msvc_frame_arrived(c);
 	up = c->outbound ? on_reply(c, body, n) : on_hello(c, body, n);
 	/* Done: the frames after this one go to the service's handler. */
-	if (up)
+	if (weft__msvc_may_read_on(c) && up)
 		weft_ctx_remove(ctx);
 }
 

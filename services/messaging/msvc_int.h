@@ -708,6 +708,20 @@ weft__msvc_frame_body(const weft_msg_type *type, void *msg, size_t *n)
 	return evbuffer_pullup(msg, -1);
 }
 
+/*
+ * After a frame was handled: once the service has closed c (or its channel
+ * is closing), the frame codec is stopped before the next frame, so that
+ * nothing more of what the peer sent is handled. Returns false then.
+ */
+static inline bool
+weft__msvc_may_read_on(struct weft__msvc_conn *c)
+{
+	if (c->state != WEFT__MSVC_CLOSED && weft_channel_is_open(c->ch))
+		return true;
+	weft_channel_set_auto_read(c->ch, false);
+	return false;
+}
+
 /* A whole frame arrived: the one that was incomplete, if any, is done. */
 static inline void
 weft__msvc_frame_arrived(struct weft__msvc_conn *c)

@@ -180,6 +180,8 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	const uint8_t *body;
 	size_t n;
 
+	if (c->state == WEFT__MSVC_CLOSED)
+		return;
 	if ((body = weft__msvc_frame_body(type, msg, &n)) == NULL) {
 		weft__msvc_conn_reject(c, "out of memory");
 		return;
@@ -192,7 +194,7 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	}
 	on_message(c, &env, 4 + n + (c->crc ? 4 : 0));
 	/* The budget decides whether the codec goes on to the next frame. */
-	if (c->state == WEFT__MSVC_UP && c->ch != NULL)
+	if (weft__msvc_may_read_on(c))
 		(void)should_pause(c);
 }
 

@@ -341,6 +341,36 @@ test_response_from_a_client_is_refused(void **state)
 	stop();
 }
 
+/* A client sends, in one write, a response (which closes its connection)
+ * and then requests: once the node has decided to close the connection,
+ * nothing more it sent is handled. */
+static void
+test_nothing_is_handled_after_the_close(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	weft_msvc_verb_stats before, after;
+	rawpeer p;
+	int i;
+
+	(void)state;
+	start(2, false, NULL);
+	weft_msvc_verb_get_stats(cl.svc[0], VERB_ECHO, &before);
+	client_in(&p, NULL, "rawc");
+	rp_envelope(b, p.crc, 7, VERB_ECHO, RP_RESPONSE, 0, "forged", 6);
+	for (i = 0; i < 8; i++)
+		rp_envelope(b, p.crc, 100 + (uint64_t)i, VERB_ECHO, RP_REQUEST,
+		            weft_wall_ms() + 10000, "after", 5);
+	assert_true(rp_send(&p, b));
+	assert_true(rp_closed(&p, WAIT_MS));
+	rp_close(&p);
+	weft_msvc_verb_get_stats(cl.svc[0], VERB_ECHO, &after);
+	assert_int_equal(stats(0).forged_responses, 1);
+	assert_int_equal(after.handled, before.handled);
+	evbuffer_free(b);
+	assert_still_serving();
+	stop();
+}
+
 /* Another member (n3, here a plaintext impostor of it) answers n1's
  * request to n2, with its exact id, and with an error too. */
 static void
@@ -846,6 +876,7 @@ main(void)
 	    cmocka_unit_test(test_answer_flushed_into_a_closing_connection),
 	    cmocka_unit_test(test_answer_flushed_into_a_closing_tls_connection),
 	    cmocka_unit_test(test_response_from_a_client_is_refused),
+	    cmocka_unit_test(test_nothing_is_handled_after_the_close),
 	    cmocka_unit_test(test_response_from_another_member_is_refused),
 	    cmocka_unit_test(test_request_ids_cannot_be_guessed),
 	    cmocka_unit_test(test_forged_response_handed_between_loops),
