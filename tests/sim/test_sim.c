@@ -408,6 +408,7 @@ test_restart_changes_limits(void **state)
 	weft_msvc_stats st;
 	struct call c;
 	weft_sim *sim;
+	int i;
 
 	(void)state;
 	assert_int_equal(weft_msvc_config_new("x", &cfg), 0);
@@ -431,10 +432,17 @@ test_restart_changes_limits(void **state)
 	assert_int_equal(weft_sim_restart(sim, 1, &l), 0);
 	assert_int_equal(atomic_load(&w->starts), 5);
 	assert_true(call_until_ok(sim, 0, 1));
-	call_start_with(&c, weft_sim_node(sim, 0), 1, VERB_ECHO, 500, big,
-	                sizeof(big));
-	assert_int_not_equal(call_end(&c), 0);
-	weft_msvc_get_stats(weft_sim_node(sim, 1), &st);
+	/* Refused as oversized. A request may also fail on a connection that
+	 * still led to the node's previous run (its proxy learns of the close
+	 * late): then it is sent again, a few times at most. */
+	for (i = 0; i < 10; i++) {
+		call_start_with(&c, weft_sim_node(sim, 0), 1, VERB_ECHO, 500,
+		                big, sizeof(big));
+		assert_int_not_equal(call_end(&c), 0);
+		weft_msvc_get_stats(weft_sim_node(sim, 1), &st);
+		if (st.oversized_frames >= 1)
+			break;
+	}
 	assert_true(st.oversized_frames >= 1);
 	sim_stop(sim, w);
 }
