@@ -60,9 +60,11 @@ weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch)
 void
 weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why)
 {
-	if (c->connecting != NULL) {
-		weft_connect_cancel(c->connecting);
-		c->connecting = NULL;
+	struct weft__msvc_outbound *o = weft__msvc_outbound_of(c);
+
+	if (o != NULL && o->connecting != NULL) {
+		weft_connect_cancel(o->connecting);
+		o->connecting = NULL;
 		return;
 	}
 	if (c->ch != NULL && weft_channel_is_open(c->ch)) {
@@ -102,11 +104,13 @@ int
 weft__msvc_accept_init(weft_channel *ch, void *arg)
 {
 	weft_msvc *svc = arg;
+	struct weft__msvc_inbound *in;
 	struct weft__msvc_conn *c;
 	int rv;
 
-	if ((c = calloc(1, sizeof(*c))) == NULL)
+	if ((in = calloc(1, sizeof(*in))) == NULL)
 		return WEFT_ENOMEM;
+	c = &in->conn;
 	c->svc = svc;
 	c->ml = loop_of(svc, weft_channel_loop(ch));
 	c->state = WEFT__MSVC_HANDSHAKE;
@@ -115,19 +119,19 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	TAILQ_INIT(&c->backlog);
 	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL) {
 		rv = c->ml == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
-		free(c);
+		free(in);
 		return rv;
 	}
 	if ((rv = weft__msvc_conn_attach(c, ch)) != 0) {
 		evbuffer_free(c->tx);
 		free(c->scratch);
-		free(c);
+		free(in);
 		return rv;
 	}
 	atomic_fetch_add(&svc->st.connections_accepted, 1);
-	LIST_INSERT_HEAD(&c->ml->inbound, c, inbound_link);
+	LIST_INSERT_HEAD(&c->ml->inbound, in, link);
 	atomic_fetch_add(&c->ml->inbound_len, 1);
-	/* On failure the channel closes, and its handler frees c. */
+	/* On failure the channel closes, and its handler frees it. */
 	return weft__msvc_guard_accept(c);
 }
 
@@ -135,9 +139,11 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 
 int
 weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
-                              struct weft__msvc_conn *c)
+                              struct weft__msvc_outbound *o)
 {
-	memset(c, 0, sizeof(*c));
+	struct weft__msvc_conn *c = &o->conn;
+
+	memset(o, 0, sizeof(*o));
 	c->svc = peer->svc;
 	c->ml = peer->home;
 	c->peer = peer;
@@ -147,7 +153,7 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 	c->index = index;
 	c->state = WEFT__MSVC_IDLE;
 	c->pending_head = NONE;
-	c->jitter_seed = (unsigned)(uintptr_t)c ^ (unsigned)weft_now_ns();
+	o->jitter_seed = (unsigned)(uintptr_t)o ^ (unsigned)weft_now_ns();
 	TAILQ_INIT(&c->backlog);
 	if ((c->tx = evbuffer_new()) == NULL)
 		return WEFT_ENOMEM;
@@ -158,16 +164,20 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 void
 weft__msvc_conn_free_timers(struct weft__msvc_conn *c)
 {
-	if (c->backoff != NULL)
-		weft_timer_free(c->backoff);
-	c->backoff = NULL;
-	if (c->reply_timer != NULL)
-		weft_timer_free(c->reply_timer);
-	c->reply_timer = NULL;
+	struct weft__msvc_outbound *o = weft__msvc_outbound_of(c);
+
+	if (o == NULL)
+		return;
+	if (o->backoff != NULL)
+		weft_timer_free(o->backoff);
+	o->backoff = NULL;
+	if (o->reply_timer != NULL)
+		weft_timer_free(o->reply_timer);
+	o->reply_timer = NULL;
 }
 
-/* Frees what a connection holds (not the outbound struct itself, which
- * lives in its peer's array). Its loop, or a stopped one. */
+/* Frees what a connection holds (not an outbound one itself, which lives
+ * in its peer's array). Its loop, or a stopped one. */
 void
 weft__msvc_conn_fini(struct weft__msvc_conn *c)
 {
@@ -186,18 +196,20 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 	c->scratch_cap = 0;
 }
 
+/* Frees an inbound connection. */
 void
 weft__msvc_conn_free(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	weft_msvc_peer *peer = c->peer;
 	weft_msvc *svc = c->svc;
 	bool last;
 
-	LIST_REMOVE(c, inbound_link);
+	LIST_REMOVE(in, link);
 	last = atomic_fetch_sub(&c->ml->inbound_len, 1) == 1;
 	weft__msvc_guard_fini(c);
 	weft__msvc_conn_fini(c);
-	free(c);
+	free(in);
 	if (peer != NULL && peer->is_client)
 		weft__msvc_peer_unref(peer);
 	if (last)

@@ -11,18 +11,18 @@
 #include "msvc_int.h"
 
 static uint64_t
-backoff_ms(struct weft__msvc_conn *c)
+backoff_ms(struct weft__msvc_outbound *ob)
 {
-	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	const weft_msvc_limits *l = &ob->conn.svc->cfg->limits;
 	uint64_t d = l->reconnect_min_ms;
 	uint32_t i;
 
-	for (i = 1; i < c->attempts && d < l->reconnect_max_ms; i++)
+	for (i = 1; i < ob->attempts && d < l->reconnect_max_ms; i++)
 		d *= 2;
 	if (d > l->reconnect_max_ms)
 		d = l->reconnect_max_ms;
 	/* Jitter: somewhere between half and all of d. */
-	return d / 2 + (uint64_t)rand_r(&c->jitter_seed) % (d / 2 + 1);
+	return d / 2 + (uint64_t)rand_r(&ob->jitter_seed) % (d / 2 + 1);
 }
 
 static void
@@ -50,15 +50,16 @@ on_backoff(weft_timer *t, void *arg)
 void
 weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
 {
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 	weft_msvc_peer *peer = c->peer;
-	bool dial_failed = !c->established && !c->retry_plain;
+	bool dial_failed = !ob->established && !ob->retry_plain;
 
 	c->ch = NULL;
 	c->state = WEFT__MSVC_BACKOFF;
-	c->established = false;
-	c->retry_plain = false;
-	if (c->reply_timer != NULL)
-		weft_timer_stop(c->reply_timer);
+	ob->established = false;
+	ob->retry_plain = false;
+	if (ob->reply_timer != NULL)
+		weft_timer_stop(ob->reply_timer);
 	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
 	if (atomic_load(&c->svc->stopping)) {
 		c->state = WEFT__MSVC_IDLE;
@@ -66,20 +67,20 @@ weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
 	}
 	if (dial_failed) {
 		weft__msvc_peer_unreachable(
-		    peer, c->why[0] ? c->why : weft_strerror(status));
+		    peer, ob->why[0] ? ob->why : weft_strerror(status));
 		weft__msvc_conn_fail_backlog(c, WEFT_EPEERDOWN);
 	}
-	c->why[0] = '\0';
+	ob->why[0] = '\0';
 	if (c->cls == WEFT_MSVC_URGENT && atomic_load(&peer->up))
 		weft__msvc_peer_down(peer, weft_strerror(status));
-	c->attempts++;
-	if (c->backoff == NULL &&
-	    weft_timer_new(c->ml->loop, on_backoff, c, &c->backoff) != 0) {
+	ob->attempts++;
+	if (ob->backoff == NULL &&
+	    weft_timer_new(c->ml->loop, on_backoff, c, &ob->backoff) != 0) {
 		c->state = WEFT__MSVC_IDLE;
 		return;
 	}
-	weft_timer_stop(c->backoff);
-	weft_timer_start(c->backoff, backoff_ms(c), 0);
+	weft_timer_stop(ob->backoff);
+	weft_timer_start(ob->backoff, backoff_ms(ob), 0);
 }
 
 static int
@@ -92,8 +93,9 @@ static void
 on_connected(weft_channel *ch, int status, void *arg)
 {
 	struct weft__msvc_conn *c = arg;
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 
-	c->connecting = NULL;
+	ob->connecting = NULL;
 	if (atomic_fetch_sub(&c->ml->connects_in_progress, 1) == 1)
 		weft__msvc_closed(c->svc);
 	if (status != 0) {
@@ -102,9 +104,9 @@ on_connected(weft_channel *ch, int status, void *arg)
 		 * part of this dial, which has not failed yet. */
 		if ((status == WEFT_ETLS || status == WEFT_ECLOSED) &&
 		    c->svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
-		    c->svc->opts.tls != NULL && !c->plain_fallback) {
-			c->plain_fallback = true;
-			c->retry_plain = true;
+		    c->svc->opts.tls != NULL && !ob->plain_fallback) {
+			ob->plain_fallback = true;
+			ob->retry_plain = true;
 			weft_info("msvc %s: %s does not speak TLS; optional "
 			          "mode dials it in plaintext",
 			          c->svc->id, c->peer->id);
@@ -112,7 +114,7 @@ on_connected(weft_channel *ch, int status, void *arg)
 		weft__msvc_count(&c->peer->st.connect_failures, 1);
 		weft_debug("msvc %s: dial %s (%s) failed: %s", c->svc->id,
 		           c->peer->id, c->peer_addr, weft_strerror(status));
-		snprintf(c->why, sizeof(c->why), "%s at %s",
+		snprintf(ob->why, sizeof(ob->why), "%s at %s",
 		         weft_strerror(status), c->peer_addr);
 		weft__msvc_dial_lost(c, status);
 		return;
@@ -126,6 +128,7 @@ on_connected(weft_channel *ch, int status, void *arg)
 void
 weft__msvc_conn_dial(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 	weft_msvc *svc = c->svc;
 	weft_msvc_peer *peer = c->peer;
 	weft_connect_opts o = {0};
@@ -152,17 +155,17 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	o.server_name = peer->id;
 	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL ||
 	    (svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL &&
-	     !c->plain_fallback))
+	     !ob->plain_fallback))
 		o.tls = svc->opts.tls;
 	c->state = WEFT__MSVC_CONNECTING;
 	rv = weft_connect_start(c->ml->loop, addr, &o, on_connected, c,
-	                        &c->connecting);
+	                        &ob->connecting);
 	if (rv != 0) {
-		c->connecting = NULL;
+		ob->connecting = NULL;
 		weft__msvc_count(&peer->st.connect_failures, 1);
 		weft_debug("msvc %s: cannot dial %s at %s: %s", svc->id,
 		           peer->id, addr, weft_strerror(rv));
-		snprintf(c->why, sizeof(c->why), "cannot dial %s: %s", addr,
+		snprintf(ob->why, sizeof(ob->why), "cannot dial %s: %s", addr,
 		         weft_strerror(rv));
 		weft__msvc_dial_lost(c, rv);
 		return;

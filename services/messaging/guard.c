@@ -119,21 +119,22 @@ address_count(weft_msvc *svc, const char *host, int delta)
 
 /* The earliest deadline armed on c, or 0. */
 static uint64_t
-next_deadline(const struct weft__msvc_conn *c)
+next_deadline(const struct weft__msvc_inbound *in)
 {
+	const struct weft__msvc_conn *c = &in->conn;
 	const weft_msvc_limits *l = &c->svc->cfg->limits;
 	uint64_t d[4] = {0, 0, 0, 0}, best = 0;
 	size_t i;
 
 	if (c->state == WEFT__MSVC_HANDSHAKE)
-		d[0] = c->handshake_deadline_ns;
+		d[0] = in->handshake_deadline_ns;
 	if (c->frame_started_ns != 0)
 		d[1] = c->frame_started_ns + l->frame_timeout_ms * NS_PER_MS;
-	if (c->counted_client) {
+	if (in->counted_client) {
 		d[2] =
-		    c->last_active_ns + l->client_idle_timeout_ms * NS_PER_MS;
+		    in->last_active_ns + l->client_idle_timeout_ms * NS_PER_MS;
 		if (c->blocked)
-			d[3] = c->blocked_since_ns +
+			d[3] = in->blocked_since_ns +
 			       l->client_stall_timeout_ms * NS_PER_MS;
 	}
 	for (i = 0; i < 4; i++)
@@ -145,15 +146,15 @@ next_deadline(const struct weft__msvc_conn *c)
 /* Arms c's timer for its earliest deadline, unless it fires earlier
  * already. */
 static void
-watch(struct weft__msvc_conn *c)
+watch(struct weft__msvc_inbound *in)
 {
-	uint64_t at = next_deadline(c), now = weft__msvc_now_ns(c->ml);
+	uint64_t at = next_deadline(in), now = weft__msvc_now_ns(in->conn.ml);
 
-	if (at == 0 || c->watch == NULL ||
-	    (c->watch_at_ns != 0 && c->watch_at_ns <= at))
+	if (at == 0 || in->watch == NULL ||
+	    (in->watch_at_ns != 0 && in->watch_at_ns <= at))
 		return;
-	c->watch_at_ns = at;
-	weft_timer_start(c->watch, at > now ? (at - now) / NS_PER_MS + 1 : 0,
+	in->watch_at_ns = at;
+	weft_timer_start(in->watch, at > now ? (at - now) / NS_PER_MS + 1 : 0,
 	                 0);
 }
 
@@ -168,18 +169,19 @@ expel(struct weft__msvc_conn *c, _Atomic uint64_t *counter, const char *why)
 static void
 on_watch(weft_timer *t, void *arg)
 {
-	struct weft__msvc_conn *c = arg;
+	struct weft__msvc_inbound *in = arg;
+	struct weft__msvc_conn *c = &in->conn;
 	weft_msvc *svc = c->svc;
 	const weft_msvc_limits *l = &svc->cfg->limits;
 	uint64_t now = weft_now_ns();
 	char why[160];
 
 	(void)t;
-	c->watch_at_ns = 0;
+	in->watch_at_ns = 0;
 	if (c->ch == NULL || c->state == WEFT__MSVC_CLOSED)
 		return;
 	if (c->state == WEFT__MSVC_HANDSHAKE &&
-	    now >= c->handshake_deadline_ns) {
+	    now >= in->handshake_deadline_ns) {
 		expel(c, &svc->st.handshakes_refused, "no handshake in time");
 	} else if (c->frame_started_ns != 0 &&
 	           now >=
@@ -188,21 +190,21 @@ on_watch(weft_timer *t, void *arg)
 		         "a frame not completed within %llu ms",
 		         (unsigned long long)l->frame_timeout_ms);
 		expel(c, &svc->st.frame_timeouts, why);
-	} else if (c->counted_client && c->blocked &&
-	           now >= c->blocked_since_ns +
+	} else if (in->counted_client && c->blocked &&
+	           now >= in->blocked_since_ns +
 	                      l->client_stall_timeout_ms * NS_PER_MS) {
 		snprintf(why, sizeof(why),
 		         "not reading its answers for %llu ms",
 		         (unsigned long long)l->client_stall_timeout_ms);
 		expel(c, &svc->st.stalled_clients, why);
-	} else if (c->counted_client &&
-	           now >= c->last_active_ns +
+	} else if (in->counted_client &&
+	           now >= in->last_active_ns +
 	                      l->client_idle_timeout_ms * NS_PER_MS) {
 		snprintf(why, sizeof(why), "idle for %llu ms",
 		         (unsigned long long)l->client_idle_timeout_ms);
 		expel(c, &svc->st.idle_clients, why);
 	} else {
-		watch(c);
+		watch(in);
 	}
 }
 
@@ -212,6 +214,7 @@ on_watch(weft_timer *t, void *arg)
 int
 weft__msvc_guard_accept(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	weft_msvc *svc = c->svc;
 	int rv;
 
@@ -220,27 +223,31 @@ weft__msvc_guard_accept(struct weft__msvc_conn *c)
 		weft__msvc_count(&svc->st.handshakes_dropped, 1);
 		return WEFT_EOVERLOAD;
 	}
-	c->counted_handshake = true;
-	if ((rv = weft_timer_new(c->ml->loop, on_watch, c, &c->watch)) != 0)
+	in->counted_handshake = true;
+	if ((rv = weft_timer_new(c->ml->loop, on_watch, in, &in->watch)) != 0)
 		return rv;
-	c->last_active_ns = weft_now_ns();
-	c->handshake_deadline_ns =
-	    c->last_active_ns + svc->cfg->limits.connect_timeout_ms * NS_PER_MS;
-	watch(c);
+	in->last_active_ns = weft_now_ns();
+	in->handshake_deadline_ns =
+	    in->last_active_ns +
+	    svc->cfg->limits.connect_timeout_ms * NS_PER_MS;
+	watch(in);
 	return 0;
 }
 
 void
 weft__msvc_guard_handshake_done(struct weft__msvc_conn *c)
 {
-	if (c->counted_handshake)
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
+
+	if (in->counted_handshake)
 		atomic_fetch_sub(&c->svc->handshaking, 1);
-	c->counted_handshake = false;
+	in->counted_handshake = false;
 }
 
 int
 weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why)
 {
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	weft_msvc *svc = c->svc;
 	char host[WEFT_ADDRESS_MAX];
 
@@ -258,37 +265,40 @@ weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why)
 		return *why = "too many clients from this address",
 		       WEFT__MSVC_R_NO_CLIENTS;
 	}
-	c->counted_client = true;
-	c->last_active_ns = weft__msvc_now_ns(c->ml);
-	watch(c);
+	in->counted_client = true;
+	in->last_active_ns = weft__msvc_now_ns(c->ml);
+	watch(in);
 	return WEFT__MSVC_OK;
 }
 
 void
 weft__msvc_guard_release(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	char host[WEFT_ADDRESS_MAX];
 
 	weft__msvc_guard_handshake_done(c);
-	if (c->counted_client) {
+	if (in->counted_client) {
 		host_of(c->peer_addr, host, sizeof(host));
 		address_count(c->svc, host, -1);
 		atomic_fetch_sub(&c->svc->clients, 1);
-		c->counted_client = false;
+		in->counted_client = false;
 	}
 	weft__msvc_guard_frame_done(c);
 	c->frame_started_ns = 0;
-	if (c->watch != NULL)
-		weft_timer_stop(c->watch);
-	c->watch_at_ns = 0;
+	if (in->watch != NULL)
+		weft_timer_stop(in->watch);
+	in->watch_at_ns = 0;
 }
 
 void
 weft__msvc_guard_fini(struct weft__msvc_conn *c)
 {
-	if (c->watch != NULL)
-		weft_timer_free(c->watch);
-	c->watch = NULL;
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
+
+	if (in->watch != NULL)
+		weft_timer_free(in->watch);
+	in->watch = NULL;
 }
 
 /* ---- Frames ---------------------------------------------------------------
@@ -304,7 +314,7 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 	if (c->frame_started_ns == 0) {
 		c->frame_started_ns = weft__msvc_now_ns(c->ml);
 		if (!c->outbound)
-			watch(c);
+			watch(weft__msvc_inbound_of(c));
 	}
 	if (c->frame_reserved != 0)
 		return true;
@@ -341,7 +351,7 @@ weft__msvc_guard_frame_begun(struct weft__msvc_conn *c)
 		return;
 	c->frame_started_ns = weft__msvc_now_ns(c->ml);
 	if (!c->outbound)
-		watch(c);
+		watch(weft__msvc_inbound_of(c));
 }
 
 void
@@ -363,17 +373,18 @@ weft__msvc_guard_frame_done(struct weft__msvc_conn *c)
 bool
 weft__msvc_guard_backlogged(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	weft_msvc_peer *peer = c->peer;
 
-	if (!c->counted_client || c->blocked ||
+	if (in == NULL || !in->counted_client || c->blocked ||
 	    atomic_load_explicit(&peer->queued_bytes, memory_order_relaxed) <=
 	        c->svc->cfg->limits.client_pause_bytes)
 		return c->blocked;
 	c->blocked = true;
-	c->blocked_since_ns = weft__msvc_now_ns(c->ml);
+	in->blocked_since_ns = weft__msvc_now_ns(c->ml);
 	weft__msvc_count(&c->svc->st.client_pauses, 1);
 	weft_channel_set_auto_read(c->ch, false);
-	watch(c);
+	watch(in);
 	return true;
 }
 
@@ -393,5 +404,8 @@ weft__msvc_guard_drained(struct weft__msvc_conn *c)
 void
 weft__msvc_guard_active(struct weft__msvc_conn *c)
 {
-	c->last_active_ns = weft__msvc_now_ns(c->ml);
+	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
+
+	if (in != NULL)
+		in->last_active_ns = weft__msvc_now_ns(c->ml);
 }

@@ -208,19 +208,21 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 static void
 on_reply_timeout(weft_timer *t, void *arg)
 {
-	struct weft__msvc_conn *c = arg;
+	struct weft__msvc_outbound *ob = arg;
+	struct weft__msvc_conn *c = &ob->conn;
 
 	(void)t;
 	if (c->state != WEFT__MSVC_HANDSHAKE)
 		return;
 	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
-	snprintf(c->why, sizeof(c->why), "no handshake reply in time");
+	snprintf(ob->why, sizeof(ob->why), "no handshake reply in time");
 	weft__msvc_conn_reject(c, "no handshake in time");
 }
 
 void
 weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 {
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_hello h = {
 	    .min_version = WEFT__MSVC_VERSION_MIN,
@@ -239,11 +241,11 @@ weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 		weft_channel_close(c->ch);
 		return;
 	}
-	if (c->reply_timer == NULL &&
-	    weft_timer_new(c->ml->loop, on_reply_timeout, c, &c->reply_timer) !=
-	        0)
+	if (ob->reply_timer == NULL &&
+	    weft_timer_new(c->ml->loop, on_reply_timeout, ob,
+	                   &ob->reply_timer) != 0)
 		return;
-	weft_timer_start(c->reply_timer, svc->cfg->limits.connect_timeout_ms,
+	weft_timer_start(ob->reply_timer, svc->cfg->limits.connect_timeout_ms,
 	                 0);
 }
 
@@ -251,6 +253,7 @@ weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 static bool
 on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 {
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 	struct weft__msvc_reply r;
 
 	if (weft__msvc_reply_decode(body, n, &r) != 0) {
@@ -264,7 +267,7 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		weft_debug("msvc %s: %s refused our connection: %s (%u)",
 		           c->svc->id, c->peer->id, r.reason,
 		           (unsigned)r.status);
-		snprintf(c->why, sizeof(c->why), "it refused us: %s (%u)",
+		snprintf(ob->why, sizeof(ob->why), "it refused us: %s (%u)",
 		         r.reason, (unsigned)r.status);
 		weft_channel_close(c->ch);
 		return false;
@@ -281,12 +284,12 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		                 strcmp(r.id, c->peer->id) == 0
 		                     ? " with a certificate for another name"
 		                     : "");
-		snprintf(c->why, sizeof(c->why), "%s answered in its place",
+		snprintf(ob->why, sizeof(ob->why), "%s answered in its place",
 		         r.id);
 		weft_channel_close(c->ch);
 		return false;
 	}
-	weft_timer_stop(c->reply_timer);
+	weft_timer_stop(ob->reply_timer);
 	if (weft_tls_is_active(c->ch))
 		atomic_store(&c->peer->seen_tls, true);
 	c->crc = r.flags & 1;
@@ -295,8 +298,8 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		return false;
 	}
 	c->state = WEFT__MSVC_UP;
-	c->established = true;
-	c->attempts = 0;
+	ob->established = true;
+	ob->attempts = 0;
 	weft__msvc_peer_conn_up(c->peer, c);
 	weft__msvc_conn_flush_backlog(c);
 	return true;

@@ -204,24 +204,25 @@ enum weft__msvc_conn_state {
 };
 
 /*
- * A connection: outbound ones are fixed members of their peer (dialed and
- * redialed on the peer's home loop); inbound ones are made per accepted
- * channel on the loop the transport chose and freed when it goes away.
+ * What every connection has: its channel, its data path both ways, and
+ * its place in its loop's lists. Each is one of two kinds, which share
+ * this as their first member: an outbound connection (a fixed member of
+ * its peer, dialed and redialed on the peer's home loop) or an inbound one
+ * (made per accepted channel, on the loop the transport chose, and freed
+ * when it goes away). c->outbound says which; weft__msvc_outbound_of and
+ * weft__msvc_inbound_of give the rest.
  */
 struct weft__msvc_conn {
 	weft_msvc *svc;
 	struct weft__msvc_loop *ml; /* owning loop */
 	weft_msvc_peer *peer;       /* NULL for inbound before handshake */
 	weft_channel *ch;           /* NULL when not connected */
-	weft_connect_req *connecting;
 	enum weft__msvc_conn_state state;
 	bool outbound;
 	bool crc;
 	bool dirty;
 	bool paused;
-	bool plain_fallback; /* optional TLS mode: the peer has no TLS */
-	bool established;    /* outbound: the handshake was accepted */
-	bool retry_plain;    /* outbound: redial in plaintext, no failure */
+	bool blocked; /* a client whose answers back up: not read */
 	uint8_t cls;
 	uint32_t index;
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
@@ -232,28 +233,53 @@ struct weft__msvc_conn {
 	uint64_t seen_writes, seen_bytes; /* the channel's stats last counted */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
-	uint32_t attempts;     /* failed dials in a row */
-	unsigned jitter_seed;
-	weft_timer *backoff;     /* outbound: until the next dial */
-	weft_timer *reply_timer; /* outbound: the handshake reply's deadline */
 	struct weft__msvc_conn *dirty_next;
 	LIST_ENTRY(weft__msvc_conn) paused_link;
-	LIST_ENTRY(weft__msvc_conn) inbound_link;
 	char peer_addr[WEFT_ADDRESS_MAX];
-	char why[320]; /* outbound: why the last attempt failed */
-	/* What the node grants it (guard.c). */
-	weft_timer *watch; /* accepted: its deadlines */
+	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
+	size_t frame_reserved;     /* inflight bytes held for that frame */
+	size_t frame_wanted;       /* its size, while the budget has no room */
+};
+
+/* An outbound connection: how it dials (dial.c) and waits for the answer
+ * to its HELLO (handshake.c). */
+struct weft__msvc_outbound {
+	struct weft__msvc_conn conn; /* first */
+	weft_connect_req *connecting;
+	bool plain_fallback; /* optional TLS mode: the peer has no TLS */
+	bool established;    /* the handshake was accepted */
+	bool retry_plain;    /* redial in plaintext, no failure */
+	uint32_t attempts;   /* failed dials in a row */
+	unsigned jitter_seed;
+	weft_timer *backoff;     /* until the next dial */
+	weft_timer *reply_timer; /* the handshake reply's deadline */
+	char why[320];           /* why the last attempt failed */
+};
+
+/* An accepted connection, with what the node grants it (guard.c). */
+struct weft__msvc_inbound {
+	struct weft__msvc_conn conn;         /* first */
+	LIST_ENTRY(weft__msvc_inbound) link; /* in its loop's inbound list */
+	weft_timer *watch;                   /* its deadlines */
 	uint64_t watch_at_ns;
 	uint64_t handshake_deadline_ns;
-	uint64_t last_active_ns;   /* a frame in or out */
-	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
+	uint64_t last_active_ns; /* a frame in or out */
 	uint64_t blocked_since_ns;
-	size_t frame_reserved; /* inflight bytes held for that frame */
-	size_t frame_wanted;   /* its size, while the budget has no room */
-	bool blocked;          /* a client whose answers back up: not read */
 	bool counted_handshake;
 	bool counted_client;
 };
+
+static inline struct weft__msvc_outbound *
+weft__msvc_outbound_of(struct weft__msvc_conn *c)
+{
+	return c->outbound ? (struct weft__msvc_outbound *)c : NULL;
+}
+
+static inline struct weft__msvc_inbound *
+weft__msvc_inbound_of(struct weft__msvc_conn *c)
+{
+	return c->outbound ? NULL : (struct weft__msvc_inbound *)c;
+}
 
 /* Clients per source address (guard.c). */
 struct weft__msvc_addr {
@@ -304,7 +330,7 @@ struct weft__msvc_loop {
 	bool flush_posted;
 	weft_task flush_task;
 	LIST_HEAD(, weft__msvc_conn) paused;
-	LIST_HEAD(, weft__msvc_conn) inbound;
+	LIST_HEAD(, weft__msvc_inbound) inbound;
 	_Atomic bool resume_posted;
 	weft_task resume_task;
 	struct weft__msvc_rstats rs;
@@ -357,7 +383,7 @@ struct weft_msvc_peer {
 	char *host;
 	uint16_t port;
 	/* Home loop only. */
-	struct weft__msvc_conn *conns[WEFT_MSVC_CLASSES]; /* arrays */
+	struct weft__msvc_outbound *conns[WEFT_MSVC_CLASSES]; /* arrays */
 	struct weft__msvc_conn *client_conn;
 	bool used;
 	bool hb_sent, hb_acked;
@@ -557,7 +583,7 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 #define WEFT__MSVC_HANDSHAKE_HANDLER "msvc-handshake"
 int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
-                                  struct weft__msvc_conn *c);
+                                  struct weft__msvc_outbound *o);
 void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free_timers(struct weft__msvc_conn *c);
 void weft__msvc_conn_free(struct weft__msvc_conn *c);

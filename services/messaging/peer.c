@@ -95,7 +95,7 @@ pick_conn(weft_msvc_peer *peer, const struct weft__msvc_out *out)
 	if (peer->is_client)
 		return peer->client_conn;
 	n = peer->svc->cfg->limits.connections[out->cls];
-	return &peer->conns[out->cls][out->key % n];
+	return &peer->conns[out->cls][out->key % n].conn;
 }
 
 /* Ends a message that will never be written: a request's callback runs
@@ -194,8 +194,8 @@ dial_urgent(weft_msvc_peer *peer)
 	if (peer->is_client ||
 	    peer->svc->cfg->limits.connections[WEFT_MSVC_URGENT] == 0)
 		return;
-	if (peer->conns[WEFT_MSVC_URGENT][0].state == WEFT__MSVC_IDLE)
-		weft__msvc_conn_dial(&peer->conns[WEFT_MSVC_URGENT][0]);
+	if (peer->conns[WEFT_MSVC_URGENT][0].conn.state == WEFT__MSVC_IDLE)
+		weft__msvc_conn_dial(&peer->conns[WEFT_MSVC_URGENT][0].conn);
 }
 
 static int
@@ -446,7 +446,7 @@ weft__msvc_peer_down(weft_msvc_peer *peer, const char *why)
 	weft__msvc_peer_set_up(peer, false);
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 		for (i = 0; i < svc->cfg->limits.connections[cls]; i++)
-			weft__msvc_conn_close(&peer->conns[cls][i], why);
+			weft__msvc_conn_close(&peer->conns[cls][i].conn, why);
 }
 
 /*

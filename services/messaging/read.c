@@ -262,8 +262,9 @@ h_error(weft_ctx *ctx, int status)
 		return;
 	}
 	if (c->outbound && !up)
-		snprintf(c->why, sizeof(c->why), "bad handshake reply: %s",
-		         why);
+		snprintf(weft__msvc_outbound_of(c)->why,
+		         sizeof(weft__msvc_outbound_of(c)->why),
+		         "bad handshake reply: %s", why);
 	weft__msvc_conn_reject(c, why);
 }
 
@@ -287,7 +288,7 @@ h_inactive(weft_ctx *ctx)
 		 * the time we redial (a rolling change), and may refuse
 		 * plaintext from then on: each new connection tries TLS
 		 * first. */
-		c->plain_fallback = false;
+		weft__msvc_outbound_of(c)->plain_fallback = false;
 		weft__msvc_dial_lost(c, WEFT_ECLOSED);
 		return;
 	}

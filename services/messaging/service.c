@@ -82,7 +82,7 @@ peer_free(weft_msvc_peer *peer)
 		if (peer->conns[cls] == NULL)
 			continue;
 		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++)
-			weft__msvc_conn_fini(&peer->conns[cls][i]);
+			weft__msvc_conn_fini(&peer->conns[cls][i].conn);
 		free(peer->conns[cls]);
 	}
 	weft_histogram_free(peer->lat);
@@ -330,7 +330,8 @@ static void
 loop_shutdown(struct weft__msvc_loop *ml)
 {
 	weft_msvc *svc = ml->svc;
-	struct weft__msvc_conn *c;
+	struct weft__msvc_outbound *o;
+	struct weft__msvc_inbound *in;
 	weft_msvc_peer *peer;
 	uint32_t p, cls, i;
 
@@ -343,19 +344,20 @@ loop_shutdown(struct weft__msvc_loop *ml)
 		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 			for (i = 0; i < svc->cfg->limits.connections[cls];
 			     i++) {
-				c = &peer->conns[cls][i];
-				weft__msvc_conn_purge_backlog(c, true);
-				if (c->backoff != NULL)
-					weft_timer_stop(c->backoff);
-				if (c->reply_timer != NULL)
-					weft_timer_stop(c->reply_timer);
-				weft__msvc_conn_close(c, "shutting down");
+				o = &peer->conns[cls][i];
+				weft__msvc_conn_purge_backlog(&o->conn, true);
+				if (o->backoff != NULL)
+					weft_timer_stop(o->backoff);
+				if (o->reply_timer != NULL)
+					weft_timer_stop(o->reply_timer);
+				weft__msvc_conn_close(&o->conn,
+				                      "shutting down");
 			}
 	}
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
-	LIST_FOREACH(c, &ml->inbound, inbound_link)
+	LIST_FOREACH(in, &ml->inbound, link)
 	{
-		weft__msvc_conn_close(c, "shutting down");
+		weft__msvc_conn_close(&in->conn, "shutting down");
 	}
 	weft__msvc_loop_flush(ml->loop, 0, ml);
 }
@@ -368,7 +370,7 @@ free_conn_timers(weft_msvc_peer *peer)
 
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++)
-			weft__msvc_conn_free_timers(&peer->conns[cls][i]);
+			weft__msvc_conn_free_timers(&peer->conns[cls][i].conn);
 }
 
 /* Last stage: free what must be freed on the loop thread. */

@@ -300,7 +300,8 @@ count_conn(struct census *cs, struct weft__msvc_conn *c)
 		atomic_fetch_add(&cs->out_up[k], 1);
 		atomic_fetch_add(&cs->out_tls[k], weft_tls_is_active(c->ch));
 		atomic_fetch_add(&cs->out_crc[k], c->crc);
-		atomic_fetch_add(&cs->out_fallback[k], c->plain_fallback);
+		atomic_fetch_add(&cs->out_fallback[k],
+		                 weft__msvc_outbound_of(c)->plain_fallback);
 	} else {
 		atomic_fetch_add(&cs->in_up[k], 1);
 		atomic_fetch_add(&cs->in_tls[k], weft_tls_is_active(c->ch));
@@ -314,7 +315,7 @@ census_task(weft_loop *loop, int status, void *arg)
 	struct census *cs = arg;
 	weft_msvc *svc = cs->svc;
 	struct weft__msvc_loop *ml = NULL;
-	struct weft__msvc_conn *c;
+	struct weft__msvc_inbound *in;
 	weft_msvc_peer *peer;
 	uint32_t i, p, cls;
 
@@ -322,8 +323,8 @@ census_task(weft_loop *loop, int status, void *arg)
 		if (svc->loops[i].loop == loop)
 			ml = &svc->loops[i];
 	if (status == 0 && ml != NULL) {
-		LIST_FOREACH(c, &ml->inbound, inbound_link)
-		count_conn(cs, c);
+		LIST_FOREACH(in, &ml->inbound, link)
+		count_conn(cs, &in->conn);
 		for (p = 0; p < svc->npeers; p++) {
 			peer = svc->peers[p];
 			if (peer->is_self || peer->home != ml)
@@ -331,7 +332,8 @@ census_task(weft_loop *loop, int status, void *arg)
 			for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 				for (i = 0;
 				     i < svc->cfg->limits.connections[cls]; i++)
-					count_conn(cs, &peer->conns[cls][i]);
+					count_conn(cs,
+					           &peer->conns[cls][i].conn);
 		}
 	}
 	atomic_fetch_sub(&cs->loops_left, 1);
