@@ -235,6 +235,55 @@ test_wrong_handshakes_are_refused(void **state)
 	cluster_stop(&cl);
 }
 
+/* Frames the frame codec refuses by their length alone: a HELLO above its
+ * 4 KiB limit or of no bytes before the handshake, and after it a frame
+ * too short to hold an envelope. Each closes only its connection, counted
+ * where it belongs. */
+static void
+test_frames_of_the_wrong_length_close_only_that_connection(void **state)
+{
+	static const uint8_t hello_big[4] = {0x00, 0x00, 0x10, 0x01};
+	static const uint8_t empty[8] = {0};
+	struct evbuffer *b = evbuffer_new();
+	weft_msvc_stats st;
+	uint16_t port;
+	int fd, refusal;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	port = weft_msvc_port(cl.svc[0]);
+
+	/* A HELLO of 4097 bytes: refused as soon as its length arrives. */
+	fd = raw_connect(port);
+	raw_send(fd, hello_big, sizeof(hello_big));
+	assert_true(raw_closed(fd));
+	close(fd);
+	WAIT_STAT(0, handshakes_refused, 1);
+
+	/* An empty frame where the HELLO should be. */
+	fd = raw_connect(port);
+	raw_send(fd, empty, sizeof(empty));
+	assert_true(raw_closed(fd));
+	close(fd);
+	WAIT_STAT(0, handshakes_refused, 2);
+
+	/* After a good handshake, a 3-byte frame (CRC good): no envelope is
+	 * that short. */
+	fd = raw_handshake(port, "test", "rawc", 1, 1, &refusal);
+	assert_true(fd >= 0);
+	weft__msvc_frame_add(b, "abc", 3, true);
+	raw_send_buf(fd, b);
+	assert_true(raw_closed(fd));
+	close(fd);
+	WAIT_STAT(0, oversized_frames, 1);
+	weft_msvc_get_stats(cl.svc[0], &st);
+	assert_int_equal(st.bad_envelopes, 0);
+
+	evbuffer_free(b);
+	assert_still_serving();
+	cluster_stop(&cl);
+}
+
 static void
 test_garbage_and_bad_frames_close_only_that_connection(void **state)
 {
@@ -550,6 +599,8 @@ main(void)
 	    cmocka_unit_test(test_wrong_handshakes_are_refused),
 	    cmocka_unit_test(
 	        test_garbage_and_bad_frames_close_only_that_connection),
+	    cmocka_unit_test(
+	        test_frames_of_the_wrong_length_close_only_that_connection),
 	    cmocka_unit_test(test_client_gets_answers_on_its_own_connection),
 	    cmocka_unit_test(test_stalled_peer_gets_overloaded_not_memory),
 	    cmocka_unit_test(test_silent_peer_is_marked_down_by_heartbeats),
