@@ -213,6 +213,16 @@ weft__codec_flush(weft_ctx *ctx)
 	weft_ctx_flush(ctx);
 }
 
+/* GLOBAL: one rate limit per kind for the lines of failing codecs, so a
+ * flood of bad connections logs a line per peer interval, not a line each
+ * (weft_log_set_peer_interval). */
+static weft_log_limit fail_lines[WEFT_CODEC_KINDS] = {
+    [WEFT_CODEC_FRAME] = WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL),
+    [WEFT_CODEC_LINE] = WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL),
+    [WEFT_CODEC_MSGPACK] = WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL),
+    [WEFT_CODEC_ENVELOPE] = WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL),
+};
+
 static void
 count_error(weft__codec *c, int err)
 {
@@ -235,10 +245,12 @@ weft__codec_fail(weft__codec *c, weft_ctx *ctx, int err, const char *fmt, ...)
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	if (!c->quiet)
-		weft_log(err == WEFT_ENOMEM ? WEFT_LOG_ERROR : WEFT_LOG_WARN,
-		         "%s: %s codec '%s': %s (%s); closing",
-		         peer ? peer : "?", kind_names[c->kind],
-		         weft_ctx_name(ctx), reason, weft_errname(err));
+		weft_log_limited(&fail_lines[c->kind],
+		                 err == WEFT_ENOMEM ? WEFT_LOG_ERROR
+		                                    : WEFT_LOG_WARN,
+		                 "%s: %s codec '%s': %s (%s); closing",
+		                 peer ? peer : "?", kind_names[c->kind],
+		                 weft_ctx_name(ctx), reason, weft_errname(err));
 	c->failed = true;
 	count_error(c, err);
 	weft__codec_publish(c);

@@ -94,25 +94,43 @@ weft_log(enum weft_log_level level, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* GLOBAL: the interval of the limits of lines about misbehaving peers. */
+static uint64_t peer_interval_ms = WEFT_LOG_PEER_INTERVAL_MS;
+
+void
+weft_log_set_peer_interval(uint64_t interval_ms)
+{
+	__atomic_store_n(&peer_interval_ms, interval_ms, __ATOMIC_RELAXED);
+}
+
+uint64_t
+weft_log_get_peer_interval(void)
+{
+	return __atomic_load_n(&peer_interval_ms, __ATOMIC_RELAXED);
+}
+
 bool
 weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
                  const char *fmt, ...)
 {
-	uint64_t now = weft_now_ns(), next, since, dropped;
+	uint64_t now = weft_now_ns(), last, interval, dropped;
 	char line[1024];
 	va_list ap;
 
-	next = __atomic_load_n(&lim->next_ns, __ATOMIC_RELAXED);
-	/* One thread wins the slot; the others count themselves. */
-	if (now < next ||
-	    !__atomic_compare_exchange_n(
-	        &lim->next_ns, &next, now + lim->interval_ms * 1000000u, false,
-	        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+	interval = lim->interval_ms == WEFT_LOG_PEER_INTERVAL
+	               ? weft_log_get_peer_interval()
+	               : lim->interval_ms;
+	last = __atomic_load_n(&lim->last_ns, __ATOMIC_RELAXED);
+	/* One thread wins the slot; the others count themselves. The
+	 * interval counts from the last line, so a change to it applies at
+	 * once. */
+	if ((last != 0 && now - last < interval * 1000000u) ||
+	    !__atomic_compare_exchange_n(&lim->last_ns, &last, now, false,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		__atomic_fetch_add(&lim->suppressed, 1, __ATOMIC_RELAXED);
 		return false;
 	}
 	dropped = __atomic_exchange_n(&lim->suppressed, 0, __ATOMIC_RELAXED);
-	since = __atomic_exchange_n(&lim->since_ns, now, __ATOMIC_RELAXED);
 	if (level < weft_log_get_level())
 		return true;
 	va_start(ap, fmt);
@@ -120,10 +138,13 @@ weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
 	va_end(ap);
 	if (dropped == 0)
 		weft_log(level, "%s", line);
+	else if (last == 0)
+		weft_log(level, "%s (and %llu more like it)", line,
+		         (unsigned long long)dropped);
 	else
 		weft_log(level, "%s (and %llu more like it in the last %llu s)",
 		         line, (unsigned long long)dropped,
-		         (unsigned long long)((now - since + 999999999u) /
+		         (unsigned long long)((now - last + 999999999u) /
 		                              1000000000u));
 	return true;
 }

@@ -317,6 +317,13 @@ sock_status(int err)
 
 /* io_failure names why an SSL call stopped for good (err is
  * SSL_get_error's answer) and keeps it as the stream's status. */
+/* GLOBAL: the rate limit of the lines below, one for the process: a peer
+ * that opens connections only to send forged records gets a line per
+ * peer interval (weft_log_set_peer_interval), with the count of the
+ * others, not a line each. */
+static weft_log_limit log_record_failure =
+    WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL);
+
 static int
 io_failure(struct tls_stream *s, int err)
 {
@@ -331,8 +338,9 @@ io_failure(struct tls_stream *s, int err)
 	if (err == READ_NOMEM) {
 		s->status = WEFT_ENOMEM;
 	} else if (err == SSL_ERROR_SSL) {
-		weft_warn("%s: TLS: %s", peer_name(s),
-		          weft__tls_errors(why, sizeof(why)));
+		weft__tls_errors(why, sizeof(why));
+		weft_log_limited(&log_record_failure, WEFT_LOG_WARN,
+		                 "%s: TLS: %s; closing", peer_name(s), why);
 		s->status = WEFT_ETLS;
 	} else {
 		s->status = s->sys_errno != 0 ? sock_status(s->sys_errno)

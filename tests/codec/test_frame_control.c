@@ -345,6 +345,55 @@ test_quiet_codec_fails_without_logging(void **state)
 	fx_free(f);
 }
 
+/* fail_one makes a channel whose frame codec closes it on an oversized
+ * frame. */
+static void
+fail_one(void)
+{
+	weft_frame_codec_opts o = {.max_frame_bytes = 16};
+	unsigned char hdr[4];
+	fx *f = fixture(&o);
+
+	put_be32(hdr, 17);
+	fx_start(f);
+	fx_send(f, hdr, sizeof(hdr));
+	assert_int_equal(f->errors, 1);
+	assert_int_equal(f->last_error, WEFT_ETOOBIG);
+	fx_run_until_inactive(f);
+	fx_free(f);
+}
+
+/*
+ * A flood of failing connections logs a line per peer interval, not a
+ * line each; the next line after the interval says how many were dropped,
+ * and every failure is still counted. One line goes out, then twenty
+ * channels fail inside an interval no test run reaches, then the interval
+ * ends.
+ */
+static void
+test_failure_lines_are_rate_limited(void **state)
+{
+	weft_codec_stats before, after;
+	int warnings;
+
+	(void)state;
+	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
+	fail_one();
+	warnings = fx_warnings();
+	weft_log_set_peer_interval(3600 * 1000);
+	for (int i = 0; i < 20; i++)
+		fail_one();
+	assert_int_equal(fx_warnings(), warnings);
+	weft_codec_get_totals(WEFT_CODEC_FRAME, &after);
+	assert_int_equal(after.too_big, before.too_big + 21);
+
+	weft_log_set_peer_interval(0);
+	fail_one();
+	assert_int_equal(fx_warnings(), warnings + 1);
+	assert_non_null(strstr(fx_last_warning(), "ETOOBIG"));
+	assert_non_null(strstr(fx_last_warning(), "and 20 more like it"));
+}
+
 static void
 test_setters_find_only_frame_codecs(void **state)
 {
@@ -911,6 +960,7 @@ main(void)
 	        test_crc_switched_outbound_applies_to_later_writes),
 	    cmocka_unit_test(test_decode_only_leaves_writes_unframed),
 	    cmocka_unit_test(test_quiet_codec_fails_without_logging),
+	    cmocka_unit_test(test_failure_lines_are_rate_limited),
 	    cmocka_unit_test(test_setters_find_only_frame_codecs),
 	    cmocka_unit_test(test_limit_raised_after_the_first_frame),
 	    cmocka_unit_test(test_limit_lowered_applies_to_the_waiting_frame),

@@ -99,12 +99,12 @@ test_limited_lines_are_counted_not_repeated(void **state)
 	assert_int_equal(c.calls, 1);
 	assert_string_equal(c.line, "bad peer 0");
 	/* The interval is over (as if a minute had passed). */
-	lim.next_ns = 0;
+	lim.last_ns = 0;
 	assert_true(weft_log_limited(&lim, WEFT_LOG_WARN, "bad peer %d", 100));
 	assert_int_equal(c.calls, 2);
 	assert_non_null(strstr(c.line, "bad peer 100 (and 99 more like it"));
 	/* Nothing dropped since: a plain line. */
-	lim.next_ns = 0;
+	lim.last_ns = 0;
 	assert_true(weft_log_limited(&lim, WEFT_LOG_WARN, "calm"));
 	assert_string_equal(c.line, "calm");
 	weft_log_set_sink(NULL, NULL);

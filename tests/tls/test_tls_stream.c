@@ -382,6 +382,103 @@ test_a_record_split_at_every_byte_arrives_whole(void **state)
 	server_stop_when_idle(&s);
 }
 
+/* ---- A flood of forged records ------------------------------------------ */
+
+/* GLOBAL (test): lines the TLS stream logged about a failed record, and
+ * the last one, written by the single test thread that runs the loop. */
+static int record_lines;
+static char last_record_line[512];
+
+static void
+count_record_lines(enum weft_log_level level, const char *line, void *arg)
+{
+	(void)arg;
+	if (level >= WEFT_LOG_WARN && strstr(line, ": TLS: ") != NULL) {
+		record_lines++;
+		snprintf(last_record_line, sizeof(last_record_line), "%s",
+		         line);
+	}
+}
+
+/* closed_count: the server's channels that went, up to want. */
+struct closed_count {
+	const tt_server *s;
+	int want;
+};
+
+static bool
+closed_count(void *arg)
+{
+	const struct closed_count *c = arg;
+
+	return c->s->inactive >= c->want;
+}
+
+/* forge_one connects, finishes the handshake and sends one record with a
+ * bit of its tag flipped; returns once the server closed the channel. */
+static void
+forge_one(tt_server *s)
+{
+	struct closed_count gone = {s, s->inactive + 1};
+	unsigned char rec[1024];
+	mem_client m = {0};
+	size_t n;
+
+	assert_int_equal(weft__tls_ssl_new(client_tls, false, "node-a", &m.ssl),
+	                 0);
+	m.in = BIO_new(BIO_s_mem());
+	m.out = BIO_new(BIO_s_mem());
+	SSL_set_bio(m.ssl, m.in, m.out);
+	SSL_set_connect_state(m.ssl);
+	m.fd = tt_raw_connect(s->port);
+	assert_int_equal(tt_run_until(loop, mc_handshake, &m, 5000), 0);
+	n = mc_record(&m, 0, 100, rec, sizeof(rec));
+	rec[n - 3] ^= 0x10;
+	assert_int_equal(send(m.fd, rec, n, 0), (ssize_t)n);
+	assert_int_equal(tt_run_until(loop, closed_count, &gone, 5000), 0);
+	SSL_free(m.ssl);
+	close(m.fd);
+}
+
+/*
+ * Twenty connections finish their handshake and each sends a record with
+ * one bit flipped. Each is closed with WEFT_ETLS, but inside one peer
+ * interval the node logs no line for them after the first: a peer that
+ * opens connections only to send garbage cannot flood the log. The next
+ * line after the interval says how many were dropped.
+ */
+static void
+test_forged_records_close_each_connection_and_log_at_a_rate(void **state)
+{
+	uint64_t interval = weft_log_get_peer_interval();
+	tt_server s;
+
+	(void)state;
+	assert_int_equal(
+	    tt_server_start(loop, server_tls, WEFT_TLS_MODE_REQUIRED, &s), 0);
+	record_lines = 0;
+	weft_log_set_sink(count_record_lines, NULL);
+	weft_log_set_peer_interval(0);
+	forge_one(&s);
+	assert_int_equal(record_lines, 1);
+	weft_log_set_peer_interval(3600 * 1000); /* longer than any run */
+	for (int i = 0; i < 20; i++)
+		forge_one(&s);
+	assert_int_equal(s.channels, 21);
+	assert_int_equal(s.error, WEFT_ETLS);
+	assert_int_equal(record_lines, 1);
+
+	weft_log_set_peer_interval(0); /* the interval is over */
+	forge_one(&s);
+	assert_int_equal(record_lines, 2);
+	assert_true(strstr(last_record_line, "bad record mac") ||
+	            strstr(last_record_line, "decryption failed"));
+	assert_non_null(strstr(last_record_line, "and 20 more like it"));
+	weft_log_set_peer_interval(interval);
+	weft_log_set_sink(NULL, NULL);
+	server_stop_when_idle(&s);
+}
+
 /* ---- KeyUpdate ---------------------------------------------------------- */
 
 #define KU_BYTES (300u << 10)
@@ -832,6 +929,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_a_record_split_at_every_byte_arrives_whole),
+	    cmocka_unit_test(
+	        test_forged_records_close_each_connection_and_log_at_a_rate),
 	    cmocka_unit_test(test_a_key_update_from_the_client_is_answered),
 	    cmocka_unit_test(test_a_key_update_from_the_server_is_answered),
 	    cmocka_unit_test(

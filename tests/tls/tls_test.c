@@ -688,6 +688,8 @@ void
 tt_log_capture(void)
 {
 	weft_log_set_sink(capture, NULL);
+	/* Every line about a bad peer, for the tests that look for it. */
+	weft_log_set_peer_interval(0);
 }
 
 bool

@@ -9,6 +9,7 @@
  * readable from any thread. A codec adds its counts to the totals at the end
  * of every read batch, on every flush, on an error and when it leaves its
  * pipeline, so the totals may lag a codec's own counts by one batch.
+
  */
 #ifndef WEFT_CODEC_H
 #define WEFT_CODEC_H
@@ -60,6 +61,15 @@ WEFT_API int weft_codec_get_stats(weft_channel *ch, const char *name,
  * codec. Any thread. */
 WEFT_API void weft_codec_get_totals(enum weft_codec_kind kind,
                                     weft_codec_stats *out);
+
+/*
+ * A codec that closes its channel on bad input logs one warning saying
+ * why (unless its quiet option is set). Those lines are rate-limited per
+ * kind of codec, process-wide, at weft's peer interval
+ * (weft_log_set_peer_interval in <weft/core.h>, one line a second by
+ * default): a thousand hostile connections cannot flood the log. The
+ * counters above still count every failure.
+ */
 
 #ifdef __cplusplus
 }

@@ -154,16 +154,30 @@ WEFT_API void weft_logv(enum weft_log_level level, const char *fmt, va_list ap);
  * WEFT_LOG_LIMIT_INIT; its fields are the library's. Any thread.
  */
 typedef struct weft_log_limit {
-	uint64_t interval_ms;
-	uint64_t next_ns;    /* when the next line may go */
-	uint64_t suppressed; /* lines dropped since the last one */
-	uint64_t since_ns;   /* when the last line went */
+	uint64_t interval_ms; /* or WEFT_LOG_PEER_INTERVAL */
+	uint64_t last_ns;     /* when the last line went (0: none yet) */
+	uint64_t suppressed;  /* lines dropped since the last one */
 } weft_log_limit;
 
 #define WEFT_LOG_LIMIT_INIT(interval_ms)                                       \
 	{                                                                      \
-		(interval_ms), 0, 0, 0                                         \
+		(interval_ms), 0, 0                                            \
 	}
+
+/*
+ * The lines weft logs about a peer that misbehaves (a codec closing a
+ * channel on bad input, a TLS record that fails to decrypt) go through
+ * process-wide limits, one per kind of line, whose interval is the peer
+ * interval: a limit initialised with WEFT_LOG_PEER_INTERVAL follows it.
+ * So a thousand hostile connections log a line per interval, not a line
+ * each. weft_log_set_peer_interval sets it in milliseconds (default
+ * WEFT_LOG_PEER_INTERVAL_MS; 0 logs every line, for tests that look for
+ * each). A change applies from the next line on. Any thread.
+ */
+#define WEFT_LOG_PEER_INTERVAL UINT64_MAX
+#define WEFT_LOG_PEER_INTERVAL_MS 1000
+WEFT_API void weft_log_set_peer_interval(uint64_t interval_ms);
+WEFT_API uint64_t weft_log_get_peer_interval(void);
 
 /* weft_log_limited is weft_log through lim. Returns true when the line
  * was emitted (or would have been, below the log level). */
