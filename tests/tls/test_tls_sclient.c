@@ -274,15 +274,15 @@ msgs_say(const char *text)
 	return strstr(buf, text) != NULL;
 }
 
-/* sclient_closed takes what s_client printed; true once it traced the
- * server's close_notify or exited. */
+/* sclient_closed takes what s_client printed; true once it printed the
+ * echo and traced the server's close_notify, or exited. s_client writes
+ * the two to different files, so either may be seen first. */
 static bool
 sclient_closed(void *arg)
 {
 	sclient *c = arg;
 
-	sclient_poll(c);
-	return msgs_say("close_notify") || c->exited;
+	return sclient_poll(c) && (msgs_say("close_notify") || c->exited);
 }
 
 static void
