@@ -47,15 +47,11 @@ run() {
 
 tls=()
 if [ "${WEFT_BENCH_TLS:-1}" != 0 ]; then
-	# One certificate per node id, n0 to n(P-1) of the largest P, and one
-	# for c0. c0 is a client of the nodes in the cluster runs, and a member
-	# that the nodes dial in the namespace run (weft-bench joins as the
-	# coordinator there), so it gets a node's certificate: server and
-	# client use both.
+	# One certificate per node id, n0 to n(P-1) of the largest P, and
+	# one for c0, weft-bench itself (bench-certs.sh says why it is a
+	# node's).
 	max=$(echo "$peers" | tr ',' '\n' | sort -n | tail -1)
-	ids=$(seq -f 'n%g' 0 $((max - 1)))
-	# shellcheck disable=SC2086 # one argument per id
-	sh "$script_dir/gen-certs.sh" "$certs" $ids c0 >/dev/null
+	sh "$script_dir/bench-certs.sh" "$certs" "$max" >/dev/null
 	tls=(--tls "$certs")
 fi
 

@@ -594,6 +594,48 @@ test_netns_cluster(void **state)
 	assert_true(bench_json_value(text, "\"ops\": ") > 0);
 }
 
+/*
+ * The same over mutual TLS, with the certificates make run uses
+ * (scripts/bench-certs.sh). weft-bench joins the cluster as the member c0
+ * here, and the nodes dial it: a certificate for client use only fails
+ * every node's handshake to c0, and the run ends in an error.
+ */
+static void
+test_netns_cluster_over_tls(void **state)
+{
+	char json[] = "/tmp/wbench-netns-json-XXXXXX", text[4096];
+	char dir[] = "/tmp/wbench-netns-tls-XXXXXX", cmd[1024];
+	char *args[] = {"cluster",       "--netns",    "--weftd",
+	                WEFTD_EXE,       "--peers",    "3",
+	                "--outstanding", "8",          "--warmup",
+	                "0.1",           "--duration", "0.3",
+	                "--quiet",       "--tls",      dir,
+	                "--json",        json,         NULL};
+	int rv;
+
+	(void)state;
+	if (system("openssl version >/dev/null 2>&1") != 0)
+		skip();
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+	         "sh %s/scripts/bench-certs.sh %s 3 >/dev/null 2>&1",
+	         WEFT_SOURCE_DIR, dir);
+	assert_int_equal(system(cmd), 0);
+	close(mkstemp(json));
+	rv = run_bench(args);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+	if (rv == 77) {
+		unlink(json);
+		skip();
+	}
+	assert_int_equal(rv, 0);
+	read_json(json, text, sizeof(text));
+	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": null"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_true(bench_json_value(text, "\"ops\": ") > 0);
+}
+
 /* Malformed lists are refused. */
 static void
 test_hosts_bad_lists(void **state)
@@ -624,6 +666,7 @@ main(void)
 	    cmocka_unit_test_teardown(test_load_verb_refuses_bad_requests,
 	                              kill_live),
 	    cmocka_unit_test_teardown(test_netns_cluster, kill_live),
+	    cmocka_unit_test_teardown(test_netns_cluster_over_tls, kill_live),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
