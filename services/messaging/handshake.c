@@ -4,8 +4,9 @@
  * the moment a connection is made: an accepting node reads the HELLO and
  * answers it, a dialing one sends the HELLO and reads the answer. Once
  * both agree, it sets the frame codec to what they agreed (the CRC, the
- * frame limits) and leaves the pipeline, from inside its own read, so
- * that every later frame goes to the service's handler (read.c).
+ * frame limits), puts an envelope codec after it and leaves the pipeline,
+ * so that every later frame reaches the service's handler (read.c) as an
+ * envelope.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include <event2/buffer.h>
 
+#include <weft/envelope.h>
 #include <weft/frame.h>
 #include <weft/tls.h>
 
@@ -21,8 +23,14 @@
 /* A message frame this short cannot hold an envelope. */
 #define MIN_ENVELOPE 8
 
-/* The frame codec's settings for the connection's traffic from here on;
- * false (the connection then closes) if the codec refused them. */
+/* Refused envelopes are logged by read.c, at its rate; the service
+ * encodes its own batches (write.c), so writes pass the codec by. */
+static const weft_envelope_codec_opts envelopes = {.quiet = true,
+                                                   .decode_only = true};
+
+/* The frame codec's settings for the connection's traffic from here on,
+ * and the envelope codec after it, in the place this handler leaves;
+ * false (the connection then closes) if the codecs refused them. */
 static bool
 frames_agreed(struct weft__msvc_conn *c)
 {
@@ -35,7 +43,10 @@ frames_agreed(struct weft__msvc_conn *c)
 	       weft_frame_codec_set_max(c->ch, WEFT__MSVC_FRAME_CODEC, max) ==
 	           0 &&
 	       weft_frame_codec_set_min(c->ch, WEFT__MSVC_FRAME_CODEC,
-	                                MIN_ENVELOPE) == 0;
+	                                MIN_ENVELOPE) == 0 &&
+	       weft_envelope_codec_add_after(
+	           c->ch, WEFT__MSVC_HANDSHAKE_HANDLER,
+	           WEFT__MSVC_ENVELOPE_CODEC, &envelopes) == 0;
 }
 
 /* Writes a handshake frame that buf's encoder filled; false if it could

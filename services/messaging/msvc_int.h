@@ -581,6 +581,7 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 /* conn.c: connection objects and their pipelines. */
 #define WEFT__MSVC_FRAME_CODEC "msvc-frame"
 #define WEFT__MSVC_HANDSHAKE_HANDLER "msvc-handshake"
+#define WEFT__MSVC_ENVELOPE_CODEC "msvc-envelope"
 int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
                                   struct weft__msvc_outbound *o);

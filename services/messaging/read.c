@@ -4,22 +4,19 @@
  *
  *   gate -> frame codec -> handshake handler -> msvc
  *
- * and once the handshake is done, when its handler has left:
+ * and once the handshake is done, when its handler leaves:
  *
- *   gate -> frame codec -> msvc
+ *   gate -> frame codec -> envelope codec -> msvc
  *
  * The gate opens each read batch (one clock reading for all of it) and
  * holds the batch back while the node's inbound budget is spent or the
  * connection is a client that does not read its answers: the bytes then
  * stay in the channel's input until reading resumes. The frame codec
- * (weft/frame.h) cuts and checks the frames, lends each as a byte run
- * into the input, and says when one has begun and not ended. The handler
- * at the end decodes each frame's envelope with the envelope codec's
- * decoder (weft/envelope.h) where it lies, hands requests to dispatch and
- * answers to the loop that waits for them, and stops the codec before the
- * next frame when the budget runs out. (The envelope codec as a handler
- * of its own between them costs a tenth of the P = 64 cluster rate: see
- * docs/ARCHITECTURE.md.)
+ * (weft/frame.h) cuts and checks the frames, and says when one has begun
+ * and not ended; the envelope codec (weft/envelope.h) decodes each
+ * message. The handler at the end takes each envelope, hands requests to
+ * dispatch and answers to the loop that waits for them, and stops the codec
+ * before the next frame when the budget runs out.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +24,7 @@
 
 #include <event2/buffer.h>
 
+#include <weft/envelope.h>
 #include <weft/frame.h>
 
 #include "msvc_int.h"
@@ -176,23 +174,31 @@ static void
 h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
+	const weft_envelope *e = msg;
 	struct weft__msvc_env env;
-	const uint8_t *body;
-	size_t n;
 
 	if (c->state == WEFT__MSVC_CLOSED)
 		return;
-	if ((body = weft__msvc_frame_body(type, msg, &n)) == NULL) {
+	if (type != &weft_msg_envelope)
+		return;
+	env.id = e->id;
+	env.verb = e->verb;
+	env.flags = e->flags;
+	env.created_ms = e->created_ms;
+	env.expires_ms = e->expires_ms;
+	env.len = e->payload_len;
+	env.payload = e->payload;
+	/* A large payload comes in the frame's chains: made contiguous. */
+	if (e->payload_buf != NULL &&
+	    (env.payload = evbuffer_pullup(e->payload_buf, -1)) == NULL &&
+	    env.len > 0) {
 		weft__msvc_conn_reject(c, "out of memory");
 		return;
 	}
 	weft__msvc_frame_arrived(c);
-	if (weft__msvc_env_decode(body, n, &env) != 0) {
-		weft__msvc_count(&c->svc->st.bad_envelopes, 1);
-		weft__msvc_conn_reject(c, "invalid envelope");
-		return;
-	}
-	on_message(c, &env, 4 + n + (c->crc ? 4 : 0));
+	/* The frame's bytes as weft lays them out. */
+	on_message(c, &env,
+	           4 + WEFT_ENVELOPE_HEADER_BYTES + env.len + (c->crc ? 4 : 0));
 	/* The budget decides whether the codec goes on to the next frame. */
 	if (weft__msvc_may_read_on(c))
 		(void)should_pause(c);
@@ -218,18 +224,27 @@ h_user_event(weft_ctx *ctx, int event, void *data)
 		pause_reading(c);
 }
 
-/* The frame codec refused the input (it closes the channel itself):
- * counted and logged here, in the service's words and at its rate. */
+/* The frame codec or the envelope codec refused the input (it closes the
+ * channel itself): counted and logged here, in the service's words and at
+ * its rate. Which one refused, its counters say. */
 static void
 h_error(weft_ctx *ctx, int status)
 {
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 	weft_msvc *svc = c->svc;
 	bool up = c->state == WEFT__MSVC_UP;
+	weft_codec_stats st;
 	const char *why;
 
 	if (c->state == WEFT__MSVC_CLOSED || c->ch == NULL)
 		return;
+	if (up && status == WEFT_EPROTO && weft_channel_is_open(c->ch) &&
+	    weft_codec_get_stats(c->ch, WEFT__MSVC_ENVELOPE_CODEC, &st) == 0 &&
+	    st.malformed > 0) {
+		weft__msvc_count(&svc->st.bad_envelopes, 1);
+		weft__msvc_conn_reject(c, "invalid envelope");
+		return;
+	}
 	switch (status) {
 	case WEFT_ECHECKSUM:
 		weft__msvc_count(&svc->st.bad_frames, 1);
