@@ -518,14 +518,21 @@ tail_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	weft_msg_free(type, msg);
 }
 
+/* GLOBAL: the rate limit of the line below. Peers cause most of these
+ * errors (a codec refusing bad input fires one per bad connection), so it
+ * goes at the peer interval, with the count of the others. */
+static weft_log_limit log_unhandled =
+    WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL);
+
 /* An error nobody handled usually means the last handler forgot to: say
  * so where it will be seen, as Netty does. */
 static void
 tail_error(weft_ctx *ctx, int status)
 {
-	weft_warn("%s: an error reached the tail of the pipeline unhandled "
-	          "(add an error handler): %s",
-	          ctx->ch->peer, weft_strerror(status));
+	weft_log_limited(&log_unhandled, WEFT_LOG_WARN,
+	                 "%s: an error reached the tail of the pipeline "
+	                 "unhandled (add an error handler): %s",
+	                 ctx->ch->peer, weft_strerror(status));
 }
 
 static void

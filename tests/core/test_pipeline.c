@@ -701,11 +701,44 @@ test_unhandled_error_at_the_tail_is_a_warning(void **state)
 	assert_non_null(ctx);
 	weft_log_set_sink(capture_warning, &c);
 	weft_log_set_level(WEFT_LOG_WARN);
+	weft_log_set_peer_interval(0); /* each line, whatever went before */
 	weft_ctx_fire_error(ctx, WEFT_EPROTO);
+	weft_log_set_peer_interval(WEFT_LOG_PEER_INTERVAL_MS);
 	weft_log_set_sink(NULL, NULL);
 	assert_int_equal(c.warnings, 1);
 	assert_non_null(strstr(c.line, "unhandled"));
 	assert_non_null(strstr(c.line, weft_strerror(WEFT_EPROTO)));
+}
+
+/* Errors that reach the tail come from peers as often as from bugs (a
+ * codec refusing bad input fires one on every bad connection): their
+ * warning is rate-limited at the peer interval, and the next one that
+ * goes out says how many were dropped. */
+static void
+test_unhandled_errors_are_logged_at_a_rate(void **state)
+{
+	struct fixture *f = *state;
+	struct log_capture c = {0};
+	weft_ctx *ctx;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "A", &recorder, "A"), 0);
+	ctx = weft_pipeline_get(f->ch, "A");
+	weft_log_set_sink(capture_warning, &c);
+	weft_log_set_level(WEFT_LOG_WARN);
+	weft_log_set_peer_interval(0);
+	weft_ctx_fire_error(ctx, WEFT_EPROTO);
+	assert_int_equal(c.warnings, 1);
+	weft_log_set_peer_interval(3600 * 1000); /* longer than any run */
+	for (int i = 0; i < 20; i++)
+		weft_ctx_fire_error(ctx, WEFT_EPROTO);
+	assert_int_equal(c.warnings, 1);
+	weft_log_set_peer_interval(0);
+	weft_ctx_fire_error(ctx, WEFT_EPROTO);
+	weft_log_set_peer_interval(WEFT_LOG_PEER_INTERVAL_MS);
+	weft_log_set_sink(NULL, NULL);
+	assert_int_equal(c.warnings, 2);
+	assert_non_null(strstr(c.line, "unhandled"));
+	assert_non_null(strstr(c.line, "and 20 more like it"));
 }
 
 /* A reader that takes one byte per read and pauses reading: the rest
@@ -849,6 +882,8 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_unhandled_error_at_the_tail_is_a_warning, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_unhandled_errors_are_logged_at_a_rate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_resumed_reading_reads_what_waits_in_the_input, setup,
 	        teardown),

@@ -166,7 +166,8 @@ typedef struct weft_log_limit {
 
 /*
  * The lines weft logs about a peer that misbehaves (a codec closing a
- * channel on bad input, a TLS record that fails to decrypt) go through
+ * channel on bad input, a TLS record that fails to decrypt, the error
+ * that then reaches the tail of a pipeline with no error handler) go through
  * process-wide limits, one per kind of line, whose interval is the peer
  * interval: a limit initialised with WEFT_LOG_PEER_INTERVAL follows it.
  * So a thousand hostile connections log a line per interval, not a line
