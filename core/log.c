@@ -120,11 +120,14 @@ weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
 	interval = lim->interval_ms == WEFT_LOG_PEER_INTERVAL
 	               ? weft_log_get_peer_interval()
 	               : lim->interval_ms;
+	/* In nanoseconds; an interval past 584 years is forever. */
+	interval =
+	    interval > UINT64_MAX / 1000000u ? UINT64_MAX : interval * 1000000u;
 	last = __atomic_load_n(&lim->last_ns, __ATOMIC_RELAXED);
 	/* One thread wins the slot; the others count themselves. The
 	 * interval counts from the last line, so a change to it applies at
 	 * once. */
-	if ((last != 0 && now - last < interval * 1000000u) ||
+	if ((last != 0 && now - last < interval) ||
 	    !__atomic_compare_exchange_n(&lim->last_ns, &last, now, false,
 	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		__atomic_fetch_add(&lim->suppressed, 1, __ATOMIC_RELAXED);

@@ -315,15 +315,15 @@ sock_status(int err)
 	return weft_from_errno(err) != 0 ? weft_from_errno(err) : WEFT_EIO;
 }
 
-/* io_failure names why an SSL call stopped for good (err is
- * SSL_get_error's answer) and keeps it as the stream's status. */
-/* GLOBAL: the rate limit of the lines below, one for the process: a peer
+/* GLOBAL: the rate limit of io_failure's line, one for the process: a peer
  * that opens connections only to send forged records gets a line per
  * peer interval (weft_log_set_peer_interval), with the count of the
  * others, not a line each. */
 static weft_log_limit log_record_failure =
     WEFT_LOG_LIMIT_INIT(WEFT_LOG_PEER_INTERVAL);
 
+/* io_failure names why an SSL call stopped for good (err is
+ * SSL_get_error's answer) and keeps it as the stream's status. */
 static int
 io_failure(struct tls_stream *s, int err)
 {
