@@ -566,32 +566,62 @@ test_load_verb_refuses_bad_requests(void **state)
 	trio_stop(&t);
 }
 
+/* check_netns_run runs three weftd nodes in network namespaces of their
+ * own (over mutual TLS with the certificates in tls_dir, unless NULL) and
+ * checks that every request was answered; false where namespaces cannot
+ * be made (not root, or a container without CAP_SYS_ADMIN). */
+static bool
+check_netns_run(char *tls_dir)
+{
+	char json[] = "/tmp/wbench-netns-json-XXXXXX", text[4096];
+	char *args[] = {"cluster",
+	                "--netns",
+	                "--weftd",
+	                WEFTD_EXE,
+	                "--peers",
+	                "3",
+	                "--outstanding",
+	                "8",
+	                "--warmup",
+	                "0.1",
+	                "--duration",
+	                "0.3",
+	                "--quiet",
+	                "--json",
+	                json,
+	                NULL,
+	                NULL,
+	                NULL};
+	int rv;
+
+	if (tls_dir != NULL) {
+		args[15] = "--tls";
+		args[16] = tls_dir;
+	}
+	close(mkstemp(json));
+	rv = run_bench(args);
+	if (rv == 77) {
+		unlink(json);
+		return false;
+	}
+	assert_int_equal(rv, 0);
+	read_json(json, text, sizeof(text));
+	unlink(json);
+	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": null"));
+	check_cluster_run(strstr(text, "\"io\": \"loop\""));
+	assert_true(bench_json_value(text, "\"ops\": ") > 0);
+	return true;
+}
+
 /* --netns: three weftd nodes in network namespaces of their own. Skipped
  * where namespaces cannot be made (not root, or a container without
  * CAP_SYS_ADMIN). */
 static void
 test_netns_cluster(void **state)
 {
-	char json[] = "/tmp/wbench-netns-json-XXXXXX", text[4096];
-	char *args[] = {
-	    "cluster",    "--netns",       "--weftd", WEFTD_EXE,  "--peers",
-	    "3",          "--outstanding", "8",       "--warmup", "0.1",
-	    "--duration", "0.3",           "--quiet", "--json",   json,
-	    NULL};
-	int rv;
-
 	(void)state;
-	close(mkstemp(json));
-	rv = run_bench(args);
-	if (rv == 77) {
-		unlink(json);
+	if (!check_netns_run(NULL))
 		skip();
-	}
-	assert_int_equal(rv, 0);
-	read_json(json, text, sizeof(text));
-	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": null"));
-	check_cluster_run(strstr(text, "\"io\": \"loop\""));
-	assert_true(bench_json_value(text, "\"ops\": ") > 0);
 }
 
 /*
@@ -603,15 +633,8 @@ test_netns_cluster(void **state)
 static void
 test_netns_cluster_over_tls(void **state)
 {
-	char json[] = "/tmp/wbench-netns-json-XXXXXX", text[4096];
 	char dir[] = "/tmp/wbench-netns-tls-XXXXXX", cmd[1024];
-	char *args[] = {"cluster",       "--netns",    "--weftd",
-	                WEFTD_EXE,       "--peers",    "3",
-	                "--outstanding", "8",          "--warmup",
-	                "0.1",           "--duration", "0.3",
-	                "--quiet",       "--tls",      dir,
-	                "--json",        json,         NULL};
-	int rv;
+	bool ran;
 
 	(void)state;
 	if (system("openssl version >/dev/null 2>&1") != 0)
@@ -621,19 +644,11 @@ test_netns_cluster_over_tls(void **state)
 	         "sh %s/scripts/bench-certs.sh %s 3 >/dev/null 2>&1",
 	         WEFT_SOURCE_DIR, dir);
 	assert_int_equal(system(cmd), 0);
-	close(mkstemp(json));
-	rv = run_bench(args);
+	ran = check_netns_run(dir);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	assert_int_equal(system(cmd), 0);
-	if (rv == 77) {
-		unlink(json);
+	if (!ran)
 		skip();
-	}
-	assert_int_equal(rv, 0);
-	read_json(json, text, sizeof(text));
-	assert_non_null(strstr(text, "\"peers\": 3, \"clients\": null"));
-	check_cluster_run(strstr(text, "\"io\": \"loop\""));
-	assert_true(bench_json_value(text, "\"ops\": ") > 0);
 }
 
 /* Malformed lists are refused. */

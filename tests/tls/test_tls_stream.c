@@ -282,6 +282,21 @@ mc_handshake(void *arg)
 	return r == 1;
 }
 
+/* mc_connect connects m to a weft server on port, through memory BIOs,
+ * and runs the loop until the handshake is done. */
+static void
+mc_connect(mem_client *m, uint16_t port)
+{
+	assert_int_equal(
+	    weft__tls_ssl_new(client_tls, false, "node-a", &m->ssl), 0);
+	m->in = BIO_new(BIO_s_mem());
+	m->out = BIO_new(BIO_s_mem());
+	SSL_set_bio(m->ssl, m->in, m->out);
+	SSL_set_connect_state(m->ssl);
+	m->fd = tt_raw_connect(port);
+	assert_int_equal(tt_run_until(loop, mc_handshake, m, 5000), 0);
+}
+
 static bool
 mc_two_ticks(void *arg)
 {
@@ -346,14 +361,7 @@ test_a_record_split_at_every_byte_arrives_whole(void **state)
 	(void)state;
 	assert_int_equal(
 	    tt_server_start(loop, server_tls, WEFT_TLS_MODE_REQUIRED, &s), 0);
-	assert_int_equal(weft__tls_ssl_new(client_tls, false, "node-a", &m.ssl),
-	                 0);
-	m.in = BIO_new(BIO_s_mem());
-	m.out = BIO_new(BIO_s_mem());
-	SSL_set_bio(m.ssl, m.in, m.out);
-	SSL_set_connect_state(m.ssl);
-	m.fd = tt_raw_connect(s.port);
-	assert_int_equal(tt_run_until(loop, mc_handshake, &m, 5000), 0);
+	mc_connect(&m, s.port);
 
 	/* Two pieces, split at every byte of the record. */
 	for (k = 1; k < len + RECORD_OVERHEAD; k++) {
@@ -424,14 +432,7 @@ forge_one(tt_server *s)
 	mem_client m = {0};
 	size_t n;
 
-	assert_int_equal(weft__tls_ssl_new(client_tls, false, "node-a", &m.ssl),
-	                 0);
-	m.in = BIO_new(BIO_s_mem());
-	m.out = BIO_new(BIO_s_mem());
-	SSL_set_bio(m.ssl, m.in, m.out);
-	SSL_set_connect_state(m.ssl);
-	m.fd = tt_raw_connect(s->port);
-	assert_int_equal(tt_run_until(loop, mc_handshake, &m, 5000), 0);
+	mc_connect(&m, s->port);
 	n = mc_record(&m, 0, 100, rec, sizeof(rec));
 	rec[n - 3] ^= 0x10;
 	assert_int_equal(send(m.fd, rec, n, 0), (ssize_t)n);
