@@ -52,6 +52,23 @@ bindable(uint16_t port)
 	return ok;
 }
 
+/* GLOBAL (test): the ports handed out lately. A test picks all of a
+ * cluster's ports before it starts any node, so a port still free when it
+ * was picked twice would reach two nodes (the second failing with
+ * "address in use"). */
+#define RECENT_PORTS 64
+static uint16_t recent[RECENT_PORTS];
+static unsigned nrecent;
+
+static bool
+handed_out(uint16_t port)
+{
+	for (unsigned i = 0; i < RECENT_PORTS; i++)
+		if (recent[i] == port)
+			return true;
+	return false;
+}
+
 uint16_t
 weft_test_free_port(void)
 {
@@ -65,8 +82,10 @@ weft_test_free_port(void)
 	span = low > 13024 ? 12000 : (low > 2048 ? low - 1025 : 0);
 	for (i = 0; span > 0 && i < 1000; i++) {
 		port = (uint16_t)(low - 1 - (unsigned)rand_r(&seed) % span);
-		if (bindable(port))
+		if (!handed_out(port) && bindable(port)) {
+			recent[nrecent++ % RECENT_PORTS] = port;
 			return port;
+		}
 	}
 	fail_msg("no free port below %u", low);
 	return 0;
