@@ -371,6 +371,57 @@ test_nothing_is_handled_after_the_close(void **state)
 	stop();
 }
 
+/* PROTOCOL.md lets a peer encode an envelope in any valid msgpack form,
+ * not only weft's fixed layout: a request in the smallest forms (fixints,
+ * bin 8), and one with every integer as wide as it goes (uint 64, bin 32
+ * in a map-free array 16), each from a raw client in one write, are
+ * answered like any other; a form msgpack does not allow closes the
+ * connection as an invalid envelope. */
+static void
+test_requests_in_any_valid_encoding_are_answered(void **state)
+{
+	static const uint8_t smallest[] = {0x96, 0x05, VERB_ECHO, RP_REQUEST,
+	                                   0x00, 0x00, 0xc4,      0x02,
+	                                   'h',  'i'};
+	static const uint8_t widest[] = {
+	    0xdc,      0x00, 0x06, 0xcf, 0,  0, 0, 0, 0,    0,
+	    0,         0x06, 0xcf, 0,    0,  0, 0, 0, 0,    0,
+	    VERB_ECHO, 0xcf, 0,    0,    0,  0, 0, 0, 0,    RP_REQUEST,
+	    0xcf,      0,    0,    0,    0,  0, 0, 0, 0,    0xcf,
+	    0,         0,    0,    0,    0,  0, 0, 0, 0xc6, 0,
+	    0,         0,    0x02, 'h',  'o'};
+	/* A negative fixint where the id must be unsigned. */
+	static const uint8_t negative[] = {0x96, 0xff, VERB_ECHO, RP_REQUEST,
+	                                   0x00, 0x00, 0xc4,      0x00};
+	struct evbuffer *b = evbuffer_new();
+	rawpeer p;
+	rp_env e;
+
+	(void)state;
+	start(2, false, NULL);
+	client_in(&p, NULL, "rawc");
+	rp_frame(b, smallest, sizeof(smallest), p.crc);
+	rp_frame(b, widest, sizeof(widest), p.crc);
+	assert_true(rp_send(&p, b));
+	assert_int_equal(rp_read_env(&p, &e, WAIT_MS), 0);
+	assert_int_equal(e.id, 5);
+	assert_int_equal(e.flags & RP_RESPONSE, RP_RESPONSE);
+	assert_int_equal(e.len, 2);
+	assert_memory_equal(e.payload, "hi", 2);
+	assert_int_equal(rp_read_env(&p, &e, WAIT_MS), 0);
+	assert_int_equal(e.id, 6);
+	assert_memory_equal(e.payload, "ho", 2);
+
+	rp_frame(b, negative, sizeof(negative), p.crc);
+	assert_true(rp_send(&p, b));
+	assert_true(rp_closed(&p, WAIT_MS));
+	rp_close(&p);
+	assert_int_equal(stats(0).bad_envelopes, 1);
+	evbuffer_free(b);
+	assert_still_serving();
+	stop();
+}
+
 /* Another member (n3, here a plaintext impostor of it) answers n1's
  * request to n2, with its exact id, and with an error too. */
 static void
@@ -877,6 +928,7 @@ main(void)
 	    cmocka_unit_test(test_answer_flushed_into_a_closing_tls_connection),
 	    cmocka_unit_test(test_response_from_a_client_is_refused),
 	    cmocka_unit_test(test_nothing_is_handled_after_the_close),
+	    cmocka_unit_test(test_requests_in_any_valid_encoding_are_answered),
 	    cmocka_unit_test(test_response_from_another_member_is_refused),
 	    cmocka_unit_test(test_request_ids_cannot_be_guessed),
 	    cmocka_unit_test(test_forged_response_handed_between_loops),
