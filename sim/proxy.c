@@ -56,6 +56,9 @@ struct pconn {
 	struct pdir dir[2];
 	uint64_t rng;
 	int refs; /* sides attached, plus the pending connect */
+	/* A fault damaged it (bytes flipped) or is closing it (a drop):
+	 * its close is reported as a break, once. */
+	bool damaged, broken;
 	LIST_ENTRY(pconn) link;
 };
 
@@ -132,6 +135,7 @@ corrupt(struct pconn *pc, struct evbuffer *buf, uint32_t ppm)
 		flips++;
 	if (flips == 0 || (p = evbuffer_pullup(buf, -1)) == NULL)
 		return;
+	pc->damaged = true;
 	for (i = 0; i < flips; i++)
 		p[weft__sim_rand(&pc->rng) % len] ^=
 		    (unsigned char)(1u << (weft__sim_rand(&pc->rng) % 8));
@@ -234,6 +238,19 @@ h_writability_changed(weft_ctx *ctx, bool writable)
 		pump(s->pc, 1 - s->index);
 }
 
+/* A connection a fault damaged or dropped has closed: reported once. */
+static void
+report_break(struct pconn *pc)
+{
+	weft_sim *sim = pc->sim;
+
+	if (!pc->damaged || pc->broken)
+		return;
+	pc->broken = true;
+	if (sim->opts.on_break != NULL)
+		sim->opts.on_break(sim, pc->end[0], pc->end[1], sim->opts.arg);
+}
+
 /* One side went away: what it sent still goes on, then the other side
  * closes too; what was on its way to it is dropped. */
 static void
@@ -242,6 +259,7 @@ h_inactive(weft_ctx *ctx)
 	struct pside *s = weft_ctx_state(ctx);
 	struct pconn *pc = s->pc;
 
+	report_break(pc);
 	s->ch = NULL;
 	dir_clear(&pc->dir[1 - s->index]);
 	pc->dir[s->index].eof = true;
@@ -419,8 +437,10 @@ drop_task(weft_loop *loop, int status, void *arg)
 	     pc = next) {
 		next = LIST_NEXT(pc, link);
 		if ((pc->end[0] == d->a && pc->end[1] == d->b) ||
-		    (pc->end[0] == d->b && pc->end[1] == d->a))
+		    (pc->end[0] == d->b && pc->end[1] == d->a)) {
+			pc->damaged = true;
 			pconn_close(pc);
+		}
 	}
 	free(d);
 }

@@ -15,8 +15,9 @@
  *             own payload back), expired, overloaded, or failed with a
  *             reason (peer down, shut down, ...);
  *   one-way   delivered at most once; not delivered only if it expired or
- *             a fault broke its path (a dropped or corrupted connection, a
- *             restart, a peer marked down) after it was sent;
+ *             a fault broke its path (a connection dropped, or closed on
+ *             bytes a fault corrupted; a restart; a peer marked down)
+ *             after it was sent;
  *   both      never delivered after its deadline + 100 ms; one-way
  *             messages to the inline sink with one ordering key arrive in
  *             the order they were sent, unless a fault broke their path
@@ -253,6 +254,16 @@ on_fault(weft_sim *sim, const weft_sim_fault *f, void *arg)
 	default:
 		break;
 	}
+}
+
+/* A connection a fault broke loses what was on it, however late the
+ * break: a paused node finds bytes corrupted before it paused only when
+ * it resumes, after the corruption's end. */
+static void
+on_break(weft_sim *sim, uint32_t x, uint32_t y, void *arg)
+{
+	(void)sim;
+	bump(arg, x, y);
 }
 
 /* A peer marked down fails what was on its connections. */
@@ -740,7 +751,10 @@ run_round(uint64_t seed, uint32_t round, uint64_t round_ms)
 	                        .kinds = fault_kinds(),
 	                        .endpoints = ENDPOINTS,
 	                        .on_fault = on_fault};
-	weft_sim_opts o = {.nodes = NODES, .seed = seed, .on_start = on_start};
+	weft_sim_opts o = {.nodes = NODES,
+	                   .seed = seed,
+	                   .on_start = on_start,
+	                   .on_break = on_break};
 	uint64_t counts[ST_STATES] = {0}, messages = 0, bytes = 0, faults;
 	weft_msvc_config *cfg;
 	weft_msvc_limits l;

@@ -62,6 +62,16 @@ typedef int (*weft_sim_start_cb)(weft_sim *sim, uint32_t endpoint,
 typedef void (*weft_sim_stop_cb)(weft_sim *sim, uint32_t endpoint,
                                  weft_msvc *svc, void *arg);
 
+/*
+ * Called on the proxies' loop each time a fault breaks a connection
+ * between endpoints a and b (a dialed b): a drop closed it, or it closed
+ * after the proxy flipped bytes on it (whichever end closed it, and
+ * however late: a paused node finds the damage when it resumes). What was
+ * written on that connection and not yet read may be lost.
+ */
+typedef void (*weft_sim_break_cb)(weft_sim *sim, uint32_t a, uint32_t b,
+                                  void *arg);
+
 /* Options; zero fields take the defaults shown. */
 typedef struct weft_sim_opts {
 	uint32_t nodes;      /* 3: members n1..nN, at most WEFT_SIM_MAX */
@@ -77,6 +87,7 @@ typedef struct weft_sim_opts {
 	uint64_t seed;
 	weft_sim_start_cb on_start; /* may be NULL */
 	weft_sim_stop_cb on_stop;   /* may be NULL */
+	weft_sim_break_cb on_break; /* may be NULL */
 	void *arg;
 } weft_sim_opts;
 
