@@ -504,6 +504,12 @@ read_into(struct tls_stream *s, struct evbuffer *in, size_t want, int *err)
 		room = v[i].iov_len < want - got ? v[i].iov_len : want - got;
 		v[i].iov_len = 0;
 		while (v[i].iov_len < room) {
+			/* The socket is empty and OpenSSL holds nothing: the
+			 * call would only say so. */
+			if (s->sock_empty && !SSL_has_pending(s->ssl)) {
+				*err = SSL_ERROR_WANT_READ;
+				break;
+			}
 			if (SSL_read_ex(s->ssl,
 			                (char *)v[i].iov_base + v[i].iov_len,
 			                room - v[i].iov_len, &n) != 1) {
