@@ -106,9 +106,14 @@ struct cnode {
 	/* Open loop (--rate): idle slots, taken by the pacer. */
 	pthread_mutex_t free_lock;
 	unsigned *free_ids, nfree;
-	atomic_uint_fast64_t handled;    /* requests answered, for --slow */
-	uint64_t slow_every;             /* every Nth is slow; 0: none */
-	atomic_uint primed;              /* answers to the first requests */
+	atomic_uint_fast64_t handled; /* requests answered, for --slow */
+	uint64_t slow_every;          /* every Nth is slow; 0: none */
+	/* Answers to the first requests; the main thread sleeps on
+	 * primed_cond for them (polling here, in P processes at once, took
+	 * CPU from the handshakes it waited for). */
+	atomic_uint primed;
+	pthread_mutex_t primed_lock;
+	pthread_cond_t primed_cond;
 	atomic_uint loaded, load_failed; /* mix: keys put before the run */
 	atomic_int first_error;
 	pthread_key_t lat_key; /* this thread's thread_lat */
@@ -346,6 +351,15 @@ maybe_slow(cnode *n)
 }
 
 static void
+count_primed(cnode *n)
+{
+	pthread_mutex_lock(&n->primed_lock);
+	atomic_fetch_add(&n->primed, 1);
+	pthread_cond_broadcast(&n->primed_cond);
+	pthread_mutex_unlock(&n->primed_lock);
+}
+
+static void
 msvc_primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 {
 	cnode *n = arg;
@@ -354,7 +368,7 @@ msvc_primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	(void)data;
 	(void)len;
 	if (status == 0)
-		atomic_fetch_add(&n->primed, 1);
+		count_primed(n);
 }
 
 static void
@@ -366,7 +380,7 @@ base_primed(wbase_node *b, int status, const void *data, size_t len, void *arg)
 	(void)data;
 	(void)len;
 	if (status == 0)
-		atomic_fetch_add(&n->primed, 1);
+		count_primed(n);
 }
 
 static void
@@ -417,11 +431,23 @@ preload(cnode *n)
 static int
 wait_primed(cnode *n, unsigned want, uint64_t deadline)
 {
-	while (atomic_load(&n->primed) < want && weft_now_ns() < deadline) {
-		struct timespec ts = {0, 1000000};
+	uint64_t now, left;
+	struct timespec ts;
 
-		nanosleep(&ts, NULL);
+	pthread_mutex_lock(&n->primed_lock);
+	while (atomic_load(&n->primed) < want &&
+	       (now = weft_now_ns()) < deadline) {
+		left = deadline - now;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000000000u);
+		ts.tv_nsec += (long)(left % 1000000000u);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&n->primed_cond, &n->primed_lock, &ts);
 	}
+	pthread_mutex_unlock(&n->primed_lock);
 	return atomic_load(&n->primed) >= want ? 0 : -1;
 }
 
@@ -858,6 +884,8 @@ node_init(cnode *n, const wbench_opts *o)
 	n->free_ids = calloc(o->outstanding + 1, sizeof(*n->free_ids));
 	pthread_mutex_init(&n->free_lock, NULL);
 	pthread_mutex_init(&n->lat_lock, NULL);
+	pthread_mutex_init(&n->primed_lock, NULL);
+	pthread_cond_init(&n->primed_cond, NULL);
 	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
 	    n->free_ids == NULL || wbench_sample_init(&n->so_far) != 0 ||
 	    pthread_key_create(&n->lat_key, NULL) != 0)
@@ -910,6 +938,8 @@ node_fini(cnode *n)
 	if (n->lat_key_made)
 		pthread_key_delete(n->lat_key);
 	pthread_mutex_destroy(&n->lat_lock);
+	pthread_mutex_destroy(&n->primed_lock);
+	pthread_cond_destroy(&n->primed_cond);
 	free(n->slots);
 	wbench_sample_fini(&n->so_far);
 	free(n->payload);
