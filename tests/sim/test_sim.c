@@ -475,7 +475,9 @@ test_damage_found_after_the_fault_is_a_break(void **state)
 	                                VERB_SINK, payload, sizeof(payload),
 	                                &o),
 	                 0);
-	sleep_ms(100); /* through the proxy, into the paused node's socket */
+	/* Through the proxy (damaged as it reads), into the paused node's
+	 * socket: with room for a sanitizer's slower loops. */
+	sleep_ms(300);
 	assert_int_equal(weft_sim_corrupt(sim, 0, 1, 0), 0);
 	/* The fault is over, and nothing has closed yet. */
 	assert_int_equal(atomic_load(&w->breaks[0][1]), 0);
@@ -483,7 +485,7 @@ test_damage_found_after_the_fault_is_a_break(void **state)
 	                                VERB_SINK, payload, sizeof(payload),
 	                                &o),
 	                 0);
-	sleep_ms(50);
+	sleep_ms(100);
 	assert_int_equal(weft_sim_pause(sim, 1, false), 0);
 	/* n2 finds the damage and closes the connection: a break, later than
 	 * both messages were sent, and neither arrived. */
