@@ -4,8 +4,10 @@
  * server on 127.0.0.1 port 0 accepts the dialer's connection, dials the
  * node and forwards bytes both ways, each read's worth as one chunk that
  * may wait (delay), stop (stall) or change (corrupt) on its way, by the
- * faults of its direction. Everything runs on the simulation's proxy
- * loop, through weft's public transport and channel API only.
+ * faults of its direction. A connection whose bytes a fault changed, or
+ * that a drop closed, is reported as a break when it closes (on_break).
+ * Everything runs on the simulation's proxy loop, through weft's public
+ * transport and channel API only.
  *
  * Back-pressure: a direction holds at most QUEUE_MAX bytes; past that it
  * stops reading its source until half of them have gone, and it writes

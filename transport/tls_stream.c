@@ -6,8 +6,9 @@
  * The socket. The SSL reads and writes the fd through a BIO of ours: recv,
  * and send with MSG_NOSIGNAL, so a peer that went away is an error and
  * never a SIGPIPE. A short recv means the socket is empty: the next read
- * of the same call says "retry" without a system call (the level-triggered
- * event fires again for what arrives later). With read ahead on, one recv
+ * of the same call says "retry" without a system call, and is not even
+ * asked for while OpenSSL holds no bytes (the level-triggered event fires
+ * again for what arrives later). With read ahead on, one recv
  * brings in several records. Where kernel TLS is asked for and the kernel
  * offers it, the SSL gets OpenSSL's own socket BIO instead, the only one
  * kTLS works with (writes are then plain write(2), so asking for kTLS
