@@ -184,13 +184,7 @@ wbench_call_wait(wbench_call *c, uint64_t timeout_ms)
 	struct timespec ts;
 	int rv = 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(timeout_ms / 1000);
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	wbench_timespec_in(CLOCK_MONOTONIC, timeout_ms * 1000000u, &ts);
 	pthread_mutex_lock(&c->lock);
 	while (c->in_flight && rv == 0)
 		rv = pthread_cond_timedwait(&c->cond, &c->lock, &ts);
@@ -206,6 +200,18 @@ wbench_call_counts(wbench_call *c, uint64_t *replies, uint64_t *duplicates)
 	*replies = c->replies;
 	*duplicates = c->duplicates;
 	pthread_mutex_unlock(&c->lock);
+}
+
+void
+wbench_timespec_in(clockid_t clock, uint64_t ns, struct timespec *ts)
+{
+	clock_gettime(clock, ts);
+	ts->tv_sec += (time_t)(ns / 1000000000u);
+	ts->tv_nsec += (long)(ns % 1000000000u);
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 void

@@ -431,20 +431,13 @@ preload(cnode *n)
 static int
 wait_primed(cnode *n, unsigned want, uint64_t deadline)
 {
-	uint64_t now, left;
+	uint64_t now;
 	struct timespec ts;
 
 	pthread_mutex_lock(&n->primed_lock);
 	while (atomic_load(&n->primed) < want &&
 	       (now = weft_now_ns()) < deadline) {
-		left = deadline - now;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)(left / 1000000000u);
-		ts.tv_nsec += (long)(left % 1000000000u);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		wbench_timespec_in(CLOCK_REALTIME, deadline - now, &ts);
 		pthread_cond_timedwait(&n->primed_cond, &n->primed_lock, &ts);
 	}
 	pthread_mutex_unlock(&n->primed_lock);

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 enum wbench_workload {
 	WBENCH_THROUGHPUT,
@@ -611,6 +612,9 @@ void wbench_call_counts(wbench_call *c, uint64_t *replies,
 
 /* wbench_sleep_until sleeps until weft_now_ns() reaches t_ns. */
 void wbench_sleep_until(uint64_t t_ns);
+/* wbench_timespec_in sets *ts to ns nanoseconds from now on clock, for
+ * pthread_cond_timedwait on a condition variable of that clock. */
+void wbench_timespec_in(clockid_t clock, uint64_t ns, struct timespec *ts);
 
 /* The process's resource use: getrusage and /proc/self/status. */
 typedef struct wbench_rusage {

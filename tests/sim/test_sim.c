@@ -266,6 +266,17 @@ call(weft_sim *sim, uint32_t from, uint32_t to, uint64_t timeout_ms,
 	return status;
 }
 
+/* The messaging service's default limits, for a test to change. */
+static void
+default_limits(weft_msvc_limits *l)
+{
+	weft_msvc_config *cfg;
+
+	assert_int_equal(weft_msvc_config_new("x", &cfg), 0);
+	*l = *weft_msvc_config_limits(cfg);
+	weft_msvc_config_free(cfg);
+}
+
 /* Waits until *counter is at least n; false if it never gets there. */
 static bool
 wait_for(_Atomic int *counter, int n)
@@ -450,14 +461,11 @@ test_damage_found_after_the_fault_is_a_break(void **state)
 	static char payload[4096];
 	weft_msvc_call_opts o = {.key = 0};
 	weft_msvc_limits l;
-	weft_msvc_config *cfg;
 	weft_msvc *n1;
 	weft_sim *sim;
 
 	(void)state;
-	assert_int_equal(weft_msvc_config_new("x", &cfg), 0);
-	l = *weft_msvc_config_limits(cfg);
-	weft_msvc_config_free(cfg);
+	default_limits(&l);
 	/* Nobody is marked down for the pause; a frame whose length the
 	 * damage made up is refused or times out soon. */
 	l.heartbeat_interval_ms = 100;
@@ -501,16 +509,13 @@ test_restart_changes_limits(void **state)
 	struct world *w = &current->world;
 	static char big[8192];
 	weft_msvc_limits l;
-	weft_msvc_config *cfg;
 	weft_msvc_stats st;
 	struct call c;
 	weft_sim *sim;
 	int i;
 
 	(void)state;
-	assert_int_equal(weft_msvc_config_new("x", &cfg), 0);
-	l = *weft_msvc_config_limits(cfg);
-	weft_msvc_config_free(cfg);
+	default_limits(&l);
 	l.heartbeat_interval_ms = 100;
 	l.reconnect_min_ms = 10;
 	l.reconnect_max_ms = 100;

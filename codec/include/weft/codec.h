@@ -9,7 +9,6 @@
  * readable from any thread. A codec adds its counts to the totals at the end
  * of every read batch, on every flush, on an error and when it leaves its
  * pipeline, so the totals may lag a codec's own counts by one batch.
-
  */
 #ifndef WEFT_CODEC_H
 #define WEFT_CODEC_H
