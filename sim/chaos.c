@@ -16,7 +16,7 @@
 #define NS_PER_MS 1000000ull
 
 static const char *const kind_names[WEFT_SIM_FAULT_KINDS] = {
-    "delay", "stall", "corrupt", "drop", "pause", "restart"};
+    "delay", "stall", "corrupt", "drop", "pause", "restart", "hold"};
 
 const char *
 weft_sim_fault_name(enum weft_sim_fault_kind kind)
@@ -46,8 +46,7 @@ gen_init(struct gen *g, uint64_t seed, uint32_t nodes, const weft_sim_chaos *c)
 	if (g->c.max_fault_ms == 0)
 		g->c.max_fault_ms = 1500;
 	if (g->c.kinds == 0)
-		g->c.kinds = ((1u << WEFT_SIM_FAULT_KINDS) - 1) &
-		             ~(1u << WEFT_SIM_RESTART);
+		g->c.kinds = (1u << WEFT_SIM_RESTART) - 1;
 	g->endpoints = g->c.endpoints ? g->c.endpoints : nodes;
 }
 
@@ -208,6 +207,9 @@ apply(struct weft__sim_chaos_run *run, const weft_sim_fault *f, bool on)
 		break;
 	case WEFT_SIM_STALL:
 		weft_sim_stall(sim, f->a, f->b, on);
+		break;
+	case WEFT_SIM_HOLD:
+		weft_sim_hold(sim, f->a, f->b, on);
 		break;
 	case WEFT_SIM_CORRUPT:
 		weft_sim_corrupt(sim, f->a, f->b, on ? (uint32_t)f->param : 0);

@@ -3,8 +3,9 @@
  * proxy.c: the fault layer. For each way an endpoint dials a node, a
  * server on 127.0.0.1 port 0 accepts the dialer's connection, dials the
  * node and forwards bytes both ways, each read's worth as one chunk that
- * may wait (delay), stop (stall) or change (corrupt) on its way, by the
- * faults of its direction. A connection whose bytes a fault changed, or
+ * may wait (delay), stop (stall, or hold for the connections a hold
+ * found open) or change (corrupt) on its way, by the faults of its
+ * direction. A connection whose bytes a fault changed, or
  * that a drop closed, is reported as a break when it closes (on_break).
  * Everything runs on the simulation's proxy loop, through weft's public
  * transport and channel API only.
@@ -57,7 +58,8 @@ struct pconn {
 	struct pside side[2];
 	struct pdir dir[2];
 	uint64_t rng;
-	int refs; /* sides attached, plus the pending connect */
+	uint64_t number; /* made after number - 1 others (a hold's mark) */
+	int refs;        /* sides attached, plus the pending connect */
 	/* A fault damaged it (bytes flipped) or is closing it (a drop):
 	 * its close is reported as a break, once. */
 	bool damaged, broken;
@@ -118,11 +120,14 @@ pconn_close(struct pconn *pc)
 
 /* ---- Forwarding ------------------------------------------------------- */
 
-/* The endpoints of direction d: bytes from end[d] to end[1 - d]. */
+/* The faults of direction d: bytes from end[d] to end[1 - d]. A hold
+ * that started after pc was made stalls it. */
 static void
 dir_link(struct pconn *pc, int d, struct weft__sim_link *l)
 {
 	weft__sim_link_get(pc->sim, pc->end[d], pc->end[1 - d], l);
+	if (pc->number < l->held_below)
+		l->stalled = true;
 }
 
 static void
@@ -333,6 +338,7 @@ pconn_new(struct weft__sim_route *r)
 	pc->end[0] = r->a;
 	pc->end[1] = r->b;
 	pc->rng = weft__sim_rand(&px->rng);
+	pc->number = atomic_fetch_add(&r->sim->connections, 1) + 1;
 	for (d = 0; d < 2; d++) {
 		pc->side[d].pc = pc;
 		pc->side[d].index = d;

@@ -428,6 +428,14 @@ change_stall(struct weft__sim_link *l, uint64_t on, uint64_t unused)
 	l->stalled = on != 0;
 }
 
+/* A second hold of a direction holds the connections the first one did
+ * too: the fault is lifted for them all at once. */
+static void
+change_hold(struct weft__sim_link *l, uint64_t on, uint64_t below)
+{
+	l->held_below = on != 0 ? below : 0;
+}
+
 static void
 change_corrupt(struct weft__sim_link *l, uint64_t ppm, uint64_t unused)
 {
@@ -446,6 +454,14 @@ int
 weft_sim_stall(weft_sim *sim, uint32_t from, uint32_t to, bool on)
 {
 	return set_link(sim, from, to, change_stall, on, 0);
+}
+
+int
+weft_sim_hold(weft_sim *sim, uint32_t from, uint32_t to, bool on)
+{
+	/* Connections are numbered from 1 as the proxy makes them. */
+	return set_link(sim, from, to, change_hold, on,
+	                atomic_load(&sim->connections) + 1);
 }
 
 int

@@ -15,6 +15,9 @@ struct weft__sim_link {
 	uint64_t delay_min_ms, delay_max_ms;
 	uint32_t corrupt_ppm;
 	bool stalled;
+	/* A hold: connections made before the one numbered held_below (see
+	 * weft_sim's connections) hold their bytes; 0: none. */
+	uint64_t held_below;
 };
 
 /* Where endpoint a dials node b: a proxy listening for a. */
@@ -55,8 +58,10 @@ struct weft_sim {
 	pthread_mutex_t lock;
 	pthread_cond_t resumed; /* a pause ended */
 	struct weft__sim_link links[WEFT_SIM_MAX][WEFT_SIM_MAX];
-	/* The proxies' loop and what lives on it. */
+	/* The proxies' loop and what lives on it; connections counts the
+	 * proxied connections made, which a hold tells apart by. */
 	weft_loop *loop;
+	_Atomic uint64_t connections;
 	struct weft__sim_proxy *proxy;
 	/* Random faults, while they run. */
 	pthread_mutex_t chaos_lock;

@@ -6,7 +6,8 @@
  * bytes to several MiB, so both message classes and two connections per
  * class; one-way messages and requests; inline and blocking handlers;
  * deadlines short and long) while random faults fire from the seed
- * (delays that reorder connections, stalls, corruption, dropped
+ * (delays that reorder connections, stalls, holds that release a
+ * connection's bytes after its sender redialed, corruption, dropped
  * connections, paused nodes, restarts with other limits). Every message
  * has one ledger entry, and must end in exactly one terminal state:
  *
@@ -20,9 +21,12 @@
  *             after it was sent;
  *   both      never delivered after its deadline + 100 ms; one-way
  *             messages to the inline sink with one ordering key arrive in
- *             the order they were sent, unless a fault broke their path
- *             in between (a message written on a connection the sender
- *             then gave up may arrive after later ones, sent on the next).
+ *             the order they were sent: from a member, always, across
+ *             reconnections too (what an older connection brings after a
+ *             newer one was accepted is dropped); from the client, unless
+ *             a fault broke their path in between (a message written on a
+ *             connection it then gave up may arrive after later ones,
+ *             sent on the next).
  *
  * The run is split in rounds, each on a fresh simulation whose seed is
  * the run's seed plus the round number; WEFT_BURN_SECONDS (default 6)
@@ -373,14 +377,16 @@ deliver(struct burn *b, weft_msvc_msg *msg, bool ordered)
 	seq = (uint32_t)get64(p + 16);
 	if (stream >= STREAMS)
 		return;
-	/* Order holds on a connection. A message the sender wrote on a
-	 * connection it then gave up (a fault on the path: the peer marked
-	 * down, the connection dropped) may still be on its way when later
-	 * ones arrive on the new connection: excused then, as loss is. */
+	/* Order holds on a connection, and from a member across its
+	 * reconnections. A message the client wrote on a connection it then
+	 * gave up (a fault on the path: the peer marked down, the connection
+	 * dropped) may still be on its way when later ones arrive on the new
+	 * connection: excused then, as loss is. */
 	last = atomic_load(&b->last_seq[stream]);
 	if (seq <= last && last != 0 &&
-	    atomic_load(&b->gen[atomic_load(&e->from)][atomic_load(&e->to)]) ==
-	        atomic_load(&e->gen))
+	    (atomic_load(&e->from) < NODES ||
+	     atomic_load(&b->gen[atomic_load(&e->from)][atomic_load(&e->to)]) ==
+	         atomic_load(&e->gen)))
 		burn_fail(b, "stream %u: message %u after %u", stream, seq,
 		          last);
 	if (seq > last)
@@ -818,18 +824,20 @@ run_round(uint64_t seed, uint32_t round, uint64_t round_ms)
 	print_message("burn: round %u: %" PRIu64 " messages (%" PRIu64
 	              " MiB), %" PRIu64 " faults (delay %" PRIu64
 	              ", stall %" PRIu64 ", corrupt %" PRIu64 ", drop %" PRIu64
-	              ", pause %" PRIu64 ", restart %" PRIu64 ")\n",
+	              ", pause %" PRIu64 ", restart %" PRIu64 ", hold %" PRIu64
+	              ")\n",
 	              round, messages, bytes >> 20, faults,
 	              atomic_load(&b->faults[WEFT_SIM_DELAY]),
 	              atomic_load(&b->faults[WEFT_SIM_STALL]),
 	              atomic_load(&b->faults[WEFT_SIM_CORRUPT]),
 	              atomic_load(&b->faults[WEFT_SIM_DROP]),
 	              atomic_load(&b->faults[WEFT_SIM_PAUSE]),
-	              atomic_load(&b->faults[WEFT_SIM_RESTART]));
+	              atomic_load(&b->faults[WEFT_SIM_RESTART]),
+	              atomic_load(&b->faults[WEFT_SIM_HOLD]));
 	for (i = 1; i < ST_STATES; i++)
 		print_message("burn:   %-16s %" PRIu64 "\n", state_names[i],
 		              counts[i]);
-	print_message("burn:   reordered after a fault %" PRIu64 "\n",
+	print_message("burn:   client's reordered after a fault %" PRIu64 "\n",
 	              atomic_load(&b->reordered_in_fault));
 	print_message("burn:   latest end   %" PRIu64 " ms past a deadline "
 	              "(allowed %" PRIu64 ")\n",

@@ -16,6 +16,13 @@
  *   stall      bytes from one endpoint to another stop; the proxy queues
  *              a little, then stops reading: the sender sees a peer that
  *              no longer reads
+ *   hold       the bytes from one endpoint to another on the connections
+ *              open when it starts stop as in a stall, and go on when it
+ *              ends, in order; connections made meanwhile pass freely. A
+ *              hold past the heartbeat timeout is a link that stalls,
+ *              makes the sender redial, and then delivers what it held
+ *              after what the new connection carried (a middlebox that
+ *              buffers a dead path)
  *   corrupt    the proxy flips bytes (plaintext connections: their CRC32C
  *              must catch it)
  *   drop       every connection between two endpoints closes now
@@ -154,6 +161,9 @@ WEFT_API int weft_sim_delay(weft_sim *sim, uint32_t from, uint32_t to,
                             uint64_t min_ms, uint64_t max_ms);
 /* weft_sim_stall stops (on) or resumes the bytes from from to to. */
 WEFT_API int weft_sim_stall(weft_sim *sim, uint32_t from, uint32_t to, bool on);
+/* weft_sim_hold holds (on) the bytes from from to to on the connections
+ * open now, or releases (off) what every hold of that direction held. */
+WEFT_API int weft_sim_hold(weft_sim *sim, uint32_t from, uint32_t to, bool on);
 /* weft_sim_corrupt flips one random bit in about one byte of every
  * per_million bytes from from to to (0: none). */
 WEFT_API int weft_sim_corrupt(weft_sim *sim, uint32_t from, uint32_t to,
@@ -164,7 +174,7 @@ WEFT_API int weft_sim_drop(weft_sim *sim, uint32_t a, uint32_t b);
 /* weft_sim_pause stops (on) or resumes every loop of node: its handlers,
  * timers and I/O wait; its worker threads do not. */
 WEFT_API int weft_sim_pause(weft_sim *sim, uint32_t node, bool on);
-/* weft_sim_heal ends every delay, stall, corruption and pause. */
+/* weft_sim_heal ends every delay, stall, hold, corruption and pause. */
 WEFT_API void weft_sim_heal(weft_sim *sim);
 
 /* ---- Random faults --------------------------------------------------- */
@@ -176,7 +186,8 @@ enum weft_sim_fault_kind {
 	WEFT_SIM_DROP = 3,
 	WEFT_SIM_PAUSE = 4,
 	WEFT_SIM_RESTART = 5,
-	WEFT_SIM_FAULT_KINDS = 6,
+	WEFT_SIM_HOLD = 6,
+	WEFT_SIM_FAULT_KINDS = 7,
 };
 
 /* One fault of a schedule: kind between endpoints a and b (b unused for
@@ -201,7 +212,8 @@ typedef void (*weft_sim_fault_cb)(weft_sim *sim, const weft_sim_fault *f,
 typedef struct weft_sim_chaos {
 	uint64_t mean_gap_ms;  /* 150: between one fault's start and the next */
 	uint64_t max_fault_ms; /* 1500: longest a fault lasts */
-	/* The kinds to draw, a bit (1u << kind) each; 0: all but restart. */
+	/* The kinds to draw, a bit (1u << kind) each; 0: delay, stall,
+	 * corrupt, drop and pause. */
 	unsigned kinds;
 	/* The endpoints faults may hit: 0..endpoints-1; 0: every node. */
 	uint32_t endpoints;
