@@ -135,6 +135,90 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	return weft__msvc_guard_accept(c);
 }
 
+/* ---- Order across reconnections ---------------------------------------- */
+
+/*
+ * A member dials each of its connections (class, index) again only after
+ * it gave up the one before: whatever the older connection still brings
+ * was written before anything on the newer one. Bytes a network (or a
+ * proxy in front of this node) held back may come after the newer
+ * connection's, though, and this node may never see the older one's FIN.
+ * So the HELLOs this node accepts from a member order its connections of
+ * one class and index, and an older one still open is superseded: closed,
+ * and what it still brings is dropped, never delivered after what came on
+ * the newer one. The order is this node's, not a field on the wire: nodes
+ * of every build are ordered alike.
+ */
+
+/* Closes every superseded connection of peer on ml. ml's loop. */
+static void
+sweep(struct weft__msvc_loop *ml, weft_msvc_peer *peer)
+{
+	struct weft__msvc_inbound *in, *next;
+
+	for (in = LIST_FIRST(&ml->inbound); in != NULL; in = next) {
+		next = LIST_NEXT(in, link);
+		if (in->conn.peer == peer && in->conn.state == WEFT__MSVC_UP &&
+		    weft__msvc_conn_is_superseded(&in->conn))
+			weft__msvc_conn_drop_superseded(&in->conn, false);
+	}
+}
+
+static void
+sweep_task(weft_loop *loop, int status, void *arg)
+{
+	weft_msvc_peer *peer = arg;
+	struct weft__msvc_loop *ml = loop_of(peer->svc, loop);
+
+	if (status == 0 && ml != NULL)
+		sweep(ml, peer);
+}
+
+void
+weft__msvc_conn_supersede(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	_Atomic uint64_t *newest =
+	    &c->peer->newest_inbound[c->cls * WEFT__MSVC_INDEX_MAX + c->index];
+	uint64_t gen = atomic_fetch_add(&svc->inbound_generations, 1) + 1;
+	uint64_t before = atomic_load(newest);
+	uint32_t i;
+
+	c->generation = gen;
+	while (before < gen &&
+	       !atomic_compare_exchange_weak(newest, &before, gen))
+		;
+	if (before == 0)
+		return; /* its first connection of this class and index */
+	for (i = 0; i < svc->nloops; i++) {
+		if (&svc->loops[i] == c->ml)
+			sweep(c->ml, c->peer);
+		else
+			(void)weft_loop_post(svc->loops[i].loop, sweep_task,
+			                     c->peer);
+	}
+}
+
+void
+weft__msvc_conn_drop_superseded(struct weft__msvc_conn *c, bool message)
+{
+	weft_msvc *svc = c->svc;
+
+	if (message)
+		weft__msvc_count(&svc->st.superseded_messages, 1);
+	if (c->state == WEFT__MSVC_CLOSED)
+		return;
+	weft__msvc_count(&svc->st.superseded_connections, 1);
+	weft_debug("msvc %s: closing %s (%s): a newer connection of its class "
+	           "and index came",
+	           svc->id, c->peer_addr, c->peer->id);
+	c->state = WEFT__MSVC_CLOSED;
+	if (c->ch != NULL) {
+		weft_channel_close(c->ch);
+		(void)weft__msvc_may_read_on(c);
+	}
+}
+
 /* ---- Outbound connection objects --------------------------------------- */
 
 int

@@ -120,6 +120,8 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 		return *why = "wrong cluster", WEFT__MSVC_R_CLUSTER;
 	if (h->cls >= WEFT_MSVC_CLASSES)
 		return *why = "bad connection class", WEFT__MSVC_R_BAD_CLASS;
+	if (h->index >= WEFT__MSVC_INDEX_MAX)
+		return *why = "bad connection index", WEFT__MSVC_R_BAD_CLASS;
 	if (h->role == 0 && *member < 0)
 		return *why = "unknown node id", WEFT__MSVC_R_UNKNOWN_NODE;
 	if (h->role == 0 && svc->member && (uint32_t)*member == svc->self_index)
@@ -204,6 +206,10 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	}
 	weft__msvc_guard_handshake_done(c);
 	c->state = WEFT__MSVC_UP;
+	/* Before anything the member sends on c is read: what its older
+	 * connection of this class and index still brings is dropped. */
+	if (member >= 0)
+		weft__msvc_conn_supersede(c);
 	if (member >= 0 && svc->member && !c->peer->is_self) {
 		if (c->peer->home == c->ml)
 			weft__msvc_peer_touch(c->peer);

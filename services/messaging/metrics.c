@@ -207,6 +207,8 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->stalled_clients = LOAD(s->stalled_clients);
 	out->idle_clients = LOAD(s->idle_clients);
 	out->frame_timeouts = LOAD(s->frame_timeouts);
+	out->superseded_connections = LOAD(s->superseded_connections);
+	out->superseded_messages = LOAD(s->superseded_messages);
 	out->clients_open = atomic_load(&svc->clients);
 	out->client_queued_bytes = atomic_load(&svc->client_queued);
 	out->connections_accepted = LOAD(s->connections_accepted);
@@ -268,6 +270,11 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(idle_clients, "counter", "Clients closed: idle."),
     NODE_METRIC(frame_timeouts, "counter",
                 "Connections closed: a frame not completed in time."),
+    NODE_METRIC(superseded_connections, "counter",
+                "Member connections closed: a newer one of their class and "
+                "index was accepted."),
+    NODE_METRIC(superseded_messages, "counter",
+                "Messages dropped: they came on a superseded connection."),
     NODE_METRIC(clients_open, "gauge", "Client connections open."),
     NODE_METRIC(client_queued_bytes, "gauge",
                 "Answer bytes queued for clients."),

@@ -100,6 +100,10 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 #define WEFT__MSVC_LOG_LIMIT_MS 5000
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
+/* A connection's index within its class is below this: the most
+ * connections a class may have (config.c's bound), so that a HELLO's
+ * index names a slot of the peer's inbound order (conn.c). */
+#define WEFT__MSVC_INDEX_MAX 64
 
 /* Handshake refusal reasons. */
 enum weft__msvc_refusal {
@@ -225,6 +229,10 @@ struct weft__msvc_conn {
 	bool blocked; /* a client whose answers back up: not read */
 	uint8_t cls;
 	uint32_t index;
+	/* Inbound from a member: its place in the order the node accepted
+	 * that member's connections of this class and index (conn.c); 0:
+	 * not ordered. */
+	uint64_t generation;
 	struct evbuffer *tx; /* encoded, not yet handed to ch */
 	uint8_t *scratch;    /* small frames, before tx */
 	size_t scratch_len;
@@ -382,6 +390,10 @@ struct weft_msvc_peer {
 	pthread_mutex_t addr_lock;
 	char *host;
 	uint16_t port;
+	/* Members: per class and index, the generation of the newest
+	 * connection accepted from it (conn.c); an older one still open is
+	 * superseded. WEFT_MSVC_CLASSES * WEFT__MSVC_INDEX_MAX; any thread. */
+	_Atomic uint64_t *newest_inbound;
 	/* Home loop only. */
 	struct weft__msvc_outbound *conns[WEFT_MSVC_CLASSES]; /* arrays */
 	struct weft__msvc_conn *client_conn;
@@ -424,6 +436,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t responses_dropped, forged_responses;
 	_Atomic uint64_t clients_refused, handshakes_dropped, client_pauses;
 	_Atomic uint64_t stalled_clients, idle_clients, frame_timeouts;
+	_Atomic uint64_t superseded_connections, superseded_messages;
 };
 
 /* A worker pool for blocking handlers. */
@@ -478,6 +491,8 @@ struct weft_msvc {
 	void *peer_cb_arg;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t pending;
+	/* The generations of members' inbound connections (conn.c). */
+	_Atomic uint64_t inbound_generations;
 	/* What untrusted peers hold (guard.c). */
 	_Atomic uint32_t handshaking, clients;
 	_Atomic uint64_t client_queued; /* queued_bytes of all clients */
@@ -592,6 +607,30 @@ void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
 /* weft__msvc_conn_reject closes c for bad input, with a warning. */
 void weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why);
 int weft__msvc_accept_init(weft_channel *ch, void *arg);
+/*
+ * weft__msvc_conn_supersede makes c, an inbound connection from a member
+ * whose HELLO was just accepted, the newest of that member's class and
+ * index: every older one still open is superseded, closed on its own
+ * loop, and nothing it still brings is delivered (per (peer, class,
+ * index) FIFO across reconnections; docs/RELIABILITY.md). c's loop.
+ */
+void weft__msvc_conn_supersede(struct weft__msvc_conn *c);
+
+/* weft__msvc_conn_is_superseded: a newer connection of c's member, class
+ * and index was accepted after c. Any thread. */
+static inline bool
+weft__msvc_conn_is_superseded(const struct weft__msvc_conn *c)
+{
+	return c->generation != 0 &&
+	       c->generation <
+	           atomic_load_explicit(
+	               &c->peer->newest_inbound[c->cls * WEFT__MSVC_INDEX_MAX +
+	                                        c->index],
+	               memory_order_relaxed);
+}
+/* weft__msvc_conn_drop_superseded closes superseded c (once), counting a
+ * message that arrived on it as dropped if message. c's loop. */
+void weft__msvc_conn_drop_superseded(struct weft__msvc_conn *c, bool message);
 
 /* dial.c */
 void weft__msvc_conn_dial(struct weft__msvc_conn *c);

@@ -177,9 +177,15 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	const weft_envelope *e = msg;
 	struct weft__msvc_env env;
 
-	if (c->state == WEFT__MSVC_CLOSED)
-		return;
 	if (type != &weft_msg_envelope)
+		return;
+	/* Sent before what a newer connection of its member, class and
+	 * index brought: dropped, not delivered out of order (conn.c). */
+	if (weft__msvc_conn_is_superseded(c)) {
+		weft__msvc_conn_drop_superseded(c, true);
+		return;
+	}
+	if (c->state == WEFT__MSVC_CLOSED)
 		return;
 	env.id = e->id;
 	env.verb = e->verb;

@@ -760,6 +760,12 @@ typedef struct weft_msvc_stats {
 	uint64_t heartbeats_missed;
 	uint64_t peer_downs;
 	uint64_t worker_jobs; /* handlers run on the worker pool */
+	/* Order across reconnections (docs/RELIABILITY.md): members'
+	 * connections closed because a newer one of their class and index
+	 * was accepted, and the messages that came on them after it,
+	 * dropped. */
+	uint64_t superseded_connections;
+	uint64_t superseded_messages;
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */
