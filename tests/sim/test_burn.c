@@ -151,7 +151,8 @@ struct burn {
 	_Atomic uint64_t paused_total_ns[ENDPOINTS];
 	/* The last sequence number seen per ordered stream (inline sink). */
 	_Atomic uint32_t last_seq[STREAMS];
-	_Atomic uint64_t reordered_in_fault; /* out of order, after a fault */
+	_Atomic uint64_t reordered_in_fault; /* the client's, after a fault */
+	_Atomic uint64_t reordered_members;  /* members': each a failure */
 	_Atomic uint64_t faults[WEFT_SIM_FAULT_KINDS];
 	/* Failures: the first few, to print. */
 	pthread_mutex_t lock;
@@ -391,6 +392,8 @@ deliver(struct burn *b, weft_msvc_msg *msg, bool ordered)
 		          last);
 	if (seq > last)
 		atomic_store(&b->last_seq[stream], seq);
+	else if (atomic_load(&e->from) < NODES)
+		atomic_fetch_add(&b->reordered_members, 1);
 	else
 		atomic_fetch_add(&b->reordered_in_fault, 1);
 }
@@ -837,6 +840,8 @@ run_round(uint64_t seed, uint32_t round, uint64_t round_ms)
 	for (i = 1; i < ST_STATES; i++)
 		print_message("burn:   %-16s %" PRIu64 "\n", state_names[i],
 		              counts[i]);
+	print_message("burn:   members' reordered %" PRIu64 "\n",
+	              atomic_load(&b->reordered_members));
 	print_message("burn:   client's reordered after a fault %" PRIu64 "\n",
 	              atomic_load(&b->reordered_in_fault));
 	print_message("burn:   latest end   %" PRIu64 " ms past a deadline "
