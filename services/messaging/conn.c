@@ -174,12 +174,29 @@ sweep_task(weft_loop *loop, int status, void *arg)
 		sweep(ml, peer);
 }
 
+int
+weft__msvc_conn_order_init(weft_msvc_peer *peer)
+{
+	_Atomic uint64_t *made, *none = NULL;
+
+	if (atomic_load(&peer->newest_inbound) != NULL)
+		return 0;
+	/* Two loops may accept the member's first connections at once: one
+	 * array is kept. */
+	if ((made = calloc(WEFT_MSVC_CLASSES * WEFT__MSVC_INDEX_MAX,
+	                   sizeof(*made))) == NULL)
+		return WEFT_ENOMEM;
+	if (!atomic_compare_exchange_strong(&peer->newest_inbound, &none, made))
+		free(made);
+	return 0;
+}
+
 void
 weft__msvc_conn_supersede(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	_Atomic uint64_t *newest =
-	    &c->peer->newest_inbound[c->cls * WEFT__MSVC_INDEX_MAX + c->index];
+	_Atomic uint64_t *newest = &atomic_load(
+	    &c->peer->newest_inbound)[c->cls * WEFT__MSVC_INDEX_MAX + c->index];
 	uint64_t gen = atomic_fetch_add(&svc->inbound_generations, 1) + 1;
 	uint64_t before = atomic_load(newest);
 	uint32_t i;

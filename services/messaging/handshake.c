@@ -181,6 +181,10 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	}
 	if (member >= 0) {
 		c->peer = svc->peers[member];
+		if (weft__msvc_conn_order_init(c->peer) != 0) {
+			refuse(c, WEFT__MSVC_R_SHUTTING_DOWN, "out of memory");
+			return false;
+		}
 		if (weft_tls_is_active(c->ch))
 			atomic_store(&c->peer->seen_tls, true);
 	} else if (weft__msvc_peer_client_new(svc, c, h.id, &c->peer) != 0) {

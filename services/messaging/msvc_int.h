@@ -392,8 +392,9 @@ struct weft_msvc_peer {
 	uint16_t port;
 	/* Members: per class and index, the generation of the newest
 	 * connection accepted from it (conn.c); an older one still open is
-	 * superseded. WEFT_MSVC_CLASSES * WEFT__MSVC_INDEX_MAX; any thread. */
-	_Atomic uint64_t *newest_inbound;
+	 * superseded. WEFT_MSVC_CLASSES * WEFT__MSVC_INDEX_MAX, made with the
+	 * member's first accepted connection and kept; any thread. */
+	_Atomic(_Atomic uint64_t *) newest_inbound;
 	/* Home loop only. */
 	struct weft__msvc_outbound *conns[WEFT_MSVC_CLASSES]; /* arrays */
 	struct weft__msvc_conn *client_conn;
@@ -615,17 +616,23 @@ int weft__msvc_accept_init(weft_channel *ch, void *arg);
  * index) FIFO across reconnections; docs/RELIABILITY.md). c's loop.
  */
 void weft__msvc_conn_supersede(struct weft__msvc_conn *c);
+/* weft__msvc_conn_supersede's bookkeeping needs memory once per member: 0,
+ * or WEFT_ENOMEM (then c cannot be accepted). */
+int weft__msvc_conn_order_init(weft_msvc_peer *peer);
 
 /* weft__msvc_conn_is_superseded: a newer connection of c's member, class
  * and index was accepted after c. Any thread. */
 static inline bool
 weft__msvc_conn_is_superseded(const struct weft__msvc_conn *c)
 {
+	/* A connection with a generation made the array or saw it. */
 	return c->generation != 0 &&
 	       c->generation <
 	           atomic_load_explicit(
-	               &c->peer->newest_inbound[c->cls * WEFT__MSVC_INDEX_MAX +
-	                                        c->index],
+	               &atomic_load_explicit(
+	                   &c->peer->newest_inbound,
+	                   memory_order_relaxed)[c->cls * WEFT__MSVC_INDEX_MAX +
+	                                         c->index],
 	               memory_order_relaxed);
 }
 /* weft__msvc_conn_drop_superseded closes superseded c (once), counting a

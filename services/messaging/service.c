@@ -86,7 +86,7 @@ peer_free(weft_msvc_peer *peer)
 		free(peer->conns[cls]);
 	}
 	weft_histogram_free(peer->lat);
-	free(peer->newest_inbound);
+	free(atomic_load(&peer->newest_inbound));
 	pthread_mutex_destroy(&peer->addr_lock);
 	pthread_mutex_destroy(&peer->snap_lock);
 	free(peer->host);
@@ -110,10 +110,7 @@ member_new(weft_msvc *svc, uint32_t index, weft_msvc_peer **out)
 	peer->is_self = svc->member && index == svc->self_index;
 	peer->home = &svc->loops[index % svc->nloops];
 	peer->port = node->port;
-	if ((peer->host = strdup(node->host)) == NULL ||
-	    (peer->newest_inbound =
-	         calloc(WEFT_MSVC_CLASSES * WEFT__MSVC_INDEX_MAX,
-	                sizeof(*peer->newest_inbound))) == NULL)
+	if ((peer->host = strdup(node->host)) == NULL)
 		return WEFT_ENOMEM;
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
 		n = svc->cfg->limits.connections[cls];
