@@ -425,13 +425,12 @@ send_numbered(weft_sim *sim, uint32_t first, uint32_t last)
  * across reconnections (docs/RELIABILITY.md). It drops them, counted.
  */
 static void
-test_hold_keeps_order_across_a_reconnection(void **state)
+hold_and_release(const weft_msvc_limits *limits)
 {
 	struct world *w = &current->world;
-	weft_sim *sim = sim_start(w, NULL);
+	weft_sim *sim = sim_start(w, limits);
 	weft_msvc_stats st;
 
-	(void)state;
 	assert_true(send_numbered(sim, 1, 50));
 	assert_true(wait_for(&w->order_seen, 50));
 	assert_int_equal(weft_sim_hold(sim, 0, 1, true), 0);
@@ -453,6 +452,32 @@ test_hold_keeps_order_across_a_reconnection(void **state)
 	/* Nothing is delivered twice, and what was dropped is counted. */
 	assert_true(atomic_load(&w->order_seen) <= 200);
 	sim_stop(sim, w);
+}
+
+static void
+test_hold_keeps_order_across_a_reconnection(void **state)
+{
+	(void)state;
+	hold_and_release(NULL);
+}
+
+/* The same with four loops a node: the old connection and the new one
+ * may be on different loops, and the old one is closed on its own. */
+static void
+test_hold_keeps_order_across_loops(void **state)
+{
+	weft_msvc_limits l;
+
+	(void)state;
+	default_limits(&l);
+	l.heartbeat_interval_ms = 100;
+	l.heartbeat_misses = 3;
+	l.reconnect_min_ms = 10;
+	l.reconnect_max_ms = 200;
+	l.connect_timeout_ms = 1000;
+	l.loops = 4;
+	l.worker_threads = 1;
+	hold_and_release(&l);
 }
 
 static void
@@ -702,6 +727,8 @@ main(void)
 	        test_stall_times_requests_out_until_healed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_hold_keeps_order_across_a_reconnection, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_hold_keeps_order_across_loops,
+	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_drop_fails_what_was_on_the_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
