@@ -152,6 +152,21 @@ WEFT_API int weft_msvc_config_parse(const char *text, const char *name,
                                     weft_msvc_config **out, char *err,
                                     size_t errlen);
 
+/*
+ * weft_msvc_config_check says whether a node of cfg can start on this
+ * host: the checks of loading (each value within its bounds, the values
+ * consistent with one another), then what depends on the host: loops and
+ * worker_threads against its CPUs, and the file limit (RLIMIT_NOFILE, read
+ * now) against the members' connections, which must leave a returning
+ * member its handshake slots (docs/WEFTD.md, "Bounds"). weft_msvc_start
+ * runs it, and `weftd --check-config` too, so that a check passes exactly
+ * when a start would. Returns 0, or WEFT_ECONFIG with "FILE:LINE: [section]
+ * key: reason" in err (errlen bytes); WEFT_EINVAL for a NULL cfg. Any
+ * thread.
+ */
+WEFT_API int weft_msvc_config_check(const weft_msvc_config *cfg, char *err,
+                                    size_t errlen);
+
 /* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
  * own copy, so a config may be freed once the services using it exist. */
 WEFT_API void weft_msvc_config_free(weft_msvc_config *cfg);
@@ -239,9 +254,19 @@ typedef struct weft_msvc_conf_address {
 typedef int (*weft_msvc_conf_parse_cb)(const char *text, void *field, char *why,
                                        size_t whylen);
 
+/* The longest duration a key of the file takes: a deadline further away
+ * guards nothing, and so large a value is a unit left out. */
+#define WEFT_MSVC_CONF_DAY_MS (24ull * 3600u * 1000u)
+#define WEFT_MSVC_CONF_DAY_WHY                                                 \
+	"at most a day: a deadline further away guards nothing (units: "       \
+	"500ms, 2s, 5m, 1h)"
+
 /* One key of a section: where its value goes in the section's struct, and
  * what it may be. min and max bound U32, SIZE and DURATION values (max 0:
- * no bound but the type's). */
+ * no bound but the type's); with zero_ok, 0 is also accepted (it stands
+ * for a default) whatever min is. why says why the bounds are what they
+ * are, and ends the message of a value out of them:
+ * "[limits] worker_threads: 1000000 is above 1024 (why)". */
 typedef struct weft_msvc_conf_key {
 	const char *name;
 	enum weft_msvc_conf_type type;
@@ -249,6 +274,8 @@ typedef struct weft_msvc_conf_key {
 	uint64_t min, max;
 	const char *const *choices;    /* CHOICE: NULL-terminated */
 	weft_msvc_conf_parse_cb parse; /* CUSTOM */
+	const char *why;               /* the bounds' reason, or NULL */
+	bool zero_ok;                  /* 0 accepted: the default */
 } weft_msvc_conf_key;
 
 /* WEFT_MSVC_CONF_KEY(SIZE, "max_value", struct my_settings, max_value,
