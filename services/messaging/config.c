@@ -361,11 +361,12 @@ refuse(const weft_msvc_config *cfg, int line1, int line2, const char *what,
 	va_list ap;
 
 	if (line > 0)
-		n = snprintf(err, errlen, "%s:%d: %s: ",
-		             weft__msvc_config_source(cfg), line, what);
+		n = snprintf(err, errlen,
+		             "%s:%d: %s: ", weft__msvc_config_source(cfg), line,
+		             what);
 	else
-		n = snprintf(err, errlen, "%s: %s: ",
-		             weft__msvc_config_source(cfg), what);
+		n = snprintf(err, errlen,
+		             "%s: %s: ", weft__msvc_config_source(cfg), what);
 	if (n >= 0 && (size_t)n < errlen) {
 		va_start(ap, fmt);
 		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
@@ -426,10 +427,8 @@ validate_counts(const weft_msvc_config *cfg, char *err, size_t errlen)
 	if (cfg->nodes_len > WEFT__MSVC_MAX_NODES)
 		return refuse(cfg, cfg->nodes[WEFT__MSVC_MAX_NODES].line, 0,
 		              "[node ...]", err, errlen,
-		              "more than %d members: every member keeps "
-		              "connections to every other and heartbeats them, "
-		              "which past this costs more than it serves",
-		              WEFT__MSVC_MAX_NODES);
+		              "more than %d members: %s", WEFT__MSVC_MAX_NODES,
+		              WEFT__MSVC_MAX_NODES_WHY);
 	if (l->reconnect_min_ms > l->reconnect_max_ms)
 		return refuse_limit(cfg, "reconnect_min", "reconnect_max", err,
 		                    errlen,
@@ -448,9 +447,9 @@ validate_counts(const weft_msvc_config *cfg, char *err, size_t errlen)
 		                    "spreads its connections over",
 		                    l->loops, WEFT__MSVC_MAX_LOOPS);
 	if (l->worker_threads > WEFT__MSVC_MAX_WORKERS)
-		return refuse_limit(cfg, "worker_threads", "worker_threads", err,
-		                    errlen, "%u is above %d", l->worker_threads,
-		                    WEFT__MSVC_MAX_WORKERS);
+		return refuse_limit(cfg, "worker_threads", "worker_threads",
+		                    err, errlen, "%u is above %d",
+		                    l->worker_threads, WEFT__MSVC_MAX_WORKERS);
 	return 0;
 }
 
@@ -471,8 +470,8 @@ weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
 }
 
 void
-weft__msvc_fd_caps(const weft_msvc_limits *l, size_t members,
-                   uint64_t fd_limit, struct weft__msvc_fd_caps *out)
+weft__msvc_fd_caps(const weft_msvc_limits *l, size_t members, uint64_t fd_limit,
+                   struct weft__msvc_fd_caps *out)
 {
 	uint64_t per_peer = 0, avail;
 	uint32_t c;

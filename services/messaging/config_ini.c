@@ -29,15 +29,15 @@
 
 #define LIMIT(type, name, field, ...)                                          \
 	WEFT_MSVC_CONF_KEY(type, name, weft_msvc_limits, field, __VA_ARGS__)
-#define DAY WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY
+/* A duration's bound and its reason, as two fields of a key's row. */
+#define UP_TO_A_DAY .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY
 /* Past this many, a count is a typing error: the kernel's default ceiling
  * on a process's descriptors (fs.nr_open). */
 #define NR_OPEN (1u << 20)
+#define CONN_WHY "each is a descriptor per member, twice (dialled and accepted)"
 /* [limits]: one line per key, with its bounds and why (PROTOCOL.md section
  * 8, weft.conf(5), docs/WEFTD.md "Bounds"); what one value means for
  * another is checked in config.c. */
-#define CONN_WHY                                                               \
-	"each is a descriptor per member, twice (dialled and accepted)"
 static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(SIZE, "max_frame", max_frame_bytes, .min = WEFT__MSVC_HELLO_MAX,
           .max = WEFT_FRAME_LIMIT,
@@ -51,7 +51,7 @@ static const weft_msvc_conf_key limit_keys[] = {
                  "memory and a timer"),
     LIMIT(SIZE, "large_message", large_message_bytes, .min = 1),
     LIMIT(DURATION, "connect_timeout", connect_timeout_ms, .min = 1,
-          .max = DAY),
+          UP_TO_A_DAY),
     LIMIT(DURATION, "heartbeat_interval", heartbeat_interval_ms, .min = 10,
           .max = 60000,
           .why = "faster floods every link with heartbeats, slower "
@@ -60,10 +60,10 @@ static const weft_msvc_conf_key limit_keys[] = {
           .zero_ok = true,
           .why = "0 is the default, 3; past 100 a dead member is "
                  "noticed too late"),
-    LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1, .max = DAY),
-    LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1, .max = DAY),
+    LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1, UP_TO_A_DAY),
+    LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1,
-          .max = DAY),
+          UP_TO_A_DAY),
     LIMIT(U32, "loops", loops, .min = 1, .max = WEFT__MSVC_MAX_LOOPS,
           .zero_ok = true,
           .why = "0 is one per CPU; each loop is a thread, at most 4 per "
@@ -75,11 +75,11 @@ static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(BOOL, "allow_clients", allow_clients),
     LIMIT(SIZE, "client_outbound", client_outbound_bytes, .min = 1),
     LIMIT(SIZE, "client_pause", client_pause_bytes, .min = 1),
-    LIMIT(DURATION, "client_stall_timeout", client_stall_timeout_ms,
-          .min = 1, .max = DAY),
+    LIMIT(DURATION, "client_stall_timeout", client_stall_timeout_ms, .min = 1,
+          UP_TO_A_DAY),
     LIMIT(DURATION, "client_idle_timeout", client_idle_timeout_ms, .min = 1,
-          .max = DAY),
-    LIMIT(DURATION, "frame_timeout", frame_timeout_ms, .min = 1, .max = DAY),
+          UP_TO_A_DAY),
+    LIMIT(DURATION, "frame_timeout", frame_timeout_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(U32, "max_clients", max_clients, .min = 1, .max = NR_OPEN,
           .why = "each client holds a descriptor; above the kernel's "
                  "ceiling on them it is a typing error"),
@@ -398,6 +398,13 @@ read_node(struct parse *p, const struct section *s, const char *id)
 	}
 	if (!apply(p, s, node_keys, N(node_keys), &n))
 		return;
+	/* Refused here, before adding the rest costs a search each. */
+	if (p->cfg->nodes_len == WEFT__MSVC_MAX_NODES) {
+		fail(p, s->line, WEFT_ECONFIG,
+		     "[node ...]: more than %d members: %s",
+		     WEFT__MSVC_MAX_NODES, WEFT__MSVC_MAX_NODES_WHY);
+		return;
+	}
 	if (n.host == NULL || !has_key(s, "port")) {
 		fail(p, s->line, WEFT_ECONFIG, "[%s] needs host and port",
 		     s->name);

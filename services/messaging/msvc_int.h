@@ -77,7 +77,10 @@ int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
 
 /* Hard caps on what a configuration may ask for (docs/WEFTD.md). */
 #define WEFT__MSVC_MAX_NODES 1024 /* members of one cluster */
-#define WEFT__MSVC_MAX_LOOPS 256  /* loops one service spreads over */
+#define WEFT__MSVC_MAX_NODES_WHY                                               \
+	"every member keeps connections to every other and heartbeats "        \
+	"them, which past this costs more than it serves"
+#define WEFT__MSVC_MAX_LOOPS 256 /* loops one service spreads over */
 #define WEFT__MSVC_LOOPS_PER_CPU 4
 #define WEFT__MSVC_MAX_WORKERS 1024
 #define WEFT__MSVC_WORKERS_PER_CPU 32

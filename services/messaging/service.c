@@ -9,7 +9,6 @@
 
 #include "msvc_int.h"
 
-
 /* ---- Running a task on every loop and waiting for it ------------------- */
 
 struct each {

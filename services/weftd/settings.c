@@ -30,8 +30,7 @@ static const weft_msvc_conf_key weftd_keys[] = {
     WEFTD_KEY(BOOL, "load", load),
     WEFTD_KEY(DURATION, "load_max_duration", load_max_duration_ms, .min = 1,
               .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
-    WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1,
-              .max = 100000000,
+    WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1, .max = 100000000,
               .why = "requests/s; above what any node sends, a typing "
                      "error"),
 };

@@ -404,8 +404,8 @@ test_check_holds_the_members_within_the_file_limit(void **state)
 	assert_int_equal(weft_msvc_config_new("c", &cfg), 0);
 	for (k = 0; k < 170; k++) {
 		snprintf(id, sizeof(id), "m%u", k);
-		assert_int_equal(weft_msvc_config_add_node(
-		                     cfg, id, "127.0.0.1", k == 0 ? 0 : 1),
+		assert_int_equal(weft_msvc_config_add_node(cfg, id, "127.0.0.1",
+		                                           k == 0 ? 0 : 1),
 		                 0);
 	}
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
@@ -444,7 +444,8 @@ main(void)
 	    cmocka_unit_test(test_read_reports_file_and_line),
 	    cmocka_unit_test(test_load_file_and_missing_file),
 	    cmocka_unit_test(test_build_in_code),
-	    cmocka_unit_test(test_check_holds_the_members_within_the_file_limit),
+	    cmocka_unit_test(
+	        test_check_holds_the_members_within_the_file_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
