@@ -64,7 +64,14 @@ enum weft_msvc_class {
 
 /*
  * Limits and timeouts. Zero fields take the defaults shown when the
- * service starts; weft_msvc_config_new() fills the defaults in.
+ * service starts; weft_msvc_config_new() fills the defaults in. Each has
+ * bounds, checked when the file is read and by weft_msvc_config_check()
+ * (docs/WEFTD.md, "Bounds"): large_message at most max_frame, and
+ * outbound_queue and client_outbound at least large_message (a message
+ * larger than its queue is refused); loops at most 256 and 4 per CPU;
+ * worker_threads at most 1024 and 32 per CPU; at most 64 connections per
+ * class; in the file, durations at most a day and max_frame at least
+ * 4 KiB.
  */
 typedef struct weft_msvc_limits {
 	size_t max_frame_bytes;      /* 32 MiB: larger frames close the link */
