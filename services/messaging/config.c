@@ -422,13 +422,17 @@ validate_counts(const weft_msvc_config *cfg, char *err, size_t errlen)
 	const weft_msvc_limits *l = &cfg->limits;
 	static const char *const keys[WEFT_MSVC_CLASSES] = {
 	    "connections_urgent", "connections_small", "connections_large"};
+	const struct weft__msvc_node *first; /* the first past the cap */
+	char what[WEFT_MSVC_MAX_ID + 8];
 	int c;
 
-	if (cfg->nodes_len > WEFT__MSVC_MAX_NODES)
-		return refuse(cfg, cfg->nodes[WEFT__MSVC_MAX_NODES].line, 0,
-		              "[node ...]", err, errlen,
+	if (cfg->nodes_len > WEFT__MSVC_MAX_NODES) {
+		first = &cfg->nodes[WEFT__MSVC_MAX_NODES];
+		snprintf(what, sizeof(what), "[node %s]", first->id);
+		return refuse(cfg, first->line, 0, what, err, errlen,
 		              "more than %d members: %s", WEFT__MSVC_MAX_NODES,
 		              WEFT__MSVC_MAX_NODES_WHY);
+	}
 	if (l->reconnect_min_ms > l->reconnect_max_ms)
 		return refuse_limit(cfg, "reconnect_min", "reconnect_max", err,
 		                    errlen,
@@ -518,9 +522,10 @@ check_fd_limit(const weft_msvc_config *cfg, uint64_t fd_limit, char *err,
                size_t errlen)
 {
 	const weft_msvc_limits *l = &cfg->limits;
+	const struct weft__msvc_node *last = &cfg->nodes[cfg->nodes_len - 1];
 	struct weft__msvc_fd_caps caps;
+	char what[WEFT_MSVC_MAX_ID + 8];
 	uint32_t need = 0, c;
-	int line = cfg->nodes[cfg->nodes_len - 1].line;
 
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		need += l->connections[c];
@@ -529,7 +534,8 @@ check_fd_limit(const weft_msvc_config *cfg, uint64_t fd_limit, char *err,
 	weft__msvc_fd_caps(l, cfg->nodes_len, fd_limit, &caps);
 	if (caps.handshakes >= need)
 		return 0;
-	return refuse(cfg, line, 0, "[node ...]", err, errlen,
+	snprintf(what, sizeof(what), "[node %s]", last->id);
+	return refuse(cfg, last->line, 0, what, err, errlen,
 	              "%zu members need %llu descriptors for their "
 	              "connections (and the spare), and the file limit is "
 	              "%llu (ulimit -n, LimitNOFILE=): that leaves %u "

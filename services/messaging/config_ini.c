@@ -400,9 +400,8 @@ read_node(struct parse *p, const struct section *s, const char *id)
 		return;
 	/* Refused here, before adding the rest costs a search each. */
 	if (p->cfg->nodes_len == WEFT__MSVC_MAX_NODES) {
-		fail(p, s->line, WEFT_ECONFIG,
-		     "[node ...]: more than %d members: %s",
-		     WEFT__MSVC_MAX_NODES, WEFT__MSVC_MAX_NODES_WHY);
+		fail(p, s->line, WEFT_ECONFIG, "[%s]: more than %d members: %s",
+		     s->name, WEFT__MSVC_MAX_NODES, WEFT__MSVC_MAX_NODES_WHY);
 		return;
 	}
 	if (n.host == NULL || !has_key(s, "port")) {
