@@ -81,9 +81,12 @@ weft__kv_quorum_parse(const char *text, void *field, char *why, size_t whylen)
 /* [kv]: one line per key (weft.conf(5)). */
 static const weft_msvc_conf_key kv_keys[] = {
     KV_KEY(CUSTOM, "write_quorum", quorum, .parse = weft__kv_quorum_parse),
-    KV_KEY(DURATION, "replicate_timeout", replicate_timeout_ms, .min = 1),
-    KV_KEY(SIZE, "max_value", max_value, .min = 1, .max = UINT32_MAX / 2),
-    KV_KEY(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1),
+    KV_KEY(DURATION, "replicate_timeout", replicate_timeout_ms, .min = 1,
+           .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
+    KV_KEY(SIZE, "max_value", max_value, .min = 1, .max = UINT32_MAX / 2,
+           .why = "a value and its key must fit one frame, at most 2 GiB"),
+    KV_KEY(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1,
+           .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
 };
 
 const weft_msvc_conf_section weft_kv_config_section = {

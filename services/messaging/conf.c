@@ -150,13 +150,18 @@ check_range(const weft_msvc_conf_key *k, uint64_t v, uint64_t type_max,
             char *why, size_t whylen)
 {
 	uint64_t max = k->max != 0 && k->max < type_max ? k->max : type_max;
+	const char *sep = k->why ? ": " : "", *reason = k->why ? k->why : "";
 
-	if (v < k->min && k->min == 1)
-		return why_fail(why, whylen, "must not be 0%s%s", "", "");
+	if (v == 0 && k->zero_ok)
+		return 0;
+	if (v < k->min && k->min == 1) {
+		snprintf(why, whylen, "must not be 0%s%s", sep, reason);
+		return WEFT_ECONFIG;
+	}
 	if (v < k->min || v > max) {
-		snprintf(why, whylen, "%llu is out of range (%llu to %llu)",
+		snprintf(why, whylen, "%llu is out of range (%llu to %llu)%s%s",
 		         (unsigned long long)v, (unsigned long long)k->min,
-		         (unsigned long long)max);
+		         (unsigned long long)max, sep, reason);
 		return WEFT_ECONFIG;
 	}
 	return 0;

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* config.c: the cluster configuration, built in code or read from INI. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <weft/frame.h>
 
@@ -28,7 +31,9 @@
 #define DEFAULT_MAX_CLIENTS 1024
 #define DEFAULT_MAX_CLIENTS_PER_ADDRESS 64
 #define DEFAULT_MAX_HANDSHAKES 128
-#define MAX_CONNECTIONS_PER_CLASS 64
+/* Descriptors kept beyond the members' connections: the listener, the
+ * loops' own, files, the metrics endpoint. */
+#define FD_SLACK 64
 
 bool
 weft__msvc_id_is_valid(const char *id)
@@ -328,39 +333,248 @@ weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
 	return 0;
 }
 
+/* Line of key in section, 0 if it was not set in the file. */
+static int
+line_of(const weft_msvc_config *cfg, const char *section, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->extra_len; i++)
+		if (strcmp(cfg->extra[i].section, section) == 0 &&
+		    strcmp(cfg->extra[i].key, key) == 0)
+			return cfg->extra[i].line;
+	return 0;
+}
+
+/* refuse writes "FILE:LINE: what: reason" into err, LINE the first of
+ * lines that is not 0 (none: "FILE: what: reason"); returns
+ * WEFT_ECONFIG. */
+static int refuse(const weft_msvc_config *cfg, int line1, int line2,
+                  const char *what, char *err, size_t errlen, const char *fmt,
+                  ...) WEFT_PRINTF(7, 8);
+
+static int
+refuse(const weft_msvc_config *cfg, int line1, int line2, const char *what,
+       char *err, size_t errlen, const char *fmt, ...)
+{
+	int line = line1 != 0 ? line1 : line2, n;
+	va_list ap;
+
+	if (line > 0)
+		n = snprintf(err, errlen,
+		             "%s:%d: %s: ", weft__msvc_config_source(cfg), line,
+		             what);
+	else
+		n = snprintf(err, errlen,
+		             "%s: %s: ", weft__msvc_config_source(cfg), what);
+	if (n >= 0 && (size_t)n < errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return WEFT_ECONFIG;
+}
+
+/* refuse_limit: a [limits] key whose value does not fit another's; the
+ * line is key's, or other's when key was left to its default. */
+#define refuse_limit(cfg, key, other, err, errlen, ...)                        \
+	refuse((cfg), line_of((cfg), "limits", (key)),                         \
+	       line_of((cfg), "limits", (other)), "[limits] " key, (err),      \
+	       (errlen), __VA_ARGS__)
+
+static int
+validate_sizes(const weft_msvc_config *cfg, char *err, size_t errlen)
+{
+	const weft_msvc_limits *l = &cfg->limits;
+
+	/* The frame codec's limit. */
+	if (l->max_frame_bytes > WEFT_FRAME_LIMIT)
+		return refuse_limit(cfg, "max_frame", "max_frame", err, errlen,
+		                    "%zu is above 2 GiB, the frame codec's "
+		                    "limit",
+		                    l->max_frame_bytes);
+	if (l->large_message_bytes > l->max_frame_bytes)
+		return refuse_limit(cfg, "large_message", "max_frame", err,
+		                    errlen, "%zu is above max_frame (%zu)",
+		                    l->large_message_bytes, l->max_frame_bytes);
+	/* A message larger than a queue is refused whole: below one
+	 * small-class message, the node could answer (almost) nothing. */
+	if (l->outbound_queue_bytes < l->large_message_bytes)
+		return refuse_limit(
+		    cfg, "outbound_queue", "large_message", err, errlen,
+		    "%zu is below large_message (%zu): a message larger than "
+		    "the queue is refused, so a member could be sent almost "
+		    "nothing",
+		    l->outbound_queue_bytes, l->large_message_bytes);
+	if (l->client_outbound_bytes < l->large_message_bytes)
+		return refuse_limit(
+		    cfg, "client_outbound", "large_message", err, errlen,
+		    "%zu is below large_message (%zu): an answer larger than "
+		    "the clients' budget is refused, so clients would be "
+		    "answered almost nothing",
+		    l->client_outbound_bytes, l->large_message_bytes);
+	return 0;
+}
+
+static int
+validate_counts(const weft_msvc_config *cfg, char *err, size_t errlen)
+{
+	const weft_msvc_limits *l = &cfg->limits;
+	static const char *const keys[WEFT_MSVC_CLASSES] = {
+	    "connections_urgent", "connections_small", "connections_large"};
+	const struct weft__msvc_node *first; /* the first past the cap */
+	char what[WEFT_MSVC_MAX_ID + 8];
+	int c;
+
+	if (cfg->nodes_len > WEFT__MSVC_MAX_NODES) {
+		first = &cfg->nodes[WEFT__MSVC_MAX_NODES];
+		snprintf(what, sizeof(what), "[node %s]", first->id);
+		return refuse(cfg, first->line, 0, what, err, errlen,
+		              "more than %d members: %s", WEFT__MSVC_MAX_NODES,
+		              WEFT__MSVC_MAX_NODES_WHY);
+	}
+	if (l->reconnect_min_ms > l->reconnect_max_ms)
+		return refuse_limit(cfg, "reconnect_min", "reconnect_max", err,
+		                    errlen,
+		                    "%llu ms is above reconnect_max (%llu ms)",
+		                    (unsigned long long)l->reconnect_min_ms,
+		                    (unsigned long long)l->reconnect_max_ms);
+	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
+		if (l->connections[c] > WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS)
+			return refuse(cfg, line_of(cfg, "limits", keys[c]), 0,
+			              keys[c], err, errlen,
+			              "more than %d connections per class",
+			              WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS);
+	if (l->loops > WEFT__MSVC_MAX_LOOPS)
+		return refuse_limit(cfg, "loops", "loops", err, errlen,
+		                    "%u is above %d, the most one service "
+		                    "spreads its connections over",
+		                    l->loops, WEFT__MSVC_MAX_LOOPS);
+	if (l->worker_threads > WEFT__MSVC_MAX_WORKERS)
+		return refuse_limit(cfg, "worker_threads", "worker_threads",
+		                    err, errlen, "%u is above %d",
+		                    l->worker_threads, WEFT__MSVC_MAX_WORKERS);
+	return 0;
+}
+
 int
 weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
                            size_t errlen)
 {
-	const weft_msvc_limits *l = &cfg->limits;
-	int c;
+	int rv;
 
 	if (cfg->nodes_len == 0) {
-		snprintf(err, errlen, "no [node ...] section");
+		snprintf(err, errlen, "%s: no [node ...] section",
+		         weft__msvc_config_source(cfg));
 		return WEFT_ECONFIG;
 	}
-	if (l->reconnect_min_ms > l->reconnect_max_ms) {
-		snprintf(err, errlen, "reconnect_min is above reconnect_max");
-		return WEFT_ECONFIG;
-	}
-	if (l->large_message_bytes > l->max_frame_bytes) {
-		snprintf(err, errlen, "large_message is above max_frame");
-		return WEFT_ECONFIG;
-	}
-	/* The frame codec's limit. */
-	if (l->max_frame_bytes > WEFT_FRAME_LIMIT) {
-		snprintf(err, errlen, "max_frame is above 2 GiB");
-		return WEFT_ECONFIG;
-	}
-	for (c = 0; c < WEFT_MSVC_CLASSES; c++) {
-		if (l->connections[c] > MAX_CONNECTIONS_PER_CLASS) {
-			snprintf(err, errlen,
-			         "more than %d connections per class",
-			         MAX_CONNECTIONS_PER_CLASS);
-			return WEFT_ECONFIG;
-		}
-	}
-	return 0;
+	if ((rv = validate_counts(cfg, err, errlen)) != 0)
+		return rv;
+	return validate_sizes(cfg, err, errlen);
+}
+
+void
+weft__msvc_fd_caps(const weft_msvc_limits *l, size_t members, uint64_t fd_limit,
+                   struct weft__msvc_fd_caps *out)
+{
+	uint64_t per_peer = 0, avail;
+	uint32_t c;
+
+	/* Every member dials us and we dial it, each class on its own. */
+	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
+		per_peer += 2u * l->connections[c];
+	out->reserve = per_peer * members + FD_SLACK;
+	out->clients = l->max_clients;
+	out->handshakes = l->max_handshakes;
+	out->lowered = false;
+	avail = fd_limit > out->reserve ? fd_limit - out->reserve : 0;
+	if ((uint64_t)out->clients + out->handshakes <= avail)
+		return;
+	out->lowered = true;
+	if (out->handshakes > avail / 4)
+		out->handshakes = (uint32_t)(avail / 4);
+	if (out->clients > avail - out->handshakes)
+		out->clients = (uint32_t)(avail - out->handshakes);
+}
+
+uint64_t
+weft__msvc_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	return (uint64_t)rl.rlim_cur;
+}
+
+static uint32_t
+cpus_online(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (uint32_t)n : 1;
+}
+
+/* The file limit must leave a returning member room to handshake all the
+ * connections it dials at once (or max_handshakes, if lower). */
+static int
+check_fd_limit(const weft_msvc_config *cfg, uint64_t fd_limit, char *err,
+               size_t errlen)
+{
+	const weft_msvc_limits *l = &cfg->limits;
+	const struct weft__msvc_node *last = &cfg->nodes[cfg->nodes_len - 1];
+	struct weft__msvc_fd_caps caps;
+	char what[WEFT_MSVC_MAX_ID + 8];
+	uint32_t need = 0, c;
+
+	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
+		need += l->connections[c];
+	if (need > l->max_handshakes)
+		need = l->max_handshakes;
+	weft__msvc_fd_caps(l, cfg->nodes_len, fd_limit, &caps);
+	if (caps.handshakes >= need)
+		return 0;
+	snprintf(what, sizeof(what), "[node %s]", last->id);
+	return refuse(cfg, last->line, 0, what, err, errlen,
+	              "%zu members need %llu descriptors for their "
+	              "connections (and the spare), and the file limit is "
+	              "%llu (ulimit -n, LimitNOFILE=): that leaves %u "
+	              "handshake slot(s) where a returning member needs %u; "
+	              "raise the limit to at least %llu, or list fewer "
+	              "members or connections",
+	              cfg->nodes_len, (unsigned long long)caps.reserve,
+	              (unsigned long long)fd_limit, caps.handshakes, need,
+	              (unsigned long long)(caps.reserve + 4ull * need));
+}
+
+int
+weft_msvc_config_check(const weft_msvc_config *cfg, char *err, size_t errlen)
+{
+	const weft_msvc_limits *l;
+	uint32_t cpus = cpus_online();
+	int rv;
+
+	if (cfg == NULL)
+		return WEFT_EINVAL;
+	l = &cfg->limits;
+	if ((rv = weft__msvc_config_validate(cfg, err, errlen)) != 0)
+		return rv;
+	/* More loops than CPUs only adds switches between them. */
+	if (l->loops > WEFT__MSVC_LOOPS_PER_CPU * cpus)
+		return refuse_limit(cfg, "loops", "loops", err, errlen,
+		                    "%u is above %u, %d per CPU of the %u here",
+		                    l->loops, WEFT__MSVC_LOOPS_PER_CPU * cpus,
+		                    WEFT__MSVC_LOOPS_PER_CPU, cpus);
+	/* Workers run blocking handlers and mostly wait, so there may be
+	 * more than CPUs; past this many they compete for the CPUs more than
+	 * they wait, each with its stack and a thread id of the host's. */
+	if (l->worker_threads > WEFT__MSVC_WORKERS_PER_CPU * cpus)
+		return refuse_limit(
+		    cfg, "worker_threads", "worker_threads", err, errlen,
+		    "%u is above %u, %d per CPU of the %u here",
+		    l->worker_threads, WEFT__MSVC_WORKERS_PER_CPU * cpus,
+		    WEFT__MSVC_WORKERS_PER_CPU, cpus);
+	return check_fd_limit(cfg, weft__msvc_fd_limit(), err, errlen);
 }
 
 int
@@ -383,6 +597,7 @@ weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out)
 		                               src->nodes[i].port);
 		if (rv != 0)
 			goto err_free;
+		cfg->nodes[i].line = src->nodes[i].line;
 	}
 	for (i = 0; i < src->extra_len; i++) {
 		rv = weft__msvc_config_add_extra(

@@ -18,6 +18,8 @@
 
 #include <ini.h>
 
+#include <weft/frame.h>
+
 #include "msvc_int.h"
 
 /* A configuration file is small; refuse anything absurd. */
@@ -27,36 +29,74 @@
 
 #define LIMIT(type, name, field, ...)                                          \
 	WEFT_MSVC_CONF_KEY(type, name, weft_msvc_limits, field, __VA_ARGS__)
-/* [limits]: one line per key (PROTOCOL.md section 8, weft.conf(5)). */
+/* A duration's bound and its reason, as two fields of a key's row. */
+#define UP_TO_A_DAY .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY
+/* Past this many, a count is a typing error: the kernel's default ceiling
+ * on a process's descriptors (fs.nr_open). */
+#define NR_OPEN (1u << 20)
+#define CONN_WHY "each is a descriptor per member, twice (dialled and accepted)"
+/* [limits]: one line per key, with its bounds and why (PROTOCOL.md section
+ * 8, weft.conf(5), docs/WEFTD.md "Bounds"); what one value means for
+ * another is checked in config.c. */
 static const weft_msvc_conf_key limit_keys[] = {
-    LIMIT(SIZE, "max_frame", max_frame_bytes, .min = 1),
+    LIMIT(SIZE, "max_frame", max_frame_bytes, .min = WEFT__MSVC_HELLO_MAX,
+          .max = WEFT_FRAME_LIMIT,
+          .why = "a handshake (up to 4 KiB) must fit, and 2 GiB is the "
+                 "frame codec's limit"),
     LIMIT(SIZE, "outbound_queue", outbound_queue_bytes, .min = 1),
     LIMIT(SIZE, "inbound_inflight", inbound_inflight_bytes, .min = 1),
-    LIMIT(U32, "max_pending_requests", max_pending_requests, .min = 0),
+    LIMIT(U32, "max_pending_requests", max_pending_requests, .min = 1,
+          .max = 1u << 24,
+          .why = "0 would refuse every request; each one waiting holds "
+                 "memory and a timer"),
     LIMIT(SIZE, "large_message", large_message_bytes, .min = 1),
-    LIMIT(DURATION, "connect_timeout", connect_timeout_ms, .min = 1),
-    LIMIT(DURATION, "heartbeat_interval", heartbeat_interval_ms, .min = 1),
-    LIMIT(U32, "heartbeat_misses", heartbeat_misses, .min = 0),
-    LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1),
-    LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1),
-    LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1),
-    LIMIT(U32, "loops", loops, .min = 0),
-    LIMIT(U32, "worker_threads", worker_threads, .min = 0),
-    LIMIT(BOOL, "allow_clients", allow_clients, .min = 0),
+    LIMIT(DURATION, "connect_timeout", connect_timeout_ms, .min = 1,
+          UP_TO_A_DAY),
+    LIMIT(DURATION, "heartbeat_interval", heartbeat_interval_ms, .min = 10,
+          .max = 60000,
+          .why = "faster floods every link with heartbeats, slower "
+                 "leaves a dead member undetected for minutes"),
+    LIMIT(U32, "heartbeat_misses", heartbeat_misses, .min = 1, .max = 100,
+          .zero_ok = true,
+          .why = "0 is the default, 3; past 100 a dead member is "
+                 "noticed too late"),
+    LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1, UP_TO_A_DAY),
+    LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1, UP_TO_A_DAY),
+    LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1,
+          UP_TO_A_DAY),
+    LIMIT(U32, "loops", loops, .min = 1, .max = WEFT__MSVC_MAX_LOOPS,
+          .zero_ok = true,
+          .why = "0 is one per CPU; each loop is a thread, at most 4 per "
+                 "CPU and 256"),
+    LIMIT(U32, "worker_threads", worker_threads, .min = 1,
+          .max = WEFT__MSVC_MAX_WORKERS, .zero_ok = true,
+          .why = "0 is the default, 2; each worker is a thread, at most "
+                 "32 per CPU and 1024"),
+    LIMIT(BOOL, "allow_clients", allow_clients),
     LIMIT(SIZE, "client_outbound", client_outbound_bytes, .min = 1),
     LIMIT(SIZE, "client_pause", client_pause_bytes, .min = 1),
-    LIMIT(DURATION, "client_stall_timeout", client_stall_timeout_ms, .min = 1),
-    LIMIT(DURATION, "client_idle_timeout", client_idle_timeout_ms, .min = 1),
-    LIMIT(DURATION, "frame_timeout", frame_timeout_ms, .min = 1),
-    LIMIT(U32, "max_clients", max_clients, .min = 1),
-    LIMIT(U32, "max_clients_per_address", max_clients_per_address, .min = 1),
-    LIMIT(U32, "max_handshakes", max_handshakes, .min = 1),
+    LIMIT(DURATION, "client_stall_timeout", client_stall_timeout_ms, .min = 1,
+          UP_TO_A_DAY),
+    LIMIT(DURATION, "client_idle_timeout", client_idle_timeout_ms, .min = 1,
+          UP_TO_A_DAY),
+    LIMIT(DURATION, "frame_timeout", frame_timeout_ms, .min = 1, UP_TO_A_DAY),
+    LIMIT(U32, "max_clients", max_clients, .min = 1, .max = NR_OPEN,
+          .why = "each client holds a descriptor; above the kernel's "
+                 "ceiling on them it is a typing error"),
+    LIMIT(U32, "max_clients_per_address", max_clients_per_address, .min = 1,
+          .max = NR_OPEN,
+          .why = "each client holds a descriptor; above the kernel's "
+                 "ceiling on them it is a typing error"),
+    LIMIT(U32, "max_handshakes", max_handshakes, .min = 1, .max = NR_OPEN,
+          .why = "each connection in its handshake holds a descriptor; "
+                 "above the kernel's ceiling on them it is a typing "
+                 "error"),
     LIMIT(U32, "connections_urgent", connections[WEFT_MSVC_URGENT], .min = 1,
-          .max = 64),
+          .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
     LIMIT(U32, "connections_small", connections[WEFT_MSVC_SMALL], .min = 1,
-          .max = 64),
+          .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
     LIMIT(U32, "connections_large", connections[WEFT_MSVC_LARGE], .min = 1,
-          .max = 64),
+          .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
 };
 
 static int
@@ -358,6 +398,12 @@ read_node(struct parse *p, const struct section *s, const char *id)
 	}
 	if (!apply(p, s, node_keys, N(node_keys), &n))
 		return;
+	/* Refused here, before adding the rest costs a search each. */
+	if (p->cfg->nodes_len == WEFT__MSVC_MAX_NODES) {
+		fail(p, s->line, WEFT_ECONFIG, "[%s]: more than %d members: %s",
+		     s->name, WEFT__MSVC_MAX_NODES, WEFT__MSVC_MAX_NODES_WHY);
+		return;
+	}
 	if (n.host == NULL || !has_key(s, "port")) {
 		fail(p, s->line, WEFT_ECONFIG, "[%s] needs host and port",
 		     s->name);
@@ -366,6 +412,8 @@ read_node(struct parse *p, const struct section *s, const char *id)
 	rv = weft_msvc_config_add_node(p->cfg, id, n.host, (uint16_t)n.port);
 	if (rv != 0)
 		fail(p, s->line, rv, "[%s]: %s", s->name, weft_strerror(rv));
+	else
+		p->cfg->nodes[p->cfg->nodes_len - 1].line = s->line;
 }
 
 static void
@@ -489,6 +537,11 @@ read_sections(struct parse *p)
 			read_tls(p, s);
 		else
 			read_component(p, s);
+		/* Its lines, for what is checked across sections later
+		 * (weft_msvc_config_where). */
+		if (strcmp(s->name, "limits") == 0 ||
+		    strcmp(s->name, "tls") == 0)
+			keep(p, s);
 	}
 }
 
@@ -506,8 +559,11 @@ finish(struct parse *p, int ini_rv, char *err, size_t errlen)
 	if (p->rv == 0 && !p->have_name)
 		fail(p, 0, WEFT_ECONFIG, "no [cluster] name");
 	if (p->rv == 0 &&
-	    weft__msvc_config_validate(p->cfg, msg, sizeof(msg)) != 0)
-		fail(p, 0, WEFT_ECONFIG, "%s", msg);
+	    weft__msvc_config_validate(p->cfg, msg, sizeof(msg)) != 0) {
+		/* Its message names the file and line already. */
+		snprintf(err, errlen, "%s", msg);
+		return WEFT_ECONFIG;
+	}
 	if (p->rv == 0)
 		return 0;
 	if (errlen > 0 && p->err_line > 0)

@@ -18,15 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "msvc_int.h"
 
 #define NS_PER_MS 1000000ull
-/* Descriptors kept beyond the members' connections: the listener, the
- * loops' own, files, the metrics endpoint. */
-#define FD_SLACK 64
-
 static void on_watch(weft_timer *t, void *arg);
 
 /* ---- Caps ----------------------------------------------------------------
@@ -36,30 +31,20 @@ void
 weft__msvc_guard_init(weft_msvc *svc)
 {
 	const weft_msvc_limits *l = &svc->cfg->limits;
-	struct rlimit rl;
-	uint64_t per_peer = 0, reserve, avail;
-	uint32_t c;
+	uint64_t fd_limit = weft__msvc_fd_limit();
+	struct weft__msvc_fd_caps caps;
 
-	svc->client_cap = l->max_clients;
-	svc->handshake_cap = l->max_handshakes;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-		return;
-	/* Every member dials us and we dial it, each class on its own. */
-	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
-		per_peer += 2u * l->connections[c];
-	reserve = per_peer * svc->npeers + FD_SLACK;
-	avail = rl.rlim_cur > reserve ? rl.rlim_cur - reserve : 0;
-	if ((uint64_t)svc->client_cap + svc->handshake_cap <= avail)
-		return;
-	if (svc->handshake_cap > avail / 4)
-		svc->handshake_cap = (uint32_t)(avail / 4);
-	if (svc->client_cap > avail - svc->handshake_cap)
-		svc->client_cap = (uint32_t)(avail - svc->handshake_cap);
-	weft_warn("msvc %s: the file limit (%llu) leaves room for %u clients "
-	          "and %u handshakes beside the members' connections; raise "
-	          "it (ulimit -n) for max_clients = %u",
-	          svc->id, (unsigned long long)rl.rlim_cur, svc->client_cap,
-	          svc->handshake_cap, l->max_clients);
+	/* One derivation with the configuration check (config.c). */
+	weft__msvc_fd_caps(l, svc->npeers, fd_limit, &caps);
+	svc->client_cap = caps.clients;
+	svc->handshake_cap = caps.handshakes;
+	if (caps.lowered)
+		weft_warn("msvc %s: the file limit (%llu) leaves room for %u "
+		          "clients and %u handshakes beside the members' "
+		          "connections; raise it (ulimit -n) for max_clients = "
+		          "%u",
+		          svc->id, (unsigned long long)fd_limit,
+		          svc->client_cap, svc->handshake_cap, l->max_clients);
 }
 
 /* The host part of "host:port", "[v6]:port" or a Unix path. */

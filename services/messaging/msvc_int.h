@@ -25,6 +25,7 @@ struct weft__msvc_node {
 	char id[WEFT_MSVC_MAX_ID + 1];
 	char *host;
 	uint16_t port;
+	int line; /* of its [node ID] header; 0: added in code */
 };
 
 struct weft__msvc_kv {
@@ -68,8 +69,41 @@ int weft__conf_set(const weft_msvc_conf_key *k, const char *value, void *dst,
 int weft__conf_apply(const char *section, const weft_msvc_conf_key *keys,
                      size_t n, const char *key, const char *value, void *dst,
                      char *msg, size_t msglen);
+/* weft__msvc_config_validate checks what the values mean together (the
+ * bounds of one value are in the key tables): 0, or WEFT_ECONFIG with
+ * "FILE:LINE: [section] key: reason" in err. */
 int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
                                size_t errlen);
+
+/* Hard caps on what a configuration may ask for (docs/WEFTD.md). */
+#define WEFT__MSVC_MAX_NODES 1024 /* members of one cluster */
+#define WEFT__MSVC_MAX_NODES_WHY                                               \
+	"every member keeps connections to every other and heartbeats "        \
+	"them, which past this costs more than it serves"
+#define WEFT__MSVC_MAX_LOOPS 256 /* loops one service spreads over */
+#define WEFT__MSVC_LOOPS_PER_CPU 4
+#define WEFT__MSVC_MAX_WORKERS 1024
+#define WEFT__MSVC_WORKERS_PER_CPU 32
+#define WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS 64
+
+/* What a file limit leaves a node for the connections it accepts. */
+struct weft__msvc_fd_caps {
+	uint64_t reserve;    /* the members' connections, and a slack */
+	uint32_t clients;    /* client connections at once */
+	uint32_t handshakes; /* connections in their handshake at once */
+	bool lowered;        /* below max_clients or max_handshakes */
+};
+/* weft__msvc_fd_caps derives the caps for a node of members members
+ * under a file limit of fd_limit descriptors (UINT64_MAX: none): what the
+ * limit leaves once every member's connections (each class, dialled and
+ * accepted) and a slack are provided for, handshakes taking at most a
+ * quarter of it. The one derivation for the guard at start and for the
+ * configuration check. */
+void weft__msvc_fd_caps(const weft_msvc_limits *l, size_t members,
+                        uint64_t fd_limit, struct weft__msvc_fd_caps *out);
+/* weft__msvc_fd_limit is the process's file limit now (RLIMIT_NOFILE's
+ * soft limit), UINT64_MAX when there is none or it cannot be read. */
+uint64_t weft__msvc_fd_limit(void);
 int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 
 /* ---- Wire format (wire.c, docs/PROTOCOL.md) ---------------------------- */

@@ -9,8 +9,6 @@
 
 #include "msvc_int.h"
 
-#define MAX_LOOPS 256
-
 /* ---- Running a task on every loop and waiting for it ------------------- */
 
 struct each {
@@ -170,7 +168,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 {
 	pthread_condattr_t attr;
 	weft_msvc *svc;
-	char err[200];
+	char err[512];
 	ssize_t self;
 	int rv;
 
@@ -203,7 +201,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	svc->member = self >= 0;
 	svc->self_index = self >= 0 ? (uint32_t)self : UINT32_MAX;
 	svc->nloops = (uint32_t)weft_loop_group_size(group);
-	if (svc->nloops == 0 || svc->nloops > MAX_LOOPS)
+	if (svc->nloops == 0 || svc->nloops > WEFT__MSVC_MAX_LOOPS)
 		return WEFT_EINVAL;
 	svc->verbs = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*svc->verbs));
 	svc->loops = calloc(svc->nloops, sizeof(*svc->loops));
@@ -295,6 +293,7 @@ listen_on(weft_msvc *svc)
 int
 weft_msvc_start(weft_msvc *svc)
 {
+	char err[512];
 	int rv;
 
 	if (atomic_load(&svc->started) || atomic_load(&svc->stopping))
@@ -305,6 +304,13 @@ weft_msvc_start(weft_msvc *svc)
 	if (svc->cfg->tls.mode == WEFT_MSVC_TLS_ALL && svc->opts.tls == NULL) {
 		weft_error("msvc %s: [tls] mode = all but no TLS context given",
 		           svc->id);
+		return WEFT_ECONFIG;
+	}
+	/* A member's limits, against this host now (the file limit may have
+	 * changed since the configuration was checked). A client only dials. */
+	if (svc->member &&
+	    weft_msvc_config_check(svc->cfg, err, sizeof(err)) != 0) {
+		weft_error("msvc %s: %s", svc->id, err);
 		return WEFT_ECONFIG;
 	}
 	if ((rv = weft__msvc_pool_start(svc)) != 0)

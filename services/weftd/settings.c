@@ -24,11 +24,15 @@ static const char *const log_levels[] = {"debug", "info", "warn",
 /* [weftd] and [weftd ID]: one line per key (docs/WEFTD.md, weftd(8)). */
 static const weft_msvc_conf_key weftd_keys[] = {
     WEFTD_KEY(ADDRESS, "metrics_listen", metrics),
-    WEFTD_KEY(DURATION, "shutdown_timeout", shutdown_timeout_ms),
+    WEFTD_KEY(DURATION, "shutdown_timeout", shutdown_timeout_ms,
+              .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
     WEFTD_KEY(CHOICE, "log_level", log_level, .choices = log_levels),
     WEFTD_KEY(BOOL, "load", load),
-    WEFTD_KEY(DURATION, "load_max_duration", load_max_duration_ms, .min = 1),
-    WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1),
+    WEFTD_KEY(DURATION, "load_max_duration", load_max_duration_ms, .min = 1,
+              .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
+    WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1, .max = 100000000,
+              .why = "requests/s; above what any node sends, a typing "
+                     "error"),
 };
 
 const weft_msvc_conf_section weftd_config_section = {

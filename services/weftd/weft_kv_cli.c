@@ -271,7 +271,7 @@ report(struct cli *c)
 static int
 run(struct cli *c, weft_msvc_config *cfg)
 {
-	char id[WEFT_MSVC_MAX_ID + 1];
+	char id[WEFT_MSVC_MAX_ID + 1], err[512];
 	weft_msvc_opts opts = {0};
 	weft_loop_group *group;
 	weft_msvc_peer *node;
@@ -282,9 +282,11 @@ run(struct cli *c, weft_msvc_config *cfg)
 		snprintf(id, sizeof(id), "weft-kv-%ld", (long)getpid());
 	else
 		snprintf(id, sizeof(id), "%s", c->client_id);
-	if (weftd_tls_ctx_from_config(cfg, c->tls_cert, c->tls_key,
-	                              &opts.tls) != 0)
+	if (weftd_tls_ctx_from_config(cfg, c->tls_cert, c->tls_key, &opts.tls,
+	                              err, sizeof(err)) != 0) {
+		fprintf(stderr, "weft-kv: %s\n", err);
 		return WEFTD_EXIT_CONFIG;
+	}
 	if (weft_loop_group_new(1, &group) != 0)
 		goto out_tls;
 	if ((rv = weft_msvc_new(group, cfg, id, &opts, &svc)) != 0) {

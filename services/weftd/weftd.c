@@ -128,16 +128,22 @@ load_config(struct weftd *d)
 		        d->config_path, d->id, d->id);
 		return WEFTD_EXIT_CONFIG;
 	}
+	/* What depends on this host too (CPUs, the file limit), and the TLS
+	 * files: starting and --check-config run the same checks, so that a
+	 * configuration the check passes cannot be refused at start. */
 	if (weftd_settings_load(d, err, sizeof(err)) != 0 ||
-	    weft_kv_config_check(d->cfg, err, sizeof(err)) != 0) {
+	    weft_kv_config_check(d->cfg, err, sizeof(err)) != 0 ||
+	    weft_msvc_config_check(d->cfg, err, sizeof(err)) != 0 ||
+	    weftd_tls_open(d, err, sizeof(err)) != 0) {
 		fprintf(stderr, "weftd: %s\n", err);
 		return WEFTD_EXIT_CONFIG;
 	}
 	return 0;
 }
 
-/* --check-config: what starting would refuse, without starting. With
- * --id, that node's settings; without, every node's. 0 or an exit code. */
+/* --check-config: what starting would refuse, without starting (see
+ * load_config). With --id, that node's settings; without, every node's.
+ * 0 or an exit code. */
 static int
 check_config(struct weftd *d)
 {
@@ -153,13 +159,6 @@ check_config(struct weftd *d)
 			fprintf(stderr, "weftd: %s\n", err);
 			return WEFTD_EXIT_CONFIG;
 		}
-	}
-	if (weftd_tls_open(d) != 0) {
-		fprintf(stderr,
-		        "weftd: %s: the [tls] files do not load (the "
-		        "reason is logged above)\n",
-		        d->config_path);
-		return WEFTD_EXIT_CONFIG;
 	}
 	printf("weftd: %s: configuration OK (cluster %s, %zu node%s%s%s)\n",
 	       d->config_path, weft_msvc_config_cluster(d->cfg), n,
@@ -350,10 +349,6 @@ main(int argc, char **argv)
 		goto out;
 	if (d.check_only) {
 		rv = check_config(&d);
-		goto out;
-	}
-	if (weftd_tls_open(&d) != 0) {
-		rv = WEFTD_EXIT_CONFIG;
 		goto out;
 	}
 	rv = WEFTD_EXIT_FAIL;

@@ -80,10 +80,13 @@ void weftd_http_stop(struct weftd *d);
 /* tls.c: the TLS context from the [tls] section, and its reload. */
 /* weftd_tls_ctx_from_config makes the context [tls] asks for (*out NULL
  * when mode is none); cert and key override the section's when not NULL.
- * Returns 0 or a WEFT_E code (logged). */
+ * Returns 0, or WEFT_ECONFIG with "FILE:LINE: [tls] key: reason" in err
+ * (every failure, the files not loading included, is the
+ * configuration's). */
 int weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
-                              const char *key, weft_tls_ctx **out);
-int weftd_tls_open(struct weftd *d);
+                              const char *key, weft_tls_ctx **out, char *err,
+                              size_t errlen);
+int weftd_tls_open(struct weftd *d, char *err, size_t errlen);
 void weftd_tls_reload(struct weftd *d);
 void weftd_tls_close(struct weftd *d);
 

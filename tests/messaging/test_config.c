@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -123,7 +124,18 @@ static const struct bad_case bad_cases[] = {
     {"[cluster]\nname = a\n", "bad.ini: no [node ...] section"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
      "[limits]\nreconnect_min = 5s\nreconnect_max = 1s\n",
-     "reconnect_min is above reconnect_max"},
+     "bad.ini:7: [limits] reconnect_min: 5000 ms is above reconnect_max "
+     "(1000 ms)"},
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
+     "worker_threads = 1000000\n",
+     "bad.ini:7: [limits] worker_threads: 1000000 is out of range (1 to "
+     "1024): 0 is the default"},
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
+     "max_pending_requests = 0\n",
+     "bad.ini:7: [limits] max_pending_requests: must not be 0: "},
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
+     "large_message = 4KiB\noutbound_queue = 1\n",
+     "bad.ini:8: [limits] outbound_queue: 1 is below large_message (4096)"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[tls]\n"
      "mode = sometimes\n",
      "bad.ini:7: [tls] mode: 'sometimes' is not one of none, all, optional"},
@@ -375,6 +387,52 @@ test_build_in_code(void **state)
 	weft_msvc_config_free(NULL);
 }
 
+/* 170 members under a file limit of 1024: their connections took every
+ * descriptor and the node refused even its members. The check says so,
+ * and a member's service refuses to start, reading the limit again. */
+static void
+test_check_holds_the_members_within_the_file_limit(void **state)
+{
+	weft_msvc_config *cfg;
+	weft_loop_group *group;
+	struct rlimit saved, low;
+	weft_msvc *svc;
+	char err[512], id[16];
+	unsigned k;
+
+	(void)state;
+	assert_int_equal(weft_msvc_config_new("c", &cfg), 0);
+	for (k = 0; k < 170; k++) {
+		snprintf(id, sizeof(id), "m%u", k);
+		assert_int_equal(weft_msvc_config_add_node(cfg, id, "127.0.0.1",
+		                                           k == 0 ? 0 : 1),
+		                 0);
+	}
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	low = saved;
+	low.rlim_cur = 1024;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(weft_msvc_config_check(cfg, err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "<config>: [node m169]: 170 members need "
+	                            "1084 descriptors"));
+	assert_int_equal(weft_loop_group_new(1, &group), 0);
+	assert_int_equal(weft_msvc_new(group, cfg, "m0", NULL, &svc), 0);
+	assert_int_equal(weft_msvc_start(svc), WEFT_ECONFIG);
+	weft_msvc_free(svc);
+	low.rlim_cur = 1096; /* the least the message names */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(weft_msvc_config_check(cfg, err, sizeof(err)), 0);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	weft_loop_group_free(group);
+	/* Built in code, a service refuses what would exhaust the host. */
+	weft_msvc_config_limits(cfg)->worker_threads = 1000000;
+	assert_int_equal(weft_msvc_config_check(cfg, err, sizeof(err)),
+	                 WEFT_ECONFIG);
+	assert_non_null(strstr(err, "worker_threads: 1000000 is above 1024"));
+	weft_msvc_config_free(cfg);
+}
+
 int
 main(void)
 {
@@ -386,6 +444,8 @@ main(void)
 	    cmocka_unit_test(test_read_reports_file_and_line),
 	    cmocka_unit_test(test_load_file_and_missing_file),
 	    cmocka_unit_test(test_build_in_code),
+	    cmocka_unit_test(
+	        test_check_holds_the_members_within_the_file_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

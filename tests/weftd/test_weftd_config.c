@@ -217,6 +217,152 @@ test_per_node_weftd_section_overrides_the_shared_one(void **state)
 	assert_non_null(strstr(out, want));
 }
 
+/* Accepted by --check-config before, then broke the node or the host at
+ * start: 17,000 threads for worker_threads = 1000000; exit 1 without a
+ * line for loops = 100000 or 4096; a node that answered nothing for
+ * outbound_queue = 1; max_pending_requests = 0, which PROTOCOL.md calls
+ * an error. Cross-key and [tls] errors named no line. Now the check and
+ * the start refuse each one alike: exit 78, "FILE:LINE: [section] key:"
+ * and why. */
+static const struct bad_case unsafe_cases[] = {
+    {"[limits]\nworker_threads = 1000000\n",
+     ":7: [limits] worker_threads: 1000000 is out of range (1 to 1024): "},
+    {"[limits]\nloops = 100000\n",
+     ":7: [limits] loops: 100000 is out of range (1 to 256): "},
+    {"[limits]\nloops = 4096\n", ":7: [limits] loops: 4096 is out of range"},
+    {"[limits]\noutbound_queue = 1\n",
+     ":7: [limits] outbound_queue: 1 is below large_message (65536)"},
+    {"[limits]\nclient_outbound = 100\n",
+     ":7: [limits] client_outbound: 100 is below large_message"},
+    {"[limits]\nmax_pending_requests = 0\n",
+     ":7: [limits] max_pending_requests: must not be 0: "},
+    {"[limits]\nrequest_timeout = 100000h\n",
+     ":7: [limits] request_timeout: 360000000000 is out of range (1 to "
+     "86400000): at most a day"},
+    {"[limits]\nheartbeat_interval = 1ms\n",
+     ":7: [limits] heartbeat_interval: 1 is out of range (10 to 60000)"},
+    {"[limits]\nmax_frame = 100\n",
+     ":7: [limits] max_frame: 100 is out of range (4096 to "},
+    {"[kv]\nreplicate_timeout = 25h\n",
+     ":7: [kv] replicate_timeout: 90000000 is out of range"},
+    {"[kv]\nmax_clock_skew = 48h\n",
+     ":7: [kv] max_clock_skew: 172800000 is out of range"},
+    {"[weftd]\nload_max_rate = 4000000000\n",
+     ":7: [weftd] load_max_rate: 4000000000 is out of range"},
+    {"[limits]\nreconnect_max = 1s\nreconnect_min = 2s\n",
+     ":8: [limits] reconnect_min: 2000 ms is above reconnect_max (1000 "
+     "ms)"},
+    {"[limits]\nreconnect_min = 20s\n",
+     ":7: [limits] reconnect_min: 20000 ms is above reconnect_max (5000 "
+     "ms)"},
+    {"[limits]\nlarge_message = 1MiB\nmax_frame = 64KiB\n",
+     ":7: [limits] large_message: 1048576 is above max_frame (65536)"},
+    {"[tls]\nmode = all\n", ":7: [tls] ca: not set, and mode all needs it"},
+    {"[tls]\nmode = optional\nca = /nonexistent/ca.pem\n"
+     "cert = /nonexistent/n.pem\nkey = /nonexistent/n.key\n",
+     ":9: [tls] cert: cannot load cert /nonexistent/n.pem"},
+};
+
+/* Both ways in refuse c, with its line. */
+static void
+assert_refused(struct fixture *f, const char *expect)
+{
+	char out[256], want[512];
+
+	snprintf(want, sizeof(want), "%s%s", f->config, expect);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_stderr_has(f, want);
+	assert_int_equal(check_config(f, NULL, out, sizeof(out)), EXIT_CONFIG);
+	assert_stderr_has(f, want);
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_stderr_has(f, want);
+}
+
+static void
+test_check_refuses_what_would_break_the_node(void **state)
+{
+	struct fixture *f = *state;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	char extra[128], expect[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(unsafe_cases) / sizeof(unsafe_cases[0]); i++) {
+		write_config(f, unsafe_cases[i].extra);
+		assert_refused(f, unsafe_cases[i].expect);
+	}
+	/* Within the hard caps, but more threads than this host's CPUs
+	 * warrant (4 loops, 32 workers per CPU). */
+	if (cpus > 0 && cpus * 4 < 256) {
+		snprintf(extra, sizeof(extra), "[limits]\nloops = %ld\n",
+		         cpus * 4 + 1);
+		snprintf(expect, sizeof(expect),
+		         ":7: [limits] loops: %ld is above %ld, 4 per CPU",
+		         cpus * 4 + 1, cpus * 4);
+		write_config(f, extra);
+		assert_refused(f, expect);
+	}
+	if (cpus > 0 && cpus * 32 < 1024) {
+		snprintf(extra, sizeof(extra),
+		         "[limits]\nworker_threads = %ld\n", cpus * 32 + 1);
+		snprintf(expect, sizeof(expect),
+		         ":7: [limits] worker_threads: %ld is above %ld",
+		         cpus * 32 + 1, cpus * 32);
+		write_config(f, extra);
+		assert_refused(f, expect);
+	}
+}
+
+/* A cluster of n members, "a" on f->port first; member k's [node] header
+ * is on line 3 + 3k. */
+static void
+write_members(struct fixture *f, unsigned n)
+{
+	size_t cap = 64 + (size_t)n * 64, len;
+	char *text = malloc(cap), name[16];
+	unsigned k;
+
+	assert_non_null(text);
+	len = (size_t)snprintf(text, cap, "[cluster]\nname = c\n");
+	for (k = 0; k < n; k++) {
+		if (k == 0)
+			snprintf(name, sizeof(name), "a");
+		else
+			snprintf(name, sizeof(name), "m%u", k);
+		len += (size_t)snprintf(
+		    text + len, cap - len,
+		    "[node %s]\nhost = 127.0.0.1\nport = %u\n", name,
+		    k == 0 ? (unsigned)f->port : 20000u + k % 40000u);
+	}
+	wt_write_file(f->config, text);
+	free(text);
+}
+
+/* 10,000 members were accepted, and 170 under a file limit of 1024: the
+ * members' connections took every descriptor, no handshake slot was left
+ * and the node refused even its members. Now the member count has a cap
+ * and the file limit is checked against the members' connections, at
+ * check time and at start, by the derivation the node's caps use. */
+static void
+test_check_refuses_members_the_file_limit_cannot_hold(void **state)
+{
+	struct fixture *f = *state;
+	char out[256];
+
+	write_members(f, 10000);
+	assert_refused(f, ":3075: [node m1024]: more than 1024 members");
+	write_members(f, 170);
+	wt_spawn_nofile(1024);
+	assert_refused(f,
+	               ":510: [node m169]: 170 members need 1084 descriptors");
+	assert_stderr_has(f, "raise the limit to at least 1096");
+	/* At the least it names, the check passes. */
+	wt_spawn_nofile(1096);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)), 0);
+	wt_spawn_nofile(1095);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	wt_spawn_nofile(0);
+}
+
 int
 main(void)
 {
@@ -228,6 +374,11 @@ main(void)
 	        test_one_grammar_in_weftd_and_kv_sections, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_per_node_weftd_section_overrides_the_shared_one, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_check_refuses_what_would_break_the_node, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_check_refuses_members_the_file_limit_cannot_hold, setup,
 	        teardown),
 	};
 

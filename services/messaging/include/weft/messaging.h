@@ -64,7 +64,14 @@ enum weft_msvc_class {
 
 /*
  * Limits and timeouts. Zero fields take the defaults shown when the
- * service starts; weft_msvc_config_new() fills the defaults in.
+ * service starts; weft_msvc_config_new() fills the defaults in. Each has
+ * bounds, checked when the file is read and by weft_msvc_config_check()
+ * (docs/WEFTD.md, "Bounds"): large_message at most max_frame, and
+ * outbound_queue and client_outbound at least large_message (a message
+ * larger than its queue is refused); loops at most 256 and 4 per CPU;
+ * worker_threads at most 1024 and 32 per CPU; at most 64 connections per
+ * class; in the file, durations at most a day and max_frame at least
+ * 4 KiB.
  */
 typedef struct weft_msvc_limits {
 	size_t max_frame_bytes;      /* 32 MiB: larger frames close the link */
@@ -150,6 +157,21 @@ WEFT_API int weft_msvc_config_load(const char *path, weft_msvc_config **out,
  * name is used in error messages. */
 WEFT_API int weft_msvc_config_parse(const char *text, const char *name,
                                     weft_msvc_config **out, char *err,
+                                    size_t errlen);
+
+/*
+ * weft_msvc_config_check says whether a node of cfg can start on this
+ * host: the checks of loading (each value within its bounds, the values
+ * consistent with one another), then what depends on the host: loops and
+ * worker_threads against its CPUs, and the file limit (RLIMIT_NOFILE, read
+ * now) against the members' connections, which must leave a returning
+ * member its handshake slots (docs/WEFTD.md, "Bounds"). weft_msvc_start
+ * runs it, and `weftd --check-config` too, so that a check passes exactly
+ * when a start would. Returns 0, or WEFT_ECONFIG with "FILE:LINE: [section]
+ * key: reason" in err (errlen bytes); WEFT_EINVAL for a NULL cfg. Any
+ * thread.
+ */
+WEFT_API int weft_msvc_config_check(const weft_msvc_config *cfg, char *err,
                                     size_t errlen);
 
 /* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
@@ -239,9 +261,19 @@ typedef struct weft_msvc_conf_address {
 typedef int (*weft_msvc_conf_parse_cb)(const char *text, void *field, char *why,
                                        size_t whylen);
 
+/* The longest duration a key of the file takes: a deadline further away
+ * guards nothing, and so large a value is a unit left out. */
+#define WEFT_MSVC_CONF_DAY_MS (24ull * 3600u * 1000u)
+#define WEFT_MSVC_CONF_DAY_WHY                                                 \
+	"at most a day: a deadline further away guards nothing (units: "       \
+	"500ms, 2s, 5m, 1h)"
+
 /* One key of a section: where its value goes in the section's struct, and
  * what it may be. min and max bound U32, SIZE and DURATION values (max 0:
- * no bound but the type's). */
+ * no bound but the type's); with zero_ok, 0 is also accepted (it stands
+ * for a default) whatever min is. why says why the bounds are what they
+ * are, and ends the message of a value out of them:
+ * "[limits] worker_threads: 1000000 is above 1024 (why)". */
 typedef struct weft_msvc_conf_key {
 	const char *name;
 	enum weft_msvc_conf_type type;
@@ -249,6 +281,8 @@ typedef struct weft_msvc_conf_key {
 	uint64_t min, max;
 	const char *const *choices;    /* CHOICE: NULL-terminated */
 	weft_msvc_conf_parse_cb parse; /* CUSTOM */
+	const char *why;               /* the bounds' reason, or NULL */
+	bool zero_ok;                  /* 0 accepted: the default */
 } weft_msvc_conf_key;
 
 /* WEFT_MSVC_CONF_KEY(SIZE, "max_value", struct my_settings, max_value,
