@@ -135,9 +135,9 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 /* Length prefix plus envelope header. */
 #define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
 /* A connection's index within its class is below this: the most
- * connections a class may have (config.c's bound), so that a HELLO's
- * index names a slot of the peer's inbound order (conn.c). */
-#define WEFT__MSVC_INDEX_MAX 64
+ * connections a class may have, so that a HELLO's index names a slot of
+ * the peer's inbound order (conn.c). */
+#define WEFT__MSVC_INDEX_MAX WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS
 
 /* Handshake refusal reasons. */
 enum weft__msvc_refusal {
