@@ -28,6 +28,8 @@
 #define DEFAULT_MAX_CLIENTS 1024
 #define DEFAULT_MAX_CLIENTS_PER_ADDRESS 64
 #define DEFAULT_MAX_HANDSHAKES 128
+#define DEFAULT_MEMBER_READ_BUDGET 256
+#define DEFAULT_CLIENT_READ_BUDGET 32
 #define MAX_CONNECTIONS_PER_CLASS 64
 
 bool
@@ -95,6 +97,10 @@ weft__msvc_limits_defaults(weft_msvc_limits *l)
 		l->max_clients_per_address = DEFAULT_MAX_CLIENTS_PER_ADDRESS;
 	if (l->max_handshakes == 0)
 		l->max_handshakes = DEFAULT_MAX_HANDSHAKES;
+	if (l->member_read_budget == 0)
+		l->member_read_budget = DEFAULT_MEMBER_READ_BUDGET;
+	if (l->client_read_budget == 0)
+		l->client_read_budget = DEFAULT_CLIENT_READ_BUDGET;
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		if (l->connections[c] == 0)
 			l->connections[c] = 1;

@@ -239,6 +239,7 @@ struct weft__msvc_conn {
 	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
 	size_t frame_reserved;     /* inflight bytes held for that frame */
 	size_t frame_wanted;       /* its size, while the budget has no room */
+	uint32_t turn_messages;    /* handed in during this read turn */
 };
 
 /* An outbound connection: how it dials (dial.c) and waits for the answer
@@ -316,6 +317,7 @@ struct weft__msvc_slot {
 struct weft__msvc_rstats {
 	_Atomic uint64_t read_batches, messages_in, drain_batches;
 	_Atomic uint64_t messages_out, handoffs, write_calls, bytes_written;
+	_Atomic uint64_t read_yields;
 };
 
 /* The service's state on one loop; touched only on that loop. */

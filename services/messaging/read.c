@@ -148,6 +148,23 @@ should_pause(struct weft__msvc_conn *c)
 	return true;
 }
 
+/* Counts a message handed in by c in this turn; at c's read budget, c
+ * gives up its turn: the loop serves every other ready connection before
+ * the codec goes on (weft_channel_yield). */
+static void
+count_turn(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint32_t budget = c->peer != NULL && c->peer->is_client
+	                      ? l->client_read_budget
+	                      : l->member_read_budget;
+
+	if (++c->turn_messages < budget)
+		return;
+	weft__msvc_count1(&c->ml->rs.read_yields, 1);
+	weft_channel_yield(c->ch);
+}
+
 /* ---- The gate ---------------------------------------------------------- */
 
 static void
@@ -156,6 +173,7 @@ gate_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 
 	weft__msvc_count1(&c->ml->rs.read_batches, 1);
+	c->turn_messages = 0;
 	weft__msvc_batch_begin(c->ml);
 	weft__msvc_guard_active(c);
 	if (c->state != WEFT__MSVC_CLOSED && !c->paused && !c->blocked &&
@@ -199,9 +217,10 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	/* The frame's bytes as weft lays them out. */
 	on_message(c, &env,
 	           4 + WEFT_ENVELOPE_HEADER_BYTES + env.len + (c->crc ? 4 : 0));
-	/* The budget decides whether the codec goes on to the next frame. */
-	if (weft__msvc_may_read_on(c))
-		(void)should_pause(c);
+	/* The inbound budget, then c's turn, decide whether the codec goes
+	 * on to the next frame. */
+	if (weft__msvc_may_read_on(c) && !should_pause(c))
+		count_turn(c);
 }
 
 /* The frame codec found a frame begun and not ended at the end of a

@@ -103,6 +103,15 @@ typedef struct weft_msvc_limits {
 	uint32_t max_clients;             /* 1024 */
 	uint32_t max_clients_per_address; /* 64 */
 	uint32_t max_handshakes;          /* 128 at once */
+	/*
+	 * Fairness (docs/RELIABILITY.md). A connection hands in at most its
+	 * read budget of messages per turn; then the loop serves every
+	 * other ready connection before it gets another turn. Members'
+	 * budget is larger than clients', so that replication and
+	 * heartbeats go ahead of client traffic under load.
+	 */
+	uint32_t member_read_budget; /* 256 messages per turn (1 to 65536) */
+	uint32_t client_read_budget; /* 32 messages per turn (1 to 65536) */
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -760,6 +769,8 @@ typedef struct weft_msvc_stats {
 	uint64_t heartbeats_missed;
 	uint64_t peer_downs;
 	uint64_t worker_jobs; /* handlers run on the worker pool */
+	/* Fairness: turns a connection gave up at its read budget. */
+	uint64_t read_yields;
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */

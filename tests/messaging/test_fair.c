@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_fair.c: one client cannot starve the others (docs/RELIABILITY.md,
+ * "Fairness"). Raw clients over real sockets: the node's one loop is held
+ * by a task while a flooding client's requests and another client's one
+ * request reach its sockets, so that both connections are ready in the
+ * same wake-up; the order in which the node's handler sees them (the held
+ * messages of VERB_HOLD, in handling order) shows whether the flooding
+ * connection gave up its turn at its read budget. The flooding client's
+ * bytes reach the node first (its send queue empties before the other
+ * client writes), so its socket is ready first. No time is measured.
+ */
+#include <linux/sockios.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+#include <cmocka.h>
+#include <event2/buffer.h>
+
+#include <weft/core.h>
+#include <weft/loop.h>
+#include <weft/messaging.h>
+
+#include "cluster.h"
+#include "rawpeer.h"
+
+#define WAIT_MS 10000
+/* VERB_HOLD keeps this many messages; it refuses the rest. */
+#define HELD_MAX 64
+
+static struct cluster cl;
+
+/* The node's loop, held by hold_task until the test lets it go. */
+static _Atomic bool loop_held, loop_release;
+
+static int
+group_setup(void **state)
+{
+	return test_setup(state);
+}
+
+static int
+group_teardown(void **state)
+{
+	return test_teardown(state);
+}
+
+static void
+hold_task(weft_loop *loop, int status, void *arg)
+{
+	uint64_t deadline = weft_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+
+	(void)loop;
+	(void)arg;
+	atomic_store(&loop_held, true);
+	test_poke();
+	/* Bounded: a test that fails before releasing frees the loop. */
+	while (status == 0 && !atomic_load(&loop_release) &&
+	       weft_now_ns() < deadline)
+		sched_yield();
+}
+
+static bool
+is_held(void *arg)
+{
+	(void)arg;
+	return atomic_load(&loop_held);
+}
+
+static bool
+all_handled(void *arg)
+{
+	return atomic_load(&cl.held_count) >= *(int *)arg;
+}
+
+static void
+hold_node_loop(void)
+{
+	atomic_store(&loop_held, false);
+	atomic_store(&loop_release, false);
+	assert_int_equal(weft_loop_post(weft_loop_group_at(cl.groups[0], 0),
+	                                hold_task, NULL),
+	                 0);
+	assert_true(test_wait(is_held, NULL, WAIT_MS));
+}
+
+/* Connects client id and makes one round trip, so that the node has
+ * nothing more to write to it (no readiness but its reads to come). */
+static void
+client_in(rawpeer *p, const char *id)
+{
+	rp_env e;
+
+	rp_connect(p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(rp_handshake(p, "test", id, RP_CLIENT, 1, 0), 0);
+	assert_true(rp_request(p, 1, VERB_ECHO, "hi", 2));
+	assert_int_equal(rp_read_env(p, &e, WAIT_MS), 0);
+	assert_int_equal(e.id, 1);
+}
+
+/* Sends n requests for VERB_HOLD carrying tag, in one write. */
+static void
+send_holds(rawpeer *p, char tag, int n)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	for (int i = 0; i < n; i++)
+		rp_envelope(b, p->crc, 1 + (uint64_t)i, VERB_HOLD, RP_REQUEST,
+		            weft_wall_ms() + WAIT_MS, &tag, 1);
+	assert_true(rp_send(p, b));
+	evbuffer_free(b);
+}
+
+/* Waits until the node's kernel holds all p sent (its send queue empty:
+ * acknowledged), so that p's socket turned ready before the next one's. */
+static void
+wait_delivered(rawpeer *p)
+{
+	uint64_t deadline = weft_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	int unsent = 1;
+
+	while (weft_now_ns() < deadline &&
+	       ioctl(p->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0)
+		sched_yield();
+	assert_int_equal(unsent, 0);
+}
+
+/* The position among the held messages of the first one tagged tag, or
+ * -1. */
+static int
+first_held(char tag)
+{
+	for (int k = 0; k < HELD_MAX; k++) {
+		weft_msvc_msg *m = atomic_load(&cl.held[k]);
+
+		if (m != NULL && *(const char *)weft_msvc_msg_data(m) == tag)
+			return k;
+	}
+	return -1;
+}
+
+static void
+answer_all_held(void)
+{
+	for (int k = 0; k < HELD_MAX; k++) {
+		weft_msvc_msg *m = atomic_exchange(&cl.held[k], NULL);
+
+		if (m != NULL)
+			weft_msvc_respond(m, "ok", 2);
+	}
+	atomic_store(&cl.held_count, 0);
+}
+
+static uint32_t client_budget;
+
+static void
+tune(weft_msvc_limits *l)
+{
+	l->loops = 1;
+	l->request_timeout_ms = 8000;
+	l->client_read_budget = client_budget;
+}
+
+/*
+ * One try: client a has flood frames ready and client b one, in the same
+ * wake-up. Returns where b's request was handled among the held messages,
+ * or -1 when the node happened to serve b's socket first (its readiness
+ * came first after all: nothing to judge).
+ */
+static int
+flood_once(rawpeer *a, rawpeer *b, int flood)
+{
+	int want = flood + 1, at;
+
+	hold_node_loop();
+	send_holds(a, 'a', flood);
+	wait_delivered(a);
+	send_holds(b, 'b', 1);
+	atomic_store(&loop_release, true);
+	assert_true(test_wait(all_handled, &want, WAIT_MS));
+	at = first_held('a') == 0 ? first_held('b') : -1;
+	answer_all_held();
+	return at;
+}
+
+/*
+ * With client_read_budget set to configured (0: the default), whose value
+ * is budget, b's request is handled within a's first turn plus one, and
+ * the turns a gave up are counted. Tries until a's socket was served
+ * first (at most 8 times).
+ */
+static void
+check_flood_yields(uint32_t configured, uint32_t budget, int flood)
+{
+	weft_msvc_stats st;
+	rawpeer a, b;
+	int at = -1;
+
+	client_budget = configured;
+	assert_int_equal(cluster_start(&cl, 1, tune), 0);
+	client_in(&a, "flooder");
+	client_in(&b, "other");
+	for (int tries = 0; tries < 8 && at < 0; tries++)
+		at = flood_once(&a, &b, flood);
+	assert_true(at > 0);
+	assert_true(at <= (int)budget);
+	weft_msvc_get_stats(cl.svc[0], &st);
+	assert_true(st.read_yields >= (uint64_t)(flood - 1) / budget);
+	rp_close(&a);
+	rp_close(&b);
+	cluster_stop(&cl);
+}
+
+/* The default client budget (32) against 60 frames. */
+static void
+test_flooding_client_yields_to_another_in_the_same_wake_up(void **state)
+{
+	(void)state;
+	check_flood_yields(0, 32, 60);
+}
+
+/* A budget of 4 from the configuration: b goes fifth at the latest. */
+static void
+test_configured_read_budget_bounds_a_turn(void **state)
+{
+	(void)state;
+	check_flood_yields(4, 4, 60);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(
+	        test_flooding_client_yields_to_another_in_the_same_wake_up),
+	    cmocka_unit_test(test_configured_read_budget_bounds_a_turn),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
