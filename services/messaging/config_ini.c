@@ -55,6 +55,8 @@ static const weft_msvc_conf_key limit_keys[] = {
           .max = 65536),
     LIMIT(U32, "client_read_budget", client_read_budget, .min = 1,
           .max = 65536),
+    LIMIT(U32, "client_rate", client_rate, .min = 0, .max = 10000000),
+    LIMIT(U32, "address_rate", address_rate, .min = 0, .max = 10000000),
     LIMIT(U32, "connections_urgent", connections[WEFT_MSVC_URGENT], .min = 1,
           .max = 64),
     LIMIT(U32, "connections_small", connections[WEFT_MSVC_SMALL], .min = 1,

@@ -192,6 +192,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->expired_before_handler = LOAD(s->expired_before_handler);
 	out->overloaded = LOAD(s->overloaded);
 	out->read_pauses = LOAD(s->read_pauses);
+	out->rate_limited = LOAD(s->rate_limited);
 	out->inflight_bytes = atomic_load(&svc->inflight);
 	out->pending_requests = atomic_load(&svc->pending);
 	out->bad_frames = LOAD(s->bad_frames);
@@ -248,6 +249,8 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(read_pauses, "counter", "Reads paused for inflight bytes."),
     NODE_METRIC(read_yields, "counter",
                 "Read turns given up at the read budget (fairness)."),
+    NODE_METRIC(rate_limited, "counter",
+                "Clients paused for their rate limit."),
     NODE_METRIC(inflight_bytes, "gauge", "Inbound bytes being handled."),
     NODE_METRIC(pending_requests, "gauge", "Requests awaiting answers."),
     NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),

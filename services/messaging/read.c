@@ -165,6 +165,45 @@ count_turn(struct weft__msvc_conn *c)
 	weft_channel_yield(c->ch);
 }
 
+/* Reads client c again once its rate debt is paid, unless something else
+ * holds its reading. */
+static void
+rate_resume(weft_timer *timer, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)timer;
+	c->rate_paused = false;
+	if (c->ch != NULL && c->state != WEFT__MSVC_CLOSED && !c->paused &&
+	    !c->blocked)
+		weft_channel_set_auto_read(c->ch, true);
+}
+
+/* Takes a message of client c out of its rate limits; past them, c is
+ * not read until it is back within them. */
+static void
+limit_rate(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint64_t wait_ns;
+
+	if (c->peer == NULL || !c->peer->is_client ||
+	    (l->client_rate == 0 && l->address_rate == 0))
+		return;
+	wait_ns = weft__msvc_rate_take(c, weft__msvc_now_ns(c->ml));
+	if (wait_ns == 0 || c->rate_paused)
+		return;
+	/* Without a timer the debt still holds: c pauses at its next
+	 * message. */
+	if (c->rate_timer == NULL &&
+	    weft_timer_new(c->ml->loop, rate_resume, c, &c->rate_timer) != 0)
+		return;
+	c->rate_paused = true;
+	weft__msvc_count(&c->svc->st.rate_limited, 1);
+	weft_channel_set_auto_read(c->ch, false);
+	weft_timer_start(c->rate_timer, (wait_ns + 999999) / 1000000, 0);
+}
+
 /* ---- The gate ---------------------------------------------------------- */
 
 static void
@@ -217,9 +256,12 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	/* The frame's bytes as weft lays them out. */
 	on_message(c, &env,
 	           4 + WEFT_ENVELOPE_HEADER_BYTES + env.len + (c->crc ? 4 : 0));
-	/* The inbound budget, then c's turn, decide whether the codec goes
-	 * on to the next frame. */
-	if (weft__msvc_may_read_on(c) && !should_pause(c))
+	/* c's rate limits, the inbound budget, then c's turn decide whether
+	 * the codec goes on to the next frame. */
+	if (!weft__msvc_may_read_on(c))
+		return;
+	limit_rate(c);
+	if (!should_pause(c))
 		count_turn(c);
 }
 
@@ -327,6 +369,7 @@ h_inactive(weft_ctx *ctx)
 		return;
 	}
 	weft__msvc_guard_release(c);
+	weft__msvc_rate_release(c);
 	c->state = WEFT__MSVC_CLOSED;
 	c->ch = NULL;
 	if (c->peer != NULL && c->peer->is_client) {
@@ -385,7 +428,7 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 		}
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
-		if (c->ch != NULL && !c->blocked) {
+		if (c->ch != NULL && !c->blocked && !c->rate_paused) {
 			weft_channel_set_auto_read(c->ch, true);
 		}
 	}

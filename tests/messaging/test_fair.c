@@ -8,7 +8,9 @@
  * messages of VERB_HOLD, in handling order) shows whether the flooding
  * connection gave up its turn at its read budget. The flooding client's
  * bytes reach the node first (its send queue empties before the other
- * client writes), so its socket is ready first. No time is measured.
+ * client writes), so its socket is ready first. The rate limits: a
+ * client, or an address, past its rate is held back while another client
+ * is answered in full, and the pauses are counted. No time is measured.
  */
 #include <linux/sockios.h>
 #include <sched.h>
@@ -157,7 +159,7 @@ answer_all_held(void)
 	atomic_store(&cl.held_count, 0);
 }
 
-static uint32_t client_budget;
+static uint32_t client_budget, client_rate, address_rate;
 
 static void
 tune(weft_msvc_limits *l)
@@ -165,6 +167,8 @@ tune(weft_msvc_limits *l)
 	l->loops = 1;
 	l->request_timeout_ms = 8000;
 	l->client_read_budget = client_budget;
+	l->client_rate = client_rate;
+	l->address_rate = address_rate;
 }
 
 /*
@@ -233,6 +237,104 @@ test_configured_read_budget_bounds_a_turn(void **state)
 	check_flood_yields(4, 4, 60);
 }
 
+/* ---- Rate limits ------------------------------------------------------- */
+
+/* The limited client's requests, and the rate (messages/s) both tests
+ * set: its last answer is due about (LIMITED - RATE) / RATE s after the
+ * first ones. */
+#define LIMITED 100
+#define RATE 20
+
+/* Connects client id from address src (NULL: 127.0.0.1), handshakes. */
+static void
+client_from(rawpeer *p, const char *src, const char *id)
+{
+	assert_true(rp_connect_from(p, weft_msvc_port(cl.svc[0]),
+	                            src ? src : "127.0.0.1", 0));
+	assert_int_equal(rp_handshake(p, "test", id, RP_CLIENT, 1, 0), 0);
+}
+
+/* Sends n echo requests in one write. */
+static void
+send_echoes(rawpeer *p, int n)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	for (int i = 0; i < n; i++)
+		rp_envelope(b, p->crc, 1 + (uint64_t)i, VERB_ECHO, RP_REQUEST,
+		            weft_wall_ms() + WAIT_MS, "r", 1);
+	assert_true(rp_send(p, b));
+	evbuffer_free(b);
+}
+
+/* Reads answers from p, waiting up to timeout_ms for each, until n came
+ * or one did not; returns how many came. */
+static int
+read_answers(rawpeer *p, int n, int timeout_ms)
+{
+	rp_env e;
+	int got = 0;
+
+	while (got < n && rp_read_env(p, &e, timeout_ms) == 0) {
+		assert_int_equal(e.flags & (RP_RESPONSE | RP_ERROR),
+		                 RP_RESPONSE);
+		got++;
+	}
+	return got;
+}
+
+/*
+ * Client a sends LIMITED requests at once, past its limit of RATE a
+ * second; client b (from address b_src) sends 5. b is answered in full
+ * while a is still held back (slowed, not refused: a is answered in full
+ * later), and a's pauses are counted.
+ */
+static void
+check_rate_limit(const char *b_src)
+{
+	weft_msvc_stats st;
+	rawpeer a, b;
+	int a_early;
+
+	assert_int_equal(cluster_start(&cl, 1, tune), 0);
+	client_from(&a, NULL, "flooder");
+	client_from(&b, b_src, "other");
+	send_echoes(&a, LIMITED);
+	wait_delivered(&a);
+	send_echoes(&b, 5);
+	assert_int_equal(read_answers(&b, 5, WAIT_MS), 5);
+	a_early = read_answers(&a, LIMITED, 0);
+	assert_true(a_early < LIMITED);
+	weft_msvc_get_stats(cl.svc[0], &st);
+	assert_true(st.rate_limited >= 1);
+	assert_int_equal(read_answers(&a, LIMITED - a_early, WAIT_MS),
+	                 LIMITED - a_early);
+	rp_close(&a);
+	rp_close(&b);
+	cluster_stop(&cl);
+	client_rate = address_rate = 0;
+}
+
+/* client_rate: the limited client is slowed; another one from the same
+ * address, within its own limit, is not. */
+static void
+test_client_over_its_rate_is_slowed_and_counted(void **state)
+{
+	(void)state;
+	client_rate = RATE;
+	check_rate_limit(NULL);
+}
+
+/* address_rate: the flooding address is slowed; a client from another
+ * address is not. */
+static void
+test_address_over_its_rate_is_slowed_and_counted(void **state)
+{
+	(void)state;
+	address_rate = RATE;
+	check_rate_limit("127.0.0.2");
+}
+
 int
 main(void)
 {
@@ -240,6 +342,8 @@ main(void)
 	    cmocka_unit_test(
 	        test_flooding_client_yields_to_another_in_the_same_wake_up),
 	    cmocka_unit_test(test_configured_read_budget_bounds_a_turn),
+	    cmocka_unit_test(test_client_over_its_rate_is_slowed_and_counted),
+	    cmocka_unit_test(test_address_over_its_rate_is_slowed_and_counted),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
