@@ -936,7 +936,11 @@ run_yield_task(weft_loop *loop, int status, void *arg)
 		enter(ch);
 		if (evbuffer_get_length(ch->in) > 0)
 			deliver_input(ch);
-		if (missed && !ch->read_yielded && !ch->torn_down)
+		/* A stream may say READABLE once for what it holds (TLS):
+		 * given up again, the note waits for the next turn. */
+		if (missed && ch->read_yielded)
+			ch->readable_missed = true;
+		else if (missed && !ch->torn_down)
 			on_readable(ch);
 		weft__channel_run_owed(ch);
 		leave(ch);
