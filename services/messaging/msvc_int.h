@@ -259,6 +259,8 @@ struct weft__msvc_conn {
 	bool rate_paused;
 };
 
+LIST_HEAD(weft__msvc_conn_list, weft__msvc_conn);
+
 /* An outbound connection: how it dials (dial.c) and waits for the answer
  * to its HELLO (handshake.c). */
 struct weft__msvc_outbound {
@@ -348,7 +350,8 @@ struct weft__msvc_loop {
 	struct weft__msvc_conn *dirty;
 	bool flush_posted;
 	weft_task flush_task;
-	LIST_HEAD(, weft__msvc_conn) paused;
+	/* Connections paused for the inbound budget: members', clients'. */
+	struct weft__msvc_conn_list paused, paused_clients;
 	LIST_HEAD(, weft__msvc_inbound) inbound;
 	_Atomic bool resume_posted;
 	weft_task resume_task;

@@ -111,16 +111,35 @@ on_message(struct weft__msvc_conn *c, const struct weft__msvc_env *env,
 	}
 }
 
+static bool
+is_client(const struct weft__msvc_conn *c)
+{
+	return c->peer != NULL && c->peer->is_client;
+}
+
+/* The inbound bytes in flight from which c is not read: the node's whole
+ * budget for a member, three quarters of it for a client, so that the
+ * last quarter is room only members can use (their replication and
+ * heartbeats go on while clients fill the rest). */
+static uint64_t
+inbound_limit(const weft_msvc *svc, bool client)
+{
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	return client ? limit - limit / 4 : limit;
+}
+
 /* Stops reading c until the node's inbound bytes in flight go below
- * the limit again. */
+ * its limit again. */
 static void
 pause_reading(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = inbound_limit(svc, is_client(c));
 
 	c->paused = true;
-	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
+	LIST_INSERT_HEAD(is_client(c) ? &c->ml->paused_clients : &c->ml->paused,
+	                 c, paused_link);
 	atomic_fetch_add(&svc->paused_conns, 1);
 	weft__msvc_count(&svc->st.read_pauses, 1);
 	weft_channel_set_auto_read(c->ch, false);
@@ -136,7 +155,7 @@ static bool
 should_pause(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = inbound_limit(svc, is_client(c));
 
 	if (weft__msvc_guard_backlogged(c))
 		return true;
@@ -399,31 +418,27 @@ const weft_handler weft__msvc_handler = {
 
 /* ---- Resuming ---------------------------------------------------------- */
 
-void
-weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+/* Resumes the connections of one paused list that may read again; those
+ * that must wait longer go back to it. */
+static void
+resume_list(weft_msvc *svc, struct weft__msvc_conn_list *list)
 {
-	struct weft__msvc_loop *ml = arg;
-	weft_msvc *svc = ml->svc;
 	LIST_HEAD(, weft__msvc_conn) todo;
 	struct weft__msvc_conn *c;
 
-	(void)loop;
-	atomic_store(&ml->resume_posted, false);
-	if (status != 0)
-		return;
 	/* Each paused connection is looked at once: they move to a list of
 	 * their own, and one that must wait longer (or pauses again) goes
 	 * back. A connection closed meanwhile leaves whichever list holds
 	 * it. */
 	LIST_INIT(&todo);
-	while ((c = LIST_FIRST(&ml->paused)) != NULL) {
+	while ((c = LIST_FIRST(list)) != NULL) {
 		LIST_REMOVE(c, paused_link);
 		LIST_INSERT_HEAD(&todo, c, paused_link);
 	}
 	while ((c = LIST_FIRST(&todo)) != NULL) {
 		LIST_REMOVE(c, paused_link);
 		if (!weft__msvc_guard_may_resume(c)) {
-			LIST_INSERT_HEAD(&ml->paused, c, paused_link);
+			LIST_INSERT_HEAD(list, c, paused_link);
 			continue;
 		}
 		c->paused = false;
@@ -432,4 +447,20 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 			weft_channel_set_auto_read(c->ch, true);
 		}
 	}
+}
+
+void
+weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+
+	(void)loop;
+	atomic_store(&ml->resume_posted, false);
+	if (status != 0)
+		return;
+	resume_list(svc, &ml->paused);
+	/* Clients wait while the members' room is in use. */
+	if (atomic_load(&svc->inflight) < inbound_limit(svc, true))
+		resume_list(svc, &ml->paused_clients);
 }

@@ -160,6 +160,7 @@ answer_all_held(void)
 }
 
 static uint32_t client_budget, client_rate, address_rate, nloops = 1;
+static size_t inflight_bytes;
 
 static void
 tune(weft_msvc_limits *l)
@@ -169,6 +170,7 @@ tune(weft_msvc_limits *l)
 	l->client_read_budget = client_budget;
 	l->client_rate = client_rate;
 	l->address_rate = address_rate;
+	l->inbound_inflight_bytes = inflight_bytes;
 }
 
 /*
@@ -340,6 +342,73 @@ test_address_over_its_rate_is_slowed_and_counted(void **state)
 	check_rate_limit("127.0.0.2");
 }
 
+/* ---- Room for members in the inbound budget ---------------------------- */
+
+#define ROOM_LIMIT (64u << 10)
+#define ROOM_CHUNK 4096
+
+static bool
+client_paused(void *arg)
+{
+	weft_msvc_stats st;
+
+	(void)arg;
+	weft_msvc_get_stats(cl.svc[0], &st);
+	return st.read_pauses >= 1;
+}
+
+static bool
+slow_done(void *arg)
+{
+	return atomic_load(&cl.slow_running) >= *(int *)arg;
+}
+
+/*
+ * A client fills the node's inbound budget with requests its blocking
+ * handler holds: it is paused at three quarters of it, and a member's
+ * request is still read and answered while the client's are held. Then
+ * everything is released and answered.
+ */
+static void
+test_members_are_read_while_clients_hold_the_inbound_budget(void **state)
+{
+	static uint8_t chunk[ROOM_CHUNK];
+	struct cluster_opts o = {.tune = tune};
+	struct tally t = {.want = 1};
+	struct evbuffer *b = evbuffer_new();
+	int sent = 2 * ROOM_LIMIT / ROOM_CHUNK;
+	weft_msvc_stats st;
+	rawpeer a;
+
+	(void)state;
+	inflight_bytes = ROOM_LIMIT;
+	atomic_store(&cl.slow_release, false);
+	atomic_store(&cl.slow_running, 0);
+	assert_int_equal(cluster_start_with(&cl, 2, &o), 0);
+	client_from(&a, NULL, "filler");
+	for (int i = 0; i < sent; i++)
+		rp_envelope(b, a.crc, 1 + (uint64_t)i, VERB_SLOW, RP_REQUEST,
+		            weft_wall_ms() + WAIT_MS, chunk, sizeof(chunk));
+	assert_true(rp_send(&a, b));
+	assert_true(test_wait(client_paused, NULL, WAIT_MS));
+	weft_msvc_get_stats(cl.svc[0], &st);
+	assert_true(st.inflight_bytes < ROOM_LIMIT);
+	/* n2's request to n1 is read and answered meanwhile. */
+	assert_int_equal(weft_msvc_request(cl.svc[1], cluster_peer(&cl, 1, 0),
+	                                   VERB_ECHO, "m", 1, NULL, tally_cb,
+	                                   &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, WAIT_MS));
+	assert_int_equal(atomic_load(&t.ok), 1);
+	atomic_store(&cl.slow_release, true);
+	assert_true(test_wait(slow_done, &sent, WAIT_MS));
+	assert_int_equal(read_answers(&a, sent, WAIT_MS), sent);
+	evbuffer_free(b);
+	rp_close(&a);
+	cluster_stop(&cl);
+	inflight_bytes = 0;
+}
+
 int
 main(void)
 {
@@ -349,6 +418,8 @@ main(void)
 	    cmocka_unit_test(test_configured_read_budget_bounds_a_turn),
 	    cmocka_unit_test(test_client_over_its_rate_is_slowed_and_counted),
 	    cmocka_unit_test(test_address_over_its_rate_is_slowed_and_counted),
+	    cmocka_unit_test(
+	        test_members_are_read_while_clients_hold_the_inbound_budget),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
