@@ -409,6 +409,63 @@ test_members_are_read_while_clients_hold_the_inbound_budget(void **state)
 	inflight_bytes = 0;
 }
 
+/* ---- Configuration ---------------------------------------------------- */
+
+#define CONF_HEAD                                                              \
+	"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
+
+/* The keys, their defaults, and their bounds with the line named. */
+static void
+test_fairness_keys_parse_with_defaults_and_bounds(void **state)
+{
+	static const struct {
+		const char *line, *expect;
+	} bad[] = {
+	    {"client_read_budget = 0\n",
+	     "bad.ini:7: [limits] client_read_budget: must not be 0"},
+	    {"member_read_budget = 65537\n",
+	     "bad.ini:7: [limits] member_read_budget: 65537 is out of range "
+	     "(1 to 65536)"},
+	    {"address_rate = 10000001\n",
+	     "bad.ini:7: [limits] address_rate: 10000001 is out of range "
+	     "(0 to 10000000)"},
+	};
+	const weft_msvc_limits *l;
+	weft_msvc_config *cfg = NULL;
+	char text[512], err[256];
+
+	(void)state;
+	assert_int_equal(
+	    weft_msvc_config_parse(CONF_HEAD, "ok.ini", &cfg, err, sizeof(err)),
+	    0);
+	l = weft_msvc_config_limits_const(cfg);
+	assert_int_equal(l->client_read_budget, 32);
+	assert_int_equal(l->member_read_budget, 256);
+	assert_int_equal(l->client_rate, 0);
+	assert_int_equal(l->address_rate, 0);
+	weft_msvc_config_free(cfg);
+	snprintf(text, sizeof(text), "%s%s", CONF_HEAD,
+	         "client_read_budget = 8\nmember_read_budget = 65536\n"
+	         "client_rate = 100\naddress_rate = 0\n");
+	assert_int_equal(
+	    weft_msvc_config_parse(text, "ok.ini", &cfg, err, sizeof(err)), 0);
+	l = weft_msvc_config_limits_const(cfg);
+	assert_int_equal(l->client_read_budget, 8);
+	assert_int_equal(l->member_read_budget, 65536);
+	assert_int_equal(l->client_rate, 100);
+	weft_msvc_config_free(cfg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "%s%s", CONF_HEAD, bad[i].line);
+		cfg = NULL;
+		assert_int_not_equal(weft_msvc_config_parse(text, "bad.ini",
+		                                            &cfg, err,
+		                                            sizeof(err)),
+		                     0);
+		assert_null(cfg);
+		assert_non_null(strstr(err, bad[i].expect));
+	}
+}
+
 int
 main(void)
 {
@@ -420,6 +477,7 @@ main(void)
 	    cmocka_unit_test(test_address_over_its_rate_is_slowed_and_counted),
 	    cmocka_unit_test(
 	        test_members_are_read_while_clients_hold_the_inbound_budget),
+	    cmocka_unit_test(test_fairness_keys_parse_with_defaults_and_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
