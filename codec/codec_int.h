@@ -166,8 +166,8 @@ weft__codec_done(const weft__codec *c)
 /*
  * weft__codec_stop_reading says whether a decode loop must stop before its
  * next message: it must (weft__codec_done), or the receiver paused reading
- * (weft_channel_set_auto_read), which leaves the rest in the input and is
- * noted in c->paused.
+ * (weft_channel_set_auto_read) or gave up its turn (weft_channel_yield),
+ * which leaves the rest in the input and is noted in c->paused.
  */
 static inline bool
 weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
@@ -175,7 +175,7 @@ weft__codec_stop_reading(weft__codec *c, weft_ctx *ctx)
 	if (weft__codec_done(c))
 		return true;
 	(void)ctx;
-	if (weft_channel_is_auto_read(c->ch))
+	if (weft_channel_is_reading(c->ch))
 		return false;
 	c->paused = true;
 	return true;

@@ -675,6 +675,12 @@ on_readable(weft_channel *ch)
 	}
 	if (!wants_read(ch))
 		return;
+	/* A turn given up: the input's rest goes first, at the next round,
+	 * and the input grows no further meanwhile. */
+	if (ch->read_yielded) {
+		ch->readable_missed = true;
+		return;
+	}
 	n = ch->stream->ops->read(ch->stream, ch->in, ch->opts.max_read_bytes);
 	if (n > 0) {
 		ch->stats.reads++;
@@ -723,6 +729,7 @@ set_defaults(weft_channel_opts *o, const weft_channel_opts *given)
 
 static void run_inbox_task(weft_loop *loop, int status, void *arg);
 static void run_read_task(weft_loop *loop, int status, void *arg);
+static void run_yield_task(weft_loop *loop, int status, void *arg);
 static void run_close_task(weft_loop *loop, int status, void *arg);
 
 static int
@@ -792,6 +799,7 @@ weft_channel_new_stream(weft_loop *loop, weft_stream *s,
 	ch->done_task = (weft_task){.cb = run_owed_task, .arg = ch};
 	ch->flush_task = (weft_task){.cb = run_flush_task, .arg = ch};
 	ch->read_task = (weft_task){.cb = run_read_task, .arg = ch};
+	ch->yield_task = (weft_task){.cb = run_yield_task, .arg = ch};
 	ch->inbox_task = (weft_task){.cb = run_inbox_task, .arg = ch};
 	ch->close_task = (weft_task){.cb = run_close_task, .arg = ch};
 	set_defaults(&ch->opts, opts);
@@ -910,6 +918,51 @@ bool
 weft_channel_is_auto_read(const weft_channel *ch)
 {
 	return ch->auto_read;
+}
+
+/* The channel's next turn: the rest of its input, then, if its stream
+ * became readable meanwhile and the turn was not given up again, what
+ * the stream has. */
+static void
+run_yield_task(weft_loop *loop, int status, void *arg)
+{
+	weft_channel *ch = arg;
+	bool missed = ch->readable_missed;
+
+	(void)loop;
+	ch->read_yielded = false;
+	ch->readable_missed = false;
+	if (status == 0 && !ch->torn_down && wants_read(ch)) {
+		enter(ch);
+		if (evbuffer_get_length(ch->in) > 0)
+			deliver_input(ch);
+		/* A stream may say READABLE once for what it holds (TLS):
+		 * given up again, the note waits for the next turn. */
+		if (missed && ch->read_yielded)
+			ch->readable_missed = true;
+		else if (missed && !ch->torn_down)
+			on_readable(ch);
+		weft__channel_run_owed(ch);
+		leave(ch);
+	}
+	weft_channel_unref(ch);
+}
+
+void
+weft_channel_yield(weft_channel *ch)
+{
+	WEFT_ASSERT_IN_LOOP(ch->loop);
+	if (ch->read_yielded || ch->torn_down || ch->closing)
+		return;
+	ch->read_yielded = true;
+	weft_channel_ref(ch);
+	weft__loop_next_round(ch->loop, &ch->yield_task);
+}
+
+bool
+weft_channel_is_reading(const weft_channel *ch)
+{
+	return ch->auto_read && !ch->read_yielded;
 }
 
 void

@@ -147,6 +147,12 @@ struct weft_channel {
 	bool flush_follows; /* a flush is on its way: no task needed */
 	weft_task read_task;
 	bool read_posted;
+	/* A turn given up (weft_channel_yield): what the input holds waits
+	 * for yield_task, at the loop's next round, and the stream is not
+	 * read meanwhile; a readable event that came then is noted. */
+	weft_task yield_task;
+	bool read_yielded;
+	bool readable_missed;
 
 	struct weft__inbox inbox;
 	weft_task inbox_task;
@@ -191,6 +197,15 @@ void weft__channel_run_owed(weft_channel *ch);
 /* The loop's bookkeeping of its channels, for shutdown and free. */
 void weft__loop_add_channel(weft_loop *loop, weft_channel *ch);
 void weft__loop_remove_channel(weft_loop *loop, weft_channel *ch);
+
+/*
+ * weft__loop_next_round runs task on the loop's next round: after the
+ * loop has polled its sockets again and served every one that was ready,
+ * in the order deferred. A task deferred while the round runs waits for
+ * the round after. At free, the tasks left run with WEFT_ESHUTDOWN. The
+ * task must not be on another queue. Loop thread.
+ */
+void weft__loop_next_round(weft_loop *loop, weft_task *task);
 
 /* Channel operations the loop needs at shutdown and free. */
 void weft__channel_close_within(weft_channel *ch, uint64_t linger_ms);

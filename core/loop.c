@@ -26,6 +26,10 @@ struct weft_loop {
 	struct event_base *base;
 	struct event *wake_ev;
 	weft__mpsc tasks;
+	/* The next round's tasks (weft__loop_next_round), a FIFO of the
+	 * loop thread's own, and the zero timer that runs them. */
+	weft_task *round_head, **round_tail;
+	struct event *round_ev;
 	_Atomic uintptr_t owner; /* identity of the driving thread, or 0 */
 	_Atomic int posters;     /* posts in progress, for a race-free free */
 	_Atomic bool closed;     /* no more posts accepted */
@@ -102,6 +106,51 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(loop->base);
 }
 
+/* Runs the tasks of the round that is due; those they defer wait for the
+ * next one. Returns how many ran. */
+static size_t
+run_round(weft_loop *loop, int status)
+{
+	weft_task *t = loop->round_head, *next;
+	size_t n = 0;
+
+	loop->round_head = NULL;
+	loop->round_tail = &loop->round_head;
+	while (t != NULL) {
+		next = t->next;
+		t->next = NULL;
+		t->cb(loop, status, t->arg);
+		t = next;
+		n++;
+	}
+	return n;
+}
+
+static void
+on_round(evutil_socket_t fd, short what, void *arg)
+{
+	weft_loop *loop = arg;
+
+	(void)fd;
+	(void)what;
+	stat_add(&loop->tasks_run, run_round(loop, 0));
+}
+
+void
+weft__loop_next_round(weft_loop *loop, weft_task *task)
+{
+	/* A zero timeout is due after the next poll: libevent runs expired
+	 * timers after the events that poll found ready. */
+	const struct timeval now = {0, 0};
+
+	WEFT_ASSERT_IN_LOOP(loop);
+	task->next = NULL;
+	*loop->round_tail = task;
+	loop->round_tail = &task->next;
+	if (!evtimer_pending(loop->round_ev, NULL))
+		evtimer_add(loop->round_ev, &now);
+}
+
 int
 weft_loop_new(weft_loop **out)
 {
@@ -117,9 +166,15 @@ weft_loop_new(weft_loop **out)
 	loop->wake_ev = event_new(loop->base, -1, 0, on_wake, loop);
 	if (loop->wake_ev == NULL)
 		goto err_free_base;
+	loop->round_tail = &loop->round_head;
+	loop->round_ev = evtimer_new(loop->base, on_round, loop);
+	if (loop->round_ev == NULL)
+		goto err_free_wake;
 	*out = loop;
 	return 0;
 
+err_free_wake:
+	event_free(loop->wake_ev);
 err_free_base:
 	event_base_free(loop->base);
 err_free_loop:
@@ -514,7 +569,8 @@ weft_loop_free(weft_loop *loop)
 	/* Let deferred callbacks and queued tasks run out; posts are
 	 * refused now, so this ends. */
 	for (spins = 0; spins < 64; spins++) {
-		size_t n = run_tasks(loop, WEFT_ESHUTDOWN);
+		size_t n = run_tasks(loop, WEFT_ESHUTDOWN) +
+		           run_round(loop, WEFT_ESHUTDOWN);
 
 		event_base_loop(loop->base, EVLOOP_NONBLOCK);
 		if (n == 0 && loop->channels_len == 0)
@@ -524,8 +580,10 @@ weft_loop_free(weft_loop *loop)
 		weft_error("loop freed with %zu channel(s) still referenced",
 		           loop->channels_len);
 	run_tasks(loop, WEFT_ESHUTDOWN);
+	run_round(loop, WEFT_ESHUTDOWN);
 	if (loop->shutdown_ev != NULL)
 		event_free(loop->shutdown_ev);
+	event_free(loop->round_ev);
 	event_free(loop->wake_ev);
 	event_base_free(loop->base);
 	free(loop->hooks);

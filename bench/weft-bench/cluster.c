@@ -59,7 +59,20 @@ typedef struct cluster {
 	bool running;   /* between "go" and every "done" */
 	uint64_t last_print_ns, last_ticks;
 	double up_ms; /* from "prime" to every node "ready" */
+	/* rpc --probe: the last process is the probe client, and the
+	 * members' and the probe's round trips are kept apart from the
+	 * flooding clients' (lat). */
+	unsigned probes;
+	weft_histogram *lat_probe, *lat_members;
 } cluster;
+
+/* What rpc --probe measures in one run. */
+typedef struct probe_figs {
+	double p50_us, p99_us;               /* the probe client's */
+	double member_p50_us, member_p99_us; /* the members' requests */
+	uint64_t probe_ops, member_ops, member_errors, flood_ops;
+	uint64_t lost, duplicates; /* every process's */
+} probe_figs;
 
 const char *
 wbench_io_name(enum wbench_io io)
@@ -80,6 +93,10 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	const wbench_opts *o = c->o;
 	bool client = i >= c->members;
 	bool sync = client && c->pt.sync;
+	bool probe = c->probes > 0 && i == c->n - 1;
+	unsigned depth = c->members == c->n ? o->outstanding
+	                 : client           ? c->pt.depth
+	                                    : 0;
 
 	wbench_argv_init(a, o->self_exe, sync ? "rpc-client" : "cluster-node");
 	if (client)
@@ -91,10 +108,11 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	 * changes between runs. */
 	wbench_argv_addf(a, "--io", "%s",
 	                 wbench_io_name(client ? WBENCH_IO_LOOP : c->io));
-	wbench_argv_addf(a, "--outstanding", "%u",
-	                 c->members == c->n ? o->outstanding
-	                 : client           ? c->pt.depth
-	                                    : 0);
+	/* A probe run: the probe and each member keep one request in
+	 * flight, the members' traffic standing for replication. */
+	if (c->probes > 0 && (probe || !client))
+		depth = 1;
+	wbench_argv_addf(a, "--outstanding", "%u", depth);
 	wbench_argv_addf(a, "--size", "%zu", o->size);
 	wbench_argv_addf(a, "--warmup", "%g", o->warmup_s);
 	wbench_argv_addf(a, "--duration", "%g", o->duration_s);
@@ -105,6 +123,8 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 		                 o->slow_fraction);
 		wbench_argv_addf(a, "--slow-ms", "%.17g", o->slow_ms);
 	}
+	if (c->probes > 0 && !client)
+		wbench_argv_add(a, "--probe");
 	if (c->pt.pool && !client)
 		wbench_argv_addf(a, "--handlers", "pool");
 	if (c->pipeline)
@@ -166,6 +186,14 @@ read_tick(child *k, const char *text)
 static void
 read_hist(cluster *c, child *k, const char *line)
 {
+	unsigned i = (unsigned)(k - c->kids);
+
+	if (c->probes > 0 && (i == c->n - 1 || i < c->members)) {
+		k->hist =
+		    wbench_hist_parse(line, i < c->members ? c->lat_members
+		                                           : c->lat_probe) == 0;
+		return;
+	}
 	if (strncmp(line, "hist-get", 8) == 0)
 		k->hist_get = wbench_hist_parse(line, c->lat_get) == 0;
 	else if (strncmp(line, "hist-put", 8) == 0)
@@ -426,7 +454,9 @@ cluster_init(cluster *c)
 	if (c->kids == NULL || wbench_procs_init(&c->g, c->n) != 0 ||
 	    weft_histogram_new(&c->lat) != 0 ||
 	    weft_histogram_new(&c->lat_get) != 0 ||
-	    weft_histogram_new(&c->lat_put) != 0)
+	    weft_histogram_new(&c->lat_put) != 0 ||
+	    weft_histogram_new(&c->lat_probe) != 0 ||
+	    weft_histogram_new(&c->lat_members) != 0)
 		return -1;
 	c->g.on_line = on_line;
 	c->g.reached = reached;
@@ -436,15 +466,40 @@ cluster_init(cluster *c)
 	return 0;
 }
 
-/* run_point runs one point on one kind of server into r. */
+/* probe_merge fills pf from a probe run. */
+static void
+probe_merge(const cluster *c, const cresult *r, probe_figs *pf)
+{
+	memset(pf, 0, sizeof(*pf));
+	pf->p50_us = (double)weft_histogram_percentile(c->lat_probe, 50) / 1e3;
+	pf->p99_us = (double)weft_histogram_percentile(c->lat_probe, 99) / 1e3;
+	pf->member_p50_us =
+	    (double)weft_histogram_percentile(c->lat_members, 50) / 1e3;
+	pf->member_p99_us =
+	    (double)weft_histogram_percentile(c->lat_members, 99) / 1e3;
+	pf->probe_ops = c->kids[c->n - 1].ops;
+	for (unsigned i = 0; i < c->members; i++) {
+		pf->member_ops += c->kids[i].ops;
+		pf->member_errors += c->kids[i].errors;
+	}
+	for (unsigned i = c->members; i + 1 < c->n; i++)
+		pf->flood_ops += c->kids[i].ops;
+	pf->lost = r->lost;
+	pf->duplicates = r->duplicates;
+}
+
+/* run_point runs one point on one kind of server into r; with pf, a
+ * probe run into pf too. */
 static int
-run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r)
+run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r,
+          probe_figs *pf)
 {
 	cluster c = {
 	    .o = o, .io = kind.io, .pipeline = kind.pipeline, .pt = *pt};
 	int rv = -1;
 
-	c.n = pt->members + pt->clients;
+	c.probes = pf != NULL ? 1 : 0;
+	c.n = pt->members + pt->clients + c.probes;
 	c.members = pt->members;
 	if (cluster_init(&c) == 0)
 		rv = run_phases(&c);
@@ -457,8 +512,12 @@ run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r)
 		r->read_pct = pt->read_pct;
 		r->sync = pt->sync;
 		r->pool = pt->pool;
+		if (pf != NULL)
+			probe_merge(&c, r, pf);
 	}
 	wbench_procs_reap(&c.g, rv != 0);
+	weft_histogram_free(c.lat_probe);
+	weft_histogram_free(c.lat_members);
 	weft_histogram_free(c.lat);
 	weft_histogram_free(c.lat_get);
 	weft_histogram_free(c.lat_put);
@@ -504,7 +563,7 @@ run_series(const wbench_opts *o, const point *pts, unsigned npts)
 
 			if (n == MAX_ROWS)
 				continue;
-			if (run_point(o, kinds[k], &pts[i], r) != 0) {
+			if (run_point(o, kinds[k], &pts[i], r, NULL) != 0) {
 				failed = 1;
 				continue;
 			}
@@ -564,8 +623,8 @@ hosts_run(const wbench_opts *o)
 		point pt = {0,    o->client_list[0], o->outstanding, -1, false,
 		            false};
 
-		if (run_point(o, (server_kind){WBENCH_IO_LOOP, false}, &pt,
-		              &r) != 0)
+		if (run_point(o, (server_kind){WBENCH_IO_LOOP, false}, &pt, &r,
+		              NULL) != 0)
 			return 1;
 		r.peers = o->peers;
 	} else if (wbench_mesh_run(o, &r) != 0) {
@@ -604,6 +663,60 @@ rpc_points(const wbench_opts *o, point *pts)
 	return n;
 }
 
+static void
+probe_print_row(const char *name, const probe_figs *pf)
+{
+	printf("%-8s %12.3f %12.3f %13.3f %13.3f %13llu %12.0f\n", name,
+	       pf->p50_us / 1e3, pf->p99_us / 1e3, pf->member_p50_us / 1e3,
+	       pf->member_p99_us / 1e3, (unsigned long long)pf->member_errors,
+	       (double)pf->flood_ops);
+}
+
+/* probe_point runs one C x D point of rpc --probe: the probe and the
+ * members alone, then beside the flood. Returns 0, or 1 for a failed
+ * or broken run. */
+static int
+probe_point(const wbench_opts *o, unsigned clients, unsigned depth)
+{
+	const server_kind loop = {WBENCH_IO_LOOP, false};
+	point alone = {2, 0, depth, -1, false, false};
+	point flood = {2, clients, depth, -1, false, false};
+	probe_figs a, f;
+	cresult r;
+
+	if (run_point(o, loop, &alone, &r, &a) != 0 ||
+	    run_point(o, loop, &flood, &r, &f) != 0)
+		return 1;
+	f.flood_ops = (uint64_t)((double)f.flood_ops / o->duration_s);
+	printf("rpc --probe: members n0 and n1, a probe client, then %u "
+	       "clients x %u flooding n0\n",
+	       clients, depth);
+	printf("%-8s %12s %12s %13s %13s %13s %12s\n", "", "probe p50 ms",
+	       "probe p99 ms", "member p50 ms", "member p99 ms",
+	       "member errors", "flood ops/s");
+	probe_print_row("alone", &a);
+	probe_print_row("flooded", &f);
+	printf("probe p99 flooded/alone: %.1fx; member p99: %.1fx\n",
+	       a.p99_us > 0 ? f.p99_us / a.p99_us : 0,
+	       a.member_p99_us > 0 ? f.member_p99_us / a.member_p99_us : 0);
+	fflush(stdout);
+	return a.probe_ops == 0 || f.probe_ops == 0 || a.lost != 0 ||
+	       f.lost != 0 || a.duplicates != 0 || f.duplicates != 0;
+}
+
+/* probe_run: rpc --probe, for each C and D asked for. */
+static int
+probe_run(const wbench_opts *o)
+{
+	int failed = 0;
+
+	for (unsigned c = 0; c < o->nclient_list; c++)
+		for (unsigned d = 0; d < o->ndepth_list; d++)
+			failed |=
+			    probe_point(o, o->client_list[c], o->depth_list[d]);
+	return failed;
+}
+
 int
 wbench_cluster_run(const wbench_opts *o)
 {
@@ -614,6 +727,8 @@ wbench_cluster_run(const wbench_opts *o)
 		return hosts_run(o);
 	if (o->netns)
 		return netns_run(o);
+	if (o->workload == WBENCH_RPC && o->probe)
+		return probe_run(o);
 	if (o->workload == WBENCH_RPC)
 		n = rpc_points(o, pts);
 	else if (o->workload == WBENCH_MIX) /* N members, C clients */

@@ -50,6 +50,7 @@ enum opt_code {
 	O_OPERATIONS,
 	O_THREADS,
 	O_SCAN_LENGTH,
+	O_PROBE,
 	/* Options of the processes the node workloads start. */
 	O_NODE,
 	O_CLIENT_INDEX,

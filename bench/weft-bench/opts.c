@@ -172,6 +172,12 @@ static const optdef opt_table[] = {
      "inline (default: on the server's loop) or pool (handed to its\n"
      "worker pool), or both; pool needs --io loop"},
     {"handlers", O_HANDLERS, BIT(WBENCH_CLUSTER_NODE), "H", NULL},
+    {"probe", O_PROBE, OR, NULL,
+     "fairness: a probe client (one request in flight) and two\n"
+     "members asking each other, first alone, then while the C\n"
+     "clients flood the server with D pipelined requests each;\n"
+     "prints the probe's and the members' p50/p99 both times"},
+    {"probe", O_PROBE, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},
     {"workload", O_WORKLOAD, OY, "W[,W..]",
      "a (50% reads, 50% updates; default), b (95/5), c (reads),\n"
      "d (95% reads of the latest, 5% inserts), e (95% scans, 5%\n"

@@ -262,6 +262,9 @@ node_opt(wbench_opts *o, int code, const char *arg)
 	case O_NETNS:
 		o->netns = true;
 		return 0;
+	case O_PROBE:
+		o->probe = true;
+		return 0;
 	case O_WEFTD:
 		o->weftd_path = arg;
 		return 0;
@@ -435,6 +438,20 @@ check_rpc(wbench_opts *o)
 		               "inline handlers, a closed loop in plaintext "
 		               "(not --client sync, --handlers pool, --rate, "
 		               "--slow-fraction, --tls)");
+	/* The fairness run is about weft's loop: the baseline has none. */
+	if (o->probe && o->io == WBENCH_IO_BOTH)
+		o->io = WBENCH_IO_LOOP;
+	if (o->probe &&
+	    (o->client_modes != WBENCH_CLIENT_ASYNC ||
+	     o->handler_modes != WBENCH_HANDLERS_INLINE ||
+	     o->io != WBENCH_IO_LOOP || o->rpc_impls != WBENCH_RPC_MSVC ||
+	     o->rate > 0 || o->json_path != NULL || o->csv_path != NULL ||
+	     o->md_path != NULL || o->plot_path != NULL))
+		return fail(o,
+		            "--probe: asynchronous clients, inline "
+		            "handlers, --io loop on weft's service, a "
+		            "closed loop; its table only (not --json, --csv, "
+		            "--md, --plot)");
 	return 0;
 }
 

@@ -133,6 +133,7 @@ typedef struct wbench_opts {
 	 * is */
 	unsigned rpc_impls;
 	bool handlers_pool; /* cluster-node: the echo verb on the pool */
+	bool probe;         /* rpc --probe: the fairness run */
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
 	unsigned nycsb_list;  /* how many */

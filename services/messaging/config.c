@@ -34,6 +34,8 @@
 /* Descriptors kept beyond the members' connections: the listener, the
  * loops' own, files, the metrics endpoint. */
 #define FD_SLACK 64
+#define DEFAULT_MEMBER_READ_BUDGET 256
+#define DEFAULT_CLIENT_READ_BUDGET 32
 
 bool
 weft__msvc_id_is_valid(const char *id)
@@ -100,6 +102,10 @@ weft__msvc_limits_defaults(weft_msvc_limits *l)
 		l->max_clients_per_address = DEFAULT_MAX_CLIENTS_PER_ADDRESS;
 	if (l->max_handshakes == 0)
 		l->max_handshakes = DEFAULT_MAX_HANDSHAKES;
+	if (l->member_read_budget == 0)
+		l->member_read_budget = DEFAULT_MEMBER_READ_BUDGET;
+	if (l->client_read_budget == 0)
+		l->client_read_budget = DEFAULT_CLIENT_READ_BUDGET;
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		if (l->connections[c] == 0)
 			l->connections[c] = 1;

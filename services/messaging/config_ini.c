@@ -91,6 +91,20 @@ static const weft_msvc_conf_key limit_keys[] = {
           .why = "each connection in its handshake holds a descriptor; "
                  "above the kernel's ceiling on them it is a typing "
                  "error"),
+    LIMIT(U32, "member_read_budget", member_read_budget, .min = 1,
+          .max = 65536,
+          .why = "messages a member's connection is read per turn before "
+                 "the loop serves the others"),
+    LIMIT(U32, "client_read_budget", client_read_budget, .min = 1,
+          .max = 65536,
+          .why = "messages a client's connection is read per turn before "
+                 "the loop serves the others"),
+    LIMIT(U32, "client_rate", client_rate, .max = 10000000,
+          .why = "messages per second; 0 is off, and above ten million "
+                 "is more than any node answers"),
+    LIMIT(U32, "address_rate", address_rate, .max = 10000000,
+          .why = "messages per second; 0 is off, and above ten million "
+                 "is more than any node answers"),
     LIMIT(U32, "connections_urgent", connections[WEFT_MSVC_URGENT], .min = 1,
           .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
     LIMIT(U32, "connections_small", connections[WEFT_MSVC_SMALL], .min = 1,

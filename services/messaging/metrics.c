@@ -182,6 +182,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 		out->handoffs += LOAD(r->handoffs);
 		out->write_calls += LOAD(r->write_calls);
 		out->bytes_written += LOAD(r->bytes_written);
+		out->read_yields += LOAD(r->read_yields);
 		if (weft_loop_in_thread(svc->loops[i].loop))
 			weft__msvc_cache_wakeups(&svc->loops[i]);
 		out->loop_wakeups += LOAD(svc->loops[i].wakeups);
@@ -191,6 +192,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->expired_before_handler = LOAD(s->expired_before_handler);
 	out->overloaded = LOAD(s->overloaded);
 	out->read_pauses = LOAD(s->read_pauses);
+	out->rate_limited = LOAD(s->rate_limited);
 	out->inflight_bytes = atomic_load(&svc->inflight);
 	out->pending_requests = atomic_load(&svc->pending);
 	out->bad_frames = LOAD(s->bad_frames);
@@ -247,6 +249,10 @@ static const struct metric node_metrics[] = {
                 "Expired waiting for a worker."),
     NODE_METRIC(overloaded, "counter", "Sends refused by a limit."),
     NODE_METRIC(read_pauses, "counter", "Reads paused for inflight bytes."),
+    NODE_METRIC(read_yields, "counter",
+                "Read turns given up at the read budget (fairness)."),
+    NODE_METRIC(rate_limited, "counter",
+                "Clients paused for their rate limit."),
     NODE_METRIC(inflight_bytes, "gauge", "Inbound bytes being handled."),
     NODE_METRIC(pending_requests, "gauge", "Requests awaiting answers."),
     NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/queue.h>
 #include <sys/types.h>
 
@@ -250,6 +252,15 @@ enum weft__msvc_conn_state {
  * when it goes away). c->outbound says which; weft__msvc_outbound_of and
  * weft__msvc_inbound_of give the rest.
  */
+/* A token bucket (rate.c), in messages. */
+struct weft__msvc_bucket {
+	double tokens; /* below 0: a debt */
+	uint64_t last_ns;
+	uint32_t rate; /* per second; 0: no limit */
+};
+
+struct weft__msvc_rate_addr;
+
 struct weft__msvc_conn {
 	weft_msvc *svc;
 	struct weft__msvc_loop *ml; /* owning loop */
@@ -281,7 +292,16 @@ struct weft__msvc_conn {
 	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
 	size_t frame_reserved;     /* inflight bytes held for that frame */
 	size_t frame_wanted;       /* its size, while the budget has no room */
+	uint32_t turn_messages;    /* handed in during this read turn */
+	/* A client's rate limits (rate.c): its bucket, its address's, and
+	 * the timer that reads it again once its debt is paid. */
+	struct weft__msvc_bucket rate;
+	struct weft__msvc_rate_addr *rate_addr;
+	weft_timer *rate_timer;
+	bool rate_paused;
 };
+
+LIST_HEAD(weft__msvc_conn_list, weft__msvc_conn);
 
 /* An outbound connection: how it dials (dial.c) and waits for the answer
  * to its HELLO (handshake.c). */
@@ -358,6 +378,7 @@ struct weft__msvc_slot {
 struct weft__msvc_rstats {
 	_Atomic uint64_t read_batches, messages_in, drain_batches;
 	_Atomic uint64_t messages_out, handoffs, write_calls, bytes_written;
+	_Atomic uint64_t read_yields;
 };
 
 /* The service's state on one loop; touched only on that loop. */
@@ -371,7 +392,8 @@ struct weft__msvc_loop {
 	struct weft__msvc_conn *dirty;
 	bool flush_posted;
 	weft_task flush_task;
-	LIST_HEAD(, weft__msvc_conn) paused;
+	/* Connections paused for the inbound budget: members', clients'. */
+	struct weft__msvc_conn_list paused, paused_clients;
 	LIST_HEAD(, weft__msvc_inbound) inbound;
 	_Atomic bool resume_posted;
 	weft_task resume_task;
@@ -470,6 +492,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t heartbeats_missed, peer_downs, worker_jobs;
 	_Atomic uint64_t responses_dropped, forged_responses;
 	_Atomic uint64_t clients_refused, handshakes_dropped, client_pauses;
+	_Atomic uint64_t rate_limited;
 	_Atomic uint64_t stalled_clients, idle_clients, frame_timeouts;
 	_Atomic uint64_t superseded_connections, superseded_messages;
 };
@@ -532,6 +555,9 @@ struct weft_msvc {
 	_Atomic uint32_t handshaking, clients;
 	_Atomic uint64_t client_queued; /* queued_bytes of all clients */
 	uint32_t client_cap, handshake_cap;
+	/* The address buckets of the client rate limits (rate.c). */
+	pthread_mutex_t rate_lock;
+	LIST_HEAD(, weft__msvc_rate_addr) rate_addrs;
 	pthread_mutex_t addr_lock;
 	struct weft__msvc_addr *addrs;
 	size_t naddrs, addrs_cap;
@@ -828,6 +854,31 @@ weft__msvc_may_read_on(struct weft__msvc_conn *c)
 	weft_channel_set_auto_read(c->ch, false);
 	return false;
 }
+
+/* weft__msvc_host_of writes the host part of a peer address ("host:port",
+ * "[v6]:port", or a Unix path whole) to out. */
+static inline void
+weft__msvc_host_of(const char *peer, char *out, size_t len)
+{
+	const char *colon = strrchr(peer, ':');
+
+	if (colon == NULL || strncmp(peer, "unix:", 5) == 0)
+		colon = peer + strlen(peer);
+	snprintf(out, len, "%.*s", (int)(colon - peer), peer);
+}
+
+/* rate.c. Init and fini with the service; the rest on c's loop. */
+void weft__msvc_rate_init(weft_msvc *svc);
+void weft__msvc_rate_fini(weft_msvc *svc);
+void weft__msvc_bucket_init(struct weft__msvc_bucket *b, uint32_t rate,
+                            uint64_t now_ns);
+/* weft__msvc_rate_take takes one message of client c out of its buckets
+ * and returns how long c must not be read for their debt to be paid (0:
+ * none). */
+uint64_t weft__msvc_rate_take(struct weft__msvc_conn *c, uint64_t now_ns);
+/* weft__msvc_rate_release frees c's timer and its share of its address
+ * bucket. */
+void weft__msvc_rate_release(struct weft__msvc_conn *c);
 
 /* A whole frame arrived: the one that was incomplete, if any, is done. */
 static inline void

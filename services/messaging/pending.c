@@ -438,6 +438,7 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 	ml->svc = svc;
 	ml->free_head = NONE;
 	LIST_INIT(&ml->paused);
+	LIST_INIT(&ml->paused_clients);
 	LIST_INIT(&ml->inbound);
 	ml->flush_task.cb = weft__msvc_loop_flush;
 	ml->flush_task.arg = ml;

@@ -111,16 +111,35 @@ on_message(struct weft__msvc_conn *c, const struct weft__msvc_env *env,
 	}
 }
 
+static bool
+is_client(const struct weft__msvc_conn *c)
+{
+	return c->peer != NULL && c->peer->is_client;
+}
+
+/* The inbound bytes in flight from which c is not read: the node's whole
+ * budget for a member, three quarters of it for a client, so that the
+ * last quarter is room only members can use (their replication and
+ * heartbeats go on while clients fill the rest). */
+static uint64_t
+inbound_limit(const weft_msvc *svc, bool client)
+{
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	return client ? limit - limit / 4 : limit;
+}
+
 /* Stops reading c until the node's inbound bytes in flight go below
- * the limit again. */
+ * its limit again. */
 static void
 pause_reading(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = inbound_limit(svc, is_client(c));
 
 	c->paused = true;
-	LIST_INSERT_HEAD(&c->ml->paused, c, paused_link);
+	LIST_INSERT_HEAD(is_client(c) ? &c->ml->paused_clients : &c->ml->paused,
+	                 c, paused_link);
 	atomic_fetch_add(&svc->paused_conns, 1);
 	weft__msvc_count(&svc->st.read_pauses, 1);
 	weft_channel_set_auto_read(c->ch, false);
@@ -136,7 +155,7 @@ static bool
 should_pause(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = inbound_limit(svc, is_client(c));
 
 	if (weft__msvc_guard_backlogged(c))
 		return true;
@@ -148,6 +167,62 @@ should_pause(struct weft__msvc_conn *c)
 	return true;
 }
 
+/* Counts a message handed in by c in this turn; at c's read budget, c
+ * gives up its turn: the loop serves every other ready connection before
+ * the codec goes on (weft_channel_yield). */
+static void
+count_turn(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint32_t budget = c->peer != NULL && c->peer->is_client
+	                      ? l->client_read_budget
+	                      : l->member_read_budget;
+
+	if (++c->turn_messages < budget)
+		return;
+	weft__msvc_count1(&c->ml->rs.read_yields, 1);
+	weft_channel_yield(c->ch);
+}
+
+/* Reads client c again once its rate debt is paid, unless something else
+ * holds its reading. */
+static void
+rate_resume(weft_timer *timer, void *arg)
+{
+	struct weft__msvc_conn *c = arg;
+
+	(void)timer;
+	c->rate_paused = false;
+	if (c->ch != NULL && c->state != WEFT__MSVC_CLOSED && !c->paused &&
+	    !c->blocked)
+		weft_channel_set_auto_read(c->ch, true);
+}
+
+/* Takes a message of client c out of its rate limits; past them, c is
+ * not read until it is back within them. */
+static void
+limit_rate(struct weft__msvc_conn *c)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	uint64_t wait_ns;
+
+	if (c->peer == NULL || !c->peer->is_client ||
+	    (l->client_rate == 0 && l->address_rate == 0))
+		return;
+	wait_ns = weft__msvc_rate_take(c, weft__msvc_now_ns(c->ml));
+	if (wait_ns == 0 || c->rate_paused)
+		return;
+	/* Without a timer the debt still holds: c pauses at its next
+	 * message. */
+	if (c->rate_timer == NULL &&
+	    weft_timer_new(c->ml->loop, rate_resume, c, &c->rate_timer) != 0)
+		return;
+	c->rate_paused = true;
+	weft__msvc_count(&c->svc->st.rate_limited, 1);
+	weft_channel_set_auto_read(c->ch, false);
+	weft_timer_start(c->rate_timer, (wait_ns + 999999) / 1000000, 0);
+}
+
 /* ---- The gate ---------------------------------------------------------- */
 
 static void
@@ -156,6 +231,7 @@ gate_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 
 	weft__msvc_count1(&c->ml->rs.read_batches, 1);
+	c->turn_messages = 0;
 	weft__msvc_batch_begin(c->ml);
 	weft__msvc_guard_active(c);
 	if (c->state != WEFT__MSVC_CLOSED && !c->paused && !c->blocked &&
@@ -205,9 +281,13 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	/* The frame's bytes as weft lays them out. */
 	on_message(c, &env,
 	           4 + WEFT_ENVELOPE_HEADER_BYTES + env.len + (c->crc ? 4 : 0));
-	/* The budget decides whether the codec goes on to the next frame. */
-	if (weft__msvc_may_read_on(c))
-		(void)should_pause(c);
+	/* c's rate limits, the inbound budget, then c's turn decide whether
+	 * the codec goes on to the next frame. */
+	if (!weft__msvc_may_read_on(c))
+		return;
+	limit_rate(c);
+	if (!should_pause(c))
+		count_turn(c);
 }
 
 /* The frame codec found a frame begun and not ended at the end of a
@@ -314,6 +394,7 @@ h_inactive(weft_ctx *ctx)
 		return;
 	}
 	weft__msvc_guard_release(c);
+	weft__msvc_rate_release(c);
 	c->state = WEFT__MSVC_CLOSED;
 	c->ch = NULL;
 	if (c->peer != NULL && c->peer->is_client) {
@@ -343,37 +424,49 @@ const weft_handler weft__msvc_handler = {
 
 /* ---- Resuming ---------------------------------------------------------- */
 
-void
-weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+/* Resumes the connections of one paused list that may read again; those
+ * that must wait longer go back to it. */
+static void
+resume_list(weft_msvc *svc, struct weft__msvc_conn_list *list)
 {
-	struct weft__msvc_loop *ml = arg;
-	weft_msvc *svc = ml->svc;
 	LIST_HEAD(, weft__msvc_conn) todo;
 	struct weft__msvc_conn *c;
 
-	(void)loop;
-	atomic_store(&ml->resume_posted, false);
-	if (status != 0)
-		return;
 	/* Each paused connection is looked at once: they move to a list of
 	 * their own, and one that must wait longer (or pauses again) goes
 	 * back. A connection closed meanwhile leaves whichever list holds
 	 * it. */
 	LIST_INIT(&todo);
-	while ((c = LIST_FIRST(&ml->paused)) != NULL) {
+	while ((c = LIST_FIRST(list)) != NULL) {
 		LIST_REMOVE(c, paused_link);
 		LIST_INSERT_HEAD(&todo, c, paused_link);
 	}
 	while ((c = LIST_FIRST(&todo)) != NULL) {
 		LIST_REMOVE(c, paused_link);
 		if (!weft__msvc_guard_may_resume(c)) {
-			LIST_INSERT_HEAD(&ml->paused, c, paused_link);
+			LIST_INSERT_HEAD(list, c, paused_link);
 			continue;
 		}
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
-		if (c->ch != NULL && !c->blocked) {
+		if (c->ch != NULL && !c->blocked && !c->rate_paused) {
 			weft_channel_set_auto_read(c->ch, true);
 		}
 	}
+}
+
+void
+weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+
+	(void)loop;
+	atomic_store(&ml->resume_posted, false);
+	if (status != 0)
+		return;
+	resume_list(svc, &ml->paused);
+	/* Clients wait while the members' room is in use. */
+	if (atomic_load(&svc->inflight) < inbound_limit(svc, true))
+		resume_list(svc, &ml->paused_clients);
 }

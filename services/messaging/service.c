@@ -191,6 +191,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
 	pthread_mutex_init(&svc->addr_lock, NULL);
+	weft__msvc_rate_init(svc);
 	svc->log_reject =
 	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_LOG_LIMIT_MS);
 	svc->group = group;
@@ -554,6 +555,7 @@ free_all(weft_msvc *svc)
 	pthread_cond_destroy(&svc->pool.cond);
 	pthread_mutex_destroy(&svc->addr_lock);
 	free(svc->addrs);
+	weft__msvc_rate_fini(svc);
 	free(svc);
 }
 

@@ -140,6 +140,38 @@ test_progress_names_the_workload(void **state)
 	assert_null(strstr(text, " 0 ops/s"));
 }
 
+/* rpc --probe: the probe and the members alone, then beside the flood;
+ * both rows and the ratios are printed, every request answered once
+ * (the exit status), and the flood measured. No speed is asserted. */
+static void
+test_rpc_probe_measures_the_probe_alone_and_flooded(void **state)
+{
+	char out[] = "/tmp/wbench-out-XXXXXX";
+	static char text[16384];
+	char row[256];
+	char *args[] = {"rpc",           "--probe", "--clients", "2",
+	                "--outstanding", "8",       "--warmup",  "0.1",
+	                "--duration",    "0.3",     "--quiet",   NULL};
+	char *args_json[] = {"rpc",    "--probe", "--json",
+	                     "/tmp/x", "--quiet", NULL};
+	const char *p;
+
+	(void)state;
+	close(mkstemp(out));
+	assert_int_equal(run_bench_to(args, out, NULL), 0);
+	read_json(out, text, sizeof(text));
+	assert_non_null(strstr(text, "2 clients x 8 flooding n0"));
+	assert_non_null(p = strstr(text, "\nalone "));
+	assert_non_null(strstr(p, "\nflooded "));
+	assert_non_null(strstr(text, "probe p99 flooded/alone: "));
+	/* The flood's rate: the last figure of its row. */
+	p = strstr(text, "\nflooded ") + 1;
+	snprintf(row, sizeof(row), "%.*s", (int)strcspn(p, "\n"), p);
+	assert_true(strtod(strrchr(row, ' '), NULL) > 0);
+	/* Its table only. */
+	assert_int_equal(run_bench_to(args_json, "/dev/null", "/dev/null"), 2);
+}
+
 /* An open loop so slow that no request falls in the window: the run
  * measured nothing and says so with its exit status. */
 static void
@@ -209,6 +241,8 @@ main(void)
 	    cmocka_unit_test(test_rpc_sync_clients_of_the_baseline),
 	    cmocka_unit_test(test_mix_reports_gets_and_puts_apart),
 	    cmocka_unit_test(test_progress_names_the_workload),
+	    cmocka_unit_test(
+	        test_rpc_probe_measures_the_probe_alone_and_flooded),
 	    cmocka_unit_test(test_an_empty_window_fails),
 	    cmocka_unit_test(test_plots_of_one_point_draw_cleanly),
 	};

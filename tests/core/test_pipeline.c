@@ -820,6 +820,55 @@ test_resumed_reading_reads_what_waits_in_the_input(void **state)
 	assert_memory_equal(s.got, "abcde", 5);
 }
 
+/* A reader that takes one byte per read and gives up its turn: reading
+ * stays on, the decoder side sees it stop, and the rest comes back by
+ * itself on later rounds, never inside the call. */
+static void
+yield_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct sipper *s = weft_ctx_state(ctx);
+	weft_channel *ch = weft_ctx_channel(ctx);
+
+	assert_ptr_equal(type, &weft_msg_evbuffer);
+	assert_false(s->in_resume);
+	assert_true(weft_channel_is_reading(ch));
+	s->reads++;
+	assert_true(s->n < sizeof(s->got));
+	assert_int_equal(evbuffer_remove(msg, s->got + s->n, 1), 1);
+	s->n++;
+	s->in_resume = true;
+	weft_channel_yield(ch);
+	weft_channel_yield(ch); /* a no-op once given up */
+	s->in_resume = false;
+	assert_true(weft_channel_is_auto_read(ch));
+	assert_false(weft_channel_is_reading(ch));
+}
+
+static const weft_handler yielder_handler = {.read = yield_read};
+
+static void
+test_yielded_turn_comes_back_on_the_next_round(void **state)
+{
+	struct fixture *f = *state;
+	struct sipper s = {0};
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "yield", &yielder_handler, &s), 0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "abcd", 4);
+	/* One byte per turn, each turn on a round of its own, with nothing
+	 * but the loop running. */
+	assert_int_equal(run_until_reads(f, &s, 4, 5000), 0);
+	assert_int_equal(s.reads, 4);
+	assert_memory_equal(s.got, "abcd", 4);
+	assert_int_equal(weft_channel_pending_read_bytes(f->ch), 0);
+	/* An empty input: nothing more is delivered; new bytes are read. */
+	assert_int_equal(run_until_reads(f, &s, 5, 20), WEFT_ETIMEDOUT);
+	bufferevent_write(f->peer, "e", 1);
+	assert_int_equal(run_until_reads(f, &s, 5, 5000), 0);
+	assert_memory_equal(s.got, "abcde", 5);
+}
+
 /* Reading resumed and paused again before the task runs: the task reads
  * nothing; resumed once more, it reads. */
 static void
@@ -889,6 +938,9 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_resume_then_pause_before_the_task_reads_nothing, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_yielded_turn_comes_back_on_the_next_round, setup,
 	        teardown),
 	};
 

@@ -171,6 +171,24 @@ WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
 WEFT_API bool weft_channel_is_auto_read(const weft_channel *ch);
 
 /*
+ * weft_channel_yield gives up the channel's turn at reading, so that one
+ * busy connection cannot hold its loop (fairness; Redis's
+ * NET_MAX_WRITES_PER_EVENT, Seastar's task quota). Called from a read
+ * callback, decoders deliver no further message of the bytes already read
+ * (as when reading pauses), and the channel delivers what its input still
+ * holds on the loop's next round: after the loop has polled again and
+ * served every channel that was ready, in the order their turns were given
+ * up. Its stream is not read meanwhile, so the input stays within
+ * max_read_bytes and a partial message. Reading stays on
+ * (weft_channel_is_auto_read); a no-op once the turn is given up, and on a
+ * closing channel. Loop thread.
+ */
+WEFT_API void weft_channel_yield(weft_channel *ch);
+/* weft_channel_is_reading says whether a decoder may deliver its next
+ * message: reading is on and the turn was not given up. Loop thread. */
+WEFT_API bool weft_channel_is_reading(const weft_channel *ch);
+
+/*
  * weft_channel_write_msg sends a message through the whole pipeline (from
  * the tail) and flushes. It consumes msg as described at weft_msg_type, on
  * success and on failure; if it returns non-zero, cb is never called,

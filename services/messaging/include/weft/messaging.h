@@ -110,6 +110,24 @@ typedef struct weft_msvc_limits {
 	uint32_t max_clients;             /* 1024 */
 	uint32_t max_clients_per_address; /* 64 */
 	uint32_t max_handshakes;          /* 128 at once */
+	/*
+	 * Fairness (docs/RELIABILITY.md). A connection hands in at most its
+	 * read budget of messages per turn; then the loop serves every
+	 * other ready connection before it gets another turn. Members'
+	 * budget is larger than clients', so that replication and
+	 * heartbeats go ahead of client traffic under load.
+	 */
+	uint32_t member_read_budget; /* 256 messages per turn (1 to 65536) */
+	uint32_t client_read_budget; /* 32 messages per turn (1 to 65536) */
+	/*
+	 * Optional rate limits on clients, in messages per second (0: off,
+	 * the default; up to 10,000,000): per client connection, and per
+	 * source address over all its clients. Each allows a burst of one
+	 * second's worth; a client past either is not read until it is
+	 * back within it (rate_limited counts the pauses).
+	 */
+	uint32_t client_rate;
+	uint32_t address_rate;
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -800,6 +818,10 @@ typedef struct weft_msvc_stats {
 	 * dropped. */
 	uint64_t superseded_connections;
 	uint64_t superseded_messages;
+	/* Fairness: turns a connection gave up at its read budget. */
+	uint64_t read_yields;
+	/* Clients paused for their rate limit (client_rate, address_rate). */
+	uint64_t rate_limited;
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */
