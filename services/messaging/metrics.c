@@ -202,7 +202,8 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->late_responses = LOAD(s->late_responses);
 	out->forged_responses = LOAD(s->forged_responses);
 	out->clients_refused = LOAD(s->clients_refused);
-	out->handshakes_dropped = LOAD(s->handshakes_dropped);
+	out->handshakes_dropped =
+	    LOAD(s->handshakes_dropped) + LOAD(svc->door_dropped);
 	out->client_pauses = LOAD(s->client_pauses);
 	out->stalled_clients = LOAD(s->stalled_clients);
 	out->idle_clients = LOAD(s->idle_clients);

@@ -478,10 +478,16 @@ struct weft_msvc {
 	void *peer_cb_arg;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t pending;
-	/* What untrusted peers hold (guard.c). */
-	_Atomic uint32_t handshaking, clients;
+	/* What untrusted peers hold (guard.c). The caps follow the file
+	 * limit (nofile), read again each second by door_check on the first
+	 * loop, which also copies the door's evictions and refusals. */
+	_Atomic uint32_t clients;
 	_Atomic uint64_t client_queued; /* queued_bytes of all clients */
-	uint32_t client_cap, handshake_cap;
+	_Atomic uint32_t client_cap, handshake_cap;
+	size_t channel_cap; /* the server's, on all accepted connections */
+	uint64_t nofile;
+	weft_timer *door_check;
+	_Atomic uint64_t door_dropped;
 	pthread_mutex_t addr_lock;
 	struct weft__msvc_addr *addrs;
 	size_t naddrs, addrs_cap;
@@ -622,8 +628,13 @@ void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
 
 /* guard.c: caps, budgets and deadlines for accepted connections. */
 void weft__msvc_guard_init(weft_msvc *svc);
-/* weft__msvc_guard_accept counts a new connection in its handshake and
- * arms its deadlines; WEFT_EOVERLOAD when too many are. */
+/* Start and stop the file limit's check, on the first loop (the one that
+ * accepts): after the server is made, before it is closed. */
+void weft__msvc_guard_loop_start(struct weft__msvc_loop *ml);
+void weft__msvc_guard_loop_stop(struct weft__msvc_loop *ml);
+/* weft__msvc_guard_accept arms a new connection's deadlines; until its
+ * handshake is done it counts in the server's door, unless its
+ * certificate proves it a member. */
 int weft__msvc_guard_accept(struct weft__msvc_conn *c);
 void weft__msvc_guard_handshake_done(struct weft__msvc_conn *c);
 /* weft__msvc_guard_admit_client counts c as a client, or returns the
