@@ -165,34 +165,25 @@ evict_one(struct weft__door *d, const struct weft__door_host *mine)
 
 int
 weft__door_enter(struct weft__door *d, struct weft__door_entry *e,
-                 const char *host, bool full, struct weft__door_entry **victim)
+                 const char *host, struct weft__door_entry **victim)
 {
 	struct weft__door_host *h;
 	int rv = 0;
 
 	*victim = NULL;
 	pthread_mutex_lock(&d->lock);
-	if ((h = find_host(d, host, true)) == NULL) {
-		rv = WEFT_ENOMEM;
-		goto out;
-	}
-	if (full || (d->max != 0 && d->n >= d->max)) {
-		*victim = evict_one(d, h);
-		/* Full of established channels: nobody to make room. */
-		if (*victim == NULL && full) {
-			rv = WEFT_EOVERLOAD;
-			if (h->n == 0) {
-				LIST_REMOVE(h, link);
-				d->nhosts--;
-				free(h);
-			}
-			goto out;
-		}
-		/* The victim's host may have been ours, and gone with it. */
+	if (d->max != 0 && d->n >= d->max) {
+		/* The newcomer's host counts with the newcomer: made first. */
 		if ((h = find_host(d, host, true)) == NULL) {
 			rv = WEFT_ENOMEM;
 			goto out;
 		}
+		*victim = evict_one(d, h);
+	}
+	/* The victim's host may have been ours, and gone with it. */
+	if ((h = find_host(d, host, true)) == NULL) {
+		rv = WEFT_ENOMEM;
+		goto out;
 	}
 	e->host = h;
 	e->seq = ++d->seq;

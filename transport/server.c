@@ -68,6 +68,7 @@ struct weft_server {
 	atomic_uint_fast64_t rejected;
 	atomic_uint_fast64_t setup_failures;
 	atomic_uint_fast64_t channels_open;
+	atomic_uint_fast64_t evicting; /* evicted, not yet closed */
 	/* A bad or unlucky connection is one line, not one per connection;
 	 * so is every pause of the accept loop. */
 	weft_log_limit log_dropped;
@@ -136,6 +137,7 @@ door_hold(struct weft__door_entry *e)
 	handoff *h = handoff_of(e);
 
 	atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->srv->evicting, 1, memory_order_relaxed);
 	atomic_store(&h->evicted, true);
 }
 
@@ -148,6 +150,9 @@ handoff_done(handoff *h)
 	h->phase = PHASE_DONE;
 	h->ch = NULL;
 	weft__door_leave(&srv->door, &h->door);
+	if (atomic_load(&h->evicted))
+		atomic_fetch_sub_explicit(&srv->evicting, 1,
+		                          memory_order_relaxed);
 	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
 	handoff_unref(h);
 }
@@ -363,23 +368,32 @@ over_limit(weft_server *srv)
 	return max != 0 && open >= max;
 }
 
-/* Lets h in through the door, evicting another to make room if need be;
- * false (nothing counted) when it is refused. */
+/*
+ * Lets h in through the door, evicting another to make room if the door
+ * is at its cap; false (nothing counted) when it is refused. At
+ * max_channels the newcomer is refused, since an evicted connection holds
+ * its descriptor until its loop has closed it; the oldest pending one is
+ * evicted then, unless evictions are on their way already, so that room
+ * comes back.
+ */
 static bool
 admit(weft_server *srv, handoff *h, const struct sockaddr *sa)
 {
 	struct weft__door_entry *victim = NULL;
 	char host[WEFT_ADDRESS_MAX];
-	bool full = over_limit(srv);
-	int rv = full ? WEFT_EOVERLOAD : 0;
+	int rv = 0;
 
-	if (srv->door_on) {
+	if (over_limit(srv)) {
+		if (srv->door_on && atomic_load(&srv->evicting) == 0 &&
+		    (victim = weft__door_evict_oldest(&srv->door)) != NULL)
+			evict(srv, victim);
+		rv = WEFT_EOVERLOAD;
+	} else if (srv->door_on) {
 		weft__door_host_of(sa, host, sizeof(host));
-		rv =
-		    weft__door_enter(&srv->door, &h->door, host, full, &victim);
+		rv = weft__door_enter(&srv->door, &h->door, host, &victim);
+		if (victim != NULL)
+			evict(srv, victim);
 	}
-	if (victim != NULL)
-		evict(srv, victim);
 	if (rv == 0)
 		return true;
 	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);

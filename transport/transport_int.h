@@ -85,15 +85,13 @@ int weft__door_init(struct weft__door *d,
                     void (*hold)(struct weft__door_entry *e));
 void weft__door_fini(struct weft__door *d);
 /*
- * weft__door_enter counts e, from host. When the door is at its cap, or
- * full is true (the server has no channel to spare), another entry makes
- * room: it is taken out, held, and returned in *victim for the caller to
- * close. Returns 0; WEFT_EOVERLOAD when full and the door is empty (e is
- * not counted); WEFT_ENOMEM. Any thread.
+ * weft__door_enter counts e, from host. When the door is at its cap,
+ * another entry makes room: it is taken out, held, and returned in
+ * *victim for the caller to close. Returns 0, or WEFT_ENOMEM (e is not
+ * counted; *victim may still be set). Any thread.
  */
 int weft__door_enter(struct weft__door *d, struct weft__door_entry *e,
-                     const char *host, bool full,
-                     struct weft__door_entry **victim);
+                     const char *host, struct weft__door_entry **victim);
 /* weft__door_leave takes e out; false if it was out already. Any
  * thread. */
 bool weft__door_leave(struct weft__door *d, struct weft__door_entry *e);
