@@ -420,6 +420,13 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 		return;
 	}
 	weft__addr_format(sa, (socklen_t)socklen, h->peer, sizeof(h->peer));
+	/* Whole before the door sees it: another thread may evict it. */
+	atomic_init(&h->refs, 1);
+	h->srv = srv;
+	h->fd = fd;
+	h->loop = pick_loop(srv);
+	h->task.cb = handoff_run;
+	h->task.arg = h;
 	if (!admit(srv, h, sa)) {
 		close(fd);
 		free(h);
@@ -427,12 +434,6 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 	}
 	if (weft__addr_is_tcp(sa->sa_family))
 		weft__sock_nodelay(fd);
-	atomic_init(&h->refs, 1);
-	h->srv = srv;
-	h->fd = fd;
-	h->loop = pick_loop(srv);
-	h->task.cb = handoff_run;
-	h->task.arg = h;
 	server_ref(srv);
 	if (h->loop == srv->accept_loop)
 		handoff_run(h->loop, 0, h);

@@ -260,8 +260,9 @@ static const struct metric node_metrics[] = {
                 "Responses from a peer that was not asked: connection closed."),
     NODE_METRIC(clients_refused, "counter",
                 "Client handshakes refused: too many clients."),
-    NODE_METRIC(handshakes_dropped, "counter",
-                "Connections closed at once: too many in their handshake."),
+    NODE_METRIC(
+        handshakes_dropped, "counter",
+        "Connections closed in their handshake to make room, or refused."),
     NODE_METRIC(client_pauses, "counter",
                 "Clients no longer read: their answers backed up."),
     NODE_METRIC(stalled_clients, "counter",
