@@ -71,9 +71,9 @@ typedef struct weft_server_opts {
 	weft_tls_ctx *tls;             /* NULL: plaintext */
 	int tls_mode;                  /* enum weft_tls_mode */
 	uint64_t handshake_timeout_ms; /* 10000: TLS handshake, sniffing */
-	/* 0: no limit. Past it, a pending connection (below) is evicted to
-	 * make room for a new one; with none pending, the new one is closed
-	 * at once. Counts every accepted connection, from accept on. */
+	/* 0: no limit. Every accepted connection counts, from accept on;
+	 * past it a new one is closed at once, and the oldest pending one
+	 * (below) is evicted so that room comes back. */
 	size_t max_channels;
 	/*
 	 * 0: no limit. Connections accepted and not yet established
@@ -141,7 +141,8 @@ WEFT_API void weft_server_establish(weft_channel *ch);
 /*
  * weft_server_set_limits changes max_channels and max_pending of a
  * running server (as weft_server_opts says; a lowered max_pending evicts
- * the pending connections beyond it at once). Any thread.
+ * the pending connections beyond it at once). max_pending is ignored for
+ * a server made without it (no door). Any thread.
  */
 WEFT_API void weft_server_set_limits(weft_server *srv, size_t max_channels,
                                      size_t max_pending);
