@@ -6,16 +6,21 @@
  * own thread.
  *
  * Lifetime: the server is reference-counted. The listener holds one
- * reference until weft_server_close; each connection holds one from accept
- * until its channel leaves the loop (the "weft.server" handler's removed
- * callback), so hand-overs in flight never see freed memory.
+ * reference until weft_server_close; each connection's record holds one
+ * from accept until its channel leaves the loop (the "weft.server"
+ * handler's removed callback), so hand-overs in flight never see freed
+ * memory. A record is counted in the server's door (door.c) until the
+ * application establishes its channel; one the door evicts is closed by
+ * a task on its own loop, which holds a reference to the record.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,6 +40,9 @@ struct weft_server {
 	weft_loop *accept_loop;
 	weft_loop_group *group; /* NULL: accept_loop owns every channel */
 	weft_server_opts opts;  /* a copy; opts.address is not kept */
+	atomic_size_t max_channels;
+	bool door_on; /* opts.max_pending was set: pending ones are counted */
+	struct weft__door door;
 	char address[WEFT_ADDRESS_MAX];
 	uint16_t port;
 
@@ -60,18 +68,33 @@ struct weft_server {
 	atomic_uint_fast64_t rejected;
 	atomic_uint_fast64_t setup_failures;
 	atomic_uint_fast64_t channels_open;
+	atomic_uint_fast64_t evicting; /* evicted, not yet closed */
 	/* A bad or unlucky connection is one line, not one per connection;
 	 * so is every pause of the accept loop. */
 	weft_log_limit log_dropped;
 	weft_log_limit log_accept;
 };
 
-/* One accepted connection on its way to its loop. */
+/* Where an accepted connection is; its loop thread only. */
+enum phase {
+	PHASE_QUEUED,  /* on its way to its loop */
+	PHASE_SETUP,   /* sniffed or in its TLS handshake, on fd */
+	PHASE_CHANNEL, /* a channel */
+	PHASE_DONE,
+};
+
+/* One accepted connection, from accept until its channel goes. */
 typedef struct handoff {
-	weft_task task;
+	weft_task task;       /* the hand-over to its loop */
+	weft_task evict_task; /* posted once, if the door evicts it */
+	struct weft__door_entry door;
+	atomic_int refs; /* its life, and an eviction on its way */
+	atomic_bool evicted;
 	weft_server *srv; /* holds a reference */
 	weft_loop *loop;
 	evutil_socket_t fd;
+	enum phase phase;
+	weft_channel *ch; /* PHASE_CHANNEL */
 	char peer[WEFT_ADDRESS_MAX];
 } handoff;
 
@@ -84,8 +107,88 @@ server_ref(weft_server *srv)
 static void
 server_unref(weft_server *srv)
 {
-	if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) == 1)
-		free(srv);
+	if (atomic_fetch_sub_explicit(&srv->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	weft__door_fini(&srv->door);
+	free(srv);
+}
+
+static handoff *
+handoff_of(struct weft__door_entry *e)
+{
+	return (handoff *)((char *)e - offsetof(handoff, door));
+}
+
+static void
+handoff_unref(handoff *h)
+{
+	weft_server *srv = h->srv;
+
+	if (atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	free(h);
+	server_unref(srv);
+}
+
+/* The door's hold: an evicted record stays until its eviction ran. */
+static void
+door_hold(struct weft__door_entry *e)
+{
+	handoff *h = handoff_of(e);
+
+	atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->srv->evicting, 1, memory_order_relaxed);
+	atomic_store(&h->evicted, true);
+}
+
+/* The record's life ends: out of the door and the open count. */
+static void
+handoff_done(handoff *h)
+{
+	weft_server *srv = h->srv;
+
+	h->phase = PHASE_DONE;
+	h->ch = NULL;
+	weft__door_leave(&srv->door, &h->door);
+	if (atomic_load(&h->evicted))
+		atomic_fetch_sub_explicit(&srv->evicting, 1,
+		                          memory_order_relaxed);
+	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
+	handoff_unref(h);
+}
+
+/* ---- Eviction, on the evicted connection's loop ------------------------- */
+
+static void
+evict_run(weft_loop *loop, int status, void *arg)
+{
+	handoff *h = arg;
+
+	(void)loop;
+	(void)status; /* a loop being freed ends its connections anyway */
+	/* Shutting the socket down ends a sniff or a TLS handshake at once:
+	 * it reads end-of-file, fails, and closes the fd itself. */
+	if (h->phase == PHASE_SETUP)
+		shutdown(h->fd, SHUT_RDWR);
+	else if (h->phase == PHASE_CHANNEL)
+		weft_channel_close(h->ch);
+	handoff_unref(h);
+}
+
+/* evict closes a connection the door took out, on its loop. */
+static void
+evict(weft_server *srv, struct weft__door_entry *e)
+{
+	handoff *h = handoff_of(e);
+
+	weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
+	                 "server %s: closing a connection from %s that has "
+	                 "not finished its handshake, to make room",
+	                 srv->address, h->peer);
+	h->evict_task.cb = evict_run;
+	h->evict_task.arg = h;
+	if (weft_loop_post_task(h->loop, &h->evict_task) != 0)
+		handoff_unref(h); /* its loop is going: so is the connection */
 }
 
 /* ---- Channel set-up, on the channel's loop ------------------------------ */
@@ -93,10 +196,7 @@ server_unref(weft_server *srv)
 static void
 server_handler_removed(weft_ctx *ctx)
 {
-	weft_server *srv = weft_ctx_state(ctx);
-
-	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
-	server_unref(srv);
+	handoff_done(weft_ctx_state(ctx));
 }
 
 /* Sits first in every accepted pipeline, to count the channel's life. */
@@ -110,15 +210,16 @@ handoff_fail(handoff *h, int status, const char *why)
 {
 	weft_server *srv = h->srv;
 
-	weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
-	                 "server %s: dropping connection from %s: %s%s%s",
-	                 srv->address, h->peer, weft_strerror(status),
-	                 why != NULL ? ": " : "", why != NULL ? why : "");
+	if (!atomic_load(&h->evicted))
+		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
+		                 "server %s: dropping connection from %s: "
+		                 "%s%s%s",
+		                 srv->address, h->peer, weft_strerror(status),
+		                 why != NULL ? ": " : "",
+		                 why != NULL ? why : "");
 	atomic_fetch_add_explicit(&srv->setup_failures, 1,
 	                          memory_order_relaxed);
-	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
-	free(h);
-	server_unref(srv);
+	handoff_done(h);
 }
 
 static void
@@ -141,11 +242,12 @@ make_channel(handoff *h, weft_stream *s)
 	                                  &ch)) != 0)
 		goto err_fail;
 	weft_channel_set_peer(ch, h->peer);
-	rv = weft_pipeline_add_first(ch, "weft.server", &server_handler, srv);
+	rv = weft_pipeline_add_first(ch, "weft.server", &server_handler, h);
 	if (rv != 0)
 		goto err_close;
-	/* The handler holds the hand-over's reference from here on. */
-	free(h);
+	/* The handler holds the record's life from here on. */
+	h->phase = PHASE_CHANNEL;
+	h->ch = ch;
 	if ((rv = weft__channel_init(ch, srv->opts.init, srv->opts.init_arg)) !=
 	    0) {
 		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
@@ -203,6 +305,12 @@ on_tls_accepted(weft_stream *s, evutil_socket_t plain_fd, int status, void *arg)
 		make_socket_channel(h, plain_fd);
 		return;
 	}
+	/* Evicted while sniffed: its shutdown came before the first byte. */
+	if (atomic_load(&h->evicted)) {
+		s->ops->close(s, false);
+		handoff_fail(h, WEFT_ECANCELED, "evicted");
+		return;
+	}
 	weft__tls_handshake(s, h->peer, h->srv->opts.handshake_timeout_ms,
 	                    on_tls_ready, h);
 }
@@ -215,11 +323,12 @@ handoff_run(weft_loop *loop, int status, void *arg)
 	weft_stream *s = NULL;
 	int rv;
 
-	if (status != 0) {
+	if (status != 0 || atomic_load(&h->evicted)) {
 		close(h->fd);
-		handoff_fail(h, status, NULL);
+		handoff_fail(h, status != 0 ? status : WEFT_ECANCELED, NULL);
 		return;
 	}
+	h->phase = PHASE_SETUP;
 	if (srv->opts.tls == NULL) {
 		make_socket_channel(h, h->fd);
 		return;
@@ -246,18 +355,54 @@ pick_loop(weft_server *srv)
 	return weft_loop_group_at(srv->group, srv->next_loop++ % n);
 }
 
+/* Counts one more open channel; true if that passes max_channels. */
 static bool
 over_limit(weft_server *srv)
 {
 	uint64_t open;
+	size_t max =
+	    atomic_load_explicit(&srv->max_channels, memory_order_relaxed);
 
 	open = atomic_fetch_add_explicit(&srv->channels_open, 1,
 	                                 memory_order_relaxed);
-	if (srv->opts.max_channels == 0 || open < srv->opts.max_channels)
-		return false;
+	return max != 0 && open >= max;
+}
+
+/*
+ * Lets h in through the door, evicting another to make room if the door
+ * is at its cap; false (nothing counted) when it is refused. At
+ * max_channels the newcomer is refused, since an evicted connection holds
+ * its descriptor until its loop has closed it; the oldest pending one is
+ * evicted then, unless evictions are on their way already, so that room
+ * comes back.
+ */
+static bool
+admit(weft_server *srv, handoff *h, const struct sockaddr *sa)
+{
+	struct weft__door_entry *victim = NULL;
+	char host[WEFT_ADDRESS_MAX];
+	int rv = 0;
+
+	if (over_limit(srv)) {
+		if (srv->door_on && atomic_load(&srv->evicting) == 0 &&
+		    (victim = weft__door_evict_oldest(&srv->door)) != NULL)
+			evict(srv, victim);
+		rv = WEFT_EOVERLOAD;
+	} else if (srv->door_on) {
+		weft__door_host_of(sa, host, sizeof(host));
+		rv = weft__door_enter(&srv->door, &h->door, host, &victim);
+		if (victim != NULL)
+			evict(srv, victim);
+	}
+	if (rv == 0)
+		return true;
 	atomic_fetch_sub_explicit(&srv->channels_open, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&srv->rejected, 1, memory_order_relaxed);
-	return true;
+	weft_log_limited(
+	    &srv->log_dropped, WEFT_LOG_WARN,
+	    "server %s: %zu channels open, refusing one more", srv->address,
+	    atomic_load_explicit(&srv->max_channels, memory_order_relaxed));
+	return false;
 }
 
 static void
@@ -269,29 +414,26 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 
 	(void)lev;
 	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
-	if (over_limit(srv)) {
-		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
-		                 "server %s: %zu channels open, refusing one "
-		                 "more",
-		                 srv->address, srv->opts.max_channels);
-		close(fd);
-		return;
-	}
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		close(fd);
-		atomic_fetch_sub_explicit(&srv->channels_open, 1,
-		                          memory_order_relaxed);
 		weft_warn("server %s: out of memory accepting", srv->address);
 		return;
 	}
-	if (weft__addr_is_tcp(sa->sa_family))
-		weft__sock_nodelay(fd);
 	weft__addr_format(sa, (socklen_t)socklen, h->peer, sizeof(h->peer));
+	/* Whole before the door sees it: another thread may evict it. */
+	atomic_init(&h->refs, 1);
 	h->srv = srv;
 	h->fd = fd;
 	h->loop = pick_loop(srv);
 	h->task.cb = handoff_run;
 	h->task.arg = h;
+	if (!admit(srv, h, sa)) {
+		close(fd);
+		free(h);
+		return;
+	}
+	if (weft__addr_is_tcp(sa->sa_family))
+		weft__sock_nodelay(fd);
 	server_ref(srv);
 	if (h->loop == srv->accept_loop)
 		handoff_run(h->loop, 0, h);
@@ -308,6 +450,14 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	char eb[128];
 
 	atomic_fetch_add_explicit(&srv->accept_errors, 1, memory_order_relaxed);
+	/* Out of descriptors: the oldest connection that has not finished
+	 * its handshake gives one back, as it would for a newcomer. */
+	if (srv->door_on && (err == EMFILE || err == ENFILE)) {
+		struct weft__door_entry *victim;
+
+		if ((victim = weft__door_evict_oldest(&srv->door)) != NULL)
+			evict(srv, victim);
+	}
 	/* EMFILE and friends leave the connection queued, so the listener
 	 * would fire again at once: pause instead of spinning. */
 	weft_log_limited(&srv->log_accept, WEFT_LOG_WARN,
@@ -522,6 +672,13 @@ server_new(weft_loop *accept_loop, weft_loop_group *group,
 	srv->group = group;
 	srv->opts = *opts;
 	srv->opts.address = NULL;
+	atomic_init(&srv->max_channels, opts->max_channels);
+	srv->door_on = opts->max_pending != 0;
+	if (weft__door_init(&srv->door, door_hold) != 0) {
+		free(srv);
+		return WEFT_ENOMEM;
+	}
+	srv->door.max = opts->max_pending;
 	if (srv->opts.handshake_timeout_ms == 0)
 		srv->opts.handshake_timeout_ms = DEFAULT_HANDSHAKE_TIMEOUT_MS;
 	srv->fd = -1;
@@ -541,6 +698,7 @@ server_new(weft_loop *accept_loop, weft_loop_group *group,
 err_stop:
 	stop_listening(srv);
 err_free:
+	weft__door_fini(&srv->door);
 	free(srv);
 	return rv;
 }
@@ -589,6 +747,32 @@ weft_server_get_stats(const weft_server *srv, weft_server_stats *out)
 	    atomic_load_explicit(&s->setup_failures, memory_order_relaxed);
 	out->channels_open =
 	    atomic_load_explicit(&s->channels_open, memory_order_relaxed);
+	weft__door_counts(&s->door, &out->pending, &out->evicted);
+}
+
+void
+weft_server_establish(weft_channel *ch)
+{
+	weft_ctx *ctx = weft_pipeline_get(ch, "weft.server");
+	handoff *h;
+
+	if (ctx == NULL || weft_ctx_handler(ctx) != &server_handler)
+		return;
+	h = weft_ctx_state(ctx);
+	weft__door_leave(&h->srv->door, &h->door);
+}
+
+void
+weft_server_set_limits(weft_server *srv, size_t max_channels,
+                       size_t max_pending)
+{
+	struct weft__door_entry *victim;
+
+	atomic_store(&srv->max_channels, max_channels);
+	if (!srv->door_on)
+		return;
+	while ((victim = weft__door_set_max(&srv->door, max_pending)) != NULL)
+		evict(srv, victim);
 }
 
 void

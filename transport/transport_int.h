@@ -7,6 +7,9 @@
 #ifndef WEFT_TRANSPORT_INT_H
 #define WEFT_TRANSPORT_INT_H
 
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <event2/util.h>
@@ -49,6 +52,58 @@ int weft__addr_resolve(const weft__addr *addr, bool passive, weft__addr **list,
 struct addrinfo;
 int weft__addr_list_from_ai(const weft__addr *addr, const struct addrinfo *res,
                             weft__addr **list, size_t *n);
+
+/* ---- Connections not yet established (door.c) ------------------------ */
+
+/* One accepted connection in the door, embedded in the server's record of
+ * it. host is NULL once it is out (left, or evicted). */
+struct weft__door_entry {
+	TAILQ_ENTRY(weft__door_entry) link;      /* all, oldest first */
+	TAILQ_ENTRY(weft__door_entry) host_link; /* its host's */
+	struct weft__door_host *host;
+	uint64_t seq; /* order of arrival */
+};
+
+#define WEFT__DOOR_BUCKETS 256
+
+struct weft__door {
+	pthread_mutex_t lock;
+	TAILQ_HEAD(, weft__door_entry) entries;
+	LIST_HEAD(, weft__door_host) buckets[WEFT__DOOR_BUCKETS];
+	size_t n, nhosts;
+	size_t max; /* 0: no cap */
+	uint64_t seq, evicted;
+	/* Called under the lock on an entry just evicted, so that the caller
+	 * may still use it after the lock is dropped. */
+	void (*hold)(struct weft__door_entry *e);
+};
+
+/* weft__door_host_of writes the host an address counts under: IPv4 as
+ * is, IPv6 its /64, "unix" for any other family. */
+void weft__door_host_of(const struct sockaddr *sa, char *out, size_t len);
+int weft__door_init(struct weft__door *d,
+                    void (*hold)(struct weft__door_entry *e));
+void weft__door_fini(struct weft__door *d);
+/*
+ * weft__door_enter counts e, from host. When the door is at its cap,
+ * another entry makes room: it is taken out, held, and returned in
+ * *victim for the caller to close. Returns 0, or WEFT_ENOMEM (e is not
+ * counted; *victim may still be set). Any thread.
+ */
+int weft__door_enter(struct weft__door *d, struct weft__door_entry *e,
+                     const char *host, struct weft__door_entry **victim);
+/* weft__door_leave takes e out; false if it was out already. Any
+ * thread. */
+bool weft__door_leave(struct weft__door *d, struct weft__door_entry *e);
+/* weft__door_set_max sets the cap and, while more entries than that are
+ * in, evicts one and returns it held (call again for the next); NULL when
+ * within the cap. Any thread. */
+struct weft__door_entry *weft__door_set_max(struct weft__door *d, size_t max);
+/* weft__door_evict_oldest evicts (and holds) one entry to make room,
+ * chosen as for a newcomer at the cap; NULL when the door is empty. */
+struct weft__door_entry *weft__door_evict_oldest(struct weft__door *d);
+void weft__door_counts(struct weft__door *d, uint64_t *pending,
+                       uint64_t *evicted);
 
 /* ---- Resolving names without blocking (resolve.c) ------------------- */
 

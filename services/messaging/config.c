@@ -31,9 +31,6 @@
 #define DEFAULT_MAX_CLIENTS 1024
 #define DEFAULT_MAX_CLIENTS_PER_ADDRESS 64
 #define DEFAULT_MAX_HANDSHAKES 128
-/* Descriptors kept beyond the members' connections: the listener, the
- * loops' own, files, the metrics endpoint. */
-#define FD_SLACK 64
 #define DEFAULT_MEMBER_READ_BUDGET 256
 #define DEFAULT_CLIENT_READ_BUDGET 32
 
@@ -489,7 +486,7 @@ weft__msvc_fd_caps(const weft_msvc_limits *l, size_t members, uint64_t fd_limit,
 	/* Every member dials us and we dial it, each class on its own. */
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		per_peer += 2u * l->connections[c];
-	out->reserve = per_peer * members + FD_SLACK;
+	out->reserve = per_peer * members + WEFT__MSVC_FD_SLACK;
 	out->clients = l->max_clients;
 	out->handshakes = l->max_handshakes;
 	out->lowered = false;

@@ -2,10 +2,17 @@
 /*
  * guard.c: what a node grants the peers it accepts (docs/SECURITY.md).
  *
- * Connections in their handshake and client connections are capped per
- * node and per source address, within what the file limit leaves once
- * every member's connections are provided for, so that clients can never
- * use up the descriptors a member needs to come back. Answers queued for
+ * Connections in their handshake (from accept, the TLS handshake
+ * included) are capped per node by the server's door (transport/door.c):
+ * at the cap, the source address holding the most gives up its oldest, so
+ * strangers cannot hold the door shut. A connection leaves the door when
+ * it proves who it is: a member's certificate at once, anyone else's
+ * HELLO. Client connections are capped per node and per source address.
+ * The caps, and the server's on all accepted connections, come from what
+ * the file limit leaves once every member's connections are provided
+ * for, so that clients can never use up the descriptors a member needs
+ * to come back; they are derived again when the file limit changes (read
+ * each second on the first loop). Answers queued for
  * clients are bounded per node, and a client whose answers back up is no
  * longer read until it reads them. A frame's bytes count as in flight
  * from its first byte, and each accepted connection has deadlines: its
@@ -19,43 +26,120 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/tls.h>
+
 #include "msvc_int.h"
 
 #define NS_PER_MS 1000000ull
+/* How often the file limit is read again, and the door's counters. */
+#define DOOR_CHECK_MS 1000
+
 static void on_watch(weft_timer *t, void *arg);
 
 /* ---- Caps ----------------------------------------------------------------
  */
 
+/*
+ * Derives the caps from the file limit nofile: every member dials us and
+ * we dial it, each class on its own, and those descriptors are kept for
+ * them; clients and handshakes share the rest (handshakes at most a
+ * quarter of it, and never none, or not even a member could say HELLO).
+ * The server's cap on accepted connections is theirs plus the members'
+ * inbound ones. Returns true when the config's caps had to be lowered.
+ */
+static bool
+derive_caps(weft_msvc *svc, uint64_t nofile)
+{
+	const weft_msvc_limits *l = &svc->cfg->limits;
+	struct weft__msvc_fd_caps caps;
+	uint64_t inbound = 0;
+	uint32_t hs, c;
+
+	/* One derivation with the configuration check (config.c). */
+	weft__msvc_fd_caps(l, svc->npeers, nofile, &caps);
+	/* Never no slot, or not even a member could say HELLO. */
+	hs = caps.handshakes != 0 ? caps.handshakes : 1;
+	atomic_store(&svc->client_cap, caps.clients);
+	atomic_store(&svc->handshake_cap, hs);
+	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
+		inbound += l->connections[c];
+	/* Half the slack is what members may hold beyond their configured
+	 * connections while old ones are still being found dead. */
+	svc->channel_cap = (size_t)((uint64_t)caps.clients + hs +
+	                            inbound * svc->npeers +
+	                            WEFT__MSVC_FD_SLACK / 2);
+	svc->nofile = nofile;
+	return caps.lowered;
+}
+
+static void
+warn_lowered(weft_msvc *svc)
+{
+	weft_warn("msvc %s: the file limit (%llu) leaves room for %u clients "
+	          "and %u handshakes beside the members' connections; raise "
+	          "it (ulimit -n) for max_clients = %u",
+	          svc->id, (unsigned long long)svc->nofile,
+	          atomic_load(&svc->client_cap),
+	          atomic_load(&svc->handshake_cap),
+	          svc->cfg->limits.max_clients);
+}
+
 void
 weft__msvc_guard_init(weft_msvc *svc)
 {
-	const weft_msvc_limits *l = &svc->cfg->limits;
-	uint64_t fd_limit = weft__msvc_fd_limit();
-	struct weft__msvc_fd_caps caps;
-
-	/* One derivation with the configuration check (config.c). */
-	weft__msvc_fd_caps(l, svc->npeers, fd_limit, &caps);
-	svc->client_cap = caps.clients;
-	svc->handshake_cap = caps.handshakes;
-	if (caps.lowered)
-		weft_warn("msvc %s: the file limit (%llu) leaves room for %u "
-		          "clients and %u handshakes beside the members' "
-		          "connections; raise it (ulimit -n) for max_clients = "
-		          "%u",
-		          svc->id, (unsigned long long)fd_limit,
-		          svc->client_cap, svc->handshake_cap, l->max_clients);
+	if (derive_caps(svc, weft__msvc_fd_limit()))
+		warn_lowered(svc);
 }
 
-/* The host part of "host:port", "[v6]:port" or a Unix path. */
+/* Each second on the first loop: a file limit changed on a running node
+ * (prlimit, setrlimit) gives new caps at once, for the next accept; and
+ * the door's counters are copied where weft_msvc_get_stats reads them. */
 static void
-host_of(const char *peer, char *out, size_t len)
+on_door_check(weft_timer *t, void *arg)
 {
-	const char *colon = strrchr(peer, ':');
+	weft_msvc *svc = arg;
+	uint64_t nofile = weft__msvc_fd_limit(), was = svc->nofile;
+	weft_server_stats st;
 
-	if (colon == NULL || strncmp(peer, "unix:", 5) == 0)
-		colon = peer + strlen(peer);
-	snprintf(out, len, "%.*s", (int)(colon - peer), peer);
+	(void)t;
+	if (nofile != was) {
+		if (derive_caps(svc, nofile))
+			warn_lowered(svc);
+		else
+			weft_info("msvc %s: the file limit went from %llu to "
+			          "%llu: room for %u clients and %u handshakes",
+			          svc->id, (unsigned long long)was,
+			          (unsigned long long)nofile,
+			          atomic_load(&svc->client_cap),
+			          atomic_load(&svc->handshake_cap));
+		weft_server_set_limits(svc->server, svc->channel_cap,
+		                       atomic_load(&svc->handshake_cap));
+	}
+	weft_server_get_stats(svc->server, &st);
+	atomic_store_explicit(&svc->door_dropped, st.evicted + st.rejected,
+	                      memory_order_relaxed);
+}
+
+void
+weft__msvc_guard_loop_start(struct weft__msvc_loop *ml)
+{
+	weft_msvc *svc = ml->svc;
+
+	if (ml->index != 0 || svc->server == NULL ||
+	    weft_timer_new(ml->loop, on_door_check, svc, &svc->door_check) != 0)
+		return;
+	weft_timer_start(svc->door_check, DOOR_CHECK_MS, DOOR_CHECK_MS);
+}
+
+void
+weft__msvc_guard_loop_stop(struct weft__msvc_loop *ml)
+{
+	weft_msvc *svc = ml->svc;
+
+	if (ml->index != 0 || svc->door_check == NULL)
+		return;
+	weft_timer_free(svc->door_check);
+	svc->door_check = NULL;
 }
 
 /* Adds delta (+1 or -1) to the clients from c's address; returns the
@@ -196,6 +280,22 @@ on_watch(weft_timer *t, void *arg)
 /* ---- An accepted connection's life ----------------------------------------
  */
 
+/* Whether c's TLS certificate names a member other than this node: then
+ * it is that member, whatever it says next. */
+static bool
+proven_member(struct weft__msvc_conn *c)
+{
+	weft_msvc *svc = c->svc;
+	char id[WEFT_MSVC_MAX_ID + 1];
+	ssize_t m;
+
+	if (!weft_tls_is_active(c->ch) ||
+	    weft_tls_peer_identity(c->ch, id, sizeof(id)) != 0)
+		return false;
+	m = weft__msvc_config_find(svc->cfg, id);
+	return m >= 0 && !(svc->member && (uint32_t)m == svc->self_index);
+}
+
 int
 weft__msvc_guard_accept(struct weft__msvc_conn *c)
 {
@@ -203,12 +303,11 @@ weft__msvc_guard_accept(struct weft__msvc_conn *c)
 	weft_msvc *svc = c->svc;
 	int rv;
 
-	if (atomic_fetch_add(&svc->handshaking, 1) >= svc->handshake_cap) {
-		atomic_fetch_sub(&svc->handshaking, 1);
-		weft__msvc_count(&svc->st.handshakes_dropped, 1);
-		return WEFT_EOVERLOAD;
-	}
+	/* The door counts c until it proves who it is; a member proven by
+	 * its certificate is out of it at once, never to be evicted. */
 	in->counted_handshake = true;
+	if (proven_member(c))
+		weft__msvc_guard_handshake_done(c);
 	if ((rv = weft_timer_new(c->ml->loop, on_watch, in, &in->watch)) != 0)
 		return rv;
 	in->last_active_ns = weft_now_ns();
@@ -224,8 +323,8 @@ weft__msvc_guard_handshake_done(struct weft__msvc_conn *c)
 {
 	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 
-	if (in->counted_handshake)
-		atomic_fetch_sub(&c->svc->handshaking, 1);
+	if (in->counted_handshake && c->ch != NULL)
+		weft_server_establish(c->ch);
 	in->counted_handshake = false;
 }
 
@@ -236,8 +335,9 @@ weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why)
 	weft_msvc *svc = c->svc;
 	char host[WEFT_ADDRESS_MAX];
 
-	host_of(c->peer_addr, host, sizeof(host));
-	if (atomic_fetch_add(&svc->clients, 1) >= svc->client_cap) {
+	weft__msvc_host_of(c->peer_addr, host, sizeof(host));
+	if (atomic_fetch_add(&svc->clients, 1) >=
+	    atomic_load_explicit(&svc->client_cap, memory_order_relaxed)) {
 		atomic_fetch_sub(&svc->clients, 1);
 		weft__msvc_count(&svc->st.clients_refused, 1);
 		return *why = "too many clients", WEFT__MSVC_R_NO_CLIENTS;
@@ -262,9 +362,10 @@ weft__msvc_guard_release(struct weft__msvc_conn *c)
 	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
 	char host[WEFT_ADDRESS_MAX];
 
-	weft__msvc_guard_handshake_done(c);
+	/* The channel leaving its server takes it out of the door. */
+	in->counted_handshake = false;
 	if (in->counted_client) {
-		host_of(c->peer_addr, host, sizeof(host));
+		weft__msvc_host_of(c->peer_addr, host, sizeof(host));
 		address_count(c->svc, host, -1);
 		atomic_fetch_sub(&c->svc->clients, 1);
 		in->counted_client = false;

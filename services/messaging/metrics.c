@@ -204,7 +204,8 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->late_responses = LOAD(s->late_responses);
 	out->forged_responses = LOAD(s->forged_responses);
 	out->clients_refused = LOAD(s->clients_refused);
-	out->handshakes_dropped = LOAD(s->handshakes_dropped);
+	out->handshakes_dropped =
+	    LOAD(s->handshakes_dropped) + LOAD(svc->door_dropped);
 	out->client_pauses = LOAD(s->client_pauses);
 	out->stalled_clients = LOAD(s->stalled_clients);
 	out->idle_clients = LOAD(s->idle_clients);
@@ -267,8 +268,9 @@ static const struct metric node_metrics[] = {
                 "Responses from a peer that was not asked: connection closed."),
     NODE_METRIC(clients_refused, "counter",
                 "Client handshakes refused: too many clients."),
-    NODE_METRIC(handshakes_dropped, "counter",
-                "Connections closed at once: too many in their handshake."),
+    NODE_METRIC(
+        handshakes_dropped, "counter",
+        "Connections closed in their handshake to make room, or refused."),
     NODE_METRIC(client_pauses, "counter",
                 "Clients no longer read: their answers backed up."),
     NODE_METRIC(stalled_clients, "counter",

@@ -88,6 +88,9 @@ int weft__msvc_config_validate(const weft_msvc_config *cfg, char *err,
 #define WEFT__MSVC_WORKERS_PER_CPU 32
 #define WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS 64
 
+/* Descriptors kept beyond the members' connections: the listener, the
+ * loops' own, files, the metrics endpoint. */
+#define WEFT__MSVC_FD_SLACK 64
 /* What a file limit leaves a node for the connections it accepts. */
 struct weft__msvc_fd_caps {
 	uint64_t reserve;    /* the members' connections, and a slack */
@@ -551,10 +554,16 @@ struct weft_msvc {
 	_Atomic uint64_t pending;
 	/* The generations of members' inbound connections (conn.c). */
 	_Atomic uint64_t inbound_generations;
-	/* What untrusted peers hold (guard.c). */
-	_Atomic uint32_t handshaking, clients;
+	/* What untrusted peers hold (guard.c). The caps follow the file
+	 * limit (nofile), read again each second by door_check on the first
+	 * loop, which also copies the door's evictions and refusals. */
+	_Atomic uint32_t clients;
 	_Atomic uint64_t client_queued; /* queued_bytes of all clients */
-	uint32_t client_cap, handshake_cap;
+	_Atomic uint32_t client_cap, handshake_cap;
+	size_t channel_cap; /* the server's, on all accepted connections */
+	uint64_t nofile;
+	weft_timer *door_check;
+	_Atomic uint64_t door_dropped;
 	/* The address buckets of the client rate limits (rate.c). */
 	pthread_mutex_t rate_lock;
 	LIST_HEAD(, weft__msvc_rate_addr) rate_addrs;
@@ -728,8 +737,13 @@ void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
 
 /* guard.c: caps, budgets and deadlines for accepted connections. */
 void weft__msvc_guard_init(weft_msvc *svc);
-/* weft__msvc_guard_accept counts a new connection in its handshake and
- * arms its deadlines; WEFT_EOVERLOAD when too many are. */
+/* Start and stop the file limit's check, on the first loop (the one that
+ * accepts): after the server is made, before it is closed. */
+void weft__msvc_guard_loop_start(struct weft__msvc_loop *ml);
+void weft__msvc_guard_loop_stop(struct weft__msvc_loop *ml);
+/* weft__msvc_guard_accept arms a new connection's deadlines; until its
+ * handshake is done it counts in the server's door, unless its
+ * certificate proves it a member. */
 int weft__msvc_guard_accept(struct weft__msvc_conn *c);
 void weft__msvc_guard_handshake_done(struct weft__msvc_conn *c);
 /* weft__msvc_guard_admit_client counts c as a client, or returns the

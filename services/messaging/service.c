@@ -269,6 +269,11 @@ listen_on(weft_msvc *svc)
 	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = weft__msvc_accept_init;
 	o.init_arg = svc;
+	/* The door (guard.c): every accepted connection within the file
+	 * limit, and those in a handshake, TLS included, within theirs. */
+	o.max_channels = svc->channel_cap;
+	o.max_pending = atomic_load(&svc->handshake_cap);
+	o.handshake_timeout_ms = svc->cfg->limits.connect_timeout_ms;
 	if (svc->opts.tls != NULL && svc->cfg->tls.mode != WEFT_MSVC_TLS_NONE) {
 		o.tls = svc->opts.tls;
 		o.tls_mode = svc->cfg->tls.mode == WEFT_MSVC_TLS_OPTIONAL
@@ -321,6 +326,7 @@ weft_msvc_start(weft_msvc *svc)
 		weft__msvc_pool_stop(svc);
 		return rv;
 	}
+	on_each_loop(svc, weft__msvc_guard_loop_start);
 	atomic_store(&svc->started, true);
 	return 0;
 }
@@ -517,6 +523,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 		on_each_loop(svc, loop_end_heartbeats);
 		wait_until(svc, is_quiet, deadline);
 	}
+	on_each_loop(svc, weft__msvc_guard_loop_stop);
 	if (svc->server != NULL)
 		weft_server_close(svc->server, NULL, NULL);
 	svc->server = NULL;

@@ -4,7 +4,9 @@
  * raw sockets (tests/messaging/rawpeer.c): its memory stays within its
  * configured limits while clients that never read and frames that never
  * finish pile up, and a node whose file limit is small keeps room for
- * the members when clients take every slot they may.
+ * the members when clients take every slot they may, when connections
+ * that never finish their TLS handshake pile up, and when the limit is
+ * lowered while it runs.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -23,9 +26,11 @@
 
 #include <event2/buffer.h>
 #include <weft/kv.h>
+#include <weft/tls.h>
 
 #include "procs.h"
 #include "rawpeer.h"
+#include "tls_test.h"
 
 #define NODES 3
 #define WAIT_MS 20000
@@ -40,6 +45,8 @@ struct fixture {
 	struct wt_proc p[NODES];
 	weft_loop_group *group;
 	weft_msvc *client;
+	tt_pki *pki; /* NULL: plaintext */
+	weft_tls_ctx *client_tls;
 };
 
 /* The limits under test, in the [limits] section. */
@@ -49,7 +56,7 @@ struct fixture {
 static void
 write_config(struct fixture *f)
 {
-	char text[2048];
+	char text[2048], ca[200];
 	int n;
 
 	n = wt_config_begin(text, sizeof(text), "weftd-trust", ids, f->ports,
@@ -63,13 +70,29 @@ write_config(struct fixture *f)
 	         "shutdown_timeout = 2s\n"
 	         "[kv]\nwrite_quorum = all\nreplicate_timeout = 2s\n",
 	         INFLIGHT_MIB, CLIENT_OUTBOUND_MIB);
+	if (f->pki != NULL) {
+		n = (int)strlen(text);
+		snprintf(text + n, sizeof(text) - (size_t)n,
+		         "[tls]\nmode = all\nca = %s\n",
+		         tt_path(f->pki, "ca", "crt", ca, sizeof(ca)));
+	}
 	wt_write_file(f->config, text);
 }
 
 static void
 node_start(struct fixture *f, int i)
 {
-	wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i], NULL);
+	char cert[200], key[200];
+	char *extra[] = {"--tls-cert", cert, "--tls-key", key, NULL};
+
+	if (f->pki == NULL) {
+		wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i],
+		              NULL);
+		return;
+	}
+	tt_path(f->pki, ids[i], "crt", cert, sizeof(cert));
+	tt_path(f->pki, ids[i], "key", key, sizeof(key));
+	wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i], extra);
 }
 
 static int
@@ -99,6 +122,12 @@ teardown(void **state)
 	if (f->client != NULL)
 		wt_client_stop(f->group, f->client);
 	bad = wt_nodes_stop(f->p, NODES);
+	if (f->client_tls != NULL)
+		weft_tls_ctx_unref(f->client_tls);
+	if (f->pki != NULL) {
+		tt_pki_free(f->pki);
+		free(f->pki);
+	}
 	wt_spawn_nofile(0);
 	for (i = 0; i < NODES; i++)
 		unlink(f->p[i].err_path);
@@ -308,6 +337,172 @@ test_clients_cannot_use_up_the_members_descriptors(void **state)
 		rp_close(&c[i]);
 }
 
+/* ---- The door --------------------------------------------------------- */
+
+#define SILENT 400
+#define FRESH 20
+
+/* The fixture of setup, with certificates and [tls] mode = all. */
+static int
+setup_tls(void **state)
+{
+	struct fixture *f;
+	int i;
+
+	if (setup(state) != 0)
+		return -1;
+	f = *state;
+	assert_non_null(f->pki = calloc(1, sizeof(*f->pki)));
+	assert_int_equal(tt_pki_new(f->pki), 0);
+	for (i = 0; i < NODES; i++)
+		assert_int_equal(tt_node(f->pki, ids[i], ids[i]), 0);
+	assert_int_equal(tt_node(f->pki, "good", "good"), 0);
+	assert_int_equal(tt_node(f->pki, "fresh", "fresh"), 0);
+	assert_int_equal(tt_ctx(f->pki, "good", NULL, &f->client_tls), 0);
+	write_config(f);
+	return 0;
+}
+
+/* FRESH clients try node i's door, one after another; returns how many
+ * were let in. */
+static int
+fresh_clients(struct fixture *f, int i)
+{
+	SSL_CTX *ctx = NULL;
+	int k, in = 0;
+	rawpeer p;
+
+	if (f->pki != NULL)
+		ctx = rp_tls_ctx(f->pki->dir, "fresh");
+	for (k = 0; k < FRESH; k++) {
+		if (!rp_try_connect(&p, f->ports[i], ctx, ids[i]))
+			continue;
+		in += rp_handshake(&p, "weftd-trust", "fresh", RP_CLIENT, 1,
+		                   0) == 0;
+		rp_close(&p);
+	}
+	if (ctx != NULL)
+		SSL_CTX_free(ctx);
+	return in;
+}
+
+/* Restarts n2 and returns the ms until a put through it, which needs n1
+ * both ways, succeeds. */
+static uint64_t
+rejoin_ms(struct fixture *f)
+{
+	uint64_t start;
+	int i;
+
+	assert_int_equal(wt_node_signal_exit(&f->p[1], SIGTERM), 0);
+	start = weft_now_ns();
+	node_start(f, 1);
+	for (i = 0; i < 2000 && !weft_msvc_peer_is_up(wt_peer(f->client, "n2"));
+	     i++)
+		wt_pause_ms(5);
+	assert_int_equal(put_through(f, 1, "rejoined"), 0);
+	return wt_ms_since(start);
+}
+
+/* Opens n silent connections to port, from ten addresses; returns how
+ * many opened. */
+static int
+silent_flood(rawpeer *c, int n, uint16_t port)
+{
+	int i, open = 0;
+
+	for (i = 0; i < n; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 10);
+		c[i].fd = -1;
+		open += rp_connect_from(&c[i], port, src, 0);
+	}
+	return open;
+}
+
+/*
+ * n1 runs under TLS with a file limit of 300, and 400 connections that
+ * never send a ClientHello arrive: they count in its handshake cap from
+ * accept on, so the node never runs out of descriptors, every fresh
+ * client is let in, and n2, restarted meanwhile, rejoins.
+ */
+static void
+test_tls_silent_connections_cannot_use_up_descriptors(void **state)
+{
+	struct fixture *f = *state;
+	static rawpeer c[SILENT];
+	weft_msvc_opts o = {0};
+	uint64_t rejoin;
+	int i, open, in;
+
+	wt_spawn_nofile(300);
+	node_start(f, 0);
+	wt_spawn_nofile(0);
+	node_start(f, 1);
+	node_start(f, 2);
+	o.tls = f->client_tls;
+	wt_client_start(f->config, "good", &o, &f->group, &f->client);
+	assert_int_equal(put_through(f, 1, "before"), 0);
+	open = silent_flood(c, SILENT, f->ports[0]);
+	wt_pause_ms(300);
+	in = fresh_clients(f, 0);
+	rejoin = rejoin_ms(f);
+	print_message("TLS-silent flood of %d: %d of %d fresh clients let in, "
+	              "n2 rejoined in %llu ms\n",
+	              open, in, FRESH, (unsigned long long)rejoin);
+	assert_int_equal(in, FRESH);
+	assert_false(
+	    wt_file_contains(f->p[0].err_path, "Too many open files", 100));
+	for (i = 0; i < SILENT; i++)
+		if (c[i].fd >= 0)
+			close(c[i].fd);
+}
+
+/*
+ * n1's file limit is lowered to 300 while it runs (prlimit): it derives
+ * its caps again, so 300 clients cannot use up its descriptors, and n2,
+ * restarted meanwhile, rejoins.
+ */
+static void
+test_a_lowered_file_limit_lowers_the_caps(void **state)
+{
+	struct fixture *f = *state;
+	static rawpeer c[300];
+	struct rlimit rl = {.rlim_cur = 300, .rlim_max = 300};
+	uint64_t rejoin;
+	int i, in = 0;
+
+	node_start(f, 0);
+	node_start(f, 1);
+	node_start(f, 2);
+	wt_client_start(f->config, "good", NULL, &f->group, &f->client);
+	assert_int_equal(put_through(f, 1, "before"), 0);
+	assert_int_equal(prlimit(f->p[0].pid, RLIMIT_NOFILE, &rl, NULL), 0);
+	assert_true(
+	    wt_file_contains(f->p[0].err_path, "leaves room for", WAIT_MS));
+	for (i = 0; i < 300; i++) {
+		char src[32];
+
+		snprintf(src, sizeof(src), "127.0.0.%d", 1 + i % 10);
+		if (rp_connect_from(&c[i], f->ports[0], src, 0))
+			in += rp_handshake(&c[i], "weftd-trust", "idle",
+			                   RP_CLIENT, 1, 0) == 0;
+		else
+			c[i].fd = -1;
+	}
+	rejoin = rejoin_ms(f);
+	print_message("file limit lowered to 300: %d of 300 clients in, n2 "
+	              "rejoined in %llu ms\n",
+	              in, (unsigned long long)rejoin);
+	assert_true(in < 300);
+	assert_false(
+	    wt_file_contains(f->p[0].err_path, "Too many open files", 100));
+	for (i = 0; i < 300; i++)
+		if (c[i].fd >= 0)
+			rp_close(&c[i]);
+}
+
 int
 main(void)
 {
@@ -317,6 +512,11 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_clients_cannot_use_up_the_members_descriptors, setup,
 	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_tls_silent_connections_cannot_use_up_descriptors,
+	        setup_tls, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_lowered_file_limit_lowers_the_caps, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

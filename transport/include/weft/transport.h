@@ -71,8 +71,20 @@ typedef struct weft_server_opts {
 	weft_tls_ctx *tls;             /* NULL: plaintext */
 	int tls_mode;                  /* enum weft_tls_mode */
 	uint64_t handshake_timeout_ms; /* 10000: TLS handshake, sniffing */
-	/* 0: no limit; past it, new connections are closed at once. */
+	/* 0: no limit. Every accepted connection counts, from accept on;
+	 * past it a new one is closed at once, and the oldest pending one
+	 * (below) is evicted so that room comes back. */
 	size_t max_channels;
+	/*
+	 * 0: no limit. Connections accepted and not yet established
+	 * (weft_server_establish): sniffed, in their TLS handshake, or in the
+	 * application's own handshake. When one more arrives at the cap, the
+	 * source host holding the most pending connections (an IPv4 address,
+	 * an IPv6 /64) has its oldest one closed to make room (counted in
+	 * evicted), so a host that never finishes its handshakes only ever
+	 * evicts its own.
+	 */
+	size_t max_pending;
 } weft_server_opts;
 
 /* Counters a server keeps. Any thread (a slightly stale view). */
@@ -82,6 +94,8 @@ typedef struct weft_server_stats {
 	uint64_t rejected;       /* closed at once: over max_channels */
 	uint64_t setup_failures; /* failed before active (init, TLS, ...) */
 	uint64_t channels_open;  /* accepted channels not yet torn down */
+	uint64_t pending;        /* accepted, not yet established */
+	uint64_t evicted;        /* pending ones closed to make room */
 } weft_server_stats;
 
 /*
@@ -115,6 +129,23 @@ WEFT_API const char *weft_server_address(const weft_server *srv);
 
 WEFT_API void weft_server_get_stats(const weft_server *srv,
                                     weft_server_stats *out);
+
+/*
+ * weft_server_establish tells srv's door that ch, one of its accepted
+ * channels, has proven itself (its handshake is done): it no longer counts
+ * against max_pending and is never evicted. Idempotent; does nothing for
+ * a channel no server accepted. The channel's loop thread.
+ */
+WEFT_API void weft_server_establish(weft_channel *ch);
+
+/*
+ * weft_server_set_limits changes max_channels and max_pending of a
+ * running server (as weft_server_opts says; a lowered max_pending evicts
+ * the pending connections beyond it at once). max_pending is ignored for
+ * a server made without it (no door). Any thread.
+ */
+WEFT_API void weft_server_set_limits(weft_server *srv, size_t max_channels,
+                                     size_t max_pending);
 
 /* Runs once, on the server's accepting loop, when the server is closed. */
 typedef void (*weft_server_close_cb)(weft_server *srv, void *arg);

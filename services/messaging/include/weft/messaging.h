@@ -97,10 +97,13 @@ typedef struct weft_msvc_limits {
 	 * its answers for client_stall_timeout is closed, as is one that
 	 * sends and receives nothing for client_idle_timeout. A frame begun
 	 * must end within frame_timeout (its bytes count as in flight
-	 * meanwhile). Client connections are capped per node (lowered at
-	 * start to what the file limit leaves once every member's
-	 * connections are provided for) and per source address; so are
-	 * connections still in their handshake.
+	 * meanwhile). Client connections are capped per node (lowered to
+	 * what the file limit leaves once every member's connections are
+	 * provided for, at start and whenever the limit changes) and per
+	 * source address. Connections still in their handshake (from
+	 * accept, the TLS handshake included) are capped per node the same
+	 * way; at the cap, the source address holding the most of them
+	 * gives up its oldest to a newcomer (docs/SECURITY.md, "The door").
 	 */
 	size_t client_outbound_bytes;     /* 64 MiB per node */
 	size_t client_pause_bytes;        /* 1 MiB per client */
@@ -799,12 +802,15 @@ typedef struct weft_msvc_stats {
 	uint64_t forged_responses;
 	/* What untrusted peers were refused or granted (docs/SECURITY.md). */
 	uint64_t clients_refused; /* too many clients, in all or per address */
-	uint64_t handshakes_dropped; /* too many connections in a handshake */
-	uint64_t client_pauses;      /* clients not read: answers backed up */
-	uint64_t stalled_clients;    /* closed: not reading their answers */
-	uint64_t idle_clients;       /* closed: idle */
-	uint64_t frame_timeouts;     /* closed: a frame not completed in time */
-	uint64_t clients_open;       /* client connections open now */
+	/* Connections closed before their handshake ended to make room for
+	 * newer ones, or refused with every descriptor the node grants taken
+	 * (counted each second). */
+	uint64_t handshakes_dropped;
+	uint64_t client_pauses;   /* clients not read: answers backed up */
+	uint64_t stalled_clients; /* closed: not reading their answers */
+	uint64_t idle_clients;    /* closed: idle */
+	uint64_t frame_timeouts;  /* closed: a frame not completed in time */
+	uint64_t clients_open;    /* client connections open now */
 	uint64_t client_queued_bytes; /* answer bytes queued for clients now */
 	/* Connections. */
 	uint64_t connections_accepted;
