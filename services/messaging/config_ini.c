@@ -37,6 +37,9 @@ static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(DURATION, "connect_timeout", connect_timeout_ms, .min = 1),
     LIMIT(DURATION, "heartbeat_interval", heartbeat_interval_ms, .min = 1),
     LIMIT(U32, "heartbeat_misses", heartbeat_misses, .min = 0),
+    /* Up to a day: a bound past that flags nothing. */
+    LIMIT(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1,
+          .max = 86400000),
     LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1),
     LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1),
     LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1),
