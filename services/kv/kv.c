@@ -7,10 +7,17 @@
 
 #include "kv_int.h"
 
+/*
+ * The hybrid clock's physical part is the cluster's time
+ * (weft_msvc_cluster_wall_ms): this node's wall clock moved by the median
+ * of the offsets it measures to the members that are up. A node whose
+ * clock is far off then stamps versions near the others' clocks, so they
+ * are neither refused as too far ahead nor beaten by older ones.
+ */
 uint64_t
 weft__kv_clock_next(weft_kv *kv)
 {
-	uint64_t wall = weft_wall_ms() << 16;
+	uint64_t wall = weft_msvc_cluster_wall_ms(kv->svc) << 16;
 	uint64_t old = atomic_load(&kv->clock), next;
 
 	do {
@@ -24,7 +31,7 @@ weft__kv_clock_next(weft_kv *kv)
 int
 weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
 {
-	uint64_t limit = weft_wall_ms() + kv->max_skew_ms;
+	uint64_t limit = weft_msvc_cluster_wall_ms(kv->svc) + kv->max_skew_ms;
 	uint64_t old = atomic_load(&kv->clock);
 
 	/* The timestamp's millisecond part, against ours plus the skew. */

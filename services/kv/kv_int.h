@@ -280,7 +280,8 @@ uint64_t weft__kv_clock_next(weft_kv *kv);
 /*
  * weft__kv_clock_observe moves the clock up to ts, a version seen from
  * another member; returns 0, or WEFT_EINVAL (nothing changed) when ts is
- * more than max_skew_ms ahead of this node's wall clock.
+ * more than max_skew_ms ahead of the cluster's time as this node reads
+ * it (weft_msvc_cluster_wall_ms).
  */
 int weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
 
