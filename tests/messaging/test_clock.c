@@ -15,7 +15,10 @@
 
 #include <cmocka.h>
 
+#include <event2/buffer.h>
+
 #include "cluster.h"
+#include "rawpeer.h"
 
 #define NODES 3
 #define SHIFTED 2 /* n3 */
@@ -195,14 +198,93 @@ SHIFT_TEST(test_behind_60s, -60000)
 SHIFT_TEST(test_ahead_1h, 3600000)
 SHIFT_TEST(test_behind_1h, -3600000)
 
+/* A client on a raw socket whose clock is shift_ms off asks n1 three
+ * times: every request is answered, and each answer carries the
+ * request's own expires_at (in the client's clock), as before. */
+static void
+raw_client_asks(int64_t shift_ms)
+{
+	struct evbuffer *b = evbuffer_new();
+	uint64_t created, expires;
+	rawpeer p;
+	rp_env e;
+	int i;
+
+	rp_connect(&p, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "test", "raw-client", RP_CLIENT,
+	                              WEFT_MSVC_SMALL, 0),
+	                 0);
+	for (i = 0; i < 3; i++) {
+		created = weft_wall_ms() + (uint64_t)shift_ms;
+		expires = created + 1000;
+		rp_envelope_at(b, p.crc, 100 + (uint64_t)i, VERB_ECHO,
+		               RP_REQUEST, created, expires, "hi", 2);
+		assert_true(rp_send(&p, b));
+		if (rp_read_env(&p, &e, 3000) != 0)
+			fail_msg("clock %+lld ms: request %d not answered",
+			         (long long)shift_ms, i);
+		assert_int_equal(e.id, 100 + (uint64_t)i);
+		assert_int_equal(e.flags, RP_RESPONSE);
+		assert_int_equal(e.expires_ms, expires);
+	}
+	rp_close(&p);
+	evbuffer_free(b);
+}
+
+static void
+test_raw_clients_with_skewed_clocks(void **state)
+{
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 1, tune), 0);
+	raw_client_asks(-3600000);
+	raw_client_asks(-5000);
+	raw_client_asks(-1000);
+	raw_client_asks(5000);
+	raw_client_asks(3600000);
+	cluster_stop(&cl);
+}
+
+/* A client that lies about its clock (the largest stamps there are) only
+ * misleads the judging of its own deadlines: the node keeps serving, and
+ * answers an honest client. */
+static void
+test_a_lying_clock_harms_only_its_sender(void **state)
+{
+	struct evbuffer *b = evbuffer_new();
+	rawpeer liar;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 1, tune), 0);
+	rp_connect(&liar, weft_msvc_port(cl.svc[0]), NULL, NULL);
+	assert_int_equal(
+	    rp_handshake(&liar, "test", "liar", RP_CLIENT, WEFT_MSVC_SMALL, 0),
+	    0);
+	rp_envelope_at(b, liar.crc, 1, VERB_ECHO, RP_REQUEST, UINT64_MAX,
+	               UINT64_MAX, "x", 1);
+	rp_envelope_at(b, liar.crc, 2, VERB_ECHO, RP_REQUEST, 1, 2, "x", 1);
+	rp_envelope_at(b, liar.crc, 3, VERB_ECHO, RP_REQUEST, UINT64_MAX, 1,
+	               "x", 1);
+	assert_true(rp_send(&liar, b));
+	raw_client_asks(0);
+	rp_close(&liar);
+	evbuffer_free(b);
+	cluster_stop(&cl);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_ahead_1s),  cmocka_unit_test(test_behind_1s),
-	    cmocka_unit_test(test_ahead_5s),  cmocka_unit_test(test_behind_5s),
-	    cmocka_unit_test(test_ahead_60s), cmocka_unit_test(test_behind_60s),
-	    cmocka_unit_test(test_ahead_1h),  cmocka_unit_test(test_behind_1h),
+	    cmocka_unit_test(test_ahead_1s),
+	    cmocka_unit_test(test_behind_1s),
+	    cmocka_unit_test(test_ahead_5s),
+	    cmocka_unit_test(test_behind_5s),
+	    cmocka_unit_test(test_ahead_60s),
+	    cmocka_unit_test(test_behind_60s),
+	    cmocka_unit_test(test_ahead_1h),
+	    cmocka_unit_test(test_behind_1h),
+	    cmocka_unit_test(test_raw_clients_with_skewed_clocks),
+	    cmocka_unit_test(test_a_lying_clock_harms_only_its_sender),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);
