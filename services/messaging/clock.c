@@ -31,8 +31,6 @@
 #include "msvc_int.h"
 
 #define ONEWAY_WINDOW_NS (10ull * 1000000000u)
-/* A warning about one peer's clock at most this often. */
-#define LOG_INTERVAL_MS 60000
 /* Offsets beyond a year are nonsense (or a lie): clamped. */
 #define OFFSET_MAX_MS ((int64_t)366 * 24 * 3600 * 1000)
 
@@ -49,7 +47,7 @@ weft__msvc_clock_init(struct weft__msvc_clock *clk)
 	atomic_init(&clk->window_end_ns, 0);
 	clk->nsamples = 0;
 	clk->next_sample = 0;
-	clk->log = (weft_log_limit)WEFT_LOG_LIMIT_INIT(LOG_INTERVAL_MS);
+	clk->log = (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_CLOCK_LOG_MS);
 }
 
 /* a - b as a signed offset, clamped to +-OFFSET_MAX_MS. */
@@ -70,8 +68,10 @@ abs_ms(int64_t v)
 }
 
 /* Flags peer past max_clock_skew (its offset less the estimate's error,
- * err), and says so at a limited rate; says once when the offset is back
- * within the bound. */
+ * err), and says so at a limited rate (per member; for all clients at
+ * once, each client being a peer of its own); says once when a member's
+ * offset is back under three quarters of the bound (so that an offset at
+ * the bound does not flap). */
 static void
 judge_skew(weft_msvc_peer *peer, int64_t offset, int64_t err)
 {
@@ -83,7 +83,9 @@ judge_skew(weft_msvc_peer *peer, int64_t offset, int64_t err)
 
 	if (past) {
 		atomic_store(&clk->flagged, true);
-		weft_log_limited(&clk->log, WEFT_LOG_WARN,
+		weft_log_limited(peer->is_client ? &svc->log_client_clock
+		                                 : &clk->log,
+		                 WEFT_LOG_WARN,
 		                 "msvc %s: %s %s's clock is %lld ms %s ours "
 		                 "(max_clock_skew %llu ms): its deadlines are "
 		                 "judged through the offset; fix its time sync",
@@ -91,11 +93,11 @@ judge_skew(weft_msvc_peer *peer, int64_t offset, int64_t err)
 		                 peer->id, (long long)off,
 		                 offset > 0 ? "ahead of" : "behind",
 		                 (unsigned long long)bound);
-	} else if (off <= bound && atomic_exchange(&clk->flagged, false)) {
-		weft_info("msvc %s: %s %s's clock is back within "
+	} else if (off <= bound - bound / 4 &&
+	           atomic_exchange(&clk->flagged, false) && !peer->is_client) {
+		weft_info("msvc %s: peer %s's clock is back within "
 		          "max_clock_skew (%lld ms)",
-		          svc->id, peer->is_client ? "client" : "peer",
-		          peer->id, (long long)offset);
+		          svc->id, peer->id, (long long)offset);
 	}
 }
 
@@ -135,16 +137,15 @@ raise_to(_Atomic int64_t *v, int64_t s)
 
 void
 weft__msvc_clock_arrival(weft_msvc_peer *peer, uint64_t created_ms,
-                         uint64_t now_ms)
+                         uint64_t now_ms, uint64_t now_ns)
 {
 	struct weft__msvc_clock *clk = &peer->clock;
 	int64_t s = diff_ms(created_ms, now_ms), cur, prev;
-	uint64_t now_ns, end;
+	uint64_t end;
 
 	if (atomic_load_explicit(&clk->measured, memory_order_relaxed) ||
 	    created_ms == 0)
 		return;
-	now_ns = weft_now_ns();
 	end = atomic_load(&clk->window_end_ns);
 	if (now_ns >= end &&
 	    atomic_compare_exchange_strong(&clk->window_end_ns, &end,

@@ -362,7 +362,8 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	/* The sender's clock, from what it stamped: before its deadline is
 	 * read through it. */
 	weft__msvc_clock_arrival(c->peer, env->created_ms,
-	                         weft__msvc_wall_ms(c->ml));
+	                         weft__msvc_wall_ms(c->ml),
+	                         weft__msvc_now_ns(c->ml));
 	msg = (weft_msvc_msg){
 	    .svc = svc,
 	    .ml = c->ml,

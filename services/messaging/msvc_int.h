@@ -365,6 +365,9 @@ struct weft__msvc_pstats {
 	_Atomic uint64_t connect_failures, downs;
 };
 
+/* A warning about a peer's clock (about all clients' for clients) at most
+ * this often (clock.c). */
+#define WEFT__MSVC_CLOCK_LOG_MS 60000
 /* The round trips a peer's clock estimate is chosen from (clock.c). */
 #define WEFT__MSVC_CLOCK_SAMPLES 4
 
@@ -525,6 +528,9 @@ struct weft_msvc {
 	struct weft__msvc_nstats st;
 	/* A bad connection is one line, not one per connection. */
 	weft_log_limit log_reject;
+	/* Clients' clocks past max_clock_skew: one line for them all, each
+	 * client being a peer of its own (clock.c). */
+	weft_log_limit log_client_clock;
 	/* Synchronous waits for stop and start. */
 	pthread_mutex_t wait_lock;
 	pthread_cond_t wait_cond; /* CLOCK_MONOTONIC, for timed waits */
@@ -750,10 +756,10 @@ void weft__msvc_clock_init(struct weft__msvc_clock *clk);
  * at peer_ms by the peer's clock, now now_ms by ours. Home loop. */
 void weft__msvc_clock_round_trip(weft_msvc_peer *peer, uint64_t peer_ms,
                                  uint64_t rtt_ns, uint64_t now_ms);
-/* A message peer made at created_ms (its clock) arrived at now_ms (ours).
- * Any loop. */
+/* A message peer made at created_ms (its clock) arrived at now_ms (ours;
+ * now_ns on the monotonic clock). Any loop. */
 void weft__msvc_clock_arrival(weft_msvc_peer *peer, uint64_t created_ms,
-                              uint64_t now_ms);
+                              uint64_t now_ms, uint64_t now_ns);
 /* weft__msvc_clock_local is peer's time t (ms, its clock) in ours; 0
  * stays 0 (no expiry). Any thread. */
 uint64_t weft__msvc_clock_local(const weft_msvc_peer *peer, uint64_t t);
