@@ -266,6 +266,7 @@ struct weft_kv {
 	size_t max_value;
 	uint64_t max_skew_ms;
 	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
+	_Atomic bool watching;  /* weft_msvc_watch_members asked */
 	struct weft__kv_counters st;
 	struct weft__kv_store store;
 };

@@ -83,16 +83,15 @@ judge_skew(weft_msvc_peer *peer, int64_t offset, int64_t err)
 
 	if (past) {
 		atomic_store(&clk->flagged, true);
-		weft_log_limited(peer->is_client ? &svc->log_client_clock
-		                                 : &clk->log,
-		                 WEFT_LOG_WARN,
-		                 "msvc %s: %s %s's clock is %lld ms %s ours "
-		                 "(max_clock_skew %llu ms): its deadlines are "
-		                 "judged through the offset; fix its time sync",
-		                 svc->id, peer->is_client ? "client" : "peer",
-		                 peer->id, (long long)off,
-		                 offset > 0 ? "ahead of" : "behind",
-		                 (unsigned long long)bound);
+		weft_log_limited(
+		    peer->is_client ? &svc->log_client_clock : &clk->log,
+		    WEFT_LOG_WARN,
+		    "msvc %s: %s %s's clock is %lld ms %s ours "
+		    "(max_clock_skew %llu ms): its deadlines are "
+		    "judged through the offset; fix its time sync",
+		    svc->id, peer->is_client ? "client" : "peer", peer->id,
+		    (long long)off, offset > 0 ? "ahead of" : "behind",
+		    (unsigned long long)bound);
 	} else if (off <= bound - bound / 4 &&
 	           atomic_exchange(&clk->flagged, false) && !peer->is_client) {
 		weft_info("msvc %s: peer %s's clock is back within "

@@ -413,6 +413,7 @@ struct weft_msvc_peer {
 	 * refuses plaintext claims to be this member. */
 	_Atomic bool seen_tls;
 	_Atomic int refs; /* clients: the conn and detached messages */
+	_Atomic bool watch_requested; /* weft_msvc_watch_members, once */
 	pthread_mutex_t addr_lock;
 	char *host;
 	uint16_t port;

@@ -395,6 +395,13 @@ WEFT_API uint64_t weft_msvc_wall_ms(const weft_msvc *svc);
  * Any thread. */
 WEFT_API uint64_t weft_msvc_cluster_wall_ms(const weft_msvc *svc);
 
+/* weft_msvc_watch_members starts watching every member (heartbeats,
+ * which dial them and measure their clocks), as a first message to each
+ * would: for services that need the cluster's time before they talk to
+ * every member. Does nothing for a member already asked for, or before
+ * weft_msvc_start. Any thread. */
+WEFT_API void weft_msvc_watch_members(weft_msvc *svc);
+
 /* weft_msvc_free stops the service (timeout 0) if needed and frees it.
  * Peers, messages and configs obtained from it become invalid. Not from
  * one of the service's loops or workers. */
