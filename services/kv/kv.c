@@ -18,7 +18,10 @@ static uint64_t
 cluster_ms(weft_kv *kv)
 {
 	/* The cluster's time is only as good as the clocks measured: every
-	 * member is watched from the first use of the clock on. */
+	 * member is watched from the first use of the clock on. Without a
+	 * service (the store's unit tests), the system's clock. */
+	if (kv->svc == NULL)
+		return weft_wall_ms();
 	if (!atomic_load_explicit(&kv->watching, memory_order_relaxed) &&
 	    !atomic_exchange(&kv->watching, true))
 		weft_msvc_watch_members(kv->svc);

@@ -7,19 +7,24 @@
  * A member is measured as NTP measures a server: each heartbeat this node
  * sends it is a round trip, and its answer carries the peer's clock when
  * it answered (created_at). With the round trip's time rtt (monotonic)
- * and our clock now at its return, the peer's clock was created_at when
- * ours read about now - rtt/2, so
+ * and our clock now at its return, the answer took between 0 and rtt to
+ * come back, so the offset lies in
  *
- *     offset = created_at - now + rtt / 2      (error at most rtt / 2)
+ *     [created_at - now, created_at - now + rtt]
  *
- * Of the last WEFT__MSVC_CLOCK_SAMPLES round trips, the one with the
- * shortest time wins (NTP's clock filter: a slow round trip is mostly
- * queueing, which biases its sample). Until a round trip has come back,
- * and for clients (which are not heartbeated), the offset is estimated
- * from what the peer sends alone: the largest created_at - arrival seen
- * over the last two windows of ONEWAY_WINDOW_NS, which is the offset less
- * the quickest one-way delay (so its deadlines are judged a little
- * late, never early). The windows let a peer whose clock was stepped back
+ * and the estimate is the value of that interval nearest 0: clocks that
+ * agree (0 in the interval) are taken as agreeing, whatever the delays
+ * (a delay one way only would bias NTP's midpoint by half of it), and a
+ * clock off by more is taken as off by the least it can be. Of the last
+ * WEFT__MSVC_CLOCK_SAMPLES round trips, the one with the shortest time
+ * wins (NTP's clock filter: a slow round trip is mostly queueing). Until
+ * a round trip has come back, and for clients (which are not
+ * heartbeated), the offset is estimated from what the peer sends alone:
+ * the largest created_at - arrival seen over the last two windows of
+ * ONEWAY_WINDOW_NS, which is the offset less the quickest one-way delay
+ * (so its deadlines are judged a little late, never early); within
+ * ONEWAY_DEADZONE_MS below 0 it is taken as 0 (a clock that agrees, seen
+ * through that delay). The windows let a peer whose clock was stepped back
  * be judged by its new clock within two windows.
  *
  * Old peers need nothing new: the timestamps are the ones every envelope
@@ -31,6 +36,7 @@
 #include "msvc_int.h"
 
 #define ONEWAY_WINDOW_NS (10ull * 1000000000u)
+#define ONEWAY_DEADZONE_MS 100
 /* Offsets beyond a year are nonsense (or a lie): clamped. */
 #define OFFSET_MAX_MS ((int64_t)366 * 24 * 3600 * 1000)
 
@@ -67,19 +73,18 @@ abs_ms(int64_t v)
 	return v < 0 ? (uint64_t)-v : (uint64_t)v;
 }
 
-/* Flags peer past max_clock_skew (its offset less the estimate's error,
- * err), and says so at a limited rate (per member; for all clients at
- * once, each client being a peer of its own); says once when a member's
- * offset is back under three quarters of the bound (so that an offset at
- * the bound does not flap). */
+/* Flags peer past max_clock_skew, and says so at a limited rate (per member;
+ * for all clients at once, each client being a peer of its own); says once when
+ * a member's offset is back under three quarters of the bound (so that an
+ * offset at the bound does not flap). */
 static void
-judge_skew(weft_msvc_peer *peer, int64_t offset, int64_t err)
+judge_skew(weft_msvc_peer *peer, int64_t offset)
 {
 	weft_msvc *svc = peer->svc;
 	struct weft__msvc_clock *clk = &peer->clock;
 	uint64_t bound = svc->cfg->limits.max_clock_skew_ms;
 	uint64_t off = abs_ms(offset);
-	bool past = off > bound + (uint64_t)err;
+	bool past = off > bound;
 
 	if (past) {
 		atomic_store(&clk->flagged, true);
@@ -106,7 +111,8 @@ weft__msvc_clock_round_trip(weft_msvc_peer *peer, uint64_t peer_ms,
 {
 	struct weft__msvc_clock *clk = &peer->clock;
 	int64_t rtt = (int64_t)(rtt_ns / 1000000u);
-	int64_t offset = diff_ms(peer_ms, now_ms) + rtt / 2;
+	int64_t lo = diff_ms(peer_ms, now_ms), hi = lo + rtt;
+	int64_t offset = lo > 0 ? lo : hi < 0 ? hi : 0;
 	uint32_t i, best = 0;
 
 	clk->sample_offset[clk->next_sample] = offset;
@@ -121,7 +127,7 @@ weft__msvc_clock_round_trip(weft_msvc_peer *peer, uint64_t peer_ms,
 	atomic_store(&clk->rtt_ms, clk->sample_rtt[best]);
 	atomic_store(&clk->measured, true);
 	atomic_store(&clk->known, true);
-	judge_skew(peer, clk->sample_offset[best], clk->sample_rtt[best] / 2);
+	judge_skew(peer, clk->sample_offset[best]);
 }
 
 /* Raises *v to s if below (any thread). */
@@ -158,13 +164,15 @@ weft__msvc_clock_arrival(weft_msvc_peer *peer, uint64_t created_ms,
 	cur = atomic_load(&clk->oneway_cur);
 	prev = atomic_load(&clk->oneway_prev);
 	s = cur > prev ? cur : prev;
+	if (s <= 0 && s > -ONEWAY_DEADZONE_MS)
+		s = 0;
 	if (atomic_load(&clk->measured))
 		return;
 	atomic_store(&clk->offset_ms, s);
 	if (!atomic_exchange(&clk->known, true) ||
 	    abs_ms(s) > peer->svc->cfg->limits.max_clock_skew_ms ||
 	    atomic_load(&clk->flagged))
-		judge_skew(peer, s, 0);
+		judge_skew(peer, s);
 }
 
 uint64_t
