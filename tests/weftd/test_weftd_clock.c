@@ -69,7 +69,8 @@ put_until_ok(weft_msvc *client, const char *id)
 static void
 run_shifted(const char *lib, const char *shift)
 {
-	char dir[64], config[128], text[2048], key[32];
+	char dir[64], config[128], text[2048], key[32], asan_options[512];
+	char *asan;
 	uint16_t ports[NODES];
 	struct wt_proc p[NODES];
 	weft_loop_group *group;
@@ -89,18 +90,30 @@ run_shifted(const char *lib, const char *shift)
 	         "metrics_listen = 127.0.0.1:0\n"
 	         "[kv]\nwrite_quorum = all\nreplicate_timeout = 1s\n");
 	wt_write_file(config, text);
+	asan = getenv("ASAN_OPTIONS");
+	snprintf(asan_options, sizeof(asan_options),
+	         "%s%sverify_asan_link_order=0", asan ? asan : "",
+	         asan ? ":" : "");
+	asan = asan ? strdup(asan) : NULL;
 	for (i = 0; i < NODES; i++) {
-		/* Only n3's process gets the shifted clock. */
+		/* Only n3's process gets the shifted clock (under ASan, the
+		 * preloaded library comes before its runtime: allowed). */
 		if (i == 2) {
 			setenv("LD_PRELOAD", lib, 1);
 			setenv("FAKETIME", shift, 1);
 			setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+			setenv("ASAN_OPTIONS", asan_options, 1);
 		}
 		wt_node_start(&p[i], config, dir, ids[i], ports[i], NULL);
 		unsetenv("LD_PRELOAD");
 		unsetenv("FAKETIME");
 		unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+		if (asan != NULL)
+			setenv("ASAN_OPTIONS", asan, 1);
+		else
+			unsetenv("ASAN_OPTIONS");
 	}
+	free(asan);
 	wt_client_start(config, "clock-client", NULL, &group, &client);
 	/* Until n3 has measured the others' clocks (a heartbeat after they
 	 * are first in touch), its key-value clock is its own, and an hour
