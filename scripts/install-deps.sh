@@ -33,6 +33,7 @@ required=(
 	scdoc          # the man pages (docs/man/*.scd)
 	groff-base     # renders them in the man page test
 	iproute2       # ip, for the network namespace test (skipped elsewhere)
+	libfaketime    # shifts one weftd's clock in test_weftd_clock
 )
 optional=(
 	clang-format

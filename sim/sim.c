@@ -112,7 +112,8 @@ static int
 start_locked(weft_sim *sim, uint32_t e)
 {
 	struct weft__sim_endpoint *ep = &sim->ep[e];
-	weft_msvc_opts o = {.listen_host = "127.0.0.1"};
+	weft_msvc_opts o = {.listen_host = "127.0.0.1",
+	                    .clock_offset_ms = sim->opts.clock_offset_ms[e]};
 	weft_msvc_config *cfg = config_for(sim, &ep->limits);
 	int rv = WEFT_ENOMEM;
 

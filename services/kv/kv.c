@@ -7,10 +7,31 @@
 
 #include "kv_int.h"
 
+/*
+ * The hybrid clock's physical part is the cluster's time
+ * (weft_msvc_cluster_wall_ms): this node's wall clock moved by the median
+ * of the offsets it measures to the members that are up. A node whose
+ * clock is far off then stamps versions near the others' clocks, so they
+ * are neither refused as too far ahead nor beaten by older ones.
+ */
+static uint64_t
+cluster_ms(weft_kv *kv)
+{
+	/* The cluster's time is only as good as the clocks measured: every
+	 * member is watched from the first use of the clock on. Without a
+	 * service (the store's unit tests), the system's clock. */
+	if (kv->svc == NULL)
+		return weft_wall_ms();
+	if (!atomic_load_explicit(&kv->watching, memory_order_relaxed) &&
+	    !atomic_exchange(&kv->watching, true))
+		weft_msvc_watch_members(kv->svc);
+	return weft_msvc_cluster_wall_ms(kv->svc);
+}
+
 uint64_t
 weft__kv_clock_next(weft_kv *kv)
 {
-	uint64_t wall = weft_wall_ms() << 16;
+	uint64_t wall = cluster_ms(kv) << 16;
 	uint64_t old = atomic_load(&kv->clock), next;
 
 	do {
@@ -24,7 +45,7 @@ weft__kv_clock_next(weft_kv *kv)
 int
 weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
 {
-	uint64_t limit = weft_wall_ms() + kv->max_skew_ms;
+	uint64_t limit = cluster_ms(kv) + kv->max_skew_ms;
 	uint64_t old = atomic_load(&kv->clock);
 
 	/* The timestamp's millisecond part, against ours plus the skew. */

@@ -266,6 +266,7 @@ struct weft_kv {
 	size_t max_value;
 	uint64_t max_skew_ms;
 	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
+	_Atomic bool watching;  /* weft_msvc_watch_members asked */
 	struct weft__kv_counters st;
 	struct weft__kv_store store;
 };
@@ -280,7 +281,8 @@ uint64_t weft__kv_clock_next(weft_kv *kv);
 /*
  * weft__kv_clock_observe moves the clock up to ts, a version seen from
  * another member; returns 0, or WEFT_EINVAL (nothing changed) when ts is
- * more than max_skew_ms ahead of this node's wall clock.
+ * more than max_skew_ms ahead of the cluster's time as this node reads
+ * it (weft_msvc_cluster_wall_ms).
  */
 int weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
 

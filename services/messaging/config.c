@@ -19,6 +19,7 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_HEARTBEAT_MS 1000
 #define DEFAULT_HEARTBEAT_MISSES 3
+#define DEFAULT_MAX_CLOCK_SKEW_MS 1000
 #define DEFAULT_RECONNECT_MIN_MS 50
 #define DEFAULT_RECONNECT_MAX_MS 5000
 #define DEFAULT_REQUEST_TIMEOUT_MS 5000
@@ -75,6 +76,8 @@ weft__msvc_limits_defaults(weft_msvc_limits *l)
 		l->heartbeat_interval_ms = DEFAULT_HEARTBEAT_MS;
 	if (l->heartbeat_misses == 0)
 		l->heartbeat_misses = DEFAULT_HEARTBEAT_MISSES;
+	if (l->max_clock_skew_ms == 0)
+		l->max_clock_skew_ms = DEFAULT_MAX_CLOCK_SKEW_MS;
 	if (l->reconnect_min_ms == 0)
 		l->reconnect_min_ms = DEFAULT_RECONNECT_MIN_MS;
 	if (l->reconnect_max_ms == 0)

@@ -60,6 +60,8 @@ static const weft_msvc_conf_key limit_keys[] = {
           .zero_ok = true,
           .why = "0 is the default, 3; past 100 a dead member is "
                  "noticed too late"),
+    LIMIT(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1,
+          UP_TO_A_DAY),
     LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1,

@@ -95,8 +95,9 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	out.key = msg->conn_index;
 	out.created_ms = msg->ml != NULL && weft_loop_in_thread(msg->ml->loop)
 	                     ? weft__msvc_wall_ms(msg->ml)
-	                     : weft_wall_ms();
+	                     : weft__msvc_clock_now_ms(svc);
 	out.expires_ms = msg->expires_ms;
+	out.echo_expires_ms = msg->wire_expires_ms;
 	out.cls = msg->verb == WEFT__MSVC_VERB_HEARTBEAT
 	              ? WEFT_MSVC_URGENT
 	              : (uint8_t)weft__msvc_class_for(svc, len);
@@ -230,7 +231,7 @@ is_expired(const weft_msvc_msg *msg)
 		return false;
 	if (!msg->heap)
 		return msg->expires_ms <= weft__msvc_wall_ms(msg->ml);
-	return msg->expires_ms <= weft_wall_ms();
+	return msg->expires_ms <= weft__msvc_clock_now_ms(msg->svc);
 }
 
 /* ---- The worker pool --------------------------------------------------- */
@@ -356,13 +357,21 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_verb *v = NULL;
 	char text[64];
-	weft_msvc_msg msg = {
+	weft_msvc_msg msg;
+
+	/* The sender's clock, from what it stamped: before its deadline is
+	 * read through it. */
+	weft__msvc_clock_arrival(c->peer, env->created_ms,
+	                         weft__msvc_wall_ms(c->ml),
+	                         weft__msvc_now_ns(c->ml));
+	msg = (weft_msvc_msg){
 	    .svc = svc,
 	    .ml = c->ml,
 	    .peer = c->peer,
 	    .id = env->id,
-	    .created_ms = env->created_ms,
-	    .expires_ms = env->expires_ms,
+	    .created_ms = weft__msvc_clock_local(c->peer, env->created_ms),
+	    .expires_ms = weft__msvc_clock_local(c->peer, env->expires_ms),
+	    .wire_expires_ms = env->expires_ms,
 	    .verb = env->verb,
 	    .flags = env->flags,
 	    .conn_index = c->index,
@@ -372,7 +381,10 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 
 	if (env->verb < WEFT_MSVC_MAX_VERBS)
 		v = &svc->verbs[env->verb];
-	if (is_expired(&msg)) {
+	/* A heartbeat is answered however late: an answer that comes too
+	 * late is dropped by its requester, and a peer's clock never gets
+	 * one dropped here. */
+	if (env->verb != WEFT__MSVC_VERB_HEARTBEAT && is_expired(&msg)) {
 		weft__msvc_count(&svc->st.expired_on_arrival, 1);
 		weft__msvc_count(&c->peer->st.dropped_expired, 1);
 		if (v != NULL)

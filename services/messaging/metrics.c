@@ -139,6 +139,14 @@ weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer, weft_msvc_peer_stats *out)
 	out->latency_p99_ns = peer->snap_p99_ns;
 	out->latency_max_ns = peer->snap_max_ns;
 	pthread_mutex_unlock(&peer->snap_lock);
+	out->clock_known = atomic_load(&peer->clock.known);
+	out->clock_measured = atomic_load(&peer->clock.measured);
+	out->clock_offset_ms =
+	    out->clock_known ? atomic_load(&peer->clock.offset_ms) : 0;
+	out->clock_rtt_ms = out->clock_measured
+	                        ? (uint64_t)atomic_load(&peer->clock.rtt_ms)
+	                        : 0;
+	out->clock_skew_exceeded = atomic_load(&peer->clock.flagged);
 }
 
 void
@@ -453,6 +461,47 @@ dump_peer_latency(weft_msvc *svc, struct evbuffer *out)
 	}
 }
 
+/* Each peer's clock as this node estimates it: signed, so not in the
+ * table of counters above. */
+static void
+dump_peer_clock(weft_msvc *svc, const weft_msvc_peer_stats *ps,
+                struct evbuffer *out)
+{
+	char lb[320];
+	size_t p;
+
+	evbuffer_add_printf(out,
+	                    "# HELP weft_msvc_peer_clock_offset_seconds The "
+	                    "peer's wall clock minus this node's, as "
+	                    "estimated (0 until known).\n"
+	                    "# TYPE weft_msvc_peer_clock_offset_seconds "
+	                    "gauge\n");
+	for (p = 0; p < svc->npeers; p++) {
+		if (!is_remote(svc->peers[p]))
+			continue;
+		labels(lb, sizeof(lb), "node", svc->id, "peer",
+		       svc->peers[p]->id, NULL, NULL);
+		evbuffer_add_printf(
+		    out, "weft_msvc_peer_clock_offset_seconds{%s} %.3f\n", lb,
+		    (double)ps[p].clock_offset_ms / 1e3);
+	}
+	evbuffer_add_printf(out,
+	                    "# HELP weft_msvc_peer_clock_skew_exceeded Whether "
+	                    "the peer's clock is further off than "
+	                    "max_clock_skew (1) or not (0).\n"
+	                    "# TYPE weft_msvc_peer_clock_skew_exceeded "
+	                    "gauge\n");
+	for (p = 0; p < svc->npeers; p++) {
+		if (!is_remote(svc->peers[p]))
+			continue;
+		labels(lb, sizeof(lb), "node", svc->id, "peer",
+		       svc->peers[p]->id, NULL, NULL);
+		evbuffer_add_printf(
+		    out, "weft_msvc_peer_clock_skew_exceeded{%s} %d\n", lb,
+		    ps[p].clock_skew_exceeded ? 1 : 0);
+	}
+}
+
 static void
 dump_peers(weft_msvc *svc, struct evbuffer *out)
 {
@@ -482,6 +531,7 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 		}
 	}
 	dump_peer_latency(svc, out);
+	dump_peer_clock(svc, ps, out);
 	free(ps);
 }
 

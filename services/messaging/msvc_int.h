@@ -221,7 +221,10 @@ struct weft__msvc_out {
 	const uint8_t *ptr; /* payload: data below or the caller's */
 	uint64_t id;        /* response: the request's id */
 	uint64_t key;
-	uint64_t created_ms, expires_ms;
+	uint64_t created_ms, expires_ms; /* this node's clock */
+	/* Response: the expires_at to write, the request's in its sender's
+	 * clock (expires_ms is it in ours, for our own queues). */
+	uint64_t echo_expires_ms;
 	uint64_t timeout_ms; /* request */
 	weft_msvc_reply_cb cb;
 	void *arg;
@@ -429,6 +432,37 @@ struct weft__msvc_pstats {
 	_Atomic uint64_t connect_failures, downs;
 };
 
+/* A warning about a peer's clock (about all clients' for clients) at most
+ * this often (clock.c). */
+#define WEFT__MSVC_CLOCK_LOG_MS 60000
+/* The round trips a peer's clock estimate is chosen from (clock.c). */
+#define WEFT__MSVC_CLOCK_SAMPLES 4
+
+/*
+ * A peer's wall clock as this node sees it (clock.c): its offset (the
+ * peer's clock minus ours, ms), measured like NTP from the round trips of
+ * this node's heartbeats to it, or, until one has come back (and for
+ * clients, which are not heartbeated), estimated from the created_at of
+ * what it sends. Deadlines it writes are judged through it.
+ */
+struct weft__msvc_clock {
+	/* Any thread. */
+	_Atomic int64_t offset_ms;
+	_Atomic int64_t rtt_ms; /* of the round trip it came from */
+	_Atomic bool measured;  /* from round trips, not one-way */
+	_Atomic bool known;     /* any estimate yet */
+	_Atomic bool flagged;   /* past max_clock_skew */
+	/* One-way: the largest created_at - arrival of this window and of
+	 * the one before (INT64_MIN: none); a window ends at window_end_ns. */
+	_Atomic int64_t oneway_cur, oneway_prev;
+	_Atomic uint64_t window_end_ns;
+	/* Round trips, the peer's home loop only. */
+	int64_t sample_offset[WEFT__MSVC_CLOCK_SAMPLES];
+	int64_t sample_rtt[WEFT__MSVC_CLOCK_SAMPLES];
+	uint32_t nsamples, next_sample;
+	weft_log_limit log;
+};
+
 struct weft_msvc_peer {
 	weft_msvc *svc;
 	uint32_t index; /* member index, UINT32_MAX: a client */
@@ -446,6 +480,7 @@ struct weft_msvc_peer {
 	 * refuses plaintext claims to be this member. */
 	_Atomic bool seen_tls;
 	_Atomic int refs; /* clients: the conn and detached messages */
+	_Atomic bool watch_requested; /* weft_msvc_watch_members, once */
 	pthread_mutex_t addr_lock;
 	char *host;
 	uint16_t port;
@@ -471,6 +506,7 @@ struct weft_msvc_peer {
 	uint64_t snap_buckets[WEFT_METRICS_LATENCY_BUCKETS + 1];
 	double snap_sum_ns;
 	struct weft__msvc_pstats st;
+	struct weft__msvc_clock clock;
 };
 
 struct weft__msvc_verb {
@@ -517,7 +553,9 @@ struct weft_msvc_msg {
 	struct weft_msvc_msg *next; /* worker queue */
 	struct weft__msvc_loop *ml; /* the loop that read it */
 	uint64_t id;
-	uint64_t created_ms, expires_ms;
+	/* In this node's clock: the envelope's, through the sender's
+	 * offset (clock.c); wire_expires_ms as it came, for the response. */
+	uint64_t created_ms, expires_ms, wire_expires_ms;
 	uint32_t verb;
 	uint32_t flags;
 	uint32_t conn_index; /* the request's connection index */
@@ -576,6 +614,9 @@ struct weft_msvc {
 	struct weft__msvc_nstats st;
 	/* A bad connection is one line, not one per connection. */
 	weft_log_limit log_reject;
+	/* Clients' clocks past max_clock_skew: one line for them all, each
+	 * client being a peer of its own (clock.c). */
+	weft_log_limit log_client_clock;
 	/* Synchronous waits for stop and start. */
 	pthread_mutex_t wait_lock;
 	pthread_cond_t wait_cond; /* CLOCK_MONOTONIC, for timed waits */
@@ -823,13 +864,34 @@ int weft__msvc_peer_lat_new(weft_histogram **out);
 void weft__msvc_stats_tick(weft_timer *t, void *arg);
 void weft__msvc_cache_wakeups(struct weft__msvc_loop *ml);
 
+/* clock.c */
+/* weft__msvc_clock_now_ms is this node's wall clock: the system's, moved
+ * by the service's clock_offset_ms option (tests). Any thread. */
+static inline uint64_t
+weft__msvc_clock_now_ms(const weft_msvc *svc)
+{
+	return weft_wall_ms() + (uint64_t)svc->opts.clock_offset_ms;
+}
+void weft__msvc_clock_init(struct weft__msvc_clock *clk);
+/* A heartbeat to peer came back: sent rtt_ns ago (monotonic), answered
+ * at peer_ms by the peer's clock, now now_ms by ours. Home loop. */
+void weft__msvc_clock_round_trip(weft_msvc_peer *peer, uint64_t peer_ms,
+                                 uint64_t rtt_ns, uint64_t now_ms);
+/* A message peer made at created_ms (its clock) arrived at now_ms (ours;
+ * now_ns on the monotonic clock). Any loop. */
+void weft__msvc_clock_arrival(weft_msvc_peer *peer, uint64_t created_ms,
+                              uint64_t now_ms, uint64_t now_ns);
+/* weft__msvc_clock_local is peer's time t (ms, its clock) in ours; 0
+ * stays 0 (no expiry). Any thread. */
+uint64_t weft__msvc_clock_local(const weft_msvc_peer *peer, uint64_t t);
+
 /* A batch of work on ml's loop: the clock is read once for all of it. */
 static inline void
 weft__msvc_batch_begin(struct weft__msvc_loop *ml)
 {
 	if (ml->batch_depth++ == 0) {
 		ml->now_ns = weft_now_ns();
-		ml->now_ms = weft_wall_ms();
+		ml->now_ms = weft__msvc_clock_now_ms(ml->svc);
 	}
 }
 
@@ -907,7 +969,7 @@ weft__msvc_frame_arrived(struct weft__msvc_conn *c)
 static inline uint64_t
 weft__msvc_wall_ms(const struct weft__msvc_loop *ml)
 {
-	return ml->batch_depth ? ml->now_ms : weft_wall_ms();
+	return ml->batch_depth ? ml->now_ms : weft__msvc_clock_now_ms(ml->svc);
 }
 
 static inline uint64_t

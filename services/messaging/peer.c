@@ -143,9 +143,10 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 static void
 encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
 {
-	weft__msvc_conn_encode(c, out->id, out->verb, out->flags,
-	                       out->created_ms, out->expires_ms, out->ptr,
-	                       out->len, out->buf);
+	weft__msvc_conn_encode(
+	    c, out->id, out->verb, out->flags, out->created_ms,
+	    out->echo_expires_ms ? out->echo_expires_ms : out->expires_ms,
+	    out->ptr, out->len, out->buf);
 	c->tx_accounted += out->accounted;
 	if (out->flags & WEFT__MSVC_F_REQUEST)
 		weft__msvc_slot_sent(c->ml, slot, c);
@@ -264,7 +265,7 @@ weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
 {
 	weft_msvc_peer *peer = c->peer;
 	struct weft__msvc_out *out;
-	uint64_t now = weft_wall_ms();
+	uint64_t now = weft__msvc_clock_now_ms(c->svc);
 
 	while (c->state == WEFT__MSVC_UP &&
 	       (out = TAILQ_FIRST(&c->backlog)) != NULL) {
@@ -309,7 +310,7 @@ weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status)
 			                         0);
 			weft__msvc_out_free(out);
 		} else if (out->expires_ms != 0 &&
-		           out->expires_ms <= weft_wall_ms()) {
+		           out->expires_ms <= weft__msvc_clock_now_ms(c->svc)) {
 			weft__msvc_count(&c->svc->st.expired_in_queue, 1);
 			weft__msvc_count(&c->peer->st.dropped_expired, 1);
 			drop_out(c->peer, out, WEFT_EEXPIRED);
@@ -325,7 +326,7 @@ void
 weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all)
 {
 	struct weft__msvc_out *out, *next;
-	uint64_t now = weft_wall_ms();
+	uint64_t now = weft__msvc_clock_now_ms(c->svc);
 
 	for (out = TAILQ_FIRST(&c->backlog); out != NULL; out = next) {
 		next = TAILQ_NEXT(out, link);
@@ -517,7 +518,7 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 	out.flags = WEFT__MSVC_F_REQUEST;
 	out.cls = WEFT_MSVC_URGENT;
 	out.internal = true;
-	out.created_ms = weft_wall_ms();
+	out.created_ms = weft__msvc_clock_now_ms(svc);
 	out.timeout_ms = l->heartbeat_interval_ms;
 	out.expires_ms = out.created_ms + l->heartbeat_interval_ms;
 	out.cb = on_heartbeat_reply;

@@ -337,7 +337,7 @@ pow2_floor(uint64_t n)
 static bool
 too_soon(struct weft__msvc_slot *s)
 {
-	uint64_t now = weft_wall_ms();
+	uint64_t now = weft__msvc_clock_now_ms(s->ml->svc);
 
 	if (s->expires_ms == 0 || now >= s->expires_ms ||
 	    s->expires_ms - now > s->timeout_ms)
@@ -390,6 +390,12 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 		weft__msvc_slot_complete(ml, i, status, text, text_len);
 		return WEFT__MSVC_MATCHED;
 	}
+	if (env->verb == WEFT__MSVC_VERB_HEARTBEAT && slot(ml, i)->internal &&
+	    slot(ml, i)->peer->home == ml)
+		weft__msvc_clock_round_trip(slot(ml, i)->peer, env->created_ms,
+		                            weft__msvc_now_ns(ml) -
+		                                slot(ml, i)->start_ns,
+		                            weft__msvc_wall_ms(ml));
 	weft__msvc_slot_complete(ml, i, 0, env->payload, env->len);
 	return WEFT__MSVC_MATCHED;
 }

@@ -66,6 +66,7 @@ peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 	peer->svc = svc;
 	pthread_mutex_init(&peer->addr_lock, NULL);
 	pthread_mutex_init(&peer->snap_lock, NULL);
+	weft__msvc_clock_init(&peer->clock);
 	return 0;
 }
 
@@ -194,6 +195,8 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	weft__msvc_rate_init(svc);
 	svc->log_reject =
 	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_LOG_LIMIT_MS);
+	svc->log_client_clock =
+	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_CLOCK_LOG_MS);
 	svc->group = group;
 	snprintf(svc->id, sizeof(svc->id), "%s", node_id);
 	if ((rv = weft__msvc_config_copy(cfg, &svc->cfg)) != 0)
@@ -639,7 +642,7 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	out->key = opts != NULL ? opts->key : 0;
 	out->created_ms = weft_loop_in_thread(peer->home->loop)
 	                      ? weft__msvc_wall_ms(peer->home)
-	                      : weft_wall_ms();
+	                      : weft__msvc_clock_now_ms(svc);
 	out->expires_ms = timeout ? out->created_ms + timeout : 0;
 	if (opts != NULL && opts->deadline_ms != 0 &&
 	    (out->expires_ms == 0 || opts->deadline_ms < out->expires_ms))

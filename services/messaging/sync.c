@@ -277,6 +277,22 @@ start_watching(weft_msvc *svc, weft_msvc_peer *peer)
 	return 0;
 }
 
+void
+weft_msvc_watch_members(weft_msvc *svc)
+{
+	uint32_t i;
+
+	for (i = 0; i < svc->npeers; i++) {
+		weft_msvc_peer *peer = svc->peers[i];
+
+		if (peer == NULL || peer->is_self || peer->is_client ||
+		    atomic_exchange(&peer->watch_requested, true))
+			continue;
+		if (start_watching(svc, peer) != 0)
+			atomic_store(&peer->watch_requested, false);
+	}
+}
+
 int
 weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
                        uint64_t timeout_ms)

@@ -202,10 +202,12 @@ on_stop(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 	}
 }
 
-/* Starts three nodes with the given write quorums (0: majority) and a
- * client. */
+/* Starts three nodes with the given write quorums (0: majority), node i's
+ * wall clock clock_ms[i] ms off the system's (clock_ms may be NULL), and
+ * a client. */
 static struct cluster *
-cluster_start(const uint32_t quorum[NODES])
+cluster_start_clocked(const uint32_t quorum[NODES],
+                      const int64_t clock_ms[NODES])
 {
 	struct cluster *c = calloc(1, sizeof(*c));
 	weft_sim_opts o = {.nodes = NODES,
@@ -232,11 +234,19 @@ cluster_start(const uint32_t quorum[NODES])
 	l.loops = 1;
 	o.limits = &l;
 	o.arg = c;
+	for (i = 0; clock_ms != NULL && i < NODES; i++)
+		o.clock_offset_ms[i] = clock_ms[i];
 	assert_int_equal(weft_sim_new(&o, &c->sim), 0);
 	assert_int_equal(
 	    weft_sim_client_new(c->sim, "client", &endpoint, &c->client), 0);
 	assert_false(weft_msvc_is_member(c->client));
 	return c;
+}
+
+static struct cluster *
+cluster_start(const uint32_t quorum[NODES])
+{
+	return cluster_start_clocked(quorum, NULL);
 }
 
 static void
@@ -652,6 +662,79 @@ put_until_ok(struct cluster *c, size_t node, const char *key, const char *value)
 		if (put_str(c, node, key, value) == 0)
 			return true;
 	return false;
+}
+
+/* Waits until node i is in touch with the other nodes and has measured
+ * their clocks (a heartbeat came back from each). */
+static void
+wait_clocks_measured(struct cluster *c, size_t i)
+{
+	weft_msvc *svc = weft_sim_node(c->sim, (uint32_t)i);
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	weft_msvc_peer_stats ps;
+	size_t j, measured = 0;
+
+	for (j = 0; j < NODES; j++)
+		if (j != i)
+			assert_int_equal(
+			    weft_msvc_peer_wait_up(
+			        svc, weft_msvc_peer_find(svc, ids[j]), WAIT_MS),
+			    0);
+	while (measured < NODES - 1 && weft_now_ns() < deadline) {
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+		for (j = 0, measured = 0; j < NODES; j++) {
+			if (j == i)
+				continue;
+			weft_msvc_peer_get_stats(
+			    weft_msvc_peer_find(svc, ids[j]), &ps);
+			measured += ps.clock_measured;
+		}
+	}
+	assert_int_equal(measured, NODES - 1);
+}
+
+/*
+ * A coordinator whose clock is an hour ahead: its versions are still
+ * close to the others' clocks (it stamps them by the cluster's time, the
+ * median of the clocks it measures), so the replicas take its writes,
+ * and a write through another node afterwards is newer and wins.
+ */
+static void
+test_a_coordinator_an_hour_ahead_writes_in_order(void **state)
+{
+	const int64_t clocks[NODES] = {3600 * 1000, 0, 0};
+	struct cluster *c = cluster_start_clocked(all3, clocks);
+
+	(void)state;
+	wait_clocks_measured(c, 0);
+	assert_int_equal(put_str(c, 0, "skewed", "from n1"), 0);
+	expect_kv(c, 1, "skewed", "from n1");
+	assert_int_equal(put_str(c, 1, "skewed", "from n2"), 0);
+	expect_kv(c, 0, "skewed", "from n2");
+	expect_kv(c, 2, "skewed", "from n2");
+	cluster_stop(c);
+}
+
+/*
+ * A coordinator whose clock is an hour behind, restarted after it missed
+ * a write: its next write of that key is newer by the cluster's time and
+ * must win, not lose to the version it never saw (CONFLICT).
+ */
+static void
+test_a_coordinator_an_hour_behind_writes_in_order(void **state)
+{
+	const int64_t clocks[NODES] = {-3600 * 1000, 0, 0};
+	struct cluster *c = cluster_start_clocked(NULL, clocks);
+
+	(void)state;
+	node_stop(c, 0);
+	assert_int_equal(put_str(c, 1, "behind", "before"), 0);
+	assert_int_equal(weft_sim_node_start(c->sim, 0, NULL), 0);
+	wait_clocks_measured(c, 0);
+	assert_int_equal(put_str(c, 0, "behind", "after"), 0);
+	expect_kv(c, 1, "behind", "after");
+	expect_kv(c, 2, "behind", "after");
+	cluster_stop(c);
 }
 
 static void
@@ -1156,6 +1239,8 @@ main(void)
 	    cmocka_unit_test(test_a_replica_error_fails_the_write),
 	    cmocka_unit_test(test_concurrent_writers_converge),
 	    cmocka_unit_test(test_one_mebibyte_value),
+	    cmocka_unit_test(test_a_coordinator_an_hour_ahead_writes_in_order),
+	    cmocka_unit_test(test_a_coordinator_an_hour_behind_writes_in_order),
 	    cmocka_unit_test(
 	        test_a_stalled_replica_fails_an_all_quorum_write_until_healed),
 	    cmocka_unit_test(

@@ -229,7 +229,8 @@ share_ports(struct cluster *cl)
 int
 cluster_start_node(struct cluster *cl, int i)
 {
-	weft_msvc_opts o = {.tls = cl->tls[i]};
+	weft_msvc_opts o = {.tls = cl->tls[i],
+	                    .clock_offset_ms = cl->clock_offset_ms[i]};
 	char id[16];
 	int rv;
 
@@ -274,6 +275,8 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 	cl->n = n;
 	cl->loops = o->loops;
 	memcpy(cl->tls, o->tls, sizeof(cl->tls));
+	memcpy(cl->clock_offset_ms, o->clock_offset_ms,
+	       sizeof(cl->clock_offset_ms));
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;
 	for (i = 0; i < n; i++) {

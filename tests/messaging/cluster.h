@@ -32,6 +32,8 @@ struct cluster {
 	/* Each node's TLS context (borrowed, NULL: none), kept for
 	 * restarts by cluster_start_node. */
 	weft_tls_ctx *tls[CLUSTER_MAX];
+	/* Each node's clock offset (weft_msvc_opts), kept for restarts. */
+	int64_t clock_offset_ms[CLUSTER_MAX];
 	int loops; /* per node */
 	int n;
 	/* State the handlers update. */
@@ -88,6 +90,8 @@ struct cluster_opts {
 	/* Node i's context, NULL: none. Borrowed: keep each alive until
 	 * cluster_stop has returned. */
 	weft_tls_ctx *tls[CLUSTER_MAX];
+	/* Node i's wall clock runs this far from the system's (ms). */
+	int64_t clock_offset_ms[CLUSTER_MAX];
 };
 
 /* cluster_start_with is cluster_start with TLS: n nodes (at most

@@ -237,6 +237,15 @@ rp_envelope(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
             uint32_t flags, uint64_t expires_ms, const void *payload,
             size_t len)
 {
+	rp_envelope_at(out, crc, id, verb, flags, weft_wall_ms(), expires_ms,
+	               payload, len);
+}
+
+void
+rp_envelope_at(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
+               uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
+               const void *payload, size_t len)
+{
 	uint8_t *b = malloc(39 + len);
 
 	assert_non_null(b);
@@ -247,7 +256,7 @@ rp_envelope(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
 	put_be32(b + 11, verb);
 	b[15] = (uint8_t)flags;
 	b[16] = 0xcf;
-	put_be64(b + 17, weft_wall_ms());
+	put_be64(b + 17, created_ms);
 	b[25] = 0xcf;
 	put_be64(b + 26, expires_ms);
 	b[34] = 0xc6;

@@ -85,6 +85,12 @@ void rp_envelope(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
                  uint32_t flags, uint64_t expires_ms, const void *payload,
                  size_t len);
 
+/* rp_envelope_at is rp_envelope stamped created_ms (a sender whose
+ * clock is off, or lies). */
+void rp_envelope_at(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
+                    uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
+                    const void *payload, size_t len);
+
 /* rp_send writes all of b in one write and empties it. False when the
  * peer closed the connection. */
 bool rp_send(rawpeer *p, struct evbuffer *b);

@@ -96,6 +96,10 @@ typedef struct weft_sim_opts {
 	weft_sim_stop_cb on_stop;   /* may be NULL */
 	weft_sim_break_cb on_break; /* may be NULL */
 	void *arg;
+	/* Endpoint e's wall clock runs clock_offset_ms[e] ms ahead of the
+	 * system's (behind if negative), through every start: the
+	 * messaging option of that name. 0: the system's. */
+	int64_t clock_offset_ms[WEFT_SIM_MAX];
 } weft_sim_opts;
 
 /*

@@ -83,11 +83,15 @@ typedef struct weft_msvc_limits {
 	uint64_t connect_timeout_ms;    /* 2000, TCP connect plus handshake */
 	uint64_t heartbeat_interval_ms; /* 1000 */
 	uint32_t heartbeat_misses;      /* 3 missed in a row: peer down */
-	uint64_t reconnect_min_ms;      /* 50: first back-off */
-	uint64_t reconnect_max_ms;      /* 5000: back-off cap */
-	uint64_t request_timeout_ms;    /* 5000: default request timeout */
-	uint32_t loops;                 /* 0: one per CPU (for weftd) */
-	uint32_t worker_threads;        /* 2: runs handlers marked BLOCKING */
+	/* 1000: a peer whose clock is further off than this from ours is
+	 * flagged (a warning, the peer's clock_skew_exceeded); its
+	 * deadlines are still judged through its measured offset. */
+	uint64_t max_clock_skew_ms;
+	uint64_t reconnect_min_ms;   /* 50: first back-off */
+	uint64_t reconnect_max_ms;   /* 5000: back-off cap */
+	uint64_t request_timeout_ms; /* 5000: default request timeout */
+	uint32_t loops;              /* 0: one per CPU (for weftd) */
+	uint32_t worker_threads;     /* 2: runs handlers marked BLOCKING */
 	uint32_t connections[WEFT_MSVC_CLASSES]; /* 1, 1, 1 per peer */
 	bool allow_clients; /* true: accept non-member clients */
 	/*
@@ -390,6 +394,10 @@ typedef struct weft_msvc_opts {
 	weft_tls_ctx *tls;
 	/* Address to listen on; NULL: the node's configured host. */
 	const char *listen_host;
+	/* For tests: this node's wall clock runs this many ms ahead of the
+	 * system's (behind if negative), for everything the service stamps
+	 * and judges and for weft_msvc_wall_ms. 0 in production. */
+	int64_t clock_offset_ms;
 } weft_msvc_opts;
 
 /*
@@ -428,6 +436,26 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
  * of them.
  */
 WEFT_API void weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms);
+
+/* weft_msvc_wall_ms is svc's wall clock, ms since the Unix epoch: the
+ * clock its deadlines are in (the system's, unless the options' test
+ * offset moves it). Any thread. */
+WEFT_API uint64_t weft_msvc_wall_ms(const weft_msvc *svc);
+
+/* weft_msvc_cluster_wall_ms is weft_msvc_wall_ms corrected by the median
+ * of the measured offsets of the members that are up (this node counting
+ * as 0): with one member's clock far off and the others agreeing, every
+ * node, that one included, reads about the same time. For timestamps
+ * that are compared across nodes (the key-value service's versions).
+ * Any thread. */
+WEFT_API uint64_t weft_msvc_cluster_wall_ms(const weft_msvc *svc);
+
+/* weft_msvc_watch_members starts watching every member (heartbeats,
+ * which dial them and measure their clocks), as a first message to each
+ * would: for services that need the cluster's time before they talk to
+ * every member. Does nothing for a member already asked for, or before
+ * weft_msvc_start. Any thread. */
+WEFT_API void weft_msvc_watch_members(weft_msvc *svc);
 
 /* weft_msvc_free stops the service (timeout 0) if needed and frees it.
  * Peers, messages and configs obtained from it become invalid. Not from
@@ -521,9 +549,11 @@ WEFT_API bool weft_msvc_msg_is_request(const weft_msvc_msg *msg);
 WEFT_API const char *weft_msvc_msg_sender(const weft_msvc_msg *msg);
 /* weft_msvc_msg_peer is the sending member, or NULL for a client. */
 WEFT_API weft_msvc_peer *weft_msvc_msg_peer(const weft_msvc_msg *msg);
-/* The sender's wall clock at sending and the message's expiry, in ms
- * since the Unix epoch; expiry 0 means none. Pass the deadline on in
- * weft_msvc_call_opts.deadline_ms for requests made on its behalf. */
+/* When the sender made the message and its expiry, in ms since the Unix
+ * epoch by this node's clock (weft_msvc_wall_ms): the sender's stamps
+ * moved by the offset of its clock from ours as this node estimates it
+ * (docs/RELIABILITY.md, "Clocks"); expiry 0 means none. Pass the deadline
+ * on in weft_msvc_call_opts.deadline_ms for requests made on its behalf. */
 WEFT_API uint64_t weft_msvc_msg_created_ms(const weft_msvc_msg *msg);
 WEFT_API uint64_t weft_msvc_msg_deadline_ms(const weft_msvc_msg *msg);
 
@@ -741,6 +771,13 @@ typedef struct weft_msvc_peer_stats {
 	/* Request round trips in ns, from a snapshot at most ~1 s old. */
 	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
 	uint64_t latency_max_ns;
+	/* The peer's wall clock minus ours in ms, as last estimated (0 until
+	 * clock_known); clock_measured: from heartbeat round trips (of
+	 * clock_rtt_ms), else from what it sent alone; clock_skew_exceeded:
+	 * the offset is past the limits' max_clock_skew_ms. */
+	int64_t clock_offset_ms;
+	uint64_t clock_rtt_ms;
+	bool clock_known, clock_measured, clock_skew_exceeded;
 } weft_msvc_peer_stats;
 
 WEFT_API void weft_msvc_peer_get_stats(const weft_msvc_peer *peer,

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# skew-run.sh: the health of a 3-node weftd cluster on loopback whose node
+# n3 runs with its wall clock shifted (libfaketime, Debian's faketime
+# package; the monotonic clock is left alone), over a bounded run of
+# weft-kv puts and gets through every node in turn.
+#
+#   scripts/skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]
+#
+# OFFSET is libfaketime's: seconds with a sign (+5, -3600). With
+# OLD_BUILD_DIR, n3 runs that build's weftd (a mixed cluster). Prints one
+# line: peer down transitions logged, requests served and failed, and
+# what each node's /metrics says (expired on arrival, n1's view of n3's
+# clock).
+set -euo pipefail
+
+build=${1:?usage: skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]}
+offset=${2:?offset, e.g. +5 or -3600}
+seconds=${3:-20}
+n3build=${4:-$build}
+lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)
+[ -n "$lib" ] || { echo "skew-run.sh: libfaketime not found" >&2; exit 77; }
+
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+base=$((20000 + RANDOM % 20000))
+{
+	printf '[cluster]\nname = skew\n'
+	for i in 1 2 3; do
+		printf '[node n%d]\nhost = 127.0.0.1\nport = %d\n' $i $((base + i))
+	done
+	printf '[weftd]\nlog_level = info\n'
+	for i in 1 2 3; do
+		printf '[weftd n%d]\nmetrics_listen = 127.0.0.1:%d\n' $i \
+			$((base + 10 + i))
+	done
+	printf '[kv]\nwrite_quorum = majority\nreplicate_timeout = 2s\n'
+} >"$dir/cluster.ini"
+
+for i in 1 2 3; do
+	if [ $i = 3 ]; then
+		env LD_PRELOAD="$lib" FAKETIME="$offset" \
+			FAKETIME_DONT_FAKE_MONOTONIC=1 \
+			"$n3build/services/weftd/weftd" --config "$dir/cluster.ini" \
+			--id n$i >"$dir/n$i.out" 2>"$dir/n$i.err" &
+	else
+		"$build/services/weftd/weftd" --config "$dir/cluster.ini" \
+			--id n$i >"$dir/n$i.out" 2>"$dir/n$i.err" &
+	fi
+	pids+=($!)
+done
+for i in 1 2 3; do
+	for _ in $(seq 50); do
+		grep -q ready "$dir/n$i.out" 2>/dev/null && break
+		sleep 0.1
+	done
+done
+
+ok=0 failed=0 n=0
+end=$((SECONDS + seconds))
+while [ $SECONDS -lt $end ]; do
+	node=n$((n % 3 + 1))
+	if "$build/services/weftd/weft-kv" --config "$dir/cluster.ini" \
+		--node $node --timeout-ms 2000 put "k$n" "v$n" \
+		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+	if "$build/services/weftd/weft-kv" --config "$dir/cluster.ini" \
+		--node $node --timeout-ms 2000 get "k$n" \
+		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+	n=$((n + 1))
+done
+
+metric() { # node name [label filter]
+	curl -s "http://127.0.0.1:$((base + 10 + $1))/metrics" |
+		{ grep "^$2{" || true; } | { grep -- "${3:-}" || true; } |
+		awk '{s += $2} END {print s + 0}'
+}
+downs=$(cat "$dir"/n*.err | grep -cE 'peer .* (down|unreachable)' || true)
+expired=0
+for i in 1 2 3; do
+	expired=$((expired + $(metric $i weft_msvc_node_expired_on_arrival_total)))
+done
+seen=$(metric 1 weft_msvc_peer_clock_offset_seconds 'peer="n3"')
+skewlog=$(cat "$dir"/n*.err | grep -c "clock is .* ms" || true)
+echo "n3 clock $offset s: peer down transitions $downs;" \
+	"requests $ok served, $failed failed;" \
+	"expired on arrival $expired; n1 sees n3's clock at ${seen} s;" \
+	"clock warnings $skewlog"
