@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * write.c: puts and deletes. The node that receives one coordinates it:
- * it stamps a version, applies the write to its own replica, sends it to
- * every other member and answers the client from the replicas' reply
- * callbacks once the quorum is met or can no longer be. Nothing waits:
- * the handler returns at once and no lock is held across a send.
+ * it stamps a version, sends the write to every other member, and answers
+ * the client from the replicas' reply callbacks once the quorum is met or
+ * can no longer be. Its own replica counts towards the quorum but applies
+ * the write only once the others' acknowledgements meet it, just before
+ * the answer, so a write that failed is never read through its
+ * coordinator. When it fails, the coordinator sends every other member an
+ * abort carrying its own state of the key: a replica that applied the
+ * failed version goes back to that state, and one that has not received
+ * it yet refuses it when it comes. Nothing waits: the handler returns at
+ * once and no lock is held across a send.
  *
  * A write counts as applied by a replica only when its version became the
  * key's state there (or was already): a replica holding a newer version
@@ -34,9 +40,10 @@ struct kv_ack {
 
 /*
  * A write in progress. acks counts replicas that applied it (this node
- * first), fails those that could not; exactly one reply callback sees acks
- * reach the quorum or fails reach the point where the quorum is out of
- * reach, and answers. The last reference frees it.
+ * first, staged until the quorum is met), fails those that could not;
+ * exactly one reply callback sees acks reach the quorum (and applies the
+ * write here) or fails reach the point where the quorum is out of reach
+ * (and aborts it), and answers. The last reference frees it.
  */
 struct kv_write {
 	weft_kv *kv;
@@ -46,14 +53,22 @@ struct kv_write {
 	_Atomic uint32_t acks;
 	_Atomic uint32_t fails;
 	_Atomic uint32_t refs;
+	struct weft__kv_blob *value; /* NULL: a delete */
+	struct weft__kv_version ver;
+	uint64_t lane; /* the ordering key of the key's messages */
+	size_t key_len;
+	uint8_t *key; /* in the same allocation, after peers */
 	struct kv_ack peers[];
 };
 
 static void
 write_unref(struct kv_write *w)
 {
-	if (atomic_fetch_sub(&w->refs, 1) == 1)
+	if (atomic_fetch_sub(&w->refs, 1) == 1) {
+		if (w->value != NULL)
+			weft__kv_blob_unref(w->value);
 		free(w);
+	}
 }
 
 static void
@@ -106,6 +121,55 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 	weft_msvc_respond_error(w->msg, client_status(status), text);
 }
 
+/* Encodes the replicate request up to the value bytes; returns its size.
+ * out holds at least REPLICATE_OVERHEAD + key_len bytes. */
+static size_t
+encode_head(uint8_t *out, uint32_t op, uint32_t fields, const void *key,
+            size_t key_len, size_t value_len)
+{
+	size_t n = 0;
+
+	n += weft__kv_enc_array(out + n, fields);
+	n += weft__kv_enc_uint(out + n, op);
+	n += weft__kv_enc_bin(out + n, (uint32_t)key_len);
+	memcpy(out + n, key, key_len);
+	n += key_len;
+	n += weft__kv_enc_bin(out + n, (uint32_t)value_len);
+	return n;
+}
+
+/* Takes the failed write back on every other member (abort.c). */
+static void
+abort_write(struct kv_write *w)
+{
+	uint32_t i;
+
+	for (i = 0; i < w->replicas - 1; i++)
+		weft__kv_abort(w->kv, w->peers[i].peer, w->key, w->key_len,
+		               &w->ver, w->lane);
+}
+
+/*
+ * The quorum is met: the write becomes this replica's state, then the
+ * client hears it. A newer version held here already (a concurrent write
+ * that came in meanwhile) leaves it as it is: the write was acknowledged
+ * by a quorum and then superseded, as if it had come first.
+ */
+static void
+commit(struct kv_write *w)
+{
+	weft_kv *kv = w->kv;
+
+	if (weft__kv_store_apply(&kv->store, w->key, w->key_len, w->value,
+	                         &w->ver) < 0) {
+		weft__kv_count(&kv->st.quorum_failures);
+		weft_msvc_respond_error(w->msg, WEFT_EREMOTE, "out of memory");
+		abort_write(w);
+		return;
+	}
+	answer_ok(kv, w->msg);
+}
+
 static void
 on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
                  void *arg)
@@ -120,42 +184,18 @@ on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
 	if (status == 0) {
 		n = atomic_fetch_add(&w->acks, 1) + 1;
 		if (n == w->quorum && w->msg != NULL)
-			answer_ok(w->kv, w->msg);
+			commit(w);
+		/* It answers again: aborts parked for it can go. */
+		weft__kv_aborts_retry(w->kv, a->peer);
 	} else {
 		weft__kv_count(&w->kv->st.replica_failures);
 		n = atomic_fetch_add(&w->fails, 1) + 1;
-		if (n == w->replicas - w->quorum + 1 && w->msg != NULL)
+		if (n == w->replicas - w->quorum + 1 && w->msg != NULL) {
 			answer_error(w, status, a->peer);
+			abort_write(w);
+		}
 	}
 	write_unref(w);
-}
-
-/* Encodes the replicate request up to the value bytes; returns its size.
- * out holds at least REPLICATE_OVERHEAD + key_len bytes. */
-static size_t
-encode_head(uint8_t *out, uint32_t op, const void *key, size_t key_len,
-            size_t value_len)
-{
-	size_t n = 0;
-
-	n += weft__kv_enc_array(out + n, 5);
-	n += weft__kv_enc_uint(out + n, op);
-	n += weft__kv_enc_bin(out + n, (uint32_t)key_len);
-	memcpy(out + n, key, key_len);
-	n += key_len;
-	n += weft__kv_enc_bin(out + n, (uint32_t)value_len);
-	return n;
-}
-
-static size_t
-encode_tail(uint8_t *out, const struct weft__kv_version *ver)
-{
-	size_t n, olen = strlen(ver->origin);
-
-	n = weft__kv_enc_uint(out, ver->ts);
-	n += weft__kv_enc_str(out + n, (uint32_t)olen);
-	memcpy(out + n, ver->origin, olen);
-	return n + olen;
 }
 
 /*
@@ -180,11 +220,11 @@ replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
 	    (p = malloc(REPLICATE_OVERHEAD + req->key_len + value_len)) == NULL)
 		rv = WEFT_ENOMEM;
 	if (rv == 0) {
-		n = encode_head(p, op, req->key, req->key_len, value_len);
+		n = encode_head(p, op, 5, req->key, req->key_len, value_len);
 		if (value_len > 0)
 			memcpy(p + n, b->data, value_len);
 		n += value_len;
-		n += encode_tail(p + n, ver);
+		n += weft__kv_enc_version(p + n, ver);
 	}
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
@@ -202,20 +242,32 @@ replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
 		free(p);
 }
 
+/* A write of (key, b) at ver, with a reference on b, to be staged here
+ * until its quorum is met. */
 static struct kv_write *
-write_new(weft_kv *kv)
+write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
+          const struct weft__kv_version *ver)
 {
 	struct kv_write *w;
 	size_t i, j = 0, n = weft_msvc_peer_count(kv->svc);
+	size_t size = sizeof(*w) + n * sizeof(w->peers[0]);
 	weft_msvc_peer *p;
 
-	if ((w = calloc(1, sizeof(*w) + n * sizeof(w->peers[0]))) == NULL)
+	if ((w = calloc(1, size + req->key_len)) == NULL)
 		return NULL;
 	w->kv = kv;
 	w->quorum = kv->quorum;
 	w->replicas = kv->members;
 	atomic_init(&w->acks, 1);           /* this node's own replica */
 	atomic_init(&w->refs, kv->members); /* the others, and the handler */
+	if ((w->value = b) != NULL)
+		weft__kv_blob_ref(b);
+	w->ver = *ver;
+	/* Writes to one key from here keep their order on the wire. */
+	w->lane = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
+	w->key = (uint8_t *)w + size;
+	w->key_len = req->key_len;
+	memcpy(w->key, req->key, req->key_len);
 	for (i = 0; i < n; i++) {
 		p = weft_msvc_peer_at(kv->svc, i);
 		if (!weft_msvc_peer_is_self(p))
@@ -241,13 +293,13 @@ static void
 coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
            struct weft__kv_blob *b)
 {
-	struct weft__kv_version ver;
+	struct weft__kv_version ver, held;
 	weft_msvc_call_opts opts;
 	struct kv_write *w;
 	uint32_t down;
 	char text[96];
-	int rv;
 
+	weft__kv_aborts_retry(kv, NULL);
 	/* A quorum out of reach already fails now, before anything is
 	 * applied, rather than after the replicas' timeout. */
 	if (kv->quorum > 1 &&
@@ -265,31 +317,36 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 		return;
 	}
 	ver.origin = weft_msvc_peer_id(kv->self);
-	rv = weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver);
-	if (rv < 0) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
-		return;
-	}
-	if (rv == WEFT__KV_SUPERSEDED) {
+	weft__kv_blob_unref(
+	    weft__kv_store_get(&kv->store, req->key, req->key_len, &held));
+	if (held.ts != 0 && weft__kv_version_cmp(&ver, &held) < 0) {
 		/* A concurrent write with a later version got here first. */
 		weft__kv_count(&kv->st.writes_superseded);
 		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
 		                        "superseded by a newer version");
 		return;
 	}
-	if ((w = write_new(kv)) == NULL) {
+	if ((w = write_new(kv, req, b, &ver)) == NULL) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (w->quorum <= 1)
+	if (w->quorum <= 1) {
+		/* This replica alone is the quorum: applied, answered. */
+		if (weft__kv_store_apply(&kv->store, req->key, req->key_len, b,
+		                         &ver) < 0) {
+			weft_msvc_respond_error(msg, WEFT_EREMOTE,
+			                        "out of memory");
+			write_unref(w);
+			return;
+		}
 		answer_ok(kv, msg);
-	else
+	} else {
 		w->msg = weft_msvc_msg_detach(msg);
+	}
 	memset(&opts, 0, sizeof(opts));
 	opts.timeout_ms = kv->replicate_timeout_ms;
 	opts.deadline_ms = weft_msvc_msg_deadline_ms(msg);
-	/* Writes to one key from here keep their order on the wire. */
-	opts.key = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
+	opts.key = w->lane;
 	replicate(w, b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE, req, b, &ver,
 	          &opts);
 	write_unref(w);
@@ -340,57 +397,111 @@ weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	coordinate(kv, msg, &req, NULL);
 }
 
+/* The peer whose id is (id, len), or NULL. */
+static weft_msvc_peer *
+peer_named(weft_msvc *svc, const char *id, size_t len)
+{
+	char name[WEFT_MSVC_MAX_ID + 1];
+
+	memcpy(name, id, len);
+	name[len] = '\0';
+	return weft_msvc_peer_find(svc, name);
+}
+
+/* Answers a replicate, or does nothing for an abort sent one-way. */
+static void
+replicate_answer(weft_msvc_msg *msg, int status, const char *text)
+{
+	if (!weft_msvc_msg_is_request(msg))
+		return;
+	if (status == 0)
+		weft_msvc_respond(msg, "", 0);
+	else
+		weft_msvc_respond_error(msg, status, text);
+}
+
+/* Applies a replicated write, or an abort of one, to this replica. */
+static int
+replicate_apply(weft_kv *kv, const struct weft__kv_req *req,
+                struct weft__kv_blob *b, const struct weft__kv_version *ver,
+                const struct weft__kv_version *restore)
+{
+	int rv;
+
+	if (req->op != WEFT__KV_OP_ABORT)
+		return weft__kv_store_apply(&kv->store, req->key, req->key_len,
+		                            b, ver);
+	rv = weft__kv_store_abort(&kv->store, req->key, req->key_len, ver, b,
+	                          restore);
+	if (rv == WEFT__KV_APPLIED)
+		weft__kv_count(&kv->st.replicas_aborted);
+	return rv == WEFT__KV_SUPERSEDED ? WEFT__KV_HELD : rv;
+}
+
 void
 weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	weft_kv *kv = arg;
-	char origin[WEFT_MSVC_MAX_ID + 1];
+	struct weft__kv_version ver, restore = {0, NULL};
 	struct weft__kv_blob *b = NULL;
-	struct weft__kv_version ver;
 	struct weft__kv_req req;
-	weft_msvc_peer *p = NULL;
+	weft_msvc_peer *p = NULL, *rp = NULL;
+	bool value_ok;
 	int rv;
 
 	if (weft__kv_decode_replicate(weft_msvc_msg_data(msg),
 	                              weft_msvc_msg_len(msg), &req) == 0) {
-		memcpy(origin, req.origin, req.origin_len);
-		origin[req.origin_len] = '\0';
-		p = weft_msvc_peer_find(svc, origin);
+		p = peer_named(svc, req.origin, req.origin_len);
+		rp = req.op != WEFT__KV_OP_ABORT
+		         ? p
+		         : peer_named(svc, req.restore_origin,
+		                      req.restore_origin_len);
 	}
-	if (p == NULL || req.value_len > kv->max_value ||
-	    (req.op == WEFT__KV_OP_DELETE && req.value_len != 0)) {
+	/* A put's value, or an abort's value to go back to (none for a
+	 * delete). */
+	value_ok = req.op == WEFT__KV_OP_ABORT
+	               ? req.restore_op == WEFT__KV_OP_PUT || req.value_len == 0
+	               : req.op == WEFT__KV_OP_PUT || req.value_len == 0;
+	if (p == NULL || rp == NULL || req.value_len > kv->max_value ||
+	    !value_ok) {
 		weft__kv_count(&kv->st.bad_requests);
-		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "malformed replicate");
+		replicate_answer(msg, WEFT_EINVAL, "malformed replicate");
 		return;
 	}
-	if (req.op == WEFT__KV_OP_PUT &&
+	if ((req.op == WEFT__KV_OP_PUT ||
+	     (req.op == WEFT__KV_OP_ABORT &&
+	      req.restore_op == WEFT__KV_OP_PUT)) &&
 	    (b = weft__kv_blob_new(req.value, req.value_len)) == NULL) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		replicate_answer(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	ver.ts = req.ts;
-	ver.origin = weft_msvc_peer_id(p);
-	if (weft__kv_clock_observe(kv, req.ts) != 0) {
+	ver = (struct weft__kv_version){req.ts, weft_msvc_peer_id(p)};
+	if (req.op == WEFT__KV_OP_ABORT)
+		restore = (struct weft__kv_version){req.restore_ts,
+		                                    weft_msvc_peer_id(rp)};
+	if (weft__kv_clock_observe(kv, req.ts) != 0 ||
+	    weft__kv_clock_observe(kv, restore.ts) != 0) {
 		weft__kv_blob_unref(b);
 		weft__kv_count(&kv->st.replicas_refused);
-		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "version too far ahead of this node's "
-		                        "clock");
+		replicate_answer(msg, WEFT_EINVAL,
+		                 "version too far ahead of this node's clock");
 		return;
 	}
-	rv = weft__kv_store_apply(&kv->store, req.key, req.key_len, b, &ver);
+	rv = replicate_apply(kv, &req, b, &ver, &restore);
 	weft__kv_blob_unref(b);
 	if (rv < 0) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		replicate_answer(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (rv == WEFT__KV_SUPERSEDED) {
+	if (rv == WEFT__KV_SUPERSEDED || rv == WEFT__KV_ABORTED) {
 		weft__kv_count(&kv->st.replicas_stale);
-		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
-		                        "superseded by a newer version");
+		replicate_answer(msg, WEFT_ECONFLICT,
+		                 rv == WEFT__KV_ABORTED
+		                     ? "aborted by its coordinator"
+		                     : "superseded by a newer version");
 		return;
 	}
-	weft__kv_count(&kv->st.replicas_applied);
-	weft_msvc_respond(msg, "", 0);
+	if (req.op != WEFT__KV_OP_ABORT)
+		weft__kv_count(&kv->st.replicas_applied);
+	replicate_answer(msg, 0, NULL);
 }
