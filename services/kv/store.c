@@ -277,8 +277,8 @@ replace(struct weft__kv_store *s, struct weft__kv_shard *sh,
 	return WEFT__KV_APPLIED;
 }
 
-/* What applying ver to e would do: 0 (newer: apply), or the
- * weft__kv_applied that leaves e as it is. */
+/* What applying ver to e would do: WEFT__KV_APPLIED (it is newer), or
+ * the weft__kv_applied that leaves e as it is. */
 static int
 outcome(const struct weft__kv_entry *e, const struct weft__kv_version *ver)
 {
@@ -290,7 +290,7 @@ outcome(const struct weft__kv_entry *e, const struct weft__kv_version *ver)
 	/* A new entry has no version yet: anything is newer. */
 	if (e->ver.origin == NULL ||
 	    (cmp = weft__kv_version_cmp(ver, &e->ver)) > 0)
-		return 0;
+		return WEFT__KV_APPLIED;
 	return cmp < 0 ? WEFT__KV_SUPERSEDED : WEFT__KV_HELD;
 }
 
@@ -307,7 +307,7 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 
 	pthread_mutex_lock(&sh->lock);
 	if ((rv = entry_for(s, sh, hash, key, key_len, &e, &node)) == 0 &&
-	    (rv = outcome(e, ver)) == 0)
+	    (rv = outcome(e, ver)) == WEFT__KV_APPLIED)
 		return replace(s, sh, e, node, value, ver);
 	pthread_mutex_unlock(&sh->lock);
 	return rv;
@@ -333,7 +333,7 @@ weft__kv_store_abort(struct weft__kv_store *s, const void *key, size_t key_len,
 		if (e->ver.origin != NULL &&
 		    weft__kv_version_cmp(failed, &e->ver) == 0)
 			return replace(s, sh, e, node, value, ver);
-		if ((rv = outcome(e, ver)) == 0)
+		if ((rv = outcome(e, ver)) == WEFT__KV_APPLIED)
 			return replace(s, sh, e, node, value, ver);
 		if (rv == WEFT__KV_ABORTED)
 			rv = WEFT__KV_SUPERSEDED;
