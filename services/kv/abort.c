@@ -26,8 +26,6 @@
 #define ABORTS_PARKED 1024
 /* Tries of one abort while its replica is up before it is parked. */
 #define ABORT_TRIES 3
-/* An abort's payload around the key and the value. */
-#define ABORT_OVERHEAD (9 * WEFT__KV_HDR_MAX + 2 * WEFT_MSVC_MAX_ID)
 
 /* One abort to one replica: what to send it again from. */
 struct weft__kv_abort {
@@ -114,29 +112,31 @@ on_abort_reply(weft_msvc *svc, int status, const void *data, size_t len,
 	}
 }
 
-/* Encodes the abort of a with (b, restore), this node's state of the key,
- * into out; returns its size. */
-static size_t
-abort_encode(uint8_t *out, const struct weft__kv_abort *a,
-             const struct weft__kv_blob *b,
-             const struct weft__kv_version *restore)
+/* Fills buf with the abort of a, carrying (b, restore): this node's state
+ * of the key, its value lent by reference. 0 or WEFT_ENOMEM. */
+static int
+abort_encode(struct evbuffer *buf, const struct weft__kv_abort *a,
+             struct weft__kv_blob *b, const struct weft__kv_version *restore)
 {
-	size_t n = 0, value_len = b ? b->len : 0;
+	uint8_t head[4 * WEFT__KV_HDR_MAX + WEFT_KV_MAX_KEY];
+	uint8_t tail[5 * WEFT__KV_HDR_MAX + 2 * WEFT_MSVC_MAX_ID];
+	size_t h = 0, t = 0;
 
-	n += weft__kv_enc_array(out + n, 8);
-	n += weft__kv_enc_uint(out + n, WEFT__KV_OP_ABORT);
-	n += weft__kv_enc_bin(out + n, (uint32_t)a->key_len);
-	memcpy(out + n, a->key, a->key_len);
-	n += a->key_len;
-	n += weft__kv_enc_bin(out + n, (uint32_t)value_len);
-	if (value_len > 0)
-		memcpy(out + n, b->data, value_len);
-	n += value_len;
-	n += weft__kv_enc_version(out + n, &a->failed);
-	n += weft__kv_enc_uint(out + n,
+	h += weft__kv_enc_array(head + h, 8);
+	h += weft__kv_enc_uint(head + h, WEFT__KV_OP_ABORT);
+	h += weft__kv_enc_bin(head + h, (uint32_t)a->key_len);
+	memcpy(head + h, a->key, a->key_len);
+	h += a->key_len;
+	h += weft__kv_enc_bin(head + h, b ? (uint32_t)b->len : 0);
+	t += weft__kv_enc_version(tail + t, &a->failed);
+	t += weft__kv_enc_uint(tail + t,
 	                       b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE);
-	n += weft__kv_enc_version(out + n, restore);
-	return n;
+	t += weft__kv_enc_version(tail + t, restore);
+	if (evbuffer_add(buf, head, h) != 0 ||
+	    (b != NULL && weft__kv_blob_lend(b, buf) != 0) ||
+	    evbuffer_add(buf, tail, t) != 0)
+		return WEFT_ENOMEM;
+	return 0;
 }
 
 /* Sends a with this node's state of the key now; parks or frees it when
@@ -149,24 +149,20 @@ abort_send(struct weft__kv_abort *a)
 	                            .key = a->lane};
 	struct weft__kv_version restore;
 	struct weft__kv_blob *b;
-	uint8_t *p;
-	size_t n;
-	int rv;
+	struct evbuffer *buf;
+	int rv = WEFT_ENOMEM;
 
 	b = weft__kv_store_get(&kv->store, a->key, a->key_len, &restore);
 	if (restore.ts == 0)
 		restore.origin = a->failed.origin; /* the key is absent */
-	p = malloc(ABORT_OVERHEAD + a->key_len + (b ? b->len : 0));
-	if (p == NULL) {
-		weft__kv_blob_unref(b);
-		abort_park(a);
-		return;
-	}
-	n = abort_encode(p, a, b, &restore);
+	if ((buf = evbuffer_new()) != NULL &&
+	    abort_encode(buf, a, b, &restore) == 0)
+		rv = weft_msvc_request_buf(kv->svc, a->peer,
+		                           WEFT_KV_VERB_REPLICATE, buf, &opts,
+		                           on_abort_reply, a);
+	if (buf != NULL)
+		evbuffer_free(buf);
 	weft__kv_blob_unref(b);
-	rv = weft_msvc_request(kv->svc, a->peer, WEFT_KV_VERB_REPLICATE, p, n,
-	                       &opts, on_abort_reply, a);
-	free(p);
 	if (rv == 0)
 		weft__kv_count(&kv->st.aborts_sent);
 	else if (rv == WEFT_EPEERDOWN || rv == WEFT_EOVERLOAD ||

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <event2/buffer.h>
+
 #include <weft/kv.h>
 
 /* ---- Values (store.c) -------------------------------------------------- */
@@ -21,6 +23,10 @@ struct weft__kv_blob {
 struct weft__kv_blob *weft__kv_blob_new(const void *data, size_t len);
 void weft__kv_blob_ref(struct weft__kv_blob *b);
 void weft__kv_blob_unref(struct weft__kv_blob *b);
+/* weft__kv_blob_lend appends b's bytes to buf by reference (the chain
+ * holds a reference on b until libevent frees it, on whichever thread);
+ * 0 or WEFT_ENOMEM. */
+int weft__kv_blob_lend(struct weft__kv_blob *b, struct evbuffer *buf);
 
 /* ---- The replica (store.c) --------------------------------------------- */
 

@@ -37,6 +37,26 @@ weft__kv_blob_unref(struct weft__kv_blob *b)
 		free(b);
 }
 
+static void
+blob_release(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	weft__kv_blob_unref(arg);
+}
+
+int
+weft__kv_blob_lend(struct weft__kv_blob *b, struct evbuffer *buf)
+{
+	weft__kv_blob_ref(b);
+	if (evbuffer_add_reference(buf, b->data, b->len, blob_release, b) !=
+	    0) {
+		weft__kv_blob_unref(b);
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
 int
 weft__kv_version_cmp(const struct weft__kv_version *a,
                      const struct weft__kv_version *b)

@@ -199,47 +199,68 @@ on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
 }
 
 /*
- * Sends the write to every other member. Each request gets a copy of one
- * encoded payload (on the stack for small values).
- * TODO: lend large values to the requests by reference
- * (evbuffer_add_reference and weft_msvc_request_buf) once the _buf calls
- * no longer race with the loop that frees their buffer.
+ * Sends one replicate request: head, the value and tail. A small value is
+ * copied into one payload on the stack; a large one is lent to the
+ * request by reference (weft__kv_blob_lend), so that however many replicas
+ * there are, the coordinator holds the value once.
  */
+static int
+replicate_one(struct kv_ack *a, const uint8_t *head, size_t head_len,
+              struct weft__kv_blob *b, const uint8_t *tail, size_t tail_len,
+              const weft_msvc_call_opts *opts)
+{
+	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
+	size_t value_len = b ? b->len : 0;
+	struct evbuffer *buf;
+	int rv;
+
+	if (value_len <= STACK_VALUE_MAX) {
+		memcpy(stack, head, head_len);
+		if (value_len > 0)
+			memcpy(stack + head_len, b->data, value_len);
+		memcpy(stack + head_len + value_len, tail, tail_len);
+		return weft_msvc_request(
+		    a->w->kv->svc, a->peer, WEFT_KV_VERB_REPLICATE, stack,
+		    head_len + value_len + tail_len, opts, on_replica_reply, a);
+	}
+	if ((buf = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	if (evbuffer_add(buf, head, head_len) != 0 ||
+	    weft__kv_blob_lend(b, buf) != 0 ||
+	    evbuffer_add(buf, tail, tail_len) != 0)
+		rv = WEFT_ENOMEM;
+	else
+		rv = weft_msvc_request_buf(a->w->kv->svc, a->peer,
+		                           WEFT_KV_VERB_REPLICATE, buf, opts,
+		                           on_replica_reply, a);
+	evbuffer_free(buf);
+	return rv;
+}
+
+/* Sends the write to every other member. */
 static void
 replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
           struct weft__kv_blob *b, const struct weft__kv_version *ver,
           const weft_msvc_call_opts *opts)
 {
-	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
-	size_t value_len = b ? b->len : 0, n;
-	uint8_t *p = stack;
+	uint8_t head[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY];
+	uint8_t tail[2 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID];
+	size_t head_len, tail_len;
 	uint32_t i;
-	int rv = 0;
+	int sent;
 
-	if (value_len > STACK_VALUE_MAX &&
-	    (p = malloc(REPLICATE_OVERHEAD + req->key_len + value_len)) == NULL)
-		rv = WEFT_ENOMEM;
-	if (rv == 0) {
-		n = encode_head(p, op, 5, req->key, req->key_len, value_len);
-		if (value_len > 0)
-			memcpy(p + n, b->data, value_len);
-		n += value_len;
-		n += weft__kv_enc_version(p + n, ver);
-	}
+	head_len =
+	    encode_head(head, op, 5, req->key, req->key_len, b ? b->len : 0);
+	tail_len = weft__kv_enc_version(tail, ver);
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
-		int sent = rv;
 
-		if (sent == 0)
-			sent = weft_msvc_request(w->kv->svc, a->peer,
-			                         WEFT_KV_VERB_REPLICATE, p, n,
-			                         opts, on_replica_reply, a);
+		sent =
+		    replicate_one(a, head, head_len, b, tail, tail_len, opts);
 		/* Refused at once: that replica's answer is this error. */
 		if (sent != 0)
 			on_replica_reply(w->kv->svc, sent, NULL, 0, a);
 	}
-	if (p != stack)
-		free(p);
 }
 
 /* A write of (key, b) at ver, with a reference on b, to be staged here
@@ -340,8 +361,12 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 			return;
 		}
 		answer_ok(kv, msg);
-	} else {
-		w->msg = weft_msvc_msg_detach(msg);
+	} else if ((w->msg = weft_msvc_msg_detach_reply(msg)) == NULL) {
+		/* The value is in b: the answer needs no copy of it. */
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		atomic_store(&w->refs, 1);
+		write_unref(w);
+		return;
 	}
 	memset(&opts, 0, sizeof(opts));
 	opts.timeout_ms = kv->replicate_timeout_ms;

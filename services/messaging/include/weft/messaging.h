@@ -480,6 +480,12 @@ WEFT_API uint64_t weft_msvc_msg_deadline_ms(const weft_msvc_msg *msg);
  * one-way message.
  */
 WEFT_API weft_msvc_msg *weft_msvc_msg_detach(weft_msvc_msg *msg);
+/* weft_msvc_msg_detach_reply is weft_msvc_msg_detach without the payload:
+ * the returned message can be answered (and its sender, deadline and
+ * verb read) but its data is empty, so a handler that has taken what it
+ * needs from a large request does not keep a copy of it, nor count it in
+ * flight, while the answer waits. NULL when it could not be made. */
+WEFT_API weft_msvc_msg *weft_msvc_msg_detach_reply(weft_msvc_msg *msg);
 
 /*
  * weft_msvc_respond answers a request with a copy of data. The response
