@@ -27,6 +27,17 @@
 
 /* Values up to this size are encoded on the stack. */
 #define STACK_VALUE_MAX 4096
+/*
+ * A value from this size on has longer than replicate_timeout to reach a
+ * replica: one more second per REPLICATE_MIN_RATE bytes queued to that
+ * replica, its own included. Large values travel one after another on the
+ * replica's large-message connection, so the last of several maximum-size
+ * writes waits for all those before it; without this, a replica that is
+ * merely busy would time a healthy write out. A replica that stops is
+ * still caught by the heartbeats (peer down), whatever the timeout.
+ */
+#define SCALED_VALUE_MIN (64 * 1024)
+#define REPLICATE_MIN_RATE (4 * 1024 * 1024)
 /* The encoded replicate request around the key and value. */
 #define REPLICATE_OVERHEAD (6 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID)
 
@@ -36,6 +47,9 @@ struct kv_write;
 struct kv_ack {
 	struct kv_write *w;
 	weft_msvc_peer *peer;
+	/* Not refused at once: it may apply the write (set before any
+	 * request goes, cleared on a refusal, read by the abort). */
+	_Atomic bool sent;
 };
 
 /*
@@ -138,15 +152,17 @@ encode_head(uint8_t *out, uint32_t op, uint32_t fields, const void *key,
 	return n;
 }
 
-/* Takes the failed write back on every other member (abort.c). */
+/* Takes the failed write back on every other member it was sent to
+ * (abort.c); one that refused it at once never had it. */
 static void
 abort_write(struct kv_write *w)
 {
 	uint32_t i;
 
 	for (i = 0; i < w->replicas - 1; i++)
-		weft__kv_abort(w->kv, w->peers[i].peer, w->key, w->key_len,
-		               &w->ver, w->lane);
+		if (atomic_load(&w->peers[i].sent))
+			weft__kv_abort(w->kv, w->peers[i].peer, w->key,
+			               w->key_len, &w->ver, w->lane);
 }
 
 /*
@@ -237,6 +253,21 @@ replicate_one(struct kv_ack *a, const uint8_t *head, size_t head_len,
 	return rv;
 }
 
+/* How long peer has to acknowledge a write of value_len bytes (see
+ * SCALED_VALUE_MIN). */
+static uint64_t
+replicate_timeout_ms(const weft_kv *kv, const weft_msvc_peer *peer,
+                     size_t value_len)
+{
+	weft_msvc_peer_stats st;
+
+	if (value_len < SCALED_VALUE_MIN)
+		return kv->replicate_timeout_ms;
+	weft_msvc_peer_get_stats(peer, &st);
+	return kv->replicate_timeout_ms +
+	       (st.queued_bytes + value_len) * 1000 / REPLICATE_MIN_RATE;
+}
+
 /* Sends the write to every other member. */
 static void
 replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
@@ -254,12 +285,16 @@ replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
 	tail_len = weft__kv_enc_version(tail, ver);
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
+		weft_msvc_call_opts o = *opts;
 
-		sent =
-		    replicate_one(a, head, head_len, b, tail, tail_len, opts);
+		o.timeout_ms =
+		    replicate_timeout_ms(w->kv, a->peer, b ? b->len : 0);
+		sent = replicate_one(a, head, head_len, b, tail, tail_len, &o);
 		/* Refused at once: that replica's answer is this error. */
-		if (sent != 0)
+		if (sent != 0) {
+			atomic_store(&a->sent, false);
 			on_replica_reply(w->kv->svc, sent, NULL, 0, a);
+		}
 	}
 }
 
@@ -291,8 +326,11 @@ write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
 	memcpy(w->key, req->key, req->key_len);
 	for (i = 0; i < n; i++) {
 		p = weft_msvc_peer_at(kv->svc, i);
-		if (!weft_msvc_peer_is_self(p))
-			w->peers[j++] = (struct kv_ack){w, p};
+		if (weft_msvc_peer_is_self(p))
+			continue;
+		w->peers[j].w = w;
+		w->peers[j].peer = p;
+		atomic_init(&w->peers[j++].sent, true);
 	}
 	return w;
 }
