@@ -570,6 +570,9 @@ test_a_replica_error_fails_the_write(void **state)
 	assert_true(wait_replicas_without(c, "k", "v"));
 	assert_int_equal(weft_kv_get_local(c->kv[1], "k", 1, NULL),
 	                 WEFT_ENOTFOUND);
+	/* The stub, which had it too, gets its abort as well. */
+	assert_true(stub_holds_one(c));
+	stub_release(&c->stub);
 	cluster_stop(c);
 }
 
