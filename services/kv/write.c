@@ -138,12 +138,12 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 /* Encodes the replicate request up to the value bytes; returns its size.
  * out holds at least REPLICATE_OVERHEAD + key_len bytes. */
 static size_t
-encode_head(uint8_t *out, uint32_t op, uint32_t fields, const void *key,
-            size_t key_len, size_t value_len)
+encode_head(uint8_t *out, uint32_t op, const void *key, size_t key_len,
+            size_t value_len)
 {
 	size_t n = 0;
 
-	n += weft__kv_enc_array(out + n, fields);
+	n += weft__kv_enc_array(out + n, 5);
 	n += weft__kv_enc_uint(out + n, op);
 	n += weft__kv_enc_bin(out + n, (uint32_t)key_len);
 	memcpy(out + n, key, key_len);
@@ -281,7 +281,7 @@ replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
 	int sent;
 
 	head_len =
-	    encode_head(head, op, 5, req->key, req->key_len, b ? b->len : 0);
+	    encode_head(head, op, req->key, req->key_len, b ? b->len : 0);
 	tail_len = weft__kv_enc_version(tail, ver);
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
