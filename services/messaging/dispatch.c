@@ -41,15 +41,16 @@ msg_release(weft_msvc_msg *msg)
 {
 	weft_msvc_peer *peer = msg->peer;
 
-	if (msg->counted)
-		weft__msvc_inflight_release(msg->svc, msg->len);
+	if (msg->counted > 0)
+		weft__msvc_inflight_release(msg->svc, msg->counted);
 	free(msg);
 	if (peer != NULL && peer->is_client)
 		weft__msvc_peer_unref(peer);
 }
 
 /* Copies msg to the heap (its payload too, unless !payload): for the
- * worker pool and for responding later. Counts its bytes as in flight. */
+ * worker pool and for responding later. Counts its payload's bytes as in
+ * flight, copied or not, so that reading pauses for it either way. */
 static weft_msvc_msg *
 msg_copy(const weft_msvc_msg *src, bool payload)
 {
@@ -66,8 +67,8 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 	m->heap = true;
 	m->detached = false;
 	m->next = NULL;
-	m->counted = true;
-	atomic_fetch_add(&m->svc->inflight, m->len);
+	m->counted = src->len;
+	atomic_fetch_add(&m->svc->inflight, m->counted);
 	if (m->peer->is_client)
 		atomic_fetch_add(&m->peer->refs, 1);
 	return m;
