@@ -347,6 +347,25 @@ replicas_down(const weft_kv *kv)
 	return down;
 }
 
+/* Gets w going before it is sent: with a quorum of one, applied here and
+ * answered at once; otherwise its answer waits, detached without the
+ * request's payload (the value is in w). 0 or WEFT_ENOMEM. */
+static int
+write_start(struct kv_write *w, weft_msvc_msg *msg)
+{
+	weft_kv *kv = w->kv;
+
+	if (w->quorum > 1)
+		return (w->msg = weft_msvc_msg_detach_reply(msg)) != NULL
+		           ? 0
+		           : WEFT_ENOMEM;
+	if (weft__kv_store_apply(&kv->store, w->key, w->key_len, w->value,
+	                         &w->ver) < 0)
+		return WEFT_ENOMEM;
+	answer_ok(kv, msg);
+	return 0;
+}
+
 /* Coordinates one write: value NULL deletes. */
 static void
 coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
@@ -389,20 +408,9 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (w->quorum <= 1) {
-		/* This replica alone is the quorum: applied, answered. */
-		if (weft__kv_store_apply(&kv->store, req->key, req->key_len, b,
-		                         &ver) < 0) {
-			weft_msvc_respond_error(msg, WEFT_EREMOTE,
-			                        "out of memory");
-			write_unref(w);
-			return;
-		}
-		answer_ok(kv, msg);
-	} else if ((w->msg = weft_msvc_msg_detach_reply(msg)) == NULL) {
-		/* The value is in b: the answer needs no copy of it. */
+	if (write_start(w, msg) != 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
-		atomic_store(&w->refs, 1);
+		atomic_store(&w->refs, 1); /* nothing was sent */
 		write_unref(w);
 		return;
 	}
