@@ -194,13 +194,17 @@ weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 		goto err_free;
 	if ((rv = weft__kv_store_init(&kv->store)) != 0)
 		goto err_free;
-	if ((rv = register_verbs(kv)) != 0)
+	if ((rv = weft__kv_aborts_init(&kv->aborts)) != 0)
 		goto err_store;
+	if ((rv = register_verbs(kv)) != 0)
+		goto err_aborts;
 	weft_info("kv: %s serving %u replicas, write quorum %u",
 	          weft_msvc_node_id(svc), kv->members, kv->quorum);
 	*out = kv;
 	return 0;
 
+err_aborts:
+	weft__kv_aborts_fini(&kv->aborts);
 err_store:
 	weft__kv_store_fini(&kv->store);
 err_free:
@@ -213,6 +217,7 @@ weft_kv_free(weft_kv *kv)
 {
 	if (kv == NULL)
 		return;
+	weft__kv_aborts_fini(&kv->aborts);
 	weft__kv_store_fini(&kv->store);
 	free(kv);
 }
@@ -266,6 +271,9 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->scans = load(&c->scans);
 	out->keys = load(&kv->store.keys);
 	out->value_bytes = load(&kv->store.value_bytes);
+	out->aborts_sent = load(&c->aborts_sent);
+	out->replicas_aborted = load(&c->replicas_aborted);
+	out->aborts_dropped = load(&c->aborts_dropped);
 }
 
 static int
@@ -301,6 +309,14 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	    {"scans_total", "counter", "scan requests answered", s->scans},
 	    {"keys", "gauge", "keys held, tombstones included", s->keys},
 	    {"value_bytes", "gauge", "bytes of live values", s->value_bytes},
+	    {"aborts_sent_total", "counter",
+	     "aborts of failed writes sent to replicas", s->aborts_sent},
+	    {"replicas_aborted_total", "counter",
+	     "failed writes taken back on their coordinator's abort",
+	     s->replicas_aborted},
+	    {"aborts_dropped_total", "counter",
+	     "aborts given up: too many waiting, or out of memory",
+	     s->aborts_dropped},
 	};
 	size_t i;
 

@@ -6,6 +6,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <event2/buffer.h>
+
 #include <weft/kv.h>
 
 /* ---- Values (store.c) -------------------------------------------------- */
@@ -21,6 +23,10 @@ struct weft__kv_blob {
 struct weft__kv_blob *weft__kv_blob_new(const void *data, size_t len);
 void weft__kv_blob_ref(struct weft__kv_blob *b);
 void weft__kv_blob_unref(struct weft__kv_blob *b);
+/* weft__kv_blob_lend appends b's bytes to buf by reference (the chain
+ * holds a reference on b until libevent frees it, on whichever thread);
+ * 0 or WEFT_ENOMEM. */
+int weft__kv_blob_lend(struct weft__kv_blob *b, struct evbuffer *buf);
 
 /* ---- The replica (store.c) --------------------------------------------- */
 
@@ -38,11 +44,14 @@ struct weft__kv_version {
 int weft__kv_version_cmp(const struct weft__kv_version *a,
                          const struct weft__kv_version *b);
 
-/* One key: its latest version and value (NULL: deleted). */
+/* One key: its latest version and value (NULL: deleted), and the last
+ * version its coordinator aborted here (origin NULL: none), which is
+ * refused if it arrives after its abort. */
 struct weft__kv_entry {
 	uint64_t hash;
 	struct weft__kv_blob *value;
 	struct weft__kv_version ver;
+	struct weft__kv_version aborted;
 	uint32_t key_len;
 	uint8_t key[];
 };
@@ -123,6 +132,7 @@ enum weft__kv_applied {
 	WEFT__KV_HELD = 0,       /* this very version is held already */
 	WEFT__KV_APPLIED = 1,    /* it is the key's state now */
 	WEFT__KV_SUPERSEDED = 2, /* a newer version is held: nothing done */
+	WEFT__KV_ABORTED = 3,    /* its coordinator aborted it: nothing done */
 };
 
 /*
@@ -133,6 +143,21 @@ enum weft__kv_applied {
  */
 int weft__kv_store_apply(struct weft__kv_store *s, const void *key,
                          size_t key_len, struct weft__kv_blob *value,
+                         const struct weft__kv_version *ver);
+
+/*
+ * weft__kv_store_abort takes back a write its coordinator reported failed:
+ * if the key's state is that version (failed), it becomes (value, ver),
+ * the coordinator's own state of the key, even though older; otherwise
+ * (value, ver) is applied as weft__kv_store_apply would. Either way failed
+ * is remembered, so that its write, arriving later, is refused
+ * (WEFT__KV_ABORTED). Returns WEFT__KV_APPLIED when the state changed,
+ * WEFT__KV_HELD or WEFT__KV_SUPERSEDED when not, or WEFT_ENOMEM. ver.ts 0
+ * with value NULL is a key the coordinator does not hold. Any thread.
+ */
+int weft__kv_store_abort(struct weft__kv_store *s, const void *key,
+                         size_t key_len, const struct weft__kv_version *failed,
+                         struct weft__kv_blob *value,
                          const struct weft__kv_version *ver);
 
 /*
@@ -158,9 +183,17 @@ uint64_t weft__kv_siphash(const uint64_t key[2], const void *data, size_t len);
 
 /* ---- Payloads (wire.c) ------------------------------------------------- */
 
+/*
+ * A replicate's op. An abort (one-way, sent by a coordinator whose write
+ * failed) is [3, key, value, ts, origin, restore op, restore ts, restore
+ * origin]: the failed version (ts, origin) and the coordinator's own state
+ * of the key (value, with restore op 2 and ts 0 when it holds none). A
+ * node of an older build refuses it as malformed.
+ */
 enum weft__kv_op {
 	WEFT__KV_OP_PUT = 1,
 	WEFT__KV_OP_DELETE = 2,
+	WEFT__KV_OP_ABORT = 3,
 };
 
 /* The most bytes one encoded header field takes. */
@@ -172,6 +205,9 @@ size_t weft__kv_enc_array(uint8_t *out, uint32_t n);
 size_t weft__kv_enc_uint(uint8_t *out, uint64_t v);
 size_t weft__kv_enc_bin(uint8_t *out, uint32_t len);
 size_t weft__kv_enc_str(uint8_t *out, uint32_t len);
+/* weft__kv_enc_version writes [ts: uint, origin: str]: at most
+ * 2 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID bytes. */
+size_t weft__kv_enc_version(uint8_t *out, const struct weft__kv_version *ver);
 
 /* A bounded reader over one payload; every read returns 0 or
  * WEFT_EINVAL (wrong type, truncated). */
@@ -197,6 +233,10 @@ struct weft__kv_req {
 	uint64_t ts;        /* replicate only */
 	const char *origin; /* replicate only, not NUL-terminated */
 	size_t origin_len;
+	uint32_t restore_op; /* abort only: the state to go back to */
+	uint64_t restore_ts;
+	const char *restore_origin; /* not NUL-terminated */
+	size_t restore_origin_len;
 };
 
 /* Decoders for each verb's request; 0 or WEFT_EINVAL (bad shape, empty
@@ -249,12 +289,32 @@ int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 
 /* ---- The service (kv.c) ------------------------------------------------ */
 
+/* ---- Aborts of failed writes (abort.c) ---------------------------------- */
+
+struct weft__kv_abort;
+
+/* The aborts waiting for their replica to be reachable again, oldest
+ * first. */
+struct weft__kv_aborts {
+	pthread_mutex_t lock;
+	struct weft__kv_abort *head, *tail;
+	uint32_t parked;
+	_Atomic uint32_t waiting; /* parked, read without the lock */
+	weft_log_limit log;
+};
+
+int weft__kv_aborts_init(struct weft__kv_aborts *q);
+/* weft__kv_aborts_fini frees the parked aborts (after the service
+ * stopped: none is in flight). */
+void weft__kv_aborts_fini(struct weft__kv_aborts *q);
+
 struct weft__kv_counters {
 	_Atomic uint64_t gets, get_misses, puts, deletes, writes_acked;
 	_Atomic uint64_t quorum_failures, replicas_applied, replicas_stale;
 	_Atomic uint64_t replica_failures, bad_requests, replicas_refused,
 	    scans;
-	_Atomic uint64_t writes_superseded;
+	_Atomic uint64_t writes_superseded, aborts_sent, replicas_aborted;
+	_Atomic uint64_t aborts_dropped;
 };
 
 struct weft_kv {
@@ -269,6 +329,7 @@ struct weft_kv {
 	_Atomic bool watching;  /* weft_msvc_watch_members asked */
 	struct weft__kv_counters st;
 	struct weft__kv_store store;
+	struct weft__kv_aborts aborts;
 };
 
 /*
@@ -290,6 +351,18 @@ int weft__kv_clock_observe(weft_kv *kv, uint64_t ts);
 void weft__kv_on_put(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 void weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 void weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+
+/*
+ * weft__kv_abort takes back, on peer, the write of key at failed (one
+ * this node coordinated and reported failed), sending it again until the
+ * replica answers (abort.c). lane is the key's ordering key. Any thread.
+ */
+void weft__kv_abort(weft_kv *kv, weft_msvc_peer *peer, const void *key,
+                    size_t key_len, const struct weft__kv_version *failed,
+                    uint64_t lane);
+/* weft__kv_aborts_retry sends again the parked aborts to peer (NULL: to
+ * every replica) that is up now. Any thread. */
+void weft__kv_aborts_retry(weft_kv *kv, const weft_msvc_peer *peer);
 
 /* scan.c: ordered scans of this node's replica. */
 void weft__kv_on_scan(weft_msvc *svc, weft_msvc_msg *msg, void *arg);

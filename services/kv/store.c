@@ -37,6 +37,26 @@ weft__kv_blob_unref(struct weft__kv_blob *b)
 		free(b);
 }
 
+static void
+blob_release(const void *data, size_t len, void *arg)
+{
+	(void)data;
+	(void)len;
+	weft__kv_blob_unref(arg);
+}
+
+int
+weft__kv_blob_lend(struct weft__kv_blob *b, struct evbuffer *buf)
+{
+	weft__kv_blob_ref(b);
+	if (evbuffer_add_reference(buf, b->data, b->len, blob_release, b) !=
+	    0) {
+		weft__kv_blob_unref(b);
+		return WEFT_ENOMEM;
+	}
+	return 0;
+}
+
 int
 weft__kv_version_cmp(const struct weft__kv_version *a,
                      const struct weft__kv_version *b)
@@ -231,39 +251,39 @@ insert(struct weft__kv_store *s, struct weft__kv_shard *sh, uint64_t hash,
 	return 0;
 }
 
-int
-weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
-                     struct weft__kv_blob *value,
-                     const struct weft__kv_version *ver)
+/* Finds key's entry, adding it (with no version) if absent; *node is the
+ * index node to link for a new one. Requires the shard's lock. */
+static int
+entry_for(struct weft__kv_store *s, struct weft__kv_shard *sh, uint64_t hash,
+          const void *key, size_t key_len, struct weft__kv_entry **e,
+          struct weft__kv_index_node **node)
 {
-	uint64_t hash = weft__kv_siphash(s->seed, key, key_len);
-	struct weft__kv_shard *sh = shard_for(s, hash);
-	struct weft__kv_index_node *node = NULL;
-	struct weft__kv_blob *old;
-	struct weft__kv_entry *e;
 	size_t slot;
-	int rv = 0, cmp;
+	int rv;
 
-	pthread_mutex_lock(&sh->lock);
 	if (sh->cap == 0 && (rv = grow(sh)) != 0)
-		goto out;
+		return rv;
 	slot = find_slot(sh, hash, key, key_len);
 	if (sh->slots[slot] == NULL &&
-	    (rv = insert(s, sh, hash, key, key_len, &slot, &node)) != 0)
-		goto out;
-	e = sh->slots[slot];
-	/* A new entry has no version yet, so it never takes this exit. */
-	if (e->ver.origin != NULL &&
-	    (cmp = weft__kv_version_cmp(ver, &e->ver)) <= 0) {
-		rv = cmp < 0 ? WEFT__KV_SUPERSEDED : WEFT__KV_HELD;
-		goto out;
-	}
-	old = e->value;
+	    (rv = insert(s, sh, hash, key, key_len, &slot, node)) != 0)
+		return rv;
+	*e = sh->slots[slot];
+	return 0;
+}
+
+/* Makes (value, ver) e's state and releases the shard's lock; links node
+ * (a new entry's) into the index. Returns WEFT__KV_APPLIED. */
+static int
+replace(struct weft__kv_store *s, struct weft__kv_shard *sh,
+        struct weft__kv_entry *e, struct weft__kv_index_node *node,
+        struct weft__kv_blob *value, const struct weft__kv_version *ver)
+{
+	struct weft__kv_blob *old = e->value;
+
 	if (value != NULL)
 		weft__kv_blob_ref(value);
 	e->value = value;
 	e->ver = *ver;
-	rv = WEFT__KV_APPLIED;
 	pthread_mutex_unlock(&sh->lock);
 	if (node != NULL)
 		weft__kv_index_link(&s->index, node);
@@ -274,9 +294,70 @@ weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
 		                          memory_order_relaxed);
 		weft__kv_blob_unref(old);
 	}
-	return rv;
+	return WEFT__KV_APPLIED;
+}
 
-out:
+/* What applying ver to e would do: WEFT__KV_APPLIED (it is newer), or
+ * the weft__kv_applied that leaves e as it is. */
+static int
+outcome(const struct weft__kv_entry *e, const struct weft__kv_version *ver)
+{
+	int cmp;
+
+	if (e->aborted.origin != NULL &&
+	    weft__kv_version_cmp(ver, &e->aborted) == 0)
+		return WEFT__KV_ABORTED;
+	/* A new entry has no version yet: anything is newer. */
+	if (e->ver.origin == NULL ||
+	    (cmp = weft__kv_version_cmp(ver, &e->ver)) > 0)
+		return WEFT__KV_APPLIED;
+	return cmp < 0 ? WEFT__KV_SUPERSEDED : WEFT__KV_HELD;
+}
+
+int
+weft__kv_store_apply(struct weft__kv_store *s, const void *key, size_t key_len,
+                     struct weft__kv_blob *value,
+                     const struct weft__kv_version *ver)
+{
+	uint64_t hash = weft__kv_siphash(s->seed, key, key_len);
+	struct weft__kv_shard *sh = shard_for(s, hash);
+	struct weft__kv_index_node *node = NULL;
+	struct weft__kv_entry *e;
+	int rv;
+
+	pthread_mutex_lock(&sh->lock);
+	if ((rv = entry_for(s, sh, hash, key, key_len, &e, &node)) == 0 &&
+	    (rv = outcome(e, ver)) == WEFT__KV_APPLIED)
+		return replace(s, sh, e, node, value, ver);
+	pthread_mutex_unlock(&sh->lock);
+	return rv;
+}
+
+int
+weft__kv_store_abort(struct weft__kv_store *s, const void *key, size_t key_len,
+                     const struct weft__kv_version *failed,
+                     struct weft__kv_blob *value,
+                     const struct weft__kv_version *ver)
+{
+	uint64_t hash = weft__kv_siphash(s->seed, key, key_len);
+	struct weft__kv_shard *sh = shard_for(s, hash);
+	struct weft__kv_index_node *node = NULL;
+	struct weft__kv_entry *e;
+	int rv;
+
+	pthread_mutex_lock(&sh->lock);
+	if ((rv = entry_for(s, sh, hash, key, key_len, &e, &node)) == 0) {
+		e->aborted = *failed;
+		/* The failed write is the key's state: back to the
+		 * coordinator's, older or not. */
+		if (e->ver.origin != NULL &&
+		    weft__kv_version_cmp(failed, &e->ver) == 0)
+			return replace(s, sh, e, node, value, ver);
+		if ((rv = outcome(e, ver)) == WEFT__KV_APPLIED)
+			return replace(s, sh, e, node, value, ver);
+		if (rv == WEFT__KV_ABORTED)
+			rv = WEFT__KV_SUPERSEDED;
+	}
 	pthread_mutex_unlock(&sh->lock);
 	return rv;
 }

@@ -57,6 +57,17 @@ weft__kv_enc_str(uint8_t *out, uint32_t len)
  * r and moves r past what it read: every encoding of the type asked for
  * is taken, and nothing else (WEFT_EINVAL).
  */
+size_t
+weft__kv_enc_version(uint8_t *out, const struct weft__kv_version *ver)
+{
+	size_t n, olen = strlen(ver->origin);
+
+	n = weft__kv_enc_uint(out, ver->ts);
+	n += weft__kv_enc_str(out + n, (uint32_t)olen);
+	memcpy(out + n, ver->origin, olen);
+	return n + olen;
+}
+
 static void
 reader_open(weft_mp_reader *m, const struct weft__kv_reader *r)
 {
@@ -161,20 +172,56 @@ weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out)
 	return 0;
 }
 
+/* Reads [origin: str] of 1 to WEFT_MSVC_MAX_ID bytes. */
+static int
+read_origin(struct weft__kv_reader *r, const char **origin, size_t *len)
+{
+	if (weft__kv_read_str(r, origin, len) != 0 || *len == 0 ||
+	    *len > WEFT_MSVC_MAX_ID)
+		return WEFT_EINVAL;
+	return 0;
+}
+
+/* Reads an abort's tail: [restore op: uint, restore ts: uint, restore
+ * origin: str]. */
+static int
+read_restore(struct weft__kv_reader *r, struct weft__kv_req *out)
+{
+	uint64_t op;
+
+	if (weft__kv_read_uint(r, &op) != 0 ||
+	    (op != WEFT__KV_OP_PUT && op != WEFT__KV_OP_DELETE) ||
+	    weft__kv_read_uint(r, &out->restore_ts) != 0 ||
+	    read_origin(r, &out->restore_origin, &out->restore_origin_len) != 0)
+		return WEFT_EINVAL;
+	out->restore_op = (uint32_t)op;
+	return 0;
+}
+
 int
 weft__kv_decode_replicate(const void *p, size_t n, struct weft__kv_req *out)
 {
 	struct weft__kv_reader r;
+	uint32_t fields;
 	uint64_t op;
 
 	memset(out, 0, sizeof(*out));
-	if (open_array(&r, p, n, 5) != 0 || weft__kv_read_uint(&r, &op) != 0 ||
-	    (op != WEFT__KV_OP_PUT && op != WEFT__KV_OP_DELETE) ||
-	    read_key(&r, out) != 0 ||
+	if (n == 0)
+		return WEFT_EINVAL;
+	r.p = p;
+	r.end = r.p + n;
+	if (weft__kv_read_array(&r, &fields) != 0 ||
+	    weft__kv_read_uint(&r, &op) != 0)
+		return WEFT_EINVAL;
+	if (!(fields == 5 &&
+	      (op == WEFT__KV_OP_PUT || op == WEFT__KV_OP_DELETE)) &&
+	    !(fields == 8 && op == WEFT__KV_OP_ABORT))
+		return WEFT_EINVAL;
+	if (read_key(&r, out) != 0 ||
 	    weft__kv_read_bin(&r, &out->value, &out->value_len) != 0 ||
 	    weft__kv_read_uint(&r, &out->ts) != 0 ||
-	    weft__kv_read_str(&r, &out->origin, &out->origin_len) != 0 ||
-	    out->origin_len == 0 || out->origin_len > WEFT_MSVC_MAX_ID ||
+	    read_origin(&r, &out->origin, &out->origin_len) != 0 ||
+	    (op == WEFT__KV_OP_ABORT && read_restore(&r, out) != 0) ||
 	    r.p != r.end)
 		return WEFT_EINVAL;
 	out->op = (uint32_t)op;

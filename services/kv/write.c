@@ -1,10 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * write.c: puts and deletes. The node that receives one coordinates it:
- * it stamps a version, applies the write to its own replica, sends it to
- * every other member and answers the client from the replicas' reply
- * callbacks once the quorum is met or can no longer be. Nothing waits:
- * the handler returns at once and no lock is held across a send.
+ * it stamps a version, sends the write to every other member, and answers
+ * the client from the replicas' reply callbacks once the quorum is met or
+ * can no longer be. Its own replica counts towards the quorum but applies
+ * the write only once the others' acknowledgements meet it, just before
+ * the answer, so a write that failed is never read through its
+ * coordinator. When it fails, the coordinator sends every other member an
+ * abort carrying its own state of the key: a replica that applied the
+ * failed version goes back to that state, and one that has not received
+ * it yet refuses it when it comes. Nothing waits: the handler returns at
+ * once and no lock is held across a send.
  *
  * A write counts as applied by a replica only when its version became the
  * key's state there (or was already): a replica holding a newer version
@@ -21,6 +27,17 @@
 
 /* Values up to this size are encoded on the stack. */
 #define STACK_VALUE_MAX 4096
+/*
+ * A value from this size on has longer than replicate_timeout to reach a
+ * replica: one more second per REPLICATE_MIN_RATE bytes queued to that
+ * replica, its own included. Large values travel one after another on the
+ * replica's large-message connection, so the last of several maximum-size
+ * writes waits for all those before it; without this, a replica that is
+ * merely busy would time a healthy write out. A replica that stops is
+ * still caught by the heartbeats (peer down), whatever the timeout.
+ */
+#define SCALED_VALUE_MIN (64 * 1024)
+#define REPLICATE_MIN_RATE (4 * 1024 * 1024)
 /* The encoded replicate request around the key and value. */
 #define REPLICATE_OVERHEAD (6 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID)
 
@@ -30,13 +47,17 @@ struct kv_write;
 struct kv_ack {
 	struct kv_write *w;
 	weft_msvc_peer *peer;
+	/* Not refused at once: it may apply the write (set before any
+	 * request goes, cleared on a refusal, read by the abort). */
+	_Atomic bool sent;
 };
 
 /*
  * A write in progress. acks counts replicas that applied it (this node
- * first), fails those that could not; exactly one reply callback sees acks
- * reach the quorum or fails reach the point where the quorum is out of
- * reach, and answers. The last reference frees it.
+ * first, staged until the quorum is met), fails those that could not;
+ * exactly one reply callback sees acks reach the quorum (and applies the
+ * write here) or fails reach the point where the quorum is out of reach
+ * (and aborts it), and answers. The last reference frees it.
  */
 struct kv_write {
 	weft_kv *kv;
@@ -46,14 +67,22 @@ struct kv_write {
 	_Atomic uint32_t acks;
 	_Atomic uint32_t fails;
 	_Atomic uint32_t refs;
+	struct weft__kv_blob *value; /* NULL: a delete */
+	struct weft__kv_version ver;
+	uint64_t lane; /* the ordering key of the key's messages */
+	size_t key_len;
+	uint8_t *key; /* in the same allocation, after peers */
 	struct kv_ack peers[];
 };
 
 static void
 write_unref(struct kv_write *w)
 {
-	if (atomic_fetch_sub(&w->refs, 1) == 1)
+	if (atomic_fetch_sub(&w->refs, 1) == 1) {
+		if (w->value != NULL)
+			weft__kv_blob_unref(w->value);
 		free(w);
+	}
 }
 
 static void
@@ -106,30 +135,6 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 	weft_msvc_respond_error(w->msg, client_status(status), text);
 }
 
-static void
-on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
-                 void *arg)
-{
-	struct kv_ack *a = arg;
-	struct kv_write *w = a->w;
-	uint32_t n;
-
-	(void)svc;
-	(void)data;
-	(void)len;
-	if (status == 0) {
-		n = atomic_fetch_add(&w->acks, 1) + 1;
-		if (n == w->quorum && w->msg != NULL)
-			answer_ok(w->kv, w->msg);
-	} else {
-		weft__kv_count(&w->kv->st.replica_failures);
-		n = atomic_fetch_add(&w->fails, 1) + 1;
-		if (n == w->replicas - w->quorum + 1 && w->msg != NULL)
-			answer_error(w, status, a->peer);
-	}
-	write_unref(w);
-}
-
 /* Encodes the replicate request up to the value bytes; returns its size.
  * out holds at least REPLICATE_OVERHEAD + key_len bytes. */
 static size_t
@@ -147,79 +152,185 @@ encode_head(uint8_t *out, uint32_t op, const void *key, size_t key_len,
 	return n;
 }
 
-static size_t
-encode_tail(uint8_t *out, const struct weft__kv_version *ver)
+/* Takes the failed write back on every other member it was sent to
+ * (abort.c); one that refused it at once never had it. */
+static void
+abort_write(struct kv_write *w)
 {
-	size_t n, olen = strlen(ver->origin);
+	uint32_t i;
 
-	n = weft__kv_enc_uint(out, ver->ts);
-	n += weft__kv_enc_str(out + n, (uint32_t)olen);
-	memcpy(out + n, ver->origin, olen);
-	return n + olen;
+	for (i = 0; i < w->replicas - 1; i++)
+		if (atomic_load(&w->peers[i].sent))
+			weft__kv_abort(w->kv, w->peers[i].peer, w->key,
+			               w->key_len, &w->ver, w->lane);
 }
 
 /*
- * Sends the write to every other member. Each request gets a copy of one
- * encoded payload (on the stack for small values).
- * TODO: lend large values to the requests by reference
- * (evbuffer_add_reference and weft_msvc_request_buf) once the _buf calls
- * no longer race with the loop that frees their buffer.
+ * The quorum is met: the write becomes this replica's state, then the
+ * client hears it. A newer version held here already (a concurrent write
+ * that came in meanwhile) leaves it as it is: the write was acknowledged
+ * by a quorum and then superseded, as if it had come first.
  */
+static void
+commit(struct kv_write *w)
+{
+	weft_kv *kv = w->kv;
+
+	if (weft__kv_store_apply(&kv->store, w->key, w->key_len, w->value,
+	                         &w->ver) < 0) {
+		weft__kv_count(&kv->st.quorum_failures);
+		weft_msvc_respond_error(w->msg, WEFT_EREMOTE, "out of memory");
+		abort_write(w);
+		return;
+	}
+	answer_ok(kv, w->msg);
+}
+
+static void
+on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
+                 void *arg)
+{
+	struct kv_ack *a = arg;
+	struct kv_write *w = a->w;
+	uint32_t n;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	if (status == 0) {
+		n = atomic_fetch_add(&w->acks, 1) + 1;
+		if (n == w->quorum && w->msg != NULL)
+			commit(w);
+		/* It answers again: aborts parked for it can go. */
+		weft__kv_aborts_retry(w->kv, a->peer);
+	} else {
+		weft__kv_count(&w->kv->st.replica_failures);
+		n = atomic_fetch_add(&w->fails, 1) + 1;
+		if (n == w->replicas - w->quorum + 1 && w->msg != NULL) {
+			answer_error(w, status, a->peer);
+			abort_write(w);
+		}
+	}
+	write_unref(w);
+}
+
+/*
+ * Sends one replicate request: head, the value and tail. A small value is
+ * copied into one payload on the stack; a large one is lent to the
+ * request by reference (weft__kv_blob_lend), so that however many replicas
+ * there are, the coordinator holds the value once.
+ */
+static int
+replicate_one(struct kv_ack *a, const uint8_t *head, size_t head_len,
+              struct weft__kv_blob *b, const uint8_t *tail, size_t tail_len,
+              const weft_msvc_call_opts *opts)
+{
+	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
+	size_t value_len = b ? b->len : 0;
+	struct evbuffer *buf;
+	int rv;
+
+	if (value_len <= STACK_VALUE_MAX) {
+		memcpy(stack, head, head_len);
+		if (value_len > 0)
+			memcpy(stack + head_len, b->data, value_len);
+		memcpy(stack + head_len + value_len, tail, tail_len);
+		return weft_msvc_request(
+		    a->w->kv->svc, a->peer, WEFT_KV_VERB_REPLICATE, stack,
+		    head_len + value_len + tail_len, opts, on_replica_reply, a);
+	}
+	if ((buf = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	if (evbuffer_add(buf, head, head_len) != 0 ||
+	    weft__kv_blob_lend(b, buf) != 0 ||
+	    evbuffer_add(buf, tail, tail_len) != 0)
+		rv = WEFT_ENOMEM;
+	else
+		rv = weft_msvc_request_buf(a->w->kv->svc, a->peer,
+		                           WEFT_KV_VERB_REPLICATE, buf, opts,
+		                           on_replica_reply, a);
+	evbuffer_free(buf);
+	return rv;
+}
+
+/* How long peer has to acknowledge a write of value_len bytes (see
+ * SCALED_VALUE_MIN). */
+static uint64_t
+replicate_timeout_ms(const weft_kv *kv, const weft_msvc_peer *peer,
+                     size_t value_len)
+{
+	weft_msvc_peer_stats st;
+
+	if (value_len < SCALED_VALUE_MIN)
+		return kv->replicate_timeout_ms;
+	weft_msvc_peer_get_stats(peer, &st);
+	return kv->replicate_timeout_ms +
+	       (st.queued_bytes + value_len) * 1000 / REPLICATE_MIN_RATE;
+}
+
+/* Sends the write to every other member. */
 static void
 replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
           struct weft__kv_blob *b, const struct weft__kv_version *ver,
           const weft_msvc_call_opts *opts)
 {
-	uint8_t stack[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY + STACK_VALUE_MAX];
-	size_t value_len = b ? b->len : 0, n;
-	uint8_t *p = stack;
+	uint8_t head[REPLICATE_OVERHEAD + WEFT_KV_MAX_KEY];
+	uint8_t tail[2 * WEFT__KV_HDR_MAX + WEFT_MSVC_MAX_ID];
+	size_t head_len, tail_len;
 	uint32_t i;
-	int rv = 0;
+	int sent;
 
-	if (value_len > STACK_VALUE_MAX &&
-	    (p = malloc(REPLICATE_OVERHEAD + req->key_len + value_len)) == NULL)
-		rv = WEFT_ENOMEM;
-	if (rv == 0) {
-		n = encode_head(p, op, req->key, req->key_len, value_len);
-		if (value_len > 0)
-			memcpy(p + n, b->data, value_len);
-		n += value_len;
-		n += encode_tail(p + n, ver);
-	}
+	head_len =
+	    encode_head(head, op, req->key, req->key_len, b ? b->len : 0);
+	tail_len = weft__kv_enc_version(tail, ver);
 	for (i = 0; i < w->replicas - 1; i++) {
 		struct kv_ack *a = &w->peers[i];
-		int sent = rv;
+		weft_msvc_call_opts o = *opts;
 
-		if (sent == 0)
-			sent = weft_msvc_request(w->kv->svc, a->peer,
-			                         WEFT_KV_VERB_REPLICATE, p, n,
-			                         opts, on_replica_reply, a);
+		o.timeout_ms =
+		    replicate_timeout_ms(w->kv, a->peer, b ? b->len : 0);
+		sent = replicate_one(a, head, head_len, b, tail, tail_len, &o);
 		/* Refused at once: that replica's answer is this error. */
-		if (sent != 0)
+		if (sent != 0) {
+			atomic_store(&a->sent, false);
 			on_replica_reply(w->kv->svc, sent, NULL, 0, a);
+		}
 	}
-	if (p != stack)
-		free(p);
 }
 
+/* A write of (key, b) at ver, with a reference on b, to be staged here
+ * until its quorum is met. */
 static struct kv_write *
-write_new(weft_kv *kv)
+write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
+          const struct weft__kv_version *ver)
 {
 	struct kv_write *w;
 	size_t i, j = 0, n = weft_msvc_peer_count(kv->svc);
+	size_t size = sizeof(*w) + n * sizeof(w->peers[0]);
 	weft_msvc_peer *p;
 
-	if ((w = calloc(1, sizeof(*w) + n * sizeof(w->peers[0]))) == NULL)
+	if ((w = calloc(1, size + req->key_len)) == NULL)
 		return NULL;
 	w->kv = kv;
 	w->quorum = kv->quorum;
 	w->replicas = kv->members;
 	atomic_init(&w->acks, 1);           /* this node's own replica */
 	atomic_init(&w->refs, kv->members); /* the others, and the handler */
+	if ((w->value = b) != NULL)
+		weft__kv_blob_ref(b);
+	w->ver = *ver;
+	/* Writes to one key from here keep their order on the wire. */
+	w->lane = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
+	w->key = (uint8_t *)w + size;
+	w->key_len = req->key_len;
+	memcpy(w->key, req->key, req->key_len);
 	for (i = 0; i < n; i++) {
 		p = weft_msvc_peer_at(kv->svc, i);
-		if (!weft_msvc_peer_is_self(p))
-			w->peers[j++] = (struct kv_ack){w, p};
+		if (weft_msvc_peer_is_self(p))
+			continue;
+		w->peers[j].w = w;
+		w->peers[j].peer = p;
+		atomic_init(&w->peers[j++].sent, true);
 	}
 	return w;
 }
@@ -236,18 +347,37 @@ replicas_down(const weft_kv *kv)
 	return down;
 }
 
+/* Gets w going before it is sent: with a quorum of one, applied here and
+ * answered at once; otherwise its answer waits, detached without the
+ * request's payload (the value is in w). 0 or WEFT_ENOMEM. */
+static int
+write_start(struct kv_write *w, weft_msvc_msg *msg)
+{
+	weft_kv *kv = w->kv;
+
+	if (w->quorum > 1)
+		return (w->msg = weft_msvc_msg_detach_reply(msg)) != NULL
+		           ? 0
+		           : WEFT_ENOMEM;
+	if (weft__kv_store_apply(&kv->store, w->key, w->key_len, w->value,
+	                         &w->ver) < 0)
+		return WEFT_ENOMEM;
+	answer_ok(kv, msg);
+	return 0;
+}
+
 /* Coordinates one write: value NULL deletes. */
 static void
 coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
            struct weft__kv_blob *b)
 {
-	struct weft__kv_version ver;
+	struct weft__kv_version ver, held;
 	weft_msvc_call_opts opts;
 	struct kv_write *w;
 	uint32_t down;
 	char text[96];
-	int rv;
 
+	weft__kv_aborts_retry(kv, NULL);
 	/* A quorum out of reach already fails now, before anything is
 	 * applied, rather than after the replicas' timeout. */
 	if (kv->quorum > 1 &&
@@ -265,31 +395,29 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 		return;
 	}
 	ver.origin = weft_msvc_peer_id(kv->self);
-	rv = weft__kv_store_apply(&kv->store, req->key, req->key_len, b, &ver);
-	if (rv < 0) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
-		return;
-	}
-	if (rv == WEFT__KV_SUPERSEDED) {
+	weft__kv_blob_unref(
+	    weft__kv_store_get(&kv->store, req->key, req->key_len, &held));
+	if (held.ts != 0 && weft__kv_version_cmp(&ver, &held) < 0) {
 		/* A concurrent write with a later version got here first. */
 		weft__kv_count(&kv->st.writes_superseded);
 		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
 		                        "superseded by a newer version");
 		return;
 	}
-	if ((w = write_new(kv)) == NULL) {
+	if ((w = write_new(kv, req, b, &ver)) == NULL) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (w->quorum <= 1)
-		answer_ok(kv, msg);
-	else
-		w->msg = weft_msvc_msg_detach(msg);
+	if (write_start(w, msg) != 0) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		atomic_store(&w->refs, 1); /* nothing was sent */
+		write_unref(w);
+		return;
+	}
 	memset(&opts, 0, sizeof(opts));
 	opts.timeout_ms = kv->replicate_timeout_ms;
 	opts.deadline_ms = weft_msvc_msg_deadline_ms(msg);
-	/* Writes to one key from here keep their order on the wire. */
-	opts.key = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
+	opts.key = w->lane;
 	replicate(w, b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE, req, b, &ver,
 	          &opts);
 	write_unref(w);
@@ -340,57 +468,111 @@ weft__kv_on_delete(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	coordinate(kv, msg, &req, NULL);
 }
 
+/* The peer whose id is (id, len), or NULL. */
+static weft_msvc_peer *
+peer_named(weft_msvc *svc, const char *id, size_t len)
+{
+	char name[WEFT_MSVC_MAX_ID + 1];
+
+	memcpy(name, id, len);
+	name[len] = '\0';
+	return weft_msvc_peer_find(svc, name);
+}
+
+/* Answers a replicate, or does nothing for an abort sent one-way. */
+static void
+replicate_answer(weft_msvc_msg *msg, int status, const char *text)
+{
+	if (!weft_msvc_msg_is_request(msg))
+		return;
+	if (status == 0)
+		weft_msvc_respond(msg, "", 0);
+	else
+		weft_msvc_respond_error(msg, status, text);
+}
+
+/* Applies a replicated write, or an abort of one, to this replica. */
+static int
+replicate_apply(weft_kv *kv, const struct weft__kv_req *req,
+                struct weft__kv_blob *b, const struct weft__kv_version *ver,
+                const struct weft__kv_version *restore)
+{
+	int rv;
+
+	if (req->op != WEFT__KV_OP_ABORT)
+		return weft__kv_store_apply(&kv->store, req->key, req->key_len,
+		                            b, ver);
+	rv = weft__kv_store_abort(&kv->store, req->key, req->key_len, ver, b,
+	                          restore);
+	if (rv == WEFT__KV_APPLIED)
+		weft__kv_count(&kv->st.replicas_aborted);
+	return rv == WEFT__KV_SUPERSEDED ? WEFT__KV_HELD : rv;
+}
+
 void
 weft__kv_on_replicate(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	weft_kv *kv = arg;
-	char origin[WEFT_MSVC_MAX_ID + 1];
+	struct weft__kv_version ver, restore = {0, NULL};
 	struct weft__kv_blob *b = NULL;
-	struct weft__kv_version ver;
 	struct weft__kv_req req;
-	weft_msvc_peer *p = NULL;
+	weft_msvc_peer *p = NULL, *rp = NULL;
+	bool value_ok;
 	int rv;
 
 	if (weft__kv_decode_replicate(weft_msvc_msg_data(msg),
 	                              weft_msvc_msg_len(msg), &req) == 0) {
-		memcpy(origin, req.origin, req.origin_len);
-		origin[req.origin_len] = '\0';
-		p = weft_msvc_peer_find(svc, origin);
+		p = peer_named(svc, req.origin, req.origin_len);
+		rp = req.op != WEFT__KV_OP_ABORT
+		         ? p
+		         : peer_named(svc, req.restore_origin,
+		                      req.restore_origin_len);
 	}
-	if (p == NULL || req.value_len > kv->max_value ||
-	    (req.op == WEFT__KV_OP_DELETE && req.value_len != 0)) {
+	/* A put's value, or an abort's value to go back to (none for a
+	 * delete). */
+	value_ok = req.op == WEFT__KV_OP_ABORT
+	               ? req.restore_op == WEFT__KV_OP_PUT || req.value_len == 0
+	               : req.op == WEFT__KV_OP_PUT || req.value_len == 0;
+	if (p == NULL || rp == NULL || req.value_len > kv->max_value ||
+	    !value_ok) {
 		weft__kv_count(&kv->st.bad_requests);
-		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "malformed replicate");
+		replicate_answer(msg, WEFT_EINVAL, "malformed replicate");
 		return;
 	}
-	if (req.op == WEFT__KV_OP_PUT &&
+	if ((req.op == WEFT__KV_OP_PUT ||
+	     (req.op == WEFT__KV_OP_ABORT &&
+	      req.restore_op == WEFT__KV_OP_PUT)) &&
 	    (b = weft__kv_blob_new(req.value, req.value_len)) == NULL) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		replicate_answer(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	ver.ts = req.ts;
-	ver.origin = weft_msvc_peer_id(p);
-	if (weft__kv_clock_observe(kv, req.ts) != 0) {
+	ver = (struct weft__kv_version){req.ts, weft_msvc_peer_id(p)};
+	if (req.op == WEFT__KV_OP_ABORT)
+		restore = (struct weft__kv_version){req.restore_ts,
+		                                    weft_msvc_peer_id(rp)};
+	if (weft__kv_clock_observe(kv, req.ts) != 0 ||
+	    weft__kv_clock_observe(kv, restore.ts) != 0) {
 		weft__kv_blob_unref(b);
 		weft__kv_count(&kv->st.replicas_refused);
-		weft_msvc_respond_error(msg, WEFT_EINVAL,
-		                        "version too far ahead of this node's "
-		                        "clock");
+		replicate_answer(msg, WEFT_EINVAL,
+		                 "version too far ahead of this node's clock");
 		return;
 	}
-	rv = weft__kv_store_apply(&kv->store, req.key, req.key_len, b, &ver);
+	rv = replicate_apply(kv, &req, b, &ver, &restore);
 	weft__kv_blob_unref(b);
 	if (rv < 0) {
-		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		replicate_answer(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (rv == WEFT__KV_SUPERSEDED) {
+	if (rv == WEFT__KV_SUPERSEDED || rv == WEFT__KV_ABORTED) {
 		weft__kv_count(&kv->st.replicas_stale);
-		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
-		                        "superseded by a newer version");
+		replicate_answer(msg, WEFT_ECONFLICT,
+		                 rv == WEFT__KV_ABORTED
+		                     ? "aborted by its coordinator"
+		                     : "superseded by a newer version");
 		return;
 	}
-	weft__kv_count(&kv->st.replicas_applied);
-	weft_msvc_respond(msg, "", 0);
+	if (req.op != WEFT__KV_OP_ABORT)
+		weft__kv_count(&kv->st.replicas_applied);
+	replicate_answer(msg, 0, NULL);
 }

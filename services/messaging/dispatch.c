@@ -41,31 +41,34 @@ msg_release(weft_msvc_msg *msg)
 {
 	weft_msvc_peer *peer = msg->peer;
 
-	if (msg->counted)
-		weft__msvc_inflight_release(msg->svc, msg->len);
+	if (msg->counted > 0)
+		weft__msvc_inflight_release(msg->svc, msg->counted);
 	free(msg);
 	if (peer != NULL && peer->is_client)
 		weft__msvc_peer_unref(peer);
 }
 
-/* Copies msg to the heap (payload too): for the worker pool and for
- * responding later. Counts its bytes as in flight. */
+/* Copies msg to the heap (its payload too, unless !payload): for the
+ * worker pool and for responding later. Counts its payload's bytes as in
+ * flight, copied or not, so that reading pauses for it either way. */
 static weft_msvc_msg *
-msg_copy(const weft_msvc_msg *src)
+msg_copy(const weft_msvc_msg *src, bool payload)
 {
+	size_t len = payload ? src->len : 0;
 	weft_msvc_msg *m;
 
-	if ((m = malloc(sizeof(*m) + src->len)) == NULL)
+	if ((m = malloc(sizeof(*m) + len)) == NULL)
 		return NULL;
 	*m = *src;
-	if (src->len > 0)
-		memcpy(m->own, src->data, src->len);
+	m->len = len;
+	if (len > 0)
+		memcpy(m->own, src->data, len);
 	m->data = m->own;
 	m->heap = true;
 	m->detached = false;
 	m->next = NULL;
-	m->counted = true;
-	atomic_fetch_add(&m->svc->inflight, m->len);
+	m->counted = src->len;
+	atomic_fetch_add(&m->svc->inflight, m->counted);
 	if (m->peer->is_client)
 		atomic_fetch_add(&m->peer->refs, 1);
 	return m;
@@ -197,20 +200,32 @@ weft_msvc_respond_error(weft_msvc_msg *msg, int status, const char *text)
 	return respond_end(msg, respond_error(msg, status, cut));
 }
 
-weft_msvc_msg *
-weft_msvc_msg_detach(weft_msvc_msg *msg)
+static weft_msvc_msg *
+detach(weft_msvc_msg *msg, bool payload)
 {
 	weft_msvc_msg *copy;
 
 	if (!(msg->flags & WEFT__MSVC_F_REQUEST) || msg->responded ||
 	    msg->detached)
 		return NULL;
-	if ((copy = msg_copy(msg)) == NULL)
+	if ((copy = msg_copy(msg, payload)) == NULL)
 		return NULL;
 	copy->detached = true;
 	/* The original is answered by the copy. */
 	msg->detached = true;
 	return copy;
+}
+
+weft_msvc_msg *
+weft_msvc_msg_detach(weft_msvc_msg *msg)
+{
+	return detach(msg, true);
+}
+
+weft_msvc_msg *
+weft_msvc_msg_detach_reply(weft_msvc_msg *msg)
+{
+	return detach(msg, false);
 }
 
 /* After a handler: a request nobody answered gets an error. */
@@ -416,7 +431,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 		return;
 	}
 	if (v->flags & WEFT_MSVC_BLOCKING) {
-		weft_msvc_msg *job = msg_copy(&msg);
+		weft_msvc_msg *job = msg_copy(&msg, true);
 
 		if (job == NULL) {
 			answer_now(&msg, WEFT_EOVERLOAD, "out of memory");

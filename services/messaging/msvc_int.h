@@ -562,7 +562,7 @@ struct weft_msvc_msg {
 	bool heap;           /* allocated: freed after responding */
 	bool detached;
 	bool responded;
-	bool counted; /* len counts in svc->inflight */
+	size_t counted; /* bytes counted in svc->inflight (0: none) */
 	const uint8_t *data;
 	size_t len;
 	uint8_t own[]; /* heap: the payload copy */

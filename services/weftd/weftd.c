@@ -8,6 +8,7 @@
  * docs/WEFTD.md is the operator's guide.
  */
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -344,6 +345,13 @@ main(int argc, char **argv)
 
 	memset(&d, 0, sizeof(d));
 	d.started_ns = weft_now_ns();
+#ifdef M_MMAP_THRESHOLD
+	/* Blocks of 1 MiB and more (large frames, large values) are mapped
+	 * and unmapped on their own: glibc would otherwise raise its
+	 * threshold to the largest block freed (up to 32 MiB) and keep what
+	 * a burst of maximum-size writes used in its arenas. */
+	mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+#endif
 	if ((rv = parse_args(&d, argc, argv)) != 0 ||
 	    (rv = load_config(&d)) != 0)
 		goto out;

@@ -2,7 +2,9 @@
 /*
  * fuzz_kv_wire.c: the key-value service's request payloads (<weft/kv.h>:
  * get and delete [key], put [key, value], replicate [op, key, value,
- * version, origin]), read by services/kv/wire.c.
+ * version, origin], and its abort form [3, key, value, version, origin,
+ * restore op, restore version, restore origin]), read by
+ * services/kv/wire.c.
  *
  * The first input byte picks the verb; the rest is the payload. What a
  * decoder accepts must lie inside the payload, respect the key and origin
@@ -42,7 +44,8 @@ static size_t
 encode(enum verb verb, const struct weft__kv_req *r, uint8_t *out)
 {
 	static const uint32_t fields[VERBS] = {1, 2, 5};
-	size_t n = weft__kv_enc_array(out, fields[verb]);
+	bool is_abort = verb == REPLICATE && r->op == WEFT__KV_OP_ABORT;
+	size_t n = weft__kv_enc_array(out, is_abort ? 8 : fields[verb]);
 
 	if (verb == REPLICATE)
 		n += weft__kv_enc_uint(out + n, r->op);
@@ -54,6 +57,12 @@ encode(enum verb verb, const struct weft__kv_req *r, uint8_t *out)
 		n += weft__kv_enc_uint(out + n, r->ts);
 		n += put_bytes(out + n, weft__kv_enc_str, r->origin,
 		               r->origin_len);
+	}
+	if (is_abort) {
+		n += weft__kv_enc_uint(out + n, r->restore_op);
+		n += weft__kv_enc_uint(out + n, r->restore_ts);
+		n += put_bytes(out + n, weft__kv_enc_str, r->restore_origin,
+		               r->restore_origin_len);
 	}
 	return n;
 }
@@ -81,7 +90,12 @@ check_same(const struct weft__kv_req *a, const struct weft__kv_req *b)
 	     memcmp(a->value, b->value, a->value_len) != 0) ||
 	    a->ts != b->ts || a->origin_len != b->origin_len ||
 	    (a->origin_len > 0 &&
-	     memcmp(a->origin, b->origin, a->origin_len) != 0))
+	     memcmp(a->origin, b->origin, a->origin_len) != 0) ||
+	    a->restore_op != b->restore_op || a->restore_ts != b->restore_ts ||
+	    a->restore_origin_len != b->restore_origin_len ||
+	    (a->restore_origin_len > 0 &&
+	     memcmp(a->restore_origin, b->restore_origin,
+	            a->restore_origin_len) != 0))
 		fuzz_fail("a request does not survive encode and decode");
 }
 
@@ -107,14 +121,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_inside(p, n, r.key, r.key_len);
 	check_inside(p, n, r.value, r.value_len);
 	check_inside(p, n, r.origin, r.origin_len);
+	check_inside(p, n, r.restore_origin, r.restore_origin_len);
 	if (r.key_len == 0 || r.key_len > WEFT_KV_MAX_KEY ||
 	    (verb == REPLICATE &&
 	     (r.origin_len == 0 || r.origin_len > WEFT_MSVC_MAX_ID ||
-	      (r.op != WEFT__KV_OP_PUT && r.op != WEFT__KV_OP_DELETE))))
+	      (r.op != WEFT__KV_OP_PUT && r.op != WEFT__KV_OP_DELETE &&
+	       r.op != WEFT__KV_OP_ABORT) ||
+	      (r.op == WEFT__KV_OP_ABORT &&
+	       (r.restore_origin_len == 0 ||
+	        r.restore_origin_len > WEFT_MSVC_MAX_ID)))))
 		fuzz_fail("a request past the limits was accepted");
 	/* The fields are inside the payload, and each header is at most
 	 * WEFT__KV_HDR_MAX bytes. */
-	if ((out = malloc(n + 6 * WEFT__KV_HDR_MAX)) == NULL)
+	if ((out = malloc(n + 9 * WEFT__KV_HDR_MAX)) == NULL)
 		abort();
 	if (decode(verb, out, encode(verb, &r, out), &again) != 0)
 		fuzz_fail("the service's own encoding is refused");

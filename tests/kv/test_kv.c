@@ -478,6 +478,37 @@ test_impossible_quorum_fails_at_once(void **state)
 	cluster_stop(c);
 }
 
+/* How many replicas hold value for key. */
+static size_t
+replicas_with(struct cluster *c, const char *key, const char *value)
+{
+	struct evbuffer *buf;
+	size_t i, n = 0;
+
+	for (i = 0; i < NODES; i++) {
+		if (c->kv[i] == NULL) /* the stub */
+			continue;
+		buf = evbuffer_new();
+		if (weft_kv_get_local(c->kv[i], key, strlen(key), buf) == 0 &&
+		    evbuffer_get_length(buf) == strlen(value) &&
+		    memcmp(evbuffer_pullup(buf, -1), value, strlen(value)) == 0)
+			n++;
+		evbuffer_free(buf);
+	}
+	return n;
+}
+
+/* Waits until no replica holds value for key; false if one still does. */
+static bool
+wait_replicas_without(struct cluster *c, const char *key, const char *value)
+{
+	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+
+	while (replicas_with(c, key, value) > 0 && weft_now_ns() < deadline)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	return replicas_with(c, key, value) == 0;
+}
+
 static bool
 stub_holds_one(struct cluster *c)
 {
@@ -498,21 +529,24 @@ test_reads_do_not_wait_for_a_pending_write(void **state)
 	int i;
 
 	(void)state;
+	assert_int_equal(put_str(c, 1, "k", "old"), 0);
+	stub_release(&c->stub);
 	call_init(&pending);
 	assert_int_equal(weft_kv_client_put(c->client, node_peer(c, 0), "k", 1,
-	                                    "v", 1, NULL, on_reply, &pending),
+	                                    "new", 3, NULL, on_reply, &pending),
 	                 0);
 	assert_true(stub_holds_one(c));
-	/* The write is applied on n1 and waits for n3, while reads of the
-	 * same key on the same node go on. */
+	/* The write waits for n3, staged on n1, while reads of the same key
+	 * on the same node go on, and return what was acknowledged. */
 	for (i = 0; i < 50; i++)
-		expect_kv(c, 0, "k", "v");
+		expect_kv(c, 0, "k", "old");
 	pthread_mutex_lock(&pending.lock);
 	assert_int_equal(pending.calls, 0);
 	pthread_mutex_unlock(&pending.lock);
-	/* Once n3 answers, the client gets its answer. */
+	/* Once n3 answers, n1 applies it and the client gets its answer. */
 	stub_release(&c->stub);
 	assert_int_equal(call_wait(&pending), 0);
+	expect_kv(c, 0, "k", "new");
 	call_fini(&pending);
 	cluster_stop(c);
 }
@@ -539,6 +573,16 @@ test_a_replica_error_fails_the_write(void **state)
 	call_fini(&pending);
 	weft_kv_get_stats(c->kv[0], &st);
 	assert_true(st.quorum_failures == 1 && st.replica_failures == 1);
+	/* n2 applied the write and acknowledged it before n3's error: the
+	 * coordinator's abort takes it back there, and n1 never had it. */
+	assert_int_equal(weft_kv_get_local(c->kv[0], "k", 1, NULL),
+	                 WEFT_ENOTFOUND);
+	assert_true(wait_replicas_without(c, "k", "v"));
+	assert_int_equal(weft_kv_get_local(c->kv[1], "k", 1, NULL),
+	                 WEFT_ENOTFOUND);
+	/* The stub, which had it too, gets its abort as well. */
+	assert_true(stub_holds_one(c));
+	stub_release(&c->stub);
 	cluster_stop(c);
 }
 
@@ -763,22 +807,42 @@ test_a_stalled_replica_fails_an_all_quorum_write_until_healed(void **state)
 	cluster_stop(c);
 }
 
-/* How many replicas hold value for key. */
-static size_t
-replicas_with(struct cluster *c, const char *key, const char *value)
+/*
+ * A write that failed is visible through no node. n1 needs all three
+ * replicas and n3 is paused: n2 applies the write and acknowledges it,
+ * n3's replication times out (or n3 is marked down), and the client hears
+ * the failure. n1 never applied it, n2 goes back to the acknowledged value
+ * on n1's abort, and n3, resumed, either drops the expired replication
+ * or applies it and then takes it back on the abort n1 kept for it.
+ */
+static void
+test_a_failed_write_is_never_visible(void **state)
 {
-	struct evbuffer *buf;
-	size_t i, n = 0;
+	struct cluster *c = cluster_start(all3);
+	weft_kv_stats st;
+	int status;
+	size_t i;
 
-	for (i = 0; i < NODES; i++) {
-		buf = evbuffer_new();
-		if (weft_kv_get_local(c->kv[i], key, strlen(key), buf) == 0 &&
-		    evbuffer_get_length(buf) == strlen(value) &&
-		    memcmp(evbuffer_pullup(buf, -1), value, strlen(value)) == 0)
-			n++;
-		evbuffer_free(buf);
-	}
-	return n;
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "acked"), 0);
+	assert_int_equal(weft_sim_pause(c->sim, 2, true), 0);
+	status = put_str(c, 0, "k", "failed");
+	assert_true(status == WEFT_ETIMEDOUT || status == WEFT_EPEERDOWN);
+	/* Through the coordinator, at once. */
+	expect_kv(c, 0, "k", "acked");
+	/* Through the replica that applied it, once the abort is there. */
+	assert_true(wait_replicas_without(c, "k", "failed"));
+	expect_kv(c, 1, "k", "acked");
+	weft_kv_get_stats(c->kv[1], &st);
+	assert_int_equal(st.replicas_aborted, 1);
+	/* n3, resumed, may still apply the replication if it has not
+	 * expired: n1's abort, parked while n3 was down, follows it. */
+	weft_sim_heal(c->sim);
+	assert_true(put_until_ok(c, 0, "other", "healed"));
+	assert_true(wait_replicas_without(c, "k", "failed"));
+	for (i = 0; i < NODES; i++)
+		expect_kv(c, i, "k", "acked");
+	cluster_stop(c);
 }
 
 static void
@@ -1238,6 +1302,7 @@ main(void)
 	    cmocka_unit_test(test_reads_do_not_wait_for_a_pending_write),
 	    cmocka_unit_test(test_a_replica_error_fails_the_write),
 	    cmocka_unit_test(test_concurrent_writers_converge),
+	    cmocka_unit_test(test_a_failed_write_is_never_visible),
 	    cmocka_unit_test(test_one_mebibyte_value),
 	    cmocka_unit_test(test_a_coordinator_an_hour_ahead_writes_in_order),
 	    cmocka_unit_test(test_a_coordinator_an_hour_behind_writes_in_order),

@@ -198,6 +198,101 @@ test_a_reader_keeps_its_value_across_an_update(void **state)
 	weft__kv_store_fini(&s);
 }
 
+/* Takes back the write at (ts, "n1") with the coordinator's state
+ * (value at rts, or none when value is NULL). */
+static int
+abort_write(struct weft__kv_store *s, const char *key, uint64_t ts,
+            const char *value, uint64_t rts)
+{
+	struct weft__kv_blob *b =
+	    value ? weft__kv_blob_new(value, strlen(value)) : NULL;
+	struct weft__kv_version failed = ver(ts, "n1"),
+	                        restore = ver(rts, "n2");
+	int rv;
+
+	rv = weft__kv_store_abort(s, key, strlen(key), &failed, b, &restore);
+	weft__kv_blob_unref(b);
+	return rv;
+}
+
+static void
+test_an_aborted_write_goes_back_and_stays_out(void **state)
+{
+	struct weft__kv_store s;
+
+	(void)state;
+	assert_int_equal(weft__kv_store_init(&s), 0);
+	/* Applied, then aborted: back to the coordinator's older state. */
+	assert_int_equal(put(&s, "a", "acked", 10, "n2"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&s, "a", "failed", 20, "n1"), WEFT__KV_APPLIED);
+	assert_int_equal(abort_write(&s, "a", 20, "acked", 10),
+	                 WEFT__KV_APPLIED);
+	expect(&s, "a", "acked");
+	/* The same version again (a duplicate) is refused; newer ones win. */
+	assert_int_equal(put(&s, "a", "failed", 20, "n1"), WEFT__KV_ABORTED);
+	expect(&s, "a", "acked");
+	assert_int_equal(put(&s, "a", "newer", 15, "n3"), WEFT__KV_APPLIED);
+	expect(&s, "a", "newer");
+	/* The abort first, the write after it: refused when it comes. */
+	assert_int_equal(put(&s, "b", "acked", 10, "n2"), WEFT__KV_APPLIED);
+	assert_int_equal(abort_write(&s, "b", 20, "acked", 10), WEFT__KV_HELD);
+	assert_int_equal(put(&s, "b", "failed", 20, "n1"), WEFT__KV_ABORTED);
+	expect(&s, "b", "acked");
+	/* A key the coordinator never held: absent again. */
+	assert_int_equal(put(&s, "c", "failed", 20, "n1"), WEFT__KV_APPLIED);
+	assert_int_equal(abort_write(&s, "c", 20, NULL, 0), WEFT__KV_APPLIED);
+	expect(&s, "c", NULL);
+	assert_int_equal(put(&s, "c", "later", 1, "n2"), WEFT__KV_APPLIED);
+	expect(&s, "c", "later");
+	/* A newer write than the failed one is never taken back. */
+	assert_int_equal(put(&s, "d", "failed", 20, "n1"), WEFT__KV_APPLIED);
+	assert_int_equal(put(&s, "d", "newest", 30, "n3"), WEFT__KV_APPLIED);
+	assert_int_equal(abort_write(&s, "d", 20, "acked", 10),
+	                 WEFT__KV_SUPERSEDED);
+	expect(&s, "d", "newest");
+	/* The coordinator's state, newer than the replica's, is applied. */
+	assert_int_equal(put(&s, "e", "old", 5, "n2"), WEFT__KV_APPLIED);
+	assert_int_equal(abort_write(&s, "e", 20, "acked", 10),
+	                 WEFT__KV_APPLIED);
+	expect(&s, "e", "acked");
+	weft__kv_store_fini(&s);
+}
+
+static void
+test_an_abort_round_trips(void **state)
+{
+	static const struct weft__kv_version failed = {0x1234, "n1"},
+	                                     restore = {0x1200, "n2"};
+	uint8_t buf[256];
+	struct weft__kv_req req;
+	size_t n = 0;
+
+	(void)state;
+	n += weft__kv_enc_array(buf + n, 8);
+	n += weft__kv_enc_uint(buf + n, WEFT__KV_OP_ABORT);
+	n += weft__kv_enc_bin(buf + n, 1);
+	buf[n++] = 'k';
+	n += weft__kv_enc_bin(buf + n, 1);
+	buf[n++] = 'v';
+	n += weft__kv_enc_version(buf + n, &failed);
+	n += weft__kv_enc_uint(buf + n, WEFT__KV_OP_PUT);
+	n += weft__kv_enc_version(buf + n, &restore);
+	assert_int_equal(weft__kv_decode_replicate(buf, n, &req), 0);
+	assert_int_equal(req.op, WEFT__KV_OP_ABORT);
+	assert_true(req.ts == 0x1234 && req.restore_ts == 0x1200);
+	assert_int_equal(req.restore_op, WEFT__KV_OP_PUT);
+	assert_int_equal(req.restore_origin_len, 2);
+	assert_memory_equal(req.restore_origin, "n2", 2);
+	while (n-- > 0)
+		assert_int_equal(weft__kv_decode_replicate(buf, n, &req),
+		                 WEFT_EINVAL);
+	/* Eight fields with a put's op, or five with an abort's: refused. */
+	n = weft__kv_enc_array(buf, 8);
+	n += weft__kv_enc_uint(buf + n, WEFT__KV_OP_PUT);
+	assert_int_equal(weft__kv_decode_replicate(buf, sizeof(buf), &req),
+	                 WEFT_EINVAL);
+}
+
 static void
 test_payloads_round_trip(void **state)
 {
@@ -391,6 +486,8 @@ main(void)
 	    cmocka_unit_test(test_delete_is_a_versioned_tombstone),
 	    cmocka_unit_test(test_table_grows_and_keeps_every_key),
 	    cmocka_unit_test(test_a_reader_keeps_its_value_across_an_update),
+	    cmocka_unit_test(test_an_aborted_write_goes_back_and_stays_out),
+	    cmocka_unit_test(test_an_abort_round_trips),
 	    cmocka_unit_test(test_payloads_round_trip),
 	    cmocka_unit_test(test_other_encodings_are_accepted),
 	    cmocka_unit_test(test_bad_payloads_are_refused),

@@ -230,6 +230,56 @@ test_weft_kv_across_nodes(void **state)
 	                 78);
 }
 
+/* Reads key through node until it reads want, or WAIT_MS passes; returns
+ * whether it did. put_key, if not NULL, is put through n1 before each
+ * read (a write n1 coordinates sends its waiting aborts on). */
+static bool
+kv_reads(struct fixture *f, const char *node, const char *key, const char *want,
+         const char *put_key)
+{
+	uint64_t start = weft_now_ns();
+	char out[256];
+
+	for (;;) {
+		if (put_key != NULL)
+			run_kv(f, "n1", "put", put_key, "x", out, sizeof(out));
+		if (run_kv(f, node, "get", key, NULL, out, sizeof(out)) == 0 &&
+		    strcmp(out, want) == 0)
+			return true;
+		if (wt_ms_since(start) > WAIT_MS)
+			return false;
+		wt_pause_ms(20);
+	}
+}
+
+/*
+ * A write that failed is read through no node (RELIABILITY.md, "Failed
+ * writes in the key-value service"). The cluster needs all three replicas
+ * and n3 is stopped (SIGSTOP): a put through n1 fails; n1 never applied
+ * it, n2 applied it and takes it back on n1's abort, and n3, continued,
+ * ends with the acknowledged value too.
+ */
+static void
+test_a_failed_write_is_not_read_through_any_node(void **state)
+{
+	struct fixture *f = *state;
+	char out[256];
+
+	assert_int_equal(
+	    run_kv(f, "n1", "put", "door", "acked", out, sizeof(out)), 0);
+	assert_int_equal(kill(f->p[2].pid, SIGSTOP), 0);
+	assert_int_equal(
+	    run_kv(f, "n1", "put", "door", "failed", out, sizeof(out)), 1);
+	assert_int_equal(run_kv(f, "n1", "get", "door", NULL, out, sizeof(out)),
+	                 0);
+	assert_string_equal(out, "acked");
+	assert_true(kv_reads(f, "n2", "door", "acked", NULL));
+	assert_int_equal(kill(f->p[2].pid, SIGCONT), 0);
+	wait_up(f, 2);
+	assert_true(kv_reads(f, "n3", "door", "acked", "other"));
+	assert_true(kv_reads(f, "n2", "door", "acked", NULL));
+}
+
 static void
 test_sigusr1_dumps_metrics_to_stderr(void **state)
 {
@@ -539,6 +589,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_node_and_every_pair_answers),
 	    cmocka_unit_test(test_weft_kv_across_nodes),
+	    cmocka_unit_test(test_a_failed_write_is_not_read_through_any_node),
 	    cmocka_unit_test(test_sigusr1_dumps_metrics_to_stderr),
 	    cmocka_unit_test(test_metrics_endpoint_serves_prometheus_text),
 	    cmocka_unit_test(test_head_metrics_sends_no_body),

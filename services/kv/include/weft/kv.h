@@ -161,6 +161,9 @@ typedef struct weft_kv_stats {
 	uint64_t scans;             /* scan requests answered */
 	uint64_t keys;              /* keys held, tombstones included */
 	uint64_t value_bytes;       /* bytes of live values held */
+	uint64_t aborts_sent;       /* aborts of failed writes sent */
+	uint64_t replicas_aborted;  /* failed writes taken back here */
+	uint64_t aborts_dropped;    /* aborts given up (too many waiting) */
 } weft_kv_stats;
 
 WEFT_API void weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out);

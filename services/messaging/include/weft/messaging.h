@@ -565,6 +565,14 @@ WEFT_API uint64_t weft_msvc_msg_deadline_ms(const weft_msvc_msg *msg);
  * one-way message.
  */
 WEFT_API weft_msvc_msg *weft_msvc_msg_detach(weft_msvc_msg *msg);
+/* weft_msvc_msg_detach_reply is weft_msvc_msg_detach without the payload:
+ * the returned message can be answered (and its sender, deadline and
+ * verb read) but its data is empty, so a handler that has taken what it
+ * needs from a large request keeps no second copy of it while the answer
+ * waits. The payload's size still counts as in flight until the answer,
+ * as a copy's would (the handler holds the bytes in some form), so
+ * reading pauses the same. NULL when it could not be made. */
+WEFT_API weft_msvc_msg *weft_msvc_msg_detach_reply(weft_msvc_msg *msg);
 
 /*
  * weft_msvc_respond answers a request with a copy of data. The response
