@@ -390,11 +390,19 @@ weft__msvc_guard_fini(struct weft__msvc_conn *c)
 /* ---- Frames ---------------------------------------------------------------
  */
 
+/* Whether c is a member's connection (a stranger before its HELLO is
+ * not). */
+static bool
+is_member(const struct weft__msvc_conn *c)
+{
+	return c->peer != NULL && !c->peer->is_client;
+}
+
 bool
 weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = weft__msvc_inbound_limit(svc, !is_member(c));
 	uint64_t before;
 
 	if (c->frame_started_ns == 0) {
@@ -405,8 +413,10 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 	if (c->frame_reserved != 0)
 		return true;
 	/* The frame's bytes count as in flight from now, so unfinished
-	 * frames cannot hold more than the node's budget. One frame is
-	 * always let in, however large, or nothing could ever move. */
+	 * frames cannot hold more than the node's budget, nor clients' more
+	 * than their part of it: partial frames of clients cannot take the
+	 * members' room, nor pause every other client. One frame is always
+	 * let in, however large, or nothing could ever move. */
 	before = atomic_fetch_add(&svc->inflight, total);
 	if (before != 0 && before + total > limit) {
 		if (atomic_fetch_sub(&svc->inflight, total) == total)
@@ -422,7 +432,7 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 bool
 weft__msvc_guard_may_resume(const struct weft__msvc_conn *c)
 {
-	uint64_t limit = c->svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = weft__msvc_inbound_limit(c->svc, !is_member(c));
 	uint64_t now = atomic_load(&c->svc->inflight);
 
 	if (c->frame_wanted != 0)

@@ -931,6 +931,21 @@ weft__msvc_may_read_on(struct weft__msvc_conn *c)
 	return false;
 }
 
+/* weft__msvc_inbound_limit is the inbound bytes in flight from which a
+ * connection is not read, nor a frame of its let in: the node's budget
+ * (inbound_inflight) for a client or a stranger, and a quarter more for a
+ * member, room only members can use (their replication and heartbeats go
+ * on while clients hold the whole budget). Clients keep the whole budget
+ * rather than three quarters of it: a client's frame as large as the
+ * budget, begun and never finished, must not pause every other client. */
+static inline uint64_t
+weft__msvc_inbound_limit(const weft_msvc *svc, bool client)
+{
+	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+
+	return client ? limit : limit + limit / 4;
+}
+
 /* weft__msvc_host_of writes the host part of a peer address ("host:port",
  * "[v6]:port", or a Unix path whole) to out. */
 static inline void

@@ -117,25 +117,13 @@ is_client(const struct weft__msvc_conn *c)
 	return c->peer != NULL && c->peer->is_client;
 }
 
-/* The inbound bytes in flight from which c is not read: the node's whole
- * budget for a member, three quarters of it for a client, so that the
- * last quarter is room only members can use (their replication and
- * heartbeats go on while clients fill the rest). */
-static uint64_t
-inbound_limit(const weft_msvc *svc, bool client)
-{
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
-
-	return client ? limit - limit / 4 : limit;
-}
-
 /* Stops reading c until the node's inbound bytes in flight go below
  * its limit again. */
 static void
 pause_reading(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = inbound_limit(svc, is_client(c));
+	uint64_t limit = weft__msvc_inbound_limit(svc, is_client(c));
 
 	c->paused = true;
 	LIST_INSERT_HEAD(is_client(c) ? &c->ml->paused_clients : &c->ml->paused,
@@ -155,7 +143,7 @@ static bool
 should_pause(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = inbound_limit(svc, is_client(c));
+	uint64_t limit = weft__msvc_inbound_limit(svc, is_client(c));
 
 	if (weft__msvc_guard_backlogged(c))
 		return true;
@@ -467,6 +455,6 @@ weft__msvc_loop_resume(weft_loop *loop, int status, void *arg)
 		return;
 	resume_list(svc, &ml->paused);
 	/* Clients wait while the members' room is in use. */
-	if (atomic_load(&svc->inflight) < inbound_limit(svc, true))
+	if (atomic_load(&svc->inflight) < weft__msvc_inbound_limit(svc, true))
 		resume_list(svc, &ml->paused_clients);
 }
