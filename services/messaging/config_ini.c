@@ -60,8 +60,7 @@ static const weft_msvc_conf_key limit_keys[] = {
           .zero_ok = true,
           .why = "0 is the default, 3; past 100 a dead member is "
                  "noticed too late"),
-    LIMIT(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1,
-          UP_TO_A_DAY),
+    LIMIT(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "reconnect_min", reconnect_min_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "reconnect_max", reconnect_max_ms, .min = 1, UP_TO_A_DAY),
     LIMIT(DURATION, "request_timeout", request_timeout_ms, .min = 1,
@@ -93,12 +92,10 @@ static const weft_msvc_conf_key limit_keys[] = {
           .why = "each connection in its handshake holds a descriptor; "
                  "above the kernel's ceiling on them it is a typing "
                  "error"),
-    LIMIT(U32, "member_read_budget", member_read_budget, .min = 1,
-          .max = 65536,
+    LIMIT(U32, "member_read_budget", member_read_budget, .min = 1, .max = 65536,
           .why = "messages a member's connection is read per turn before "
                  "the loop serves the others"),
-    LIMIT(U32, "client_read_budget", client_read_budget, .min = 1,
-          .max = 65536,
+    LIMIT(U32, "client_read_budget", client_read_budget, .min = 1, .max = 65536,
           .why = "messages a client's connection is read per turn before "
                  "the loop serves the others"),
     LIMIT(U32, "client_rate", client_rate, .max = 10000000,

@@ -65,9 +65,9 @@ derive_caps(weft_msvc *svc, uint64_t nofile)
 		inbound += l->connections[c];
 	/* Half the slack is what members may hold beyond their configured
 	 * connections while old ones are still being found dead. */
-	svc->channel_cap = (size_t)((uint64_t)caps.clients + hs +
-	                            inbound * svc->npeers +
-	                            WEFT__MSVC_FD_SLACK / 2);
+	svc->channel_cap =
+	    (size_t)((uint64_t)caps.clients + hs + inbound * svc->npeers +
+	             WEFT__MSVC_FD_SLACK / 2);
 	svc->nofile = nofile;
 	return caps.lowered;
 }
