@@ -125,6 +125,8 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	}
 	if (c->probes > 0 && !client)
 		wbench_argv_add(a, "--probe");
+	if (c->probes > 0 && client && !probe && o->flood_idle)
+		wbench_argv_add(a, "--flood-idle");
 	if (c->pt.pool && !client)
 		wbench_argv_addf(a, "--handlers", "pool");
 	if (c->pipeline)

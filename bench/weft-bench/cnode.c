@@ -23,6 +23,7 @@
  *   coord -> "quit"             everybody reported: stop
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -962,6 +963,11 @@ wbench_cluster_node(const wbench_opts *o)
 		weft_log_set_level(WEFT_LOG_WARN);
 	if ((!o->client && o->node_index >= o->peers) || node_init(&n, o) != 0)
 		goto out;
+	/* rpc --probe --flood-idle: a flooding client runs only when the
+	 * server and the probe leave a core idle. */
+	if (o->flood_idle &&
+	    sched_setscheduler(0, SCHED_IDLE, &(struct sched_param){0}) != 0)
+		perror("weft-bench: sched_setscheduler(SCHED_IDLE)");
 	if ((port = start_service(&n)) == 0) {
 		fprintf(stderr, "weft-bench: node %u: cannot start\n",
 		        o->node_index);

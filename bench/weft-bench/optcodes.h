@@ -51,6 +51,7 @@ enum opt_code {
 	O_THREADS,
 	O_SCAN_LENGTH,
 	O_PROBE,
+	O_FLOOD_IDLE,
 	/* Options of the processes the node workloads start. */
 	O_NODE,
 	O_CLIENT_INDEX,

@@ -178,6 +178,11 @@ static const optdef opt_table[] = {
      "clients flood the server with D pipelined requests each;\n"
      "prints the probe's and the members' p50/p99 both times"},
     {"probe", O_PROBE, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},
+    {"flood-idle", O_FLOOD_IDLE, OR, NULL,
+     "with --probe: the flooding clients run under SCHED_IDLE, so that\n"
+     "on a small machine they take no CPU the server and the probe\n"
+     "want, as clients on other hosts would not"},
+    {"flood-idle", O_FLOOD_IDLE, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},
     {"workload", O_WORKLOAD, OY, "W[,W..]",
      "a (50% reads, 50% updates; default), b (95/5), c (reads),\n"
      "d (95% reads of the latest, 5% inserts), e (95% scans, 5%\n"

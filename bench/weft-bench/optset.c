@@ -265,6 +265,9 @@ node_opt(wbench_opts *o, int code, const char *arg)
 	case O_PROBE:
 		o->probe = true;
 		return 0;
+	case O_FLOOD_IDLE:
+		o->flood_idle = true;
+		return 0;
 	case O_WEFTD:
 		o->weftd_path = arg;
 		return 0;

@@ -134,6 +134,7 @@ typedef struct wbench_opts {
 	unsigned rpc_impls;
 	bool handlers_pool; /* cluster-node: the echo verb on the pool */
 	bool probe;         /* rpc --probe: the fairness run */
+	bool flood_idle;    /* --probe's flooding clients under SCHED_IDLE */
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
 	unsigned nycsb_list;  /* how many */

@@ -585,7 +585,9 @@ test_reading_pauses_while_handlers_are_behind(void **state)
 		                                sizeof(chunk), NULL),
 		                 0);
 	WAIT_STAT(1, read_pauses, 1);
-	assert_true(stats(1).inflight_bytes <= 8192 + sizeof(chunk));
+	/* A member may use a quarter beyond the budget (room clients never
+	 * get), and no more. */
+	assert_true(stats(1).inflight_bytes <= 8192 + 8192 / 4 + sizeof(chunk));
 	atomic_store(&cl.slow_release, true);
 	assert_true(test_wait(sink_and_slow_done, NULL, 5000));
 	WAIT_STAT(1, worker_jobs, 40);
