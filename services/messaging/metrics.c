@@ -461,45 +461,53 @@ dump_peer_latency(weft_msvc *svc, struct evbuffer *out)
 	}
 }
 
-/* Each peer's clock as this node estimates it: signed, so not in the
- * table of counters above. */
+/* One gauge per remote peer, value(ps[p]) for each: what the table of
+ * counters above cannot hold (signed, or not a count). */
 static void
-dump_peer_clock(weft_msvc *svc, const weft_msvc_peer_stats *ps,
-                struct evbuffer *out)
+dump_peer_gauge(weft_msvc *svc, const weft_msvc_peer_stats *ps,
+                struct evbuffer *out, const char *name, const char *help,
+                double (*value)(const weft_msvc_peer_stats *))
 {
 	char lb[320];
 	size_t p;
 
-	evbuffer_add_printf(out,
-	                    "# HELP weft_msvc_peer_clock_offset_seconds The "
-	                    "peer's wall clock minus this node's, as "
-	                    "estimated (0 until known).\n"
-	                    "# TYPE weft_msvc_peer_clock_offset_seconds "
-	                    "gauge\n");
+	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
+	                    name);
 	for (p = 0; p < svc->npeers; p++) {
 		if (!is_remote(svc->peers[p]))
 			continue;
 		labels(lb, sizeof(lb), "node", svc->id, "peer",
 		       svc->peers[p]->id, NULL, NULL);
-		evbuffer_add_printf(
-		    out, "weft_msvc_peer_clock_offset_seconds{%s} %.3f\n", lb,
-		    (double)ps[p].clock_offset_ms / 1e3);
+		evbuffer_add_printf(out, "%s{%s} %.3f\n", name, lb,
+		                    value(&ps[p]));
 	}
-	evbuffer_add_printf(out,
-	                    "# HELP weft_msvc_peer_clock_skew_exceeded Whether "
-	                    "the peer's clock is further off than "
-	                    "max_clock_skew (1) or not (0).\n"
-	                    "# TYPE weft_msvc_peer_clock_skew_exceeded "
-	                    "gauge\n");
-	for (p = 0; p < svc->npeers; p++) {
-		if (!is_remote(svc->peers[p]))
-			continue;
-		labels(lb, sizeof(lb), "node", svc->id, "peer",
-		       svc->peers[p]->id, NULL, NULL);
-		evbuffer_add_printf(
-		    out, "weft_msvc_peer_clock_skew_exceeded{%s} %d\n", lb,
-		    ps[p].clock_skew_exceeded ? 1 : 0);
-	}
+}
+
+static double
+clock_offset_s(const weft_msvc_peer_stats *ps)
+{
+	return (double)ps->clock_offset_ms / 1e3;
+}
+
+static double
+clock_skew_exceeded(const weft_msvc_peer_stats *ps)
+{
+	return ps->clock_skew_exceeded ? 1 : 0;
+}
+
+/* Each peer's clock as this node estimates it. */
+static void
+dump_peer_clock(weft_msvc *svc, const weft_msvc_peer_stats *ps,
+                struct evbuffer *out)
+{
+	dump_peer_gauge(svc, ps, out, "weft_msvc_peer_clock_offset_seconds",
+	                "The peer's wall clock minus this node's, as "
+	                "estimated (0 until known).",
+	                clock_offset_s);
+	dump_peer_gauge(svc, ps, out, "weft_msvc_peer_clock_skew_exceeded",
+	                "Whether the peer's clock is further off than "
+	                "max_clock_skew (1) or not (0).",
+	                clock_skew_exceeded);
 }
 
 static void
