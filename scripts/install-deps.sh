@@ -34,6 +34,7 @@ required=(
 	groff-base     # renders them in the man page test
 	iproute2       # ip, for the network namespace test (skipped elsewhere)
 	libfaketime    # shifts one weftd's clock in test_weftd_clock
+	curl           # the fault scripts read a node's /metrics
 )
 optional=(
 	clang-format

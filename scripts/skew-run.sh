@@ -7,9 +7,11 @@
 # weft-kv puts and gets through every node in turn.
 #
 #   scripts/skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]
+#       [CLIENT_BUILD_DIR]
 #
 # OFFSET is libfaketime's: seconds with a sign (+5, -3600). With
-# OLD_BUILD_DIR, n3 runs that build's weftd (a mixed cluster). Prints one
+# OLD_BUILD_DIR, n3 runs that build's weftd (a mixed cluster); with
+# CLIENT_BUILD_DIR, the puts and gets use that build's weft-kv. Prints one
 # line: peer down transitions logged, requests served and failed, and
 # what each node's /metrics says (expired on arrival, n1's view of n3's
 # clock).
@@ -19,6 +21,7 @@ build=${1:?usage: skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]}
 offset=${2:?offset, e.g. +5 or -3600}
 seconds=${3:-20}
 n3build=${4:-$build}
+kvbuild=${5:-$build}
 lib=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -1)
 [ -n "$lib" ] || { echo "skew-run.sh: libfaketime not found" >&2; exit 77; }
 
@@ -68,10 +71,10 @@ ok=0 failed=0 n=0
 end=$((SECONDS + seconds))
 while [ $SECONDS -lt $end ]; do
 	node=n$((n % 3 + 1))
-	if "$build/services/weftd/weft-kv" --config "$dir/cluster.ini" \
+	if "$kvbuild/services/weftd/weft-kv" --config "$dir/cluster.ini" \
 		--node $node --timeout-ms 2000 put "k$n" "v$n" \
 		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
-	if "$build/services/weftd/weft-kv" --config "$dir/cluster.ini" \
+	if "$kvbuild/services/weftd/weft-kv" --config "$dir/cluster.ini" \
 		--node $node --timeout-ms 2000 get "k$n" \
 		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
 	n=$((n + 1))
