@@ -640,10 +640,22 @@ request_teardown(weft_channel *ch)
 /* ---- Stream events ------------------------------------------------------ */
 
 /* Hands what the input holds to the pipeline, once. */
+static void schedule_turn(weft_channel *ch);
+
 static void
 deliver_input(weft_channel *ch)
 {
+	ch->delivering = true;
 	weft_ctx_fire_read(ch->head, &weft_msg_evbuffer, ch->in);
+	ch->delivering = false;
+	/* A turn given up at the input's last byte needs no next round. */
+	if (ch->read_yielded) {
+		if (evbuffer_get_length(ch->in) == 0 || ch->torn_down ||
+		    ch->closing)
+			ch->read_yielded = false;
+		else
+			schedule_turn(ch);
+	}
 	if (!ch->torn_down)
 		weft_ctx_fire_read_complete(ch->head);
 }
@@ -948,6 +960,13 @@ run_yield_task(weft_loop *loop, int status, void *arg)
 	weft_channel_unref(ch);
 }
 
+static void
+schedule_turn(weft_channel *ch)
+{
+	weft_channel_ref(ch);
+	weft__loop_next_round(ch->loop, &ch->yield_task);
+}
+
 void
 weft_channel_yield(weft_channel *ch)
 {
@@ -955,8 +974,10 @@ weft_channel_yield(weft_channel *ch)
 	if (ch->read_yielded || ch->torn_down || ch->closing)
 		return;
 	ch->read_yielded = true;
-	weft_channel_ref(ch);
-	weft__loop_next_round(ch->loop, &ch->yield_task);
+	/* During a delivery, deliver_input schedules it as the delivery
+	 * ends, if anything is left. */
+	if (!ch->delivering)
+		schedule_turn(ch);
 }
 
 bool

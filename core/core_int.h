@@ -149,10 +149,14 @@ struct weft_channel {
 	bool read_posted;
 	/* A turn given up (weft_channel_yield): what the input holds waits
 	 * for yield_task, at the loop's next round, and the stream is not
-	 * read meanwhile; a readable event that came then is noted. */
+	 * read meanwhile; a readable event that came then is noted. A turn
+	 * given up while the input is being delivered is scheduled when the
+	 * delivery ends, and only if input is left: a handler that yields at
+	 * the last frame costs nothing. */
 	weft_task yield_task;
 	bool read_yielded;
 	bool readable_missed;
+	bool delivering;
 
 	struct weft__inbox inbox;
 	weft_task inbox_task;

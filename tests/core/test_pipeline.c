@@ -869,6 +869,55 @@ test_yielded_turn_comes_back_on_the_next_round(void **state)
 	assert_memory_equal(s.got, "abcde", 5);
 }
 
+/* A reader that takes all its input and gives up its turn anyway, as a
+ * handler at its budget does when the budget falls on the last message:
+ * nothing is left to wait, so the turn is not given up at all. */
+static void
+drain_yield_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct sipper *s = weft_ctx_state(ctx);
+	size_t n = evbuffer_get_length(msg);
+
+	(void)type;
+	assert_true(s->n + n <= sizeof(s->got));
+	assert_int_equal(evbuffer_remove(msg, s->got + s->n, n), (int)n);
+	s->n += n;
+	s->reads++;
+	weft_channel_yield(weft_ctx_channel(ctx));
+}
+
+static void
+drain_yield_complete(weft_ctx *ctx)
+{
+	struct sipper *s = weft_ctx_state(ctx);
+
+	/* Reading again at once: no round to wait for. */
+	s->in_resume = weft_channel_is_reading(weft_ctx_channel(ctx));
+}
+
+static const weft_handler drain_yielder_handler = {
+    .read = drain_yield_read, .read_complete = drain_yield_complete};
+
+static void
+test_turn_given_up_at_the_last_byte_costs_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct sipper s = {0};
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "yield", &drain_yielder_handler, &s),
+	    0);
+	weft_channel_activate(f->ch);
+	bufferevent_write(f->peer, "abcd", 4);
+	assert_int_equal(run_until_reads(f, &s, 1, 5000), 0);
+	assert_true(s.in_resume);
+	assert_true(weft_channel_is_reading(f->ch));
+	bufferevent_write(f->peer, "ef", 2);
+	assert_int_equal(run_until_reads(f, &s, 2, 5000), 0);
+	assert_true(s.in_resume);
+	assert_memory_equal(s.got, "abcdef", 6);
+}
+
 /* Reading resumed and paused again before the task runs: the task reads
  * nothing; resumed once more, it reads. */
 static void
@@ -938,6 +987,9 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_resume_then_pause_before_the_task_reads_nothing, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_turn_given_up_at_the_last_byte_costs_nothing, setup,
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_yielded_turn_comes_back_on_the_next_round, setup,

@@ -179,7 +179,9 @@ WEFT_API bool weft_channel_is_auto_read(const weft_channel *ch);
  * holds on the loop's next round: after the loop has polled again and
  * served every channel that was ready, in the order their turns were given
  * up. Its stream is not read meanwhile, so the input stays within
- * max_read_bytes and a partial message. Reading stays on
+ * max_read_bytes and a partial message. Given up at the last byte the
+ * input held, the turn costs nothing: there is nothing to wait, and the
+ * stream is read again at once. Reading stays on
  * (weft_channel_is_auto_read); a no-op once the turn is given up, and on a
  * closing channel. Loop thread.
  */
