@@ -162,9 +162,8 @@ static void
 count_turn(struct weft__msvc_conn *c)
 {
 	const weft_msvc_limits *l = &c->svc->cfg->limits;
-	uint32_t budget = c->peer != NULL && c->peer->is_client
-	                      ? l->client_read_budget
-	                      : l->member_read_budget;
+	uint32_t budget =
+	    is_client(c) ? l->client_read_budget : l->member_read_budget;
 
 	if (++c->turn_messages < budget)
 		return;
@@ -194,8 +193,7 @@ limit_rate(struct weft__msvc_conn *c)
 	const weft_msvc_limits *l = &c->svc->cfg->limits;
 	uint64_t wait_ns;
 
-	if (c->peer == NULL || !c->peer->is_client ||
-	    (l->client_rate == 0 && l->address_rate == 0))
+	if (!is_client(c) || (l->client_rate == 0 && l->address_rate == 0))
 		return;
 	wait_ns = weft__msvc_rate_take(c, weft__msvc_now_ns(c->ml));
 	if (wait_ns == 0 || c->rate_paused)
