@@ -165,14 +165,15 @@ evict_one(struct weft__door *d, const struct weft__door_host *mine)
 
 int
 weft__door_enter(struct weft__door *d, struct weft__door_entry *e,
-                 const char *host, struct weft__door_entry **victim)
+                 const char *host, bool make_room,
+                 struct weft__door_entry **victim)
 {
 	struct weft__door_host *h;
 	int rv = 0;
 
 	*victim = NULL;
 	pthread_mutex_lock(&d->lock);
-	if (d->max != 0 && d->n >= d->max) {
+	if (make_room || (d->max != 0 && d->n >= d->max)) {
 		/* The newcomer's host counts with the newcomer: made first. */
 		if ((h = find_host(d, host, true)) == NULL) {
 			rv = WEFT_ENOMEM;

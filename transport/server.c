@@ -31,6 +31,9 @@
 #include "transport_int.h"
 
 #define ACCEPT_RETRY_MS 100
+/* How often a server over max_channels looks whether the connections it
+ * evicted have closed, to accept again. */
+#define ROOM_RETRY_MS 5
 /* At most one line per this many ms about dropped connections. */
 #define LOG_LIMIT_MS 5000
 #define DEFAULT_HANDSHAKE_TIMEOUT_MS 10000
@@ -49,7 +52,7 @@ struct weft_server {
 	/* Accepting loop only, once started. */
 	evutil_socket_t fd; /* until the listener takes it */
 	struct evconnlistener *listener;
-	struct event *retry; /* re-enables accepting after EMFILE & co */
+	struct event *retry; /* accepts again after EMFILE, or room made */
 	size_t next_loop;
 	bool hook_added;
 	bool stopped;
@@ -371,28 +374,38 @@ over_limit(weft_server *srv)
 /*
  * Lets h in through the door, evicting another to make room if the door
  * is at its cap; false (nothing counted) when it is refused. At
- * max_channels the newcomer is refused, since an evicted connection holds
- * its descriptor until its loop has closed it; the oldest pending one is
- * evicted then, unless evictions are on their way already, so that room
- * comes back.
+ * max_channels a pending connection makes room for the newcomer (by the
+ * door's rule) and the newcomer is let in, one beyond the limit until the
+ * evicted one has closed on its loop: accepting pauses meanwhile (see
+ * pause_accepting), so newcomers wait in the backlog instead of being
+ * refused while a busy loop closes what was evicted. Only when nothing
+ * is pending and no eviction is on its way (every channel established)
+ * is the newcomer refused.
  */
 static bool
-admit(weft_server *srv, handoff *h, const struct sockaddr *sa)
+admit(weft_server *srv, handoff *h, const struct sockaddr *sa, bool *full)
 {
 	struct weft__door_entry *victim = NULL;
 	char host[WEFT_ADDRESS_MAX];
+	bool over = over_limit(srv), coming = false;
 	int rv = 0;
 
-	if (over_limit(srv)) {
-		if (srv->door_on && atomic_load(&srv->evicting) == 0 &&
-		    (victim = weft__door_evict_oldest(&srv->door)) != NULL)
-			evict(srv, victim);
+	*full = false;
+	if (over && !srv->door_on) {
 		rv = WEFT_EOVERLOAD;
 	} else if (srv->door_on) {
+		/* Room already on its way needs no new victim. */
+		coming = over && atomic_load(&srv->evicting) != 0;
 		weft__door_host_of(sa, host, sizeof(host));
-		rv = weft__door_enter(&srv->door, &h->door, host, &victim);
+		rv = weft__door_enter(&srv->door, &h->door, host,
+		                      over && !coming, &victim);
 		if (victim != NULL)
 			evict(srv, victim);
+		else if (rv == 0 && over && !coming) {
+			weft__door_leave(&srv->door, &h->door);
+			rv = WEFT_EOVERLOAD;
+		}
+		*full = rv == 0 && over;
 	}
 	if (rv == 0)
 		return true;
@@ -405,14 +418,38 @@ admit(weft_server *srv, handoff *h, const struct sockaddr *sa)
 	return false;
 }
 
+/* True while srv is over max_channels with evicted connections still to
+ * close: room is coming, and newcomers are better kept in the backlog. */
+static bool
+room_coming(weft_server *srv)
+{
+	size_t max =
+	    atomic_load_explicit(&srv->max_channels, memory_order_relaxed);
+
+	return max != 0 && atomic_load(&srv->evicting) != 0 &&
+	       atomic_load_explicit(&srv->channels_open,
+	                            memory_order_relaxed) >= max;
+}
+
+/* Stops accepting for ms; on_accept_retry starts again. Accepting loop. */
+static void
+pause_accepting(weft_server *srv, struct evconnlistener *lev, int ms)
+{
+	struct timeval scratch;
+
+	evconnlistener_disable(lev);
+	event_add(srv->retry,
+	          weft_loop_timeval(srv->accept_loop, ms, &scratch));
+}
+
 static void
 on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
           int socklen, void *arg)
 {
 	weft_server *srv = arg;
 	handoff *h;
+	bool full;
 
-	(void)lev;
 	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		close(fd);
@@ -427,11 +464,13 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 	h->loop = pick_loop(srv);
 	h->task.cb = handoff_run;
 	h->task.arg = h;
-	if (!admit(srv, h, sa)) {
+	if (!admit(srv, h, sa, &full)) {
 		close(fd);
 		free(h);
 		return;
 	}
+	if (full)
+		pause_accepting(srv, lev, ROOM_RETRY_MS);
 	if (weft__addr_is_tcp(sa->sa_family))
 		weft__sock_nodelay(fd);
 	server_ref(srv);
@@ -446,7 +485,6 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 {
 	weft_server *srv = arg;
 	int err = EVUTIL_SOCKET_ERROR();
-	struct timeval scratch;
 	char eb[128];
 
 	atomic_fetch_add_explicit(&srv->accept_errors, 1, memory_order_relaxed);
@@ -464,9 +502,7 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	                 "server %s: accept: %s; pausing accepts for %d ms",
 	                 srv->address, weft__errstr(err, eb, sizeof(eb)),
 	                 ACCEPT_RETRY_MS);
-	evconnlistener_disable(lev);
-	event_add(srv->retry, weft_loop_timeval(srv->accept_loop,
-	                                        ACCEPT_RETRY_MS, &scratch));
+	pause_accepting(srv, lev, ACCEPT_RETRY_MS);
 }
 
 static void
@@ -476,7 +512,11 @@ on_accept_retry(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (srv->listener != NULL)
+	if (srv->listener == NULL)
+		return;
+	if (room_coming(srv))
+		pause_accepting(srv, srv->listener, ROOM_RETRY_MS);
+	else
 		evconnlistener_enable(srv->listener);
 }
 

@@ -85,13 +85,15 @@ int weft__door_init(struct weft__door *d,
                     void (*hold)(struct weft__door_entry *e));
 void weft__door_fini(struct weft__door *d);
 /*
- * weft__door_enter counts e, from host. When the door is at its cap,
- * another entry makes room: it is taken out, held, and returned in
- * *victim for the caller to close. Returns 0, or WEFT_ENOMEM (e is not
+ * weft__door_enter counts e, from host. When the door is at its cap, or
+ * make_room asks for it below the cap, another entry makes room: it is
+ * taken out, held, and returned in *victim for the caller to close (NULL
+ * when there was none to take). Returns 0, or WEFT_ENOMEM (e is not
  * counted; *victim may still be set). Any thread.
  */
 int weft__door_enter(struct weft__door *d, struct weft__door_entry *e,
-                     const char *host, struct weft__door_entry **victim);
+                     const char *host, bool make_room,
+                     struct weft__door_entry **victim);
 /* weft__door_leave takes e out; false if it was out already. Any
  * thread. */
 bool weft__door_leave(struct weft__door *d, struct weft__door_entry *e);

@@ -50,14 +50,22 @@ teardown(void **state)
 	return 0;
 }
 
-/* Enters e[i] from host; returns the index of the entry evicted, or -1. */
+/* Enters e[i] from host, making room below the cap if make_room; returns
+ * the index of the entry evicted, or -1. */
 static int
-enter(struct fixture *f, int i, const char *host)
+enter_room(struct fixture *f, int i, const char *host, bool make_room)
 {
 	struct weft__door_entry *v;
 
-	assert_int_equal(weft__door_enter(&f->door, &f->e[i], host, &v), 0);
+	assert_int_equal(
+	    weft__door_enter(&f->door, &f->e[i], host, make_room, &v), 0);
 	return v == NULL ? -1 : (int)(v - f->e);
+}
+
+static int
+enter(struct fixture *f, int i, const char *host)
+{
+	return enter_room(f, i, host, false);
 }
 
 static void
@@ -113,6 +121,22 @@ test_between_equals_the_oldest_goes(void **state)
 	enter(f, 2, "10.0.0.3");
 	assert_int_equal(enter(f, 3, "10.0.0.4"), 0);
 	assert_int_equal(enter(f, 4, "10.0.0.5"), 1);
+}
+
+/* Below the cap, room is made when asked for (the server at
+ * max_channels), by the same rule; in an empty door there is none. */
+static void
+test_room_is_made_below_the_cap_when_asked(void **state)
+{
+	struct fixture *f = *state;
+
+	f->door.max = 8;
+	assert_int_equal(enter_room(f, 0, "10.0.0.1", true), -1);
+	enter(f, 1, "10.0.0.2");
+	enter(f, 2, "10.0.0.2");
+	assert_int_equal(enter_room(f, 3, "10.0.0.3", true), 1);
+	assert_int_equal(held, 1);
+	assert_true(weft__door_leave(&f->door, &f->e[0]));
 }
 
 static void
@@ -182,6 +206,8 @@ main(void)
 	        test_a_newcomer_counts_with_its_host, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_between_equals_the_oldest_goes,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_room_is_made_below_the_cap_when_asked, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_a_lower_cap_evicts_down_to_it,
 	                                    setup, teardown),
 	    cmocka_unit_test(test_hosts_are_addresses_and_ipv6_prefixes),

@@ -71,9 +71,11 @@ typedef struct weft_server_opts {
 	weft_tls_ctx *tls;             /* NULL: plaintext */
 	int tls_mode;                  /* enum weft_tls_mode */
 	uint64_t handshake_timeout_ms; /* 10000: TLS handshake, sniffing */
-	/* 0: no limit. Every accepted connection counts, from accept on;
-	 * past it a new one is closed at once, and the oldest pending one
-	 * (below) is evicted so that room comes back. */
+	/* 0: no limit. Every accepted connection counts, from accept on.
+	 * At the limit a pending connection (below) makes room for a new
+	 * one, which is let in while accepting pauses until the evicted one
+	 * has closed; when none is pending (every channel established) the
+	 * new one is closed at once, counted in rejected. */
 	size_t max_channels;
 	/*
 	 * 0: no limit. Connections accepted and not yet established
