@@ -121,8 +121,14 @@ install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The main job lives in one script, so it can change without this file.
-run: deps build
-	scripts/run-main.sh $(BUILD_DIR)
+# The main job. The build's own output goes to a log, so that the tables
+# come first; a failed build shows the end of it.
+run: deps
+	@mkdir -p $(BUILD_DIR)
+	@echo "weft: building $(BUILD_DIR)/ (its output: $(BUILD_DIR)/build.log)"
+	@$(MAKE) --no-print-directory build >$(BUILD_DIR)/build.log 2>&1 || \
+		{ tail -n 30 $(BUILD_DIR)/build.log; exit 1; }
+	@scripts/run-main.sh $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) build-fuzz

@@ -546,8 +546,53 @@ server_kinds(const wbench_opts *o, server_kind kinds[3])
 	return n;
 }
 
+static int
+cmp_ops(const void *a, const void *b)
+{
+	double x = ((const cresult *)a)->ops_per_s;
+	double y = ((const cresult *)b)->ops_per_s;
+
+	return (x > y) - (x < y);
+}
+
+/* run_repeated runs one point --repeat times into r: the run of the
+ * median op rate, with the spread of all. A failed run fails the point;
+ * lost or duplicated answers in any run are kept in r. */
+static int
+run_repeated(const wbench_opts *o, server_kind kind, const point *pt,
+             cresult *r)
+{
+	cresult runs[64];
+	unsigned n = o->repeat < 64 ? o->repeat : 64;
+	uint64_t lost = 0, dups = 0;
+
+	if (n <= 1)
+		return run_point(o, kind, pt, r, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		if (run_point(o, kind, pt, &runs[i], NULL) != 0)
+			return -1;
+		lost += runs[i].lost;
+		dups += runs[i].duplicates;
+	}
+	qsort(runs, n, sizeof(runs[0]), cmp_ops);
+	*r = runs[n / 2];
+	r->runs = n;
+	r->lost = lost;
+	r->duplicates = dups;
+	r->ops_lo = runs[0].ops_per_s;
+	r->ops_hi = runs[n - 1].ops_per_s;
+	r->p99_lo = r->p99_hi = runs[0].p99_us;
+	for (unsigned i = 1; i < n; i++) {
+		if (runs[i].p99_us < r->p99_lo)
+			r->p99_lo = runs[i].p99_us;
+		if (runs[i].p99_us > r->p99_hi)
+			r->p99_hi = runs[i].p99_us;
+	}
+	return 0;
+}
+
 /* run_series runs every point on each kind of server, printing a row
- * per run (and for cluster the loop/threads ratio), then writes the
+ * per point (and for cluster the loop/threads ratio), then writes the
  * reports. Returns the exit status. */
 static int
 run_series(const wbench_opts *o, const point *pts, unsigned npts)
@@ -565,7 +610,7 @@ run_series(const wbench_opts *o, const point *pts, unsigned npts)
 
 			if (n == MAX_ROWS)
 				continue;
-			if (run_point(o, kinds[k], &pts[i], r, NULL) != 0) {
+			if (run_repeated(o, kinds[k], &pts[i], r) != 0) {
 				failed = 1;
 				continue;
 			}

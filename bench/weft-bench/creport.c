@@ -128,6 +128,22 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 		fprintf(out, " %9.0f %9.1f %9.0f %9.1f", r->get_ops_per_s,
 		        r->get_p99_us, r->put_ops_per_s, r->put_p99_us);
 	fputc('\n', out);
+	if (r->runs > 1) {
+		char what[64];
+
+		fprintf(out,
+		        "       %u runs: %.0f to %.0f ops/s (spread %.0f%%), "
+		        "p99 %.1f to %.1f us\n",
+		        r->runs, r->ops_lo, r->ops_hi,
+		        r->ops_per_s > 0
+		            ? (r->ops_hi - r->ops_lo) / r->ops_per_s * 100
+		            : 0,
+		        r->p99_lo, r->p99_hi);
+		label(r, what, sizeof(what) - 12);
+		snprintf(what + strlen(what), 12, " %s",
+		         wbench_server_name(r->io, r->pipeline));
+		wbench_spread_warn(what, r->ops_lo, r->ops_hi, r->ops_per_s);
+	}
 	if (r->up_ms > 0)
 		fprintf(out, "       all up in %.0f ms\n", r->up_ms);
 	if (r->first_error != 0)
@@ -227,6 +243,11 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	json_fig(f, "msgs_per_wakeup", "%.3f", r->msgs_per_wakeup,
 	         r->msgs_per_wakeup > 0);
 	json_fig(f, "up_ms", "%.1f", r->up_ms, r->up_ms > 0);
+	json_fig(f, "repeat", "%.0f", r->runs, r->runs > 1);
+	json_fig(f, "ops_per_s_lo", "%.1f", r->ops_lo, r->runs > 1);
+	json_fig(f, "ops_per_s_hi", "%.1f", r->ops_hi, r->runs > 1);
+	json_fig(f, "p99_us_lo", "%.2f", r->p99_lo, r->runs > 1);
+	json_fig(f, "p99_us_hi", "%.2f", r->p99_hi, r->runs > 1);
 	json_modes(f, o, r);
 	json_verbs(f, r);
 	fprintf(f,

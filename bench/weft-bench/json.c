@@ -83,6 +83,7 @@ command_line(const wbench_opts *o, char *out, size_t len)
 void
 wbench_json_env(FILE *f, const wbench_opts *o)
 {
+	const wbench_machine *m = wbench_machine_sampled();
 	char date[32], cpu[128], kernel[200], cmd[4096];
 	struct utsname u;
 	time_t now = time(NULL);
@@ -110,5 +111,14 @@ wbench_json_env(FILE *f, const wbench_opts *o)
 	wbench_json_str(f, kernel);
 	fputs(",\n  \"command\": ", f);
 	wbench_json_str(f, cmd);
+	fputs(",\n  \"machine_before\": ", f);
+	if (m->sampled)
+		fprintf(f,
+		        "{\"busy\": %.3f, \"steal\": %.3f, \"loadavg\": %.2f, "
+		        "\"busy_warning\": %s}",
+		        m->busy, m->steal, m->loadavg,
+		        m->busy_warning ? "true" : "false");
+	else
+		fputs("null", f);
 	fputs(",\n", f);
 }

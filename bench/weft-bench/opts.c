@@ -68,6 +68,9 @@ static const optdef opt_table[] = {
     {"impl", O_IMPL, BIT(WBENCH_CLUSTER_NODE), "I", NULL},
     {"repeat", O_REPEAT, OT | OL, "R",
      "runs per implementation; medians are reported (default 1)"},
+    {"repeat", O_REPEAT, OC | OR | OM, "R",
+     "runs per point and I/O model; the run of the median op rate is "
+     "reported, with the lowest and highest (default 1)"},
     {"batch", O_BATCH, OT | OL, "B",
      "messages the weft sender writes per flush (default 64)"},
     {"seed", O_SEED, OT | OL, "X", "payload pattern seed (default 1)"},
@@ -151,12 +154,15 @@ static const optdef opt_table[] = {
      "own, joined by veth pairs; exits 77 where not allowed"},
     {"weftd", O_WEFTD, OC, "PATH",
      "the weftd binary for --netns (default: next to weft-bench)"},
-    {"plot", O_PLOT, OC, "FILE.png",
-     "op rate and p99 against P for both I/O models (gnuplot)"},
-    {"plot", O_PLOT, OM, "FILE.png",
-     "op rate, and p99 of gets and puts, against the mix (gnuplot)"},
-    {"plot", O_PLOT, OY, "FILE.png",
-     "throughput, and p99 per operation, per workload (gnuplot)"},
+    {"plot", O_PLOT, OC, "FILE",
+     "op rate and p99 against P for both I/O models (.svg, or .png "
+     "with gnuplot)"},
+    {"plot", O_PLOT, OM, "FILE",
+     "op rate, and p99 of gets and puts, against the mix (.svg, or "
+     ".png with gnuplot)"},
+    {"plot", O_PLOT, OY, "FILE",
+     "throughput, and p99 per operation, per workload (.svg, or .png "
+     "with gnuplot)"},
     {"rate", O_RATE, OC | OR | OM | BIT(WBENCH_CLUSTER_NODE), "R",
      "open loop: R requests/s per node or client, latency from each\n"
      "one's intended send time (default: closed loop)"},

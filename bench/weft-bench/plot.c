@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * plot.c: --plot FILE.png with gnuplot: panels side by side, each a few
+ * plot.c: --plot FILE.png with gnuplot (FILE.svg: svg.c, with nothing to
+ * install): panels side by side, each a few
  * named series of points. The ranges are set from the points with room
  * around them, so that one point draws as well as many (gnuplot warns of
  * an empty range otherwise); a series without points is left out (gnuplot
@@ -190,16 +191,39 @@ int
 wbench_plot_draw(const char *png, const char *title,
                  const wbench_plot_panel *panels, unsigned n)
 {
+	size_t len = strlen(png);
 	FILE *gp;
 	int rv;
 
+	/* An SVG needs no tool: weft-bench draws it itself. */
+	if (len > 4 && strcmp(png + len - 4, ".svg") == 0) {
+		if ((gp = fopen(png, "w")) == NULL) {
+			fprintf(stderr,
+			        "weft-bench: --plot %s: cannot write it\n",
+			        png);
+			return -1;
+		}
+		rv = wbench_plot_svg(gp, title, panels, n);
+		if (rv != 0)
+			fprintf(stderr, "weft-bench: --plot: nothing was "
+			                "measured\n");
+		if (fclose(gp) != 0 && rv == 0) {
+			fprintf(stderr, "weft-bench: --plot %s: write failed\n",
+			        png);
+			rv = -1;
+		}
+		if (rv != 0)
+			unlink(png);
+		return rv;
+	}
 	/* gnuplot is optional: without it the figures are still printed
 	 * and written, and no plot is made. */
 	if (!on_path("gnuplot")) {
 		fprintf(stderr,
 		        "weft-bench: --plot %s: gnuplot is not installed "
 		        "(Debian package gnuplot-nox, or "
-		        "scripts/install-deps.sh --all): no plot made\n",
+		        "scripts/install-deps.sh --all): no plot made; "
+		        "FILE.svg needs nothing\n",
 		        png);
 		return 0;
 	}

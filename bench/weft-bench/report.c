@@ -236,6 +236,49 @@ print_latency(const wbench_report *rep, FILE *out)
 		    r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0);
 }
 
+/* print_spread prints the lowest and highest of each slot's runs: the
+ * message rate of a throughput run, the p50 of a latency run. */
+static void
+print_spread(const wbench_report *rep, FILE *out)
+{
+	bool tput = rep->opts->workload == WBENCH_THROUGHPUT;
+
+	for (int i = 0; i < 2; i++) {
+		double lo = 0, hi = 0, v, med;
+		char what[64];
+
+		if (rep->nruns[i] < 2)
+			continue;
+		for (unsigned k = 0; k < rep->nruns[i]; k++) {
+			v = tput ? rep->runs[i][k].msgs_per_s
+			         : (double)rep->runs[i][k].p50_ns;
+			lo = k == 0 || v < lo ? v : lo;
+			hi = k == 0 || v > hi ? v : hi;
+		}
+		med = tput ? rep->median[i].msgs_per_s
+		           : (double)rep->median[i].p50_ns;
+		if (tput)
+			fprintf(out,
+			        "  %-9s %u runs: %.3f to %.3f M msgs/s "
+			        "(spread %.0f%%)\n",
+			        wbench_slot_name(rep->opts, i), rep->nruns[i],
+			        lo / 1e6, hi / 1e6,
+			        med > 0 ? (hi - lo) / med * 100 : 0);
+		else
+			fprintf(out,
+			        "  %-9s %u runs: p50 %.1f to %.1f us "
+			        "(spread %.0f%%)\n",
+			        wbench_slot_name(rep->opts, i), rep->nruns[i],
+			        lo / 1e3, hi / 1e3,
+			        med > 0 ? (hi - lo) / med * 100 : 0);
+		snprintf(what, sizeof(what), "%s %s %zu B",
+		         wbench_slot_name(rep->opts, i),
+		         wbench_workload_name(rep->opts->workload),
+		         rep->opts->size);
+		wbench_spread_warn(what, lo, hi, med);
+	}
+}
+
 void
 wbench_report_print(const wbench_report *rep, FILE *out)
 {
@@ -259,6 +302,7 @@ wbench_report_print(const wbench_report *rep, FILE *out)
 		print_throughput(rep, out);
 	else
 		print_latency(rep, out);
+	print_spread(rep, out);
 	for (int i = 0; i < 2; i++)
 		if (rep->nruns[i] && rep->median[i].errors)
 			fprintf(out,

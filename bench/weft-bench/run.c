@@ -286,6 +286,13 @@ wbench_run(const wbench_opts *o)
 	wbench_report rep = {.opts = o};
 	int rv = -1;
 
+	/* The commands a user runs look at the machine first; the
+	 * processes they start for their nodes and clients do not. */
+	if (o->role == WBENCH_ROLE_BOTH && o->workload != WBENCH_CLUSTER_NODE &&
+	    o->workload != WBENCH_RPC_CLIENT &&
+	    o->workload != WBENCH_YCSB_CLIENT &&
+	    o->workload != WBENCH_SMOKE_CLIENT)
+		wbench_machine_check();
 	if (o->workload == WBENCH_CLUSTER || o->workload == WBENCH_RPC ||
 	    o->workload == WBENCH_MIX) {
 		wbench_opts c = *o;

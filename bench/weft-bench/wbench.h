@@ -459,6 +459,10 @@ typedef struct wbench_cresult {
 	uint64_t gets, puts;
 	double get_ops_per_s, put_ops_per_s;
 	double get_p50_us, get_p99_us, put_p50_us, put_p99_us;
+	/* --repeat: the runs behind this one (the median op rate), and the
+	 * lowest and highest of their op rates and p99s */
+	unsigned runs;
+	double ops_lo, ops_hi, p99_lo, p99_hi;
 } wbench_cresult;
 
 int wbench_cluster_run(const wbench_opts *o);
@@ -468,7 +472,29 @@ const char *wbench_io_name(enum wbench_io io);
  * messaging service on that I/O model), or "pipeline". */
 const char *wbench_server_name(enum wbench_io io, bool pipeline);
 
-/* plot.c: --plot with gnuplot. */
+/* machine.c: how busy the machine was before the run. */
+typedef struct wbench_machine {
+	bool sampled;
+	long cpus;
+	double busy;    /* share of all CPUs others kept busy */
+	double steal;   /* share a hypervisor took */
+	double loadavg; /* 1 minute */
+	bool busy_warning;
+} wbench_machine;
+
+/* Runs that differ by more than this share of their median are
+ * flagged. */
+#define WBENCH_SPREAD_LIMIT 0.2
+
+/* wbench_machine_check samples the CPUs for a moment (before a command
+ * runs anything) and warns on stderr when others keep them busy. */
+void wbench_machine_check(void);
+const wbench_machine *wbench_machine_sampled(void);
+/* wbench_spread_warn warns on stderr, and returns true, when the runs of
+ * a figure (lowest lo, highest hi) disagree by more than the limit. */
+bool wbench_spread_warn(const char *what, double lo, double hi, double median);
+
+/* plot.c, svg.c: --plot, with gnuplot or as SVG. */
 #define WBENCH_PLOT_SERIES 16
 #define WBENCH_PLOT_POINTS 64
 
@@ -496,7 +522,12 @@ void wbench_plot_add(wbench_plot_panel *p, const char *title, double x,
  * into png; -1 (nothing written) when no panel has a point. */
 int wbench_plot_script(FILE *gp, const char *png, const char *title,
                        const wbench_plot_panel *panels, unsigned n);
-/* wbench_plot_draw runs the script through gnuplot; 0 or -1. */
+/* wbench_plot_svg writes the n panels as an SVG drawing; -1 (nothing
+ * written) when no panel has a point. */
+int wbench_plot_svg(FILE *f, const char *title, const wbench_plot_panel *panels,
+                    unsigned n);
+/* wbench_plot_draw draws FILE.svg itself, any other name through gnuplot
+ * (a PNG; skipped with a line when gnuplot is missing); 0 or -1. */
 int wbench_plot_draw(const char *png, const char *title,
                      const wbench_plot_panel *panels, unsigned n);
 

@@ -200,7 +200,8 @@ test_each_workload_has_its_help(void **state)
 	assert_non_null(strstr(out, "usage: weft-bench cluster"));
 	assert_non_null(strstr(out, "--peers P[,P..]"));
 	assert_non_null(strstr(out, "--warmup SEC"));
-	assert_null(strstr(out, "--repeat"));
+	assert_non_null(strstr(out, "--repeat R"));
+	assert_null(strstr(out, "--batch"));
 	assert_null(strstr(out, "--warmup-count"));
 	assert_int_equal(run_capture(tput, out, err, sizeof(out)), 0);
 	assert_non_null(strstr(out, "--warmup-count N"));
@@ -220,7 +221,7 @@ test_each_workload_has_its_help(void **state)
 static void
 test_options_that_do_not_apply_exit_2(void **state)
 {
-	char *repeat[] = {"cluster", "--repeat", "3", NULL};
+	char *batch[] = {"cluster", "--batch", "3", NULL};
 	char *peers[] = {"throughput", "--peers", "3", NULL};
 	char *verify[] = {"cluster", "--verify", NULL};
 	char *slow[] = {"mix", "--slow-ms", "1", NULL};
@@ -234,8 +235,8 @@ test_options_that_do_not_apply_exit_2(void **state)
 	static char out[8192], err[8192];
 
 	(void)state;
-	assert_int_equal(run_capture(repeat, out, err, sizeof(out)), 2);
-	assert_non_null(strstr(err, "--repeat does not apply to cluster "
+	assert_int_equal(run_capture(batch, out, err, sizeof(out)), 2);
+	assert_non_null(strstr(err, "--batch does not apply to cluster "
 	                            "(only to throughput, latency)"));
 	assert_int_equal(run_capture(peers, out, err, sizeof(out)), 2);
 	assert_non_null(strstr(err, "--peers does not apply to throughput"));

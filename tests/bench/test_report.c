@@ -272,6 +272,49 @@ test_load_answers_are_checked_before_use(void **state)
 	weft_histogram_free(h);
 }
 
+/* An SVG plot draws every series, with named tics where the panel has
+ * them (ycsb's workloads), escapes its text, and draws nothing without
+ * points. */
+static void
+test_svg_plot_draws_series_and_named_tics(void **state)
+{
+	wbench_plot_panel p[2];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	memset(p, 0, sizeof(p));
+	p[0].xlabel = "workload";
+	p[0].ylabel = "ops/s";
+	p[0].xtics = "'A' 1, 'B' 2, 'F' 6";
+	p[0].points = true;
+	wbench_plot_add(&p[0], "weft <loop> & co", 1, 1000);
+	wbench_plot_add(&p[0], "weft <loop> & co", 6, 3000);
+	p[1].xlabel = "nodes (P)";
+	p[1].ylabel = "p99 latency (ms)";
+	p[1].logx = p[1].logy = true;
+	wbench_plot_add(&p[1], "threads", 3, 1.5);
+	wbench_plot_add(&p[1], "threads", 16, 12);
+	assert_non_null(f = open_memstream(&text, &len));
+	assert_int_equal(wbench_plot_svg(f, "a title", p, 2), 0);
+	fclose(f);
+	assert_non_null(strstr(text, "<svg "));
+	assert_non_null(strstr(text, ">weft &lt;loop&gt; &amp; co</text>"));
+	assert_null(strstr(text, "<loop>"));
+	assert_non_null(strstr(text, ">F</text>"));
+	assert_non_null(strstr(text, ">16</text>")); /* a node count tic */
+	assert_non_null(strstr(text, "<polyline"));  /* threads: a line */
+	assert_non_null(strstr(text, "</svg>\n"));
+	free(text);
+	memset(p, 0, sizeof(p));
+	text = NULL;
+	assert_non_null(f = open_memstream(&text, &len));
+	assert_int_equal(wbench_plot_svg(f, "empty", p, 2), -1);
+	fclose(f);
+	free(text);
+}
+
 int
 main(void)
 {
@@ -283,6 +326,7 @@ main(void)
 	    cmocka_unit_test(test_json_holds_every_figure),
 	    cmocka_unit_test(test_options_parse_sizes_and_counts),
 	    cmocka_unit_test(test_load_answers_are_checked_before_use),
+	    cmocka_unit_test(test_svg_plot_draws_series_and_named_tics),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
