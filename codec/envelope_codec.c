@@ -156,22 +156,40 @@ refuse_write(envelope_codec *e, weft_ctx *ctx, weft_envelope *env, size_t plen,
 	                    WEFT_ETOOBIG);
 }
 
-/* Builds a small body on the stack and passes it on as a borrowed byte
- * run, which the next handler copies: no allocation per message. */
+/* Encodes a small body in place, in the next handler's reservation (the
+ * frame codec's, inside the channel's batch): the header is packed and
+ * the payload copied where they leave from, with no buffer between. */
 static void
-write_small(envelope_codec *e, weft_ctx *ctx, const weft_envelope *env,
-            size_t plen, weft_write_cb cb, void *cb_arg)
+write_small(envelope_codec *e, weft_ctx *ctx, weft_envelope *env, size_t plen,
+            weft_write_cb cb, void *cb_arg)
 {
-	unsigned char body[WEFT__CODEC_COPY_MAX];
-	weft_bytes run = {body, HDR + plen};
+	unsigned char *body = weft_ctx_reserve(ctx, HDR + plen);
 
+	if (body == NULL) {
+		weft_ctx_fail_write(ctx, &weft_msg_envelope, env, cb, cb_arg,
+		                    WEFT_ENOMEM);
+		return;
+	}
 	weft_envelope_encode_header(body, env, (uint32_t)plen);
 	weft__envelope_take_payload(env, body + HDR, plen);
 	e->base.stats.msgs_out++;
 	e->base.stats.bytes_out += plen;
 	weft__codec_enter(&e->base);
-	weft_ctx_write(ctx, &weft_msg_bytes, &run, cb, cb_arg);
+	weft_ctx_commit(ctx, HDR + plen, cb, cb_arg);
 	weft__codec_leave(&e->base);
+}
+
+/* In-place writes of bytes from further on pass through untouched. */
+static void *
+envelope_reserve(weft_ctx *ctx, size_t n)
+{
+	return weft_ctx_reserve(ctx, n);
+}
+
+static void
+envelope_commit(weft_ctx *ctx, size_t used, weft_write_cb cb, void *cb_arg)
+{
+	weft_ctx_commit(ctx, used, cb, cb_arg);
 }
 
 /* The header, then the payload: payload_buf's chains move, bytes are
@@ -233,6 +251,8 @@ static const weft_handler envelope_handler = {
     .read_complete = envelope_read_complete,
     .write = envelope_write,
     .flush = weft__codec_flush,
+    .reserve = envelope_reserve,
+    .commit = envelope_commit,
 };
 
 /* decode_only: writes and flushes pass it by without a call. */

@@ -20,6 +20,7 @@ typedef struct frame_codec {
 	bool crc32c;
 	bool emit_bytes;
 	bool decode_only;
+	unsigned char *rsv; /* the open in-place write's frame */
 } frame_codec;
 
 int
@@ -386,29 +387,64 @@ refuse_write(frame_codec *f, weft_ctx *ctx, const weft_msg_type *type,
 }
 
 /*
- * Builds a small frame on the stack and passes it on as a borrowed byte
- * run, which the next handler copies: no allocation per frame. The
- * payload is consumed (an evbuffer drained) like any written message.
+ * In-place writes: the frame's header and CRC around the payload's
+ * reservation, in one reservation of the next handler's (at the head, the
+ * channel's batch itself), so an encoder before this codec writes its
+ * message where it leaves from.
+ */
+static void *
+frame_reserve(weft_ctx *ctx, size_t n)
+{
+	frame_codec *f = weft_ctx_state(ctx);
+
+	f->rsv = weft_ctx_reserve(ctx, HDR + n + trailer_bytes(f));
+	return f->rsv != NULL ? f->rsv + HDR : NULL;
+}
+
+static void
+frame_commit(weft_ctx *ctx, size_t used, weft_write_cb cb, void *cb_arg)
+{
+	frame_codec *f = weft_ctx_state(ctx);
+	unsigned char *p = f->rsv;
+	int rv;
+
+	f->rsv = NULL;
+	/* Refused, the reservation is dropped: nothing goes. */
+	if ((rv = length_check(used, f->min_frame_bytes, f->max_frame_bytes)) !=
+	    0) {
+		refuse_write(f, ctx, &weft_msg_bytes, NULL, used, cb, cb_arg,
+		             rv);
+		return;
+	}
+	weft__store_be32(p, (uint32_t)used);
+	if (f->crc32c)
+		weft__store_be32(p + HDR + used, weft_crc32c(0, p, HDR + used));
+	f->base.stats.msgs_out++;
+	f->base.stats.bytes_out += used;
+	weft__codec_enter(&f->base);
+	weft_ctx_commit(ctx, HDR + used + trailer_bytes(f), cb, cb_arg);
+	weft__codec_leave(&f->base);
+}
+
+/*
+ * A small frame is written in place: its payload copied once, into the
+ * next handler's reservation. The payload is consumed (an evbuffer
+ * drained) like any written message.
  */
 static void
-write_small(frame_codec *f, weft_ctx *ctx, const weft_msg_type *type, void *msg,
-            size_t len, weft_write_cb cb, void *cb_arg)
+write_small(weft_ctx *ctx, const weft_msg_type *type, void *msg, size_t len,
+            weft_write_cb cb, void *cb_arg)
 {
-	unsigned char frame[HDR + WEFT__CODEC_COPY_MAX + CRC];
-	weft_bytes run = {frame, HDR + len + trailer_bytes(f)};
+	unsigned char *p = frame_reserve(ctx, len);
 
-	weft__store_be32(frame, (uint32_t)len);
-	weft_msg_copyout(type, msg, frame + HDR, len);
+	if (p == NULL) {
+		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ENOMEM);
+		return;
+	}
+	weft_msg_copyout(type, msg, p, len);
 	if (type == &weft_msg_evbuffer)
 		evbuffer_drain(msg, len);
-	if (f->crc32c)
-		weft__store_be32(frame + HDR + len,
-		                 weft_crc32c(0, frame, HDR + len));
-	f->base.stats.msgs_out++;
-	f->base.stats.bytes_out += len;
-	weft__codec_enter(&f->base);
-	weft_ctx_write(ctx, &weft_msg_bytes, &run, cb, cb_arg);
-	weft__codec_leave(&f->base);
+	frame_commit(ctx, len, cb, cb_arg);
 }
 
 /* A large borrowed byte run takes the evbuffer path as a copy. */
@@ -446,7 +482,7 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	    0)
 		refuse_write(f, ctx, type, msg, len, cb, cb_arg, rv);
 	else if (len <= WEFT__CODEC_COPY_MAX)
-		write_small(f, ctx, type, msg, len, cb, cb_arg);
+		write_small(ctx, type, msg, len, cb, cb_arg);
 	else if (type == &weft_msg_bytes)
 		write_bytes_large(f, ctx, msg, cb, cb_arg);
 	else
@@ -460,6 +496,8 @@ static const weft_handler frame_handler = {
     .write = frame_write,
     .flush = weft__codec_flush,
     .close = weft__codec_close,
+    .reserve = frame_reserve,
+    .commit = frame_commit,
 };
 
 /* decode_only: writes and flushes pass it by without a call. */

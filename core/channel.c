@@ -128,6 +128,7 @@ channel_free(weft_channel *ch)
 	free(ch->xrun.v);
 	free(ch->waits.v);
 	free(ch->done.v);
+	free(ch->scratch);
 	free(ch);
 }
 
@@ -221,8 +222,28 @@ stream_unsent(const weft_channel *ch)
 static size_t
 pending_bytes(const weft_channel *ch)
 {
-	return evbuffer_get_length(ch->unflushed) +
+	return evbuffer_get_length(ch->unflushed) + ch->tail_len +
 	       evbuffer_get_length(ch->out) + stream_unsent(ch);
+}
+
+/* Seals the batch's open tail: its messages join unflushed, and the rest
+ * of the reservation is given back. Before any other use of unflushed. */
+static void
+seal_tail(weft_channel *ch)
+{
+	struct evbuffer_iovec v;
+
+	if (ch->open_tail == NULL)
+		return;
+	if (ch->tail_len > 0) {
+		v.iov_base = ch->open_tail;
+		v.iov_len = ch->tail_len;
+		/* Cannot fail: the space was reserved, and nothing touched
+		 * unflushed since. */
+		evbuffer_commit_space(ch->unflushed, &v, 1);
+	}
+	ch->open_tail = NULL;
+	ch->tail_len = ch->tail_cap = 0;
 }
 
 size_t
@@ -364,6 +385,40 @@ post_flush(weft_channel *ch)
 	}
 }
 
+/* Counts n bytes just added to unflushed as one write: its callback
+ * waits for them to leave, the water marks follow, and a flush comes
+ * after the callbacks of this wake-up. */
+static void
+account_write(weft_channel *ch, size_t n, weft_write_cb cb, void *cb_arg)
+{
+	ch->bytes_written += n;
+	if (cb != NULL) {
+		if (ch->bytes_written <= ch->bytes_drained)
+			owe_cb(ch, cb, cb_arg, 0);
+		else if (push_wait(ch, cb, cb_arg) != 0)
+			owe_cb(ch, cb, cb_arg, WEFT_ENOMEM);
+	}
+	/* What waits, from the counters (the stream's share as of its last
+	 * write): no evbuffer call per message. */
+	if (ch->writable &&
+	    ch->bytes_written - ch->bytes_drained > ch->opts.high_water_bytes)
+		set_writable(ch, false);
+	/* Whoever wrote without flushing gets the flush after the callbacks
+	 * of this wake-up. */
+	if (!ch->flush_follows)
+		post_flush(ch);
+}
+
+/* A batch of small writes starts a chain of BATCH_CHAIN_BYTES (libevent
+ * would start at 1 KiB and grow to 4 KiB), so writev pieces and TLS
+ * records come out large. */
+static void
+start_batch(weft_channel *ch)
+{
+	if (evbuffer_get_length(ch->unflushed) == 0)
+		evbuffer_expand(ch->unflushed, BATCH_CHAIN_BYTES);
+}
+
 static void
 head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
            weft_write_cb cb, void *cb_arg)
@@ -381,11 +436,8 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 		weft_ctx_fail_write(ctx, type, msg, cb, cb_arg, WEFT_ECLOSED);
 		return;
 	}
-	/* A batch of small writes starts a chain of BATCH_CHAIN_BYTES (libevent
-	 * would start at 1 KiB and grow to 4 KiB), so writev pieces and TLS
-	 * records come out large. */
-	if (evbuffer_get_length(ch->unflushed) == 0)
-		evbuffer_expand(ch->unflushed, BATCH_CHAIN_BYTES);
+	seal_tail(ch);
+	start_batch(ch);
 	if (type == &weft_msg_bytes) {
 		const weft_bytes *b = msg;
 
@@ -398,19 +450,73 @@ head_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	} else {
 		evbuffer_add_buffer(ch->unflushed, msg);
 	}
-	ch->bytes_written += n;
-	if (cb != NULL) {
-		if (ch->bytes_written <= ch->bytes_drained)
-			owe_cb(ch, cb, cb_arg, 0);
-		else if (push_wait(ch, cb, cb_arg) != 0)
-			owe_cb(ch, cb, cb_arg, WEFT_ENOMEM);
+	account_write(ch, n, cb, cb_arg);
+}
+
+/*
+ * An in-place write at the head: room in the batch's open tail, a
+ * reservation of at least BATCH_CHAIN_BYTES at the end of unflushed that
+ * many messages fill one after another, each committed by moving an
+ * offset; the tail joins unflushed (sealed) at the flush, or before any
+ * ordinary write. A reservation not committed is simply reused.
+ */
+static void *
+head_reserve(weft_ctx *ctx, size_t n)
+{
+	weft_channel *ch = ctx->ch;
+	struct evbuffer_iovec v;
+
+	if (ch->open_tail != NULL && n <= ch->tail_cap - ch->tail_len)
+		return ch->open_tail + ch->tail_len;
+	seal_tail(ch);
+	if (evbuffer_reserve_space(
+	        ch->unflushed,
+	        (ev_ssize_t)(n > BATCH_CHAIN_BYTES ? n : BATCH_CHAIN_BYTES), &v,
+	        1) != 1)
+		return NULL;
+	ch->open_tail = v.iov_base;
+	ch->tail_cap = v.iov_len;
+	return ch->open_tail;
+}
+
+static void
+head_commit(weft_ctx *ctx, size_t used, weft_write_cb cb, void *cb_arg)
+{
+	weft_channel *ch = ctx->ch;
+
+	if (ch->closing || ch->torn_down) {
+		if (cb != NULL)
+			owe_cb(ch, cb, cb_arg, WEFT_ECLOSED);
+		return;
 	}
-	if (ch->writable && pending_bytes(ch) > ch->opts.high_water_bytes)
-		set_writable(ch, false);
-	/* Whoever wrote without flushing gets the flush after the callbacks
-	 * of this wake-up. */
-	if (!ch->flush_follows)
-		post_flush(ch);
+	ch->tail_len += used;
+	account_write(ch, used, cb, cb_arg);
+}
+
+void *
+weft__channel_scratch(weft_channel *ch, size_t n)
+{
+	void *p;
+
+	if (n > ch->scratch_cap) {
+		if ((p = realloc(ch->scratch, n)) == NULL)
+			return NULL;
+		ch->scratch = p;
+		ch->scratch_cap = n;
+	}
+	return ch->scratch;
+}
+
+void
+weft_channel_when_written(weft_channel *ch, weft_write_cb cb, void *arg)
+{
+	WEFT_ASSERT_IN_LOOP(ch->loop);
+	if (ch->torn_down)
+		owe_cb(ch, cb, arg, WEFT_ECLOSED);
+	else if (ch->bytes_written <= ch->bytes_drained)
+		owe_cb(ch, cb, arg, 0);
+	else if (push_wait(ch, cb, arg) != 0)
+		owe_cb(ch, cb, arg, WEFT_ENOMEM);
 }
 
 /*
@@ -424,8 +530,10 @@ static void
 head_flush(weft_ctx *ctx)
 {
 	weft_channel *ch = ctx->ch;
-	size_t n = evbuffer_get_length(ch->unflushed);
+	size_t n;
 
+	seal_tail(ch);
+	n = evbuffer_get_length(ch->unflushed);
 	if (ch->stream == NULL || n == 0)
 		return;
 	if (evbuffer_get_length(ch->out) == 0) {
@@ -449,7 +557,7 @@ run_flush_task(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	ch->flush_posted = false;
 	if (status == 0 && !ch->torn_down &&
-	    evbuffer_get_length(ch->unflushed) > 0) {
+	    (ch->tail_len > 0 || evbuffer_get_length(ch->unflushed) > 0)) {
 		enter(ch);
 		head_flush(ch->head);
 		leave(ch);
@@ -505,6 +613,8 @@ static const weft_handler head_handler = {
     .write = head_write,
     .flush = head_flush,
     .close = head_close,
+    .reserve = head_reserve,
+    .commit = head_commit,
 };
 
 /* ---- The tail: inbound events nobody handled end here ------------------ */
@@ -597,6 +707,7 @@ teardown(weft_channel *ch)
 	graceful = ch->closed_here && !ch->failed && pending_bytes(ch) == 0;
 	ch->stream = NULL;
 	s->ops->close(s, graceful);
+	seal_tail(ch);
 	evbuffer_drain(ch->unflushed, evbuffer_get_length(ch->unflushed));
 	evbuffer_drain(ch->out, evbuffer_get_length(ch->out));
 	for (c = ch->head->next; c != ch->tail; c = next) {

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include <event2/buffer.h>
+
 #include <weft/channel.h>
 #include <weft/loop.h>
 #include <weft/stream.h>
@@ -36,6 +38,7 @@ enum weft__event {
 	WEFT__EV_ERROR,
 	WEFT__EV_INACTIVE,
 	WEFT__EV_CLOSE,
+	WEFT__EV_RESERVE, /* in-place writes: reserve, or write alone */
 	WEFT__EVENTS
 };
 
@@ -178,11 +181,26 @@ struct weft_channel {
 	bool watch_read; /* what the stream was last asked to watch */
 	bool watch_write;
 
+	/* In-place writes go to the open tail of the batch: tail_cap bytes
+	 * reserved at the end of unflushed (open_tail), of which tail_len hold
+	 * messages
+	 * committed and not yet committed to the evbuffer (sealed: before any
+	 * other use of unflushed). scratch is room for an in-place write that
+	 * goes to a handler taking ordinary writes. */
+	unsigned char *open_tail;
+	size_t tail_len, tail_cap;
+	void *scratch;
+	size_t scratch_cap;
+
 	weft_channel *loop_next; /* the loop's list of open channels */
 	weft_channel *loop_prev;
 	void *data;
 	char peer[96];
 };
+
+/* weft__channel_scratch is room for n bytes of an in-place write that
+ * goes to a handler taking ordinary writes; NULL when out of memory. */
+void *weft__channel_scratch(weft_channel *ch, size_t n);
 
 /* Pipeline internals shared with channel.c. */
 weft_ctx *weft__ctx_new(weft_channel *ch, const char *name,

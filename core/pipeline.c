@@ -58,6 +58,8 @@ handles(const weft_handler *h, enum weft__event e)
 		return h->inactive != NULL;
 	case WEFT__EV_CLOSE:
 		return h->close != NULL;
+	case WEFT__EV_RESERVE:
+		return h->reserve != NULL || h->write != NULL;
 	case WEFT__EVENTS:
 		break;
 	}
@@ -68,7 +70,7 @@ static bool
 is_outbound(enum weft__event e)
 {
 	return e == WEFT__EV_WRITE || e == WEFT__EV_FLUSH ||
-	       e == WEFT__EV_CLOSE;
+	       e == WEFT__EV_CLOSE || e == WEFT__EV_RESERVE;
 }
 
 void
@@ -110,6 +112,8 @@ insert(weft_channel *ch, weft_ctx *prev, const char *name,
 	WEFT_ASSERT_IN_LOOP(ch->loop);
 	if (ch->torn_down)
 		return WEFT_ECLOSED;
+	if ((h->reserve == NULL) != (h->commit == NULL))
+		return WEFT_EINVAL;
 	if (find_linked(ch, name) != NULL)
 		return WEFT_EEXIST;
 	if ((c = weft__ctx_new(ch, name, h, state)) == NULL)
@@ -235,6 +239,8 @@ weft_pipeline_replace(weft_channel *ch, const char *old_name, const char *name,
 	WEFT_ASSERT_IN_LOOP(ch->loop);
 	if (old == NULL)
 		return WEFT_ENOTFOUND;
+	if ((h->reserve == NULL) != (h->commit == NULL))
+		return WEFT_EINVAL;
 	c = find_linked(ch, name);
 	if (c != NULL && c != old)
 		return WEFT_EEXIST;
@@ -381,6 +387,40 @@ weft_ctx_close(weft_ctx *c)
 {
 	NEXT_OUT(c, close);
 	c->h->close(c);
+}
+
+/* Steps c to the next context towards the head that takes in-place
+ * writes: one with reserve, or one with write alone. */
+#define NEXT_RESERVE(c)                                                        \
+	do {                                                                   \
+		(c) = (c)->skip[WEFT__EV_RESERVE];                             \
+	} while ((c)->removed ||                                               \
+	         ((c)->h->reserve == NULL && (c)->h->write == NULL))
+
+void *
+weft_ctx_reserve(weft_ctx *c, size_t n)
+{
+	weft_channel *ch = c->ch;
+
+	NEXT_RESERVE(c);
+	if (c->h->reserve != NULL)
+		return c->h->reserve(c, n);
+	return weft__channel_scratch(ch, n);
+}
+
+void
+weft_ctx_commit(weft_ctx *c, size_t used, weft_write_cb cb, void *cb_arg)
+{
+	weft_channel *ch = c->ch;
+	weft_bytes b;
+
+	NEXT_RESERVE(c);
+	if (c->h->commit != NULL) {
+		c->h->commit(c, used, cb, cb_arg);
+		return;
+	}
+	b = (weft_bytes){ch->scratch, used};
+	c->h->write(c, &weft_msg_bytes, &b, cb, cb_arg);
 }
 
 void

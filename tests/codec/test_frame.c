@@ -532,6 +532,65 @@ test_small_frames_leave_contiguous(void **state)
 	fx_free(f);
 }
 
+/*
+ * In-place writes through the frame codec, with the CRC off and on: each
+ * reservation (larger than what is written) comes back framed, with its
+ * length and CRC, among ordinary writes; a commit past the codec's limit
+ * sends nothing and fails its write once.
+ */
+static void
+reserve_commit_frames(bool crc)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t i, j, lens[6] = {0, 1, 64, 100, 4096, 70000}, total = 0;
+	unsigned char *p;
+	weft_ctx *end;
+	fx *f = frame_fixture(80000, crc);
+
+	end = weft_pipeline_get(f->ch, "sink");
+	for (i = 0; i < 6; i++) {
+		if (i % 2 == 1) { /* every other one an ordinary write */
+			fill(b, i, lens[i]);
+			weft_ctx_write(end, &weft_msg_evbuffer, b, fx_write_cb,
+			               f);
+		} else {
+			p = weft_ctx_reserve(end, lens[i] + 33);
+			assert_non_null(p);
+			for (j = 0; j < lens[i]; j++)
+				p[j] = pattern(i, j);
+			weft_ctx_commit(end, lens[i], fx_write_cb, f);
+		}
+		total += 4 + lens[i] + (crc ? 4 : 0);
+	}
+	weft_ctx_flush(end);
+	fx_run_until_write_cbs(f, 6);
+	assert_int_equal(f->write_status, 0);
+	fx_run_until_peer_has(f, total);
+	check_encoded(fx_peer_input(f), lens, 6, crc);
+	p = weft_ctx_reserve(end, 80001);
+	assert_non_null(p);
+	weft_ctx_commit(end, 80001, fx_write_cb, f);
+	fx_run_until_write_cbs(f, 7);
+	assert_int_equal(f->write_status, WEFT_ETOOBIG);
+	assert_int_equal(evbuffer_get_length(fx_peer_input(f)), 0);
+	evbuffer_free(b);
+	fx_free(f);
+}
+
+static void
+test_in_place_writes_are_framed(void **state)
+{
+	(void)state;
+	reserve_commit_frames(false);
+}
+
+static void
+test_in_place_writes_are_framed_with_crc(void **state)
+{
+	(void)state;
+	reserve_commit_frames(true);
+}
+
 /* A handler that, on its first message, takes the frame codec out. */
 static void
 switch_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
@@ -605,6 +664,8 @@ main(void)
 	    cmocka_unit_test(test_encoded_frames_decode),
 	    cmocka_unit_test(test_write_too_big_fails),
 	    cmocka_unit_test(test_small_frames_leave_contiguous),
+	    cmocka_unit_test(test_in_place_writes_are_framed),
+	    cmocka_unit_test(test_in_place_writes_are_framed_with_crc),
 	    cmocka_unit_test(test_removed_mid_batch_passes_the_rest_on),
 	    cmocka_unit_test(test_add_after_and_duplicates),
 	};

@@ -939,6 +939,232 @@ test_resume_then_pause_before_the_task_reads_nothing(void **state)
 	assert_memory_equal(s.got, "xy", 2);
 }
 
+/* ---- In-place writes ---------------------------------------------------- */
+
+/* A handler that puts its state's two characters around every in-place
+ * write, as a frame codec puts a header and a CRC: "[]" makes "[data]". */
+struct bracket {
+	const char *marks;
+	char *at; /* its own reservation, open */
+};
+
+static void *
+bracket_reserve(weft_ctx *ctx, size_t n)
+{
+	struct bracket *b = weft_ctx_state(ctx);
+
+	if ((b->at = weft_ctx_reserve(ctx, n + 2)) == NULL)
+		return NULL;
+	b->at[0] = b->marks[0];
+	return b->at + 1;
+}
+
+static void
+bracket_commit(weft_ctx *ctx, size_t used, weft_write_cb cb, void *arg)
+{
+	struct bracket *b = weft_ctx_state(ctx);
+
+	b->at[1 + used] = b->marks[1];
+	weft_ctx_commit(ctx, used + 2, cb, arg);
+}
+
+static const weft_handler bracket = {.reserve = bracket_reserve,
+                                     .commit = bracket_commit};
+
+/* Where in-place writes start: a handler of no events of its own. */
+static const weft_handler origin = {0};
+
+/* Writes text in place from ctx, reserving room more than it needs. */
+static void
+write_in_place(weft_ctx *ctx, const char *text, weft_write_cb cb, void *arg)
+{
+	size_t n = strlen(text);
+	char *p = weft_ctx_reserve(ctx, n + 16);
+
+	assert_non_null(p);
+	memcpy(p, text, n);
+	weft_ctx_commit(ctx, n, cb, arg);
+}
+
+static void
+write_text(weft_channel *ch, const char *text)
+{
+	weft_bytes b = {text, strlen(text)};
+
+	assert_int_equal(
+	    weft_channel_write_msg(ch, &weft_msg_bytes, &b, NULL, NULL), 0);
+}
+
+static bool
+peer_has(void *arg)
+{
+	struct fixture *f = arg;
+	struct evbuffer *in = bufferevent_get_input(f->peer);
+
+	return evbuffer_get_length(in) >= (size_t)f->write_status;
+}
+
+/* Waits until the peer holds len bytes, and compares them with want. */
+static void
+expect_peer(struct fixture *f, const char *want)
+{
+	struct evbuffer *in = bufferevent_get_input(f->peer);
+	size_t len = strlen(want);
+
+	f->write_status = (int)len;
+	assert_int_equal(weft_loop_run_until(f->loop, peer_has, f, 5000), 0);
+	assert_int_equal(evbuffer_get_length(in), len);
+	assert_memory_equal(evbuffer_pullup(in, (ev_ssize_t)len), want, len);
+	evbuffer_drain(in, len);
+}
+
+/* Two handlers each put their bytes around a reservation, on the way to
+ * the head; the message leaves in order with ordinary writes, and its
+ * callback runs once. */
+static void
+test_in_place_writes_are_wrapped_by_each_handler_on_the_way(void **state)
+{
+	struct fixture *f = *state;
+	struct bracket outer = {"<>", NULL}, inner = {"[]", NULL};
+	weft_ctx *z;
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "outer", &bracket, &outer), 0);
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "inner", &bracket, &inner), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "Z", &origin, NULL), 0);
+	z = weft_pipeline_get(f->ch, "Z");
+	weft_channel_activate(f->ch);
+	write_text(f->ch, "x");
+	write_in_place(z, "data", on_write_done, f);
+	write_in_place(z, "", NULL, NULL); /* an empty message, wrapped */
+	write_text(f->ch, "y");
+	expect_peer(f, "x<[data]><[]>y");
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, 0);
+}
+
+/* A handler that takes ordinary writes only gets an in-place write as a
+ * run of bytes, and the bytes arrive. */
+static void
+test_in_place_writes_reach_a_write_only_handler_as_bytes(void **state)
+{
+	struct fixture *f = *state;
+	weft_ctx *z;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "R", &recorder, "R"), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "Z", &origin, NULL), 0);
+	z = weft_pipeline_get(f->ch, "Z");
+	weft_channel_activate(f->ch);
+	write_in_place(z, "through R", on_write_done, f);
+	assert_non_null(strstr(f->log, "R.write"));
+	expect_peer(f, "through R");
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+}
+
+/* Committed on a closing channel: nothing is sent, and the callback says
+ * so once. */
+static void
+test_in_place_write_on_a_closing_channel_fails_once(void **state)
+{
+	struct fixture *f = *state;
+	weft_ctx *z;
+	char *p;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "Z", &origin, NULL), 0);
+	z = weft_pipeline_get(f->ch, "Z");
+	weft_channel_activate(f->ch);
+	/* Bytes still to go keep the closing channel (and Z) for a while. */
+	bufferevent_disable(f->peer, EV_READ);
+	write_text(f->ch, "first");
+	p = weft_ctx_reserve(z, 4);
+	assert_non_null(p);
+	memcpy(p, "late", 4);
+	weft_ctx_close(z);
+	weft_ctx_commit(z, 4, on_write_done, f);
+	assert_int_equal(f->write_cbs, 0); /* never inside the call */
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ECLOSED);
+}
+
+/* A handler must take in-place writes whole: reserve without commit is
+ * refused when it is added. */
+static void
+test_a_handler_with_reserve_needs_commit(void **state)
+{
+	struct fixture *f = *state;
+	static const weft_handler half = {.reserve = bracket_reserve};
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "half", &half, NULL),
+	                 WEFT_EINVAL);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "whole", &bracket, NULL),
+	                 0);
+	assert_int_equal(
+	    weft_pipeline_replace(f->ch, "whole", "half", &half, NULL),
+	    WEFT_EINVAL);
+}
+
+/* One completion for everything written so far: after the bytes left,
+ * at once (but not inside the call) when nothing waits, and with
+ * WEFT_ECLOSED when the channel is gone. */
+static void
+test_when_written_completes_a_batch_once(void **state)
+{
+	struct fixture *f = *state;
+
+	weft_channel_activate(f->ch);
+	write_text(f->ch, "one");
+	write_text(f->ch, "two");
+	weft_channel_when_written(f->ch, on_write_done, f);
+	assert_int_equal(f->write_cbs, 0);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, 0);
+	assert_int_equal(evbuffer_get_length(bufferevent_get_input(f->peer)),
+	                 6);
+	f->write_cbs = 0;
+	weft_channel_when_written(f->ch, on_write_done, f);
+	assert_int_equal(f->write_cbs, 0);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_status, 0);
+}
+
+static void
+test_when_written_fails_when_the_channel_dies_first(void **state)
+{
+	struct fixture *f = *state;
+	char big[200000];
+
+	memset(big, 'z', sizeof(big));
+	weft_channel_activate(f->ch);
+	/* The peer reads nothing: most of it stays behind. */
+	bufferevent_disable(f->peer, EV_READ);
+	bufferevent_setwatermark(f->peer, EV_READ, 0, 1024);
+	{
+		weft_bytes b = {big, sizeof(big)};
+
+		assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_bytes,
+		                                        &b, NULL, NULL),
+		                 0);
+	}
+	weft_channel_when_written(f->ch, on_write_done, f);
+	bufferevent_flush(f->peer, EV_WRITE, BEV_FINISHED); /* EOF */
+	bufferevent_free(f->peer); /* the connection goes */
+	f->peer = NULL;
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ECLOSED);
+}
+
 int
 main(void)
 {
@@ -993,6 +1219,22 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_yielded_turn_comes_back_on_the_next_round, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_in_place_writes_are_wrapped_by_each_handler_on_the_way,
+	        setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_in_place_writes_reach_a_write_only_handler_as_bytes, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_in_place_write_on_a_closing_channel_fails_once, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_handler_with_reserve_needs_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_when_written_completes_a_batch_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_when_written_fails_when_the_channel_dies_first, setup,
 	        teardown),
 	};
 

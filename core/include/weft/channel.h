@@ -98,6 +98,16 @@ typedef struct weft_handler {
 	              weft_write_cb cb, void *cb_arg);
 	void (*flush)(weft_ctx *ctx);
 	void (*close)(weft_ctx *ctx);
+	/* In-place writes (weft_ctx_reserve), both or neither: reserve
+	 * returns room for n bytes of the message, usually inside a larger
+	 * reservation of its own from weft_ctx_reserve, with the bytes it adds
+	 * around it; commit finishes the message (used of the n bytes were
+	 * written) and passes it on with weft_ctx_commit. A handler with
+	 * write and no reserve gets in-place writes as ordinary writes of
+	 * bytes. */
+	void *(*reserve)(weft_ctx *ctx, size_t n);
+	void (*commit)(weft_ctx *ctx, size_t used, weft_write_cb cb,
+	               void *cb_arg);
 } weft_handler;
 
 /* Channel options; zero fields take the defaults shown. */
@@ -291,6 +301,36 @@ WEFT_API void weft_ctx_write_and_flush(weft_ctx *ctx, const weft_msg_type *type,
                                        void *msg, weft_write_cb cb,
                                        void *cb_arg);
 WEFT_API void weft_ctx_close(weft_ctx *ctx);
+
+/*
+ * In-place writes: a message encoded straight into the channel's batch,
+ * with no buffer of its own and no copy (h2o's frame encoders). reserve
+ * returns room for n contiguous bytes, passed towards the head through the
+ * handlers that take in-place writes: each may put bytes of its own around
+ * the reservation (a frame codec, its length and CRC), and one that takes
+ * only ordinary writes gets the message as a weft_bytes at commit. commit
+ * sends the first used bytes (used <= n) as one message: cb as for
+ * weft_ctx_write, exactly once (WEFT_ECLOSED once the channel closes). One
+ * reservation at a time per channel, committed before the callback that
+ * made it returns and before any other write or change of the pipeline,
+ * or dropped by not committing it: nothing is sent (a handler that
+ * refuses the message does that, and fails the write itself with
+ * weft_ctx_fail_write). reserve returns NULL only when out of memory:
+ * then nothing is reserved.
+ */
+WEFT_API void *weft_ctx_reserve(weft_ctx *ctx, size_t n);
+WEFT_API void weft_ctx_commit(weft_ctx *ctx, size_t used, weft_write_cb cb,
+                              void *cb_arg);
+
+/*
+ * weft_channel_when_written runs cb once when every byte that reached the
+ * head of ch's pipeline until now has left for the socket (0), or can no
+ * longer go (a negative WEFT_E code, also at once when ch is torn down):
+ * one completion for a batch of writes, for byte accounting, instead of a
+ * callback per write. Loop thread.
+ */
+WEFT_API void weft_channel_when_written(weft_channel *ch, weft_write_cb cb,
+                                        void *arg);
 
 /*
  * weft_ctx_fail_write is for a handler that cannot pass a write on: it frees
