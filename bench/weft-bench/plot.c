@@ -36,9 +36,8 @@ wbench_plot_add(wbench_plot_panel *p, const char *title, double x, double y)
 	s->y[s->n++] = y;
 }
 
-/* range finds the extremes of a panel's points; false if it has none. */
-static bool
-range(const wbench_plot_panel *p, double lo[2], double hi[2])
+bool
+wbench_plot_range(const wbench_plot_panel *p, double lo[2], double hi[2])
 {
 	bool any = false;
 
@@ -119,7 +118,7 @@ panel_plot(FILE *gp, const wbench_plot_panel *p, unsigned k)
 	double lo[2], hi[2];
 	const char *sep = "plot ";
 
-	if (!range(p, lo, hi)) {
+	if (!wbench_plot_range(p, lo, hi)) {
 		fprintf(gp, "set multiplot next\n");
 		return;
 	}
@@ -153,7 +152,7 @@ wbench_plot_script(FILE *gp, const char *png, const char *title,
 	for (unsigned k = 0; k < n; k++) {
 		double lo[2], hi[2];
 
-		any |= range(&panels[k], lo, hi);
+		any |= wbench_plot_range(&panels[k], lo, hi);
 		panel_data(gp, &panels[k], k);
 	}
 	if (!any)

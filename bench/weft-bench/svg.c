@@ -242,19 +242,8 @@ panel(FILE *f, const wbench_plot_panel *p, unsigned k)
 	double left = k * PANEL_W, y0 = PANEL_H - BOTTOM;
 	unsigned nx, ny;
 	scale sx, sy;
-	bool any = false;
 
-	for (unsigned i = 0; i < p->nseries; i++)
-		for (unsigned j = 0; j < p->series[i].n; j++) {
-			double v[2] = {p->series[i].x[j], p->series[i].y[j]};
-
-			for (int a = 0; a < 2; a++) {
-				lo[a] = any && lo[a] < v[a] ? lo[a] : v[a];
-				hi[a] = any && hi[a] > v[a] ? hi[a] : v[a];
-			}
-			any = true;
-		}
-	if (!any)
+	if (!wbench_plot_range(p, lo, hi))
 		return;
 	nx = set_range(&sx, p->logx, false, lo[0], hi[0], xt);
 	if (p->xtics != NULL) {

@@ -522,6 +522,9 @@ void wbench_plot_add(wbench_plot_panel *p, const char *title, double x,
  * into png; -1 (nothing written) when no panel has a point. */
 int wbench_plot_script(FILE *gp, const char *png, const char *title,
                        const wbench_plot_panel *panels, unsigned n);
+/* wbench_plot_range finds the extremes of a panel's points (x in [0], y
+ * in [1]); false if it has none. */
+bool wbench_plot_range(const wbench_plot_panel *p, double lo[2], double hi[2]);
 /* wbench_plot_svg writes the n panels as an SVG drawing; -1 (nothing
  * written) when no panel has a point. */
 int wbench_plot_svg(FILE *f, const char *title, const wbench_plot_panel *panels,
