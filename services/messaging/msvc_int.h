@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -476,6 +477,10 @@ struct weft_msvc_peer {
 	/* Known down: marked down, or dialed and not reached since it was
 	 * last up. Requests and sends to it fail at once (peer down). */
 	_Atomic bool down;
+	/* Dials of it that failed, counted before waiters are woken: a
+	 * weft_msvc_peer_wait_up that sees this move learns that the peer
+	 * is still down, now, rather than at its timeout. */
+	_Atomic uint64_t failed_dials;
 	/* Seen over TLS (its certificate checked): optional mode then
 	 * refuses plaintext claims to be this member. */
 	_Atomic bool seen_tls;
@@ -632,9 +637,15 @@ void weft__msvc_sync_fini(weft_msvc *svc);
 /* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
  * changed, or the service is stopping. Any thread. */
 void weft__msvc_sync_notify(weft_msvc *svc);
+/* weft__msvc_on_own_loop is true on one of svc's loop threads, where
+ * waiting would never end. Any thread. */
+bool weft__msvc_on_own_loop(const weft_msvc *svc);
+/* weft__msvc_deadline_in sets *at to the CLOCK_MONOTONIC time timeout_ms
+ * from now, for a timed wait; false for "no deadline" (UINT64_MAX, or
+ * beyond what a timespec holds). */
+bool weft__msvc_deadline_in(uint64_t timeout_ms, struct timespec *at);
 
 /* service.c */
-bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);
 /* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed wake
  * weft_msvc_stop when what it waits for holds: no request pending, no
  * inbound bytes in flight and nothing queued for a member; no connect in

@@ -741,10 +741,12 @@ WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
  * weft_msvc_peer_wait_up starts dialing peer if nothing has yet (peers
  * are dialed lazily) and waits at most timeout_ms for it to be up (its
  * urgent connection's handshake done, or a heartbeat answered). Returns 0
- * once it is, WEFT_ETIMEDOUT, WEFT_ESHUTDOWN (the service is not started,
- * or stopping), WEFT_EINVAL (this node itself, or not one of svc's
- * members) or WEFT_EBUSY on one of the service's loops. Any other
- * thread.
+ * once it is; WEFT_EPEERDOWN as soon as the peer is known down: a dial of
+ * it failed, or it was marked down, during the wait (for a peer known down
+ * already, that is its next redial, due within one reconnect back-off);
+ * WEFT_ETIMEDOUT; WEFT_ESHUTDOWN (the service is not started, or
+ * stopping); WEFT_EINVAL (this node itself, or not one of svc's members);
+ * or WEFT_EBUSY on one of the service's loops. Any other thread.
  */
 WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
                                     uint64_t timeout_ms);
