@@ -629,6 +629,13 @@ struct weft_msvc {
 	/* sync.c: threads waiting for a peer to come up (monotonic). */
 	pthread_mutex_t sync_lock;
 	pthread_cond_t sync_cond;
+	/* capacity.c: threads and callbacks waiting for pending to fall
+	 * below max_pending_requests; the count, of both, is read by every
+	 * request that ends. */
+	_Atomic uint32_t capacity_waiters;
+	pthread_mutex_t capacity_lock;
+	pthread_cond_t capacity_cond; /* CLOCK_MONOTONIC */
+	TAILQ_HEAD(, weft__msvc_capacity) capacity_list;
 };
 
 /* sync.c: blocking calls for threads that are not the service's. */
@@ -644,6 +651,14 @@ bool weft__msvc_on_own_loop(const weft_msvc *svc);
  * from now, for a timed wait; false for "no deadline" (UINT64_MAX, or
  * beyond what a timespec holds). */
 bool weft__msvc_deadline_in(uint64_t timeout_ms, struct timespec *at);
+
+/* capacity.c: waiting for request capacity. returned is called after a
+ * request gave its count in pending back while capacity_waiters is not
+ * 0; stop lets every waiter go with WEFT_ESHUTDOWN. Any thread. */
+void weft__msvc_capacity_init(weft_msvc *svc);
+void weft__msvc_capacity_fini(weft_msvc *svc);
+void weft__msvc_capacity_returned(weft_msvc *svc);
+void weft__msvc_capacity_stop(weft_msvc *svc);
 
 /* service.c */
 /* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed wake
@@ -683,6 +698,8 @@ weft__msvc_pending_sub(weft_msvc *svc)
 {
 	if (atomic_fetch_sub(&svc->pending, 1) == 1)
 		weft__msvc_drained(svc);
+	if (atomic_load(&svc->capacity_waiters) != 0)
+		weft__msvc_capacity_returned(svc);
 }
 void weft__msvc_wait_done(weft_msvc *svc);
 uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);
