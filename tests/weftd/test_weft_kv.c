@@ -199,6 +199,43 @@ test_scan_by_prefix(void **state)
 	    2);
 }
 
+#define BIG_KEYS 12
+#define BIG_VALUE 100000
+
+/* A scan's answer stops at WEFT_KV_SCAN_MAX_BYTES (1 MiB): a prefix whose
+ * values add up to more takes several pages, and gets them all. */
+static void
+test_scan_by_prefix_pages_through_large_values(void **state)
+{
+	struct fixture *f = *state;
+	size_t cap = 2 * BIG_KEYS * BIG_VALUE, lines = 0;
+	char *value = malloc(BIG_VALUE + 1), *out = malloc(cap), *p;
+	char key[16], small[64];
+	int i;
+
+	assert_non_null(value);
+	assert_non_null(out);
+	memset(value, 'x', BIG_VALUE);
+	value[BIG_VALUE] = '\0';
+	for (i = 0; i < BIG_KEYS; i++) {
+		snprintf(key, sizeof(key), "big/%02d", i);
+		assert_int_equal(
+		    kv(f, small, sizeof(small), "n1", "put", key, value, NULL),
+		    0);
+	}
+	assert_int_equal(
+	    kv(f, small, sizeof(small), "n1", "put", "bih", "after", NULL), 0);
+	assert_int_equal(
+	    kv(f, out, cap, "n2", "scan", "--prefix", "big/", "100", NULL), 0);
+	for (p = out; (p = strchr(p, '\n')) != NULL; p++)
+		lines++;
+	assert_int_equal(lines, BIG_KEYS);
+	assert_int_equal(strlen(out), BIG_KEYS * (6 + 1 + BIG_VALUE + 1));
+	assert_null(strstr(out, "bih"));
+	free(out);
+	free(value);
+}
+
 static bool
 status_says(struct fixture *f, const char *node, const char *want)
 {
@@ -252,6 +289,9 @@ main(void)
 	        test_values_are_escaped_in_text_and_json, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_scan_by_prefix, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_scan_by_prefix_pages_through_large_values, setup,
+	        teardown),
 	    cmocka_unit_test_setup_teardown(test_status_shows_the_nodes_view,
 	                                    setup, teardown),
 	};
