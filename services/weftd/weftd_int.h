@@ -115,6 +115,13 @@ void weftd_print_json_bytes(FILE *f, const char *name, const void *data,
  * escaped (the bytes are taken to be UTF-8). */
 void weftd_print_json_string(FILE *f, const char *s, size_t len);
 
+/* kv_status.c: weft-kv ping and status on node, printed to stdout as
+ * text or JSON. They return 0 or the request's status. */
+int weftd_kv_ping(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
+                  bool json);
+int weftd_kv_status(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
+                    bool json);
+
 /* load.c: the load verb, with which weft-bench runs the cluster workload
  * on weftd nodes (docs/WEFTD.md). Register before the service starts;
  * stop (ends a run, joins its thread) before the service stops; free
