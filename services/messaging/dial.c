@@ -69,6 +69,8 @@ weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
 		weft__msvc_peer_unreachable(
 		    peer, ob->why[0] ? ob->why : weft_strerror(status));
 		weft__msvc_conn_fail_backlog(c, WEFT_EPEERDOWN);
+		atomic_fetch_add(&peer->failed_dials, 1);
+		weft__msvc_sync_notify(c->svc);
 	}
 	ob->why[0] = '\0';
 	if (c->cls == WEFT_MSVC_URGENT && atomic_load(&peer->up))

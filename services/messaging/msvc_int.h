@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 
@@ -476,6 +477,10 @@ struct weft_msvc_peer {
 	/* Known down: marked down, or dialed and not reached since it was
 	 * last up. Requests and sends to it fail at once (peer down). */
 	_Atomic bool down;
+	/* Dials of it that failed, counted before waiters are woken: a
+	 * weft_msvc_peer_wait_up that sees this move learns that the peer
+	 * is still down, now, rather than at its timeout. */
+	_Atomic uint64_t failed_dials;
 	/* Seen over TLS (its certificate checked): optional mode then
 	 * refuses plaintext claims to be this member. */
 	_Atomic bool seen_tls;
@@ -624,6 +629,13 @@ struct weft_msvc {
 	/* sync.c: threads waiting for a peer to come up (monotonic). */
 	pthread_mutex_t sync_lock;
 	pthread_cond_t sync_cond;
+	/* capacity.c: threads and callbacks waiting for pending to fall
+	 * below max_pending_requests; the count, of both, is read by every
+	 * request that ends. */
+	_Atomic uint32_t capacity_waiters;
+	pthread_mutex_t capacity_lock;
+	pthread_cond_t capacity_cond; /* CLOCK_MONOTONIC */
+	TAILQ_HEAD(, weft__msvc_capacity) capacity_list;
 };
 
 /* sync.c: blocking calls for threads that are not the service's. */
@@ -632,9 +644,23 @@ void weft__msvc_sync_fini(weft_msvc *svc);
 /* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
  * changed, or the service is stopping. Any thread. */
 void weft__msvc_sync_notify(weft_msvc *svc);
+/* weft__msvc_on_own_loop is true on one of svc's loop threads, where
+ * waiting would never end. Any thread. */
+bool weft__msvc_on_own_loop(const weft_msvc *svc);
+/* weft__msvc_deadline_in sets *at to the CLOCK_MONOTONIC time timeout_ms
+ * from now, for a timed wait; false for "no deadline" (UINT64_MAX, or
+ * beyond what a timespec holds). */
+bool weft__msvc_deadline_in(uint64_t timeout_ms, struct timespec *at);
+
+/* capacity.c: waiting for request capacity. returned is called after a
+ * request gave its count in pending back while capacity_waiters is not
+ * 0; stop lets every waiter go with WEFT_ESHUTDOWN. Any thread. */
+void weft__msvc_capacity_init(weft_msvc *svc);
+void weft__msvc_capacity_fini(weft_msvc *svc);
+void weft__msvc_capacity_returned(weft_msvc *svc);
+void weft__msvc_capacity_stop(weft_msvc *svc);
 
 /* service.c */
-bool weft__msvc_on_loop(weft_msvc *svc, struct weft__msvc_loop **out);
 /* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed wake
  * weft_msvc_stop when what it waits for holds: no request pending, no
  * inbound bytes in flight and nothing queued for a member; no connect in
@@ -672,6 +698,8 @@ weft__msvc_pending_sub(weft_msvc *svc)
 {
 	if (atomic_fetch_sub(&svc->pending, 1) == 1)
 		weft__msvc_drained(svc);
+	if (atomic_load(&svc->capacity_waiters) != 0)
+		weft__msvc_capacity_returned(svc);
 }
 void weft__msvc_wait_done(weft_msvc *svc);
 uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);

@@ -189,6 +189,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	pthread_cond_init(&svc->wait_cond, &attr);
 	pthread_condattr_destroy(&attr);
 	weft__msvc_sync_init(svc);
+	weft__msvc_capacity_init(svc);
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
 	pthread_mutex_init(&svc->addr_lock, NULL);
@@ -517,6 +518,7 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 	if (atomic_exchange(&svc->stopping, true))
 		return;
 	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
+	weft__msvc_capacity_stop(svc);
 	wait_callers(svc);
 	/* The listener stays open while draining, but new handshakes are
 	 * answered SHUTTING_DOWN (so dialers know, rather than wait), but
@@ -561,6 +563,7 @@ free_all(weft_msvc *svc)
 	pthread_mutex_destroy(&svc->wait_lock);
 	pthread_cond_destroy(&svc->wait_cond);
 	weft__msvc_sync_fini(svc);
+	weft__msvc_capacity_fini(svc);
 	pthread_mutex_destroy(&svc->pool.lock);
 	pthread_cond_destroy(&svc->pool.cond);
 	pthread_mutex_destroy(&svc->addr_lock);

@@ -43,10 +43,8 @@ cond_init_monotonic(pthread_cond_t *cond)
 	pthread_condattr_destroy(&attr);
 }
 
-/* The absolute monotonic time timeout_ms from now, for timedwait; false
- * for "no deadline" (UINT64_MAX, or beyond what a timespec holds). */
-static bool
-deadline_in(uint64_t timeout_ms, struct timespec *at)
+bool
+weft__msvc_deadline_in(uint64_t timeout_ms, struct timespec *at)
 {
 	uint64_t ns;
 
@@ -58,9 +56,8 @@ deadline_in(uint64_t timeout_ms, struct timespec *at)
 	return true;
 }
 
-/* True on one of svc's loop threads, where waiting would never end. */
-static bool
-on_own_loop(const weft_msvc *svc)
+bool
+weft__msvc_on_own_loop(const weft_msvc *svc)
 {
 	uint32_t i;
 
@@ -137,12 +134,12 @@ int
 weft_msvc_future_wait(weft_msvc_future *f, uint64_t timeout_ms)
 {
 	struct timespec at;
-	bool bounded = deadline_in(timeout_ms, &at);
+	bool bounded = weft__msvc_deadline_in(timeout_ms, &at);
 	int rc = 0;
 
 	/* Not ended: then the service still runs (stopping ends every
 	 * request), and its loops may be asked. */
-	if (!weft_msvc_future_is_done(f) && on_own_loop(f->svc))
+	if (!weft_msvc_future_is_done(f) && weft__msvc_on_own_loop(f->svc))
 		return WEFT_EBUSY;
 	pthread_mutex_lock(&f->lock);
 	while (!f->done && rc != ETIMEDOUT) {
@@ -212,7 +209,7 @@ weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 
 	if (svc == NULL)
 		return WEFT_EINVAL;
-	if (on_own_loop(svc))
+	if (weft__msvc_on_own_loop(svc))
 		return WEFT_EBUSY;
 	rv = weft_msvc_request_future(svc, peer, verb, data, len, opts, &f);
 	if (rv != 0)
@@ -293,26 +290,53 @@ weft_msvc_watch_members(weft_msvc *svc)
 	}
 }
 
+/*
+ * Whether a wait for peer can end: it is up, the service stops, or it is
+ * known down for a reason the wait has seen happen. A peer that was known
+ * down when the wait began is being redialed on its back-off schedule:
+ * the wait ends with that redial, failed or not, rather than at once (a
+ * caller waiting for a restarted peer gets it) or at its timeout (a
+ * caller waiting for a peer that is gone learns so within one back-off).
+ * Returns 0 or a WEFT_E code once it can end, 1 while it cannot.
+ */
+static int
+wait_up_status(weft_msvc *svc, weft_msvc_peer *peer, bool was_down,
+               uint64_t failed_dials)
+{
+	if (weft_msvc_peer_is_up(peer))
+		return 0;
+	if (atomic_load(&svc->stopping))
+		return WEFT_ESHUTDOWN;
+	if (weft_msvc_peer_is_down(peer) &&
+	    (!was_down || atomic_load(&peer->failed_dials) != failed_dials))
+		return WEFT_EPEERDOWN;
+	return 1; /* not yet */
+}
+
 int
 weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
                        uint64_t timeout_ms)
 {
 	struct timespec at;
-	bool bounded;
+	bool bounded, was_down;
+	uint64_t failed_dials;
 	int rv, rc = 0;
 
 	if (svc == NULL || peer == NULL || peer->svc != svc || peer->is_self ||
 	    peer->is_client)
 		return WEFT_EINVAL;
-	if (on_own_loop(svc))
+	if (weft__msvc_on_own_loop(svc))
 		return WEFT_EBUSY;
 	if (weft_msvc_peer_is_up(peer))
 		return 0;
+	/* Read before the dial starts, so that its failure is seen. */
+	failed_dials = atomic_load(&peer->failed_dials);
+	was_down = weft_msvc_peer_is_down(peer);
 	if ((rv = start_watching(svc, peer)) != 0)
 		return rv;
-	bounded = deadline_in(timeout_ms, &at);
+	bounded = weft__msvc_deadline_in(timeout_ms, &at);
 	pthread_mutex_lock(&svc->sync_lock);
-	while (!weft_msvc_peer_is_up(peer) && !atomic_load(&svc->stopping) &&
+	while ((rv = wait_up_status(svc, peer, was_down, failed_dials)) == 1 &&
 	       rc != ETIMEDOUT) {
 		if (bounded)
 			rc = pthread_cond_timedwait(&svc->sync_cond,
@@ -321,7 +345,5 @@ weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
 			pthread_cond_wait(&svc->sync_cond, &svc->sync_lock);
 	}
 	pthread_mutex_unlock(&svc->sync_lock);
-	if (weft_msvc_peer_is_up(peer))
-		return 0;
-	return atomic_load(&svc->stopping) ? WEFT_ESHUTDOWN : WEFT_ETIMEDOUT;
+	return rv == 1 ? WEFT_ETIMEDOUT : rv;
 }

@@ -214,7 +214,8 @@ start_service(struct weftd *d)
 	                             d, WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
 	    (d->set.load && (rv = weftd_load_register(d)) != 0) ||
-	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0) {
+	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0 ||
+	    (rv = weftd_status_register(d)) != 0) {
 		weft_error("weftd: %s: cannot set up the service: %s", d->id,
 		           weft_strerror(rv));
 		return rv;

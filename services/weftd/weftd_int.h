@@ -3,6 +3,8 @@
 #ifndef WEFTD_INT_H
 #define WEFTD_INT_H
 
+#include <stdio.h>
+
 #include <weft/kv.h>
 #include <weft/loop.h>
 #include <weft/messaging.h>
@@ -16,6 +18,12 @@ struct evhttp;
 #define WEFTD_VERB_PING 16u
 #define WEFTD_VERB_ECHO 17u
 #define WEFTD_VERB_LOAD 18u /* with [weftd] load = on */
+/* The node's view, for weft-kv status: a msgpack map of node, cluster,
+ * version (strings), uptime_ms, keys (tombstones included), value_bytes,
+ * clients (open client connections) and members, an array of maps of id
+ * and state ("self", "up", "down" or "unknown": not reached yet). Clients
+ * skip keys they do not know. */
+#define WEFTD_VERB_STATUS 19u
 
 /* Exit codes of weftd and weft-kv: 0 success, 1 a runtime failure, 2 bad
  * usage, 78 (EX_CONFIG of sysexits.h) anything wrong with the
@@ -89,6 +97,30 @@ int weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
 int weftd_tls_open(struct weftd *d, char *err, size_t errlen);
 void weftd_tls_reload(struct weftd *d);
 void weftd_tls_close(struct weftd *d);
+
+/* status.c: the status verb; register before the service starts, once
+ * d->kv is set. 0 or a WEFT_E code. */
+int weftd_status_register(struct weftd *d);
+
+/* kv_format.c: how weft-kv prints bytes. Text: printable ASCII as it is,
+ * a backslash as \\, newline, carriage return and tab as \n, \r, \t, any
+ * other byte as \xHH (redis-cli's quoting, without the quotes), so that
+ * one value is one line. JSON: a string member "name" when the bytes are
+ * valid UTF-8 (control characters, quote and backslash escaped), else
+ * "name_base64" with the bytes in base64 (RFC 4648). */
+void weftd_print_escaped(FILE *f, const void *data, size_t len);
+void weftd_print_json_bytes(FILE *f, const char *name, const void *data,
+                            size_t len);
+/* weftd_print_json_string prints the len bytes of s as a JSON string,
+ * escaped (the bytes are taken to be UTF-8). */
+void weftd_print_json_string(FILE *f, const char *s, size_t len);
+
+/* kv_status.c: weft-kv ping and status on node, printed to stdout as
+ * text or JSON. They return 0 or the request's status. */
+int weftd_kv_ping(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
+                  bool json);
+int weftd_kv_status(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
+                    bool json);
 
 /* load.c: the load verb, with which weft-bench runs the cluster workload
  * on weftd nodes (docs/WEFTD.md). Register before the service starts;

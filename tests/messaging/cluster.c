@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
 
 #include <event2/event.h>
@@ -333,4 +337,20 @@ cluster_peer(struct cluster *cl, int from, int to)
 
 	snprintf(id, sizeof(id), "n%d", to + 1);
 	return weft_msvc_peer_find(cl->svc[from], id);
+}
+
+int
+cluster_black_hole(uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
 }

@@ -104,4 +104,9 @@ void cluster_stop(struct cluster *cl);
 /* cluster_peer returns node from's peer entry for node to. */
 weft_msvc_peer *cluster_peer(struct cluster *cl, int from, int to);
 
+/* cluster_black_hole listens on 127.0.0.1 and never accepts: the kernel
+ * completes the TCP handshake, and a HELLO gets no answer. Returns the
+ * socket, the caller's to close, and its port in *port. */
+int cluster_black_hole(uint16_t *port);
+
 #endif

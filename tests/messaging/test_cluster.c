@@ -8,9 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -280,24 +277,6 @@ is_down(void *arg)
 	return weft_msvc_peer_is_down(arg);
 }
 
-/* A listening socket that is never accepted from: the kernel completes
- * the TCP handshake, and the HELLO gets no answer. */
-static int
-black_hole(uint16_t *port)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
 static void
 test_expired_in_send_queue(void **state)
 {
@@ -311,7 +290,7 @@ test_expired_in_send_queue(void **state)
 	assert_int_equal(cluster_start(&cl, 2, unreachable_tune), 0);
 	/* n1 believes n2 is where its handshake goes unanswered: what is
 	 * sent waits for the connection, and expires first. */
-	hole = black_hole(&port);
+	hole = cluster_black_hole(&port);
 	assert_int_equal(
 	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", port), 0);
 	p = cluster_peer(&cl, 0, 1);

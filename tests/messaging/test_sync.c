@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -235,8 +236,8 @@ test_wait_up_dials_and_follows_the_peer(void **state)
 		                     &(weft_msvc_call_opts){.timeout_ms = 100},
 		                     NULL);
 	assert_false(weft_msvc_peer_is_up(peer));
-	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, 50),
-	                 WEFT_ETIMEDOUT);
+	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, WAIT_MS),
+	                 WEFT_EPEERDOWN);
 	assert_int_equal(cluster_start_node(cl, 1), 0);
 	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, WAIT_MS), 0);
 	assert_int_equal(
@@ -260,24 +261,63 @@ wait_up_thread(void *arg)
 	return NULL;
 }
 
-/* A thread waiting for a peer that never comes is let go when the service
- * stops. */
+/* A thread waiting for a peer whose handshake is never answered is let
+ * go when the service stops. */
 static void
 test_wait_up_ends_when_the_service_stops(void **state)
 {
 	struct cluster *cl = *state;
 	struct waiter w = {.cl = cl, .peer = cluster_peer(cl, 0, 1)};
+	uint16_t port;
 	pthread_t t;
+	int hole = cluster_black_hole(&port);
 
-	cluster_stop_node(cl, 1, 0);
+	assert_int_equal(
+	    weft_msvc_set_peer_addr(cl->svc[0], "n2", "127.0.0.1", port), 0);
 	assert_int_equal(pthread_create(&t, NULL, wait_up_thread, &w), 0);
 	while (!atomic_load(&w.started))
 		sched_yield();
 	weft_msvc_stop(cl->svc[0], 0);
 	pthread_join(t, NULL);
+	close(hole);
 	assert_int_equal(w.rv, WEFT_ESHUTDOWN);
 	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], w.peer, 10),
 	                 WEFT_ESHUTDOWN);
+}
+
+static uint64_t
+ms_since(uint64_t start_ns)
+{
+	return (weft_now_ns() - start_ns) / 1000000u;
+}
+
+/* A peer that cannot be reached ends the wait as soon as its dial has
+ * failed, not at the wait's timeout; so does one known down already,
+ * with the redial its back-off schedules. */
+static void
+test_wait_up_ends_when_the_peer_is_known_down(void **state)
+{
+	struct cluster *cl = *state;
+	weft_msvc_peer *peer = cluster_peer(cl, 0, 1);
+	uint64_t start;
+
+	cluster_stop_node(cl, 1, 0); /* before anything dialed it */
+	start = weft_now_ns();
+	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, 20000),
+	                 WEFT_EPEERDOWN);
+	assert_true(ms_since(start) < 2000);
+	print_message("unreachable: wait_up ended after %llu ms\n",
+	              (unsigned long long)ms_since(start));
+	assert_true(weft_msvc_peer_is_down(peer));
+	start = weft_now_ns();
+	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, 20000),
+	                 WEFT_EPEERDOWN);
+	assert_true(ms_since(start) < 2000);
+	print_message("known down: wait_up ended after %llu ms\n",
+	              (unsigned long long)ms_since(start));
+	/* And once it is back, the wait that follows gets it. */
+	assert_int_equal(cluster_start_node(cl, 1), 0);
+	assert_int_equal(weft_msvc_peer_wait_up(cl->svc[0], peer, WAIT_MS), 0);
 }
 
 #define CALLERS 4
@@ -351,6 +391,8 @@ main(void)
 	        test_wait_up_dials_and_follows_the_peer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_wait_up_ends_when_the_service_stops, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_wait_up_ends_when_the_peer_is_known_down, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_calls_from_many_threads, setup,
 	                                    teardown),
 	};

@@ -263,6 +263,33 @@ wt_run_line(char *const argv[], char *out, size_t cap, uint64_t timeout_ms)
 }
 
 int
+wt_run_output(char *const argv[], const char *err_path, char *out, size_t cap,
+              uint64_t timeout_ms)
+{
+	uint64_t start = weft_now_ns();
+	struct pollfd pfd;
+	size_t len = 0;
+	ssize_t n = 1;
+	int status;
+	pid_t pid;
+
+	pid = wt_spawn(argv, err_path, &pfd.fd);
+	pfd.events = POLLIN;
+	/* To the end of its output, or of the buffer, within the deadline. */
+	while (n > 0 && len + 1 < cap && wt_ms_since(start) < timeout_ms) {
+		if (poll(&pfd, 1, 50) <= 0)
+			continue;
+		if ((n = read(pfd.fd, out + len, cap - 1 - len)) > 0)
+			len += (size_t)n;
+	}
+	out[len] = '\0';
+	status = wt_wait_exit(pid, timeout_ms);
+	close(pfd.fd);
+	assert_true(status != -1 && WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+int
 wt_nodes_stop(struct wt_proc *p, size_t n)
 {
 	int bad = 0, status;

@@ -57,6 +57,11 @@ int wt_wait_exit(pid_t pid, uint64_t timeout_ms);
  * ("" if none comes within timeout_ms), waits as long for its exit and
  * returns its exit code; asserts that it exited. */
 int wt_run_line(char *const argv[], char *out, size_t cap, uint64_t timeout_ms);
+/* wt_run_output is wt_run_line reading all of the output (up to cap - 1
+ * bytes, NUL-terminated) and appending stderr to err_path (NULL:
+ * /dev/null). */
+int wt_run_output(char *const argv[], const char *err_path, char *out,
+                  size_t cap, uint64_t timeout_ms);
 /* Waits until the file holds needle; returns whether it did. */
 bool wt_file_contains(const char *path, const char *needle,
                       uint64_t timeout_ms);

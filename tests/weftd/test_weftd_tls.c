@@ -234,6 +234,32 @@ test_tls_cluster_answers_every_node_and_pair(void **state)
 	assert_string_equal(out, "secret");
 }
 
+/* Without --id and --tls-cert, weft-kv dials with the configuration's
+ * certificate, a node's, under an id of its own: the node refuses it, and
+ * weft-kv says which certificate and id it used and how to pass its own
+ * rather than only "peer down". */
+static void
+test_kv_without_an_identity_says_why_it_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	char err_path[128], cert[128], out[256];
+	char *argv[] = {WEFT_KV_PATH, "--config", f->config, "--node",
+	                "n2",         "get",      "k",       NULL};
+
+	snprintf(err_path, sizeof(err_path), "%s/weft-kv.err", f->dir);
+	snprintf(cert, sizeof(cert), "%s/n1.crt", f->dir);
+	assert_int_equal(
+	    wt_run_output(argv, err_path, out, sizeof(out), WAIT_MS), 1);
+	assert_true(
+	    wt_file_contains(err_path, "node n2 refused this client", WAIT_MS));
+	assert_true(wt_file_contains(err_path, cert, WAIT_MS));
+	assert_true(
+	    wt_file_contains(err_path, "claimed id 'weft-kv-", WAIT_MS));
+	assert_true(wt_file_contains(err_path, "--tls-cert FILE", WAIT_MS));
+	assert_true(wt_file_contains(err_path, "--id", WAIT_MS));
+	unlink(err_path);
+}
+
 static void
 test_plaintext_client_is_refused(void **state)
 {
@@ -319,6 +345,8 @@ main(void)
 	    cmocka_unit_test(test_tls_cluster_answers_every_node_and_pair),
 	    cmocka_unit_test(test_metrics_say_how_tls_runs),
 	    cmocka_unit_test(test_plaintext_client_is_refused),
+	    cmocka_unit_test(
+	        test_kv_without_an_identity_says_why_it_is_refused),
 	    cmocka_unit_test(test_sighup_reloads_the_certificate),
 	};
 

@@ -345,6 +345,77 @@ WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
  * nothing). */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
 
+/* ---- Channel groups (channel_group.c) -------------------------------- */
+
+/*
+ * A set of channels on any loops, to write the same bytes to all of them
+ * or close them all (Netty's ChannelGroup): a server's clients, a topic's
+ * subscribers. A channel leaves its groups by itself once it has closed.
+ * The group holds a reference to each member; each member carries a small
+ * handler (no callback but removed) that notices its end.
+ */
+typedef struct weft_channel_group weft_channel_group;
+
+/*
+ * A group write ended: every member's write has finished. failures is how
+ * many of them failed (the channel closed before its bytes left, or was
+ * closing already); status is 0, or WEFT_ESHUTDOWN when the loop the
+ * callback was to run on is being freed. Runs on the loop given to
+ * weft_channel_group_write.
+ */
+typedef void (*weft_channel_group_cb)(weft_channel_group *g, int status,
+                                      size_t failures, void *arg);
+
+/* weft_channel_group_new makes an empty group; *out is the caller's, to
+ * free with weft_channel_group_free. Returns 0 or WEFT_ENOMEM. Any
+ * thread. */
+WEFT_API int weft_channel_group_new(weft_channel_group **out);
+
+/* weft_channel_group_free lets every member go (they stay open) and frees
+ * the group once writes under way have ended: their callbacks still run.
+ * NULL is ignored. Any thread. */
+WEFT_API void weft_channel_group_free(weft_channel_group *g);
+
+/*
+ * weft_channel_group_add makes ch a member, taking a reference to it, until
+ * it is removed, the group is freed, or ch closes (it leaves by itself, on
+ * its loop, soon after it has closed; a channel added while it closes
+ * leaves the same way). Returns 0, WEFT_EEXIST (a member already),
+ * WEFT_ECLOSED (closed already), WEFT_EINVAL or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_channel_group_add(weft_channel_group *g, weft_channel *ch);
+
+/* weft_channel_group_remove takes ch out of the group at once (writes
+ * already handed to it go on) and drops the group's reference. Returns 0
+ * or WEFT_ENOTFOUND. Any thread. */
+WEFT_API int weft_channel_group_remove(weft_channel_group *g, weft_channel *ch);
+
+/* weft_channel_group_contains says whether ch is a member now. Any
+ * thread. */
+WEFT_API bool weft_channel_group_contains(weft_channel_group *g,
+                                          const weft_channel *ch);
+
+/* weft_channel_group_size is the number of members now. Any thread. */
+WEFT_API size_t weft_channel_group_size(weft_channel_group *g);
+
+/*
+ * weft_channel_group_write writes the bytes of buf to every member (moved
+ * out of buf, which stays the caller's, on success and failure): they are
+ * copied once, and each member's write, on its own loop as
+ * weft_channel_write makes it, refers to that copy. The members are those
+ * of the moment of the call. When every write has finished, cb (may be
+ * NULL) runs once on loop, never inside this call, with the count of
+ * writes that failed. Returns 0 (cb will run), WEFT_EINVAL (buf empty, or
+ * cb without a loop) or WEFT_ENOMEM; cb never runs then. Any thread.
+ */
+WEFT_API int weft_channel_group_write(weft_channel_group *g,
+                                      struct evbuffer *buf, weft_loop *loop,
+                                      weft_channel_group_cb cb, void *arg);
+
+/* weft_channel_group_close starts the close of every member (each leaves
+ * the group once closed). Any thread. */
+WEFT_API void weft_channel_group_close(weft_channel_group *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -741,13 +741,57 @@ WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
  * weft_msvc_peer_wait_up starts dialing peer if nothing has yet (peers
  * are dialed lazily) and waits at most timeout_ms for it to be up (its
  * urgent connection's handshake done, or a heartbeat answered). Returns 0
- * once it is, WEFT_ETIMEDOUT, WEFT_ESHUTDOWN (the service is not started,
- * or stopping), WEFT_EINVAL (this node itself, or not one of svc's
- * members) or WEFT_EBUSY on one of the service's loops. Any other
- * thread.
+ * once it is; WEFT_EPEERDOWN as soon as the peer is known down: a dial of
+ * it failed, or it was marked down, during the wait (for a peer known down
+ * already, that is its next redial, due within one reconnect back-off);
+ * WEFT_ETIMEDOUT; WEFT_ESHUTDOWN (the service is not started, or
+ * stopping); WEFT_EINVAL (this node itself, or not one of svc's members);
+ * or WEFT_EBUSY on one of the service's loops. Any other thread.
  */
 WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
                                     uint64_t timeout_ms);
+
+/* ---- Waiting for request capacity (capacity.c) ------------------------ */
+
+/*
+ * With max_pending_requests requests out, weft_msvc_request refuses more
+ * with WEFT_EOVERLOAD. Rather than retry after a sleep, a caller waits for
+ * one of them to end: a thread that may block with weft_msvc_wait_capacity,
+ * loop code with a callback from weft_msvc_on_capacity (Netty's
+ * channelWritabilityChanged, an nng aio). Capacity is not reserved: a
+ * caller on another thread may take it first, and the request then is
+ * refused again (wait again). A peer's full outbound queue
+ * (outbound_queue_bytes) is a different WEFT_EOVERLOAD, which these do not
+ * wait for.
+ */
+
+/* A capacity callback: status 0 when there was room for a request as it
+ * was posted, or WEFT_ESHUTDOWN when the service stopped first. svc
+ * identifies the service; it may be stopping. */
+typedef void (*weft_msvc_capacity_cb)(weft_msvc *svc, int status, void *arg);
+
+/*
+ * weft_msvc_wait_capacity waits at most timeout_ms (UINT64_MAX: without a
+ * limit) until fewer than max_pending_requests requests are pending.
+ * Returns 0 then (at once if there is room already), WEFT_ETIMEDOUT,
+ * WEFT_ESHUTDOWN (not started, or stopping: a wait under way ends when
+ * weft_msvc_stop begins), WEFT_EINVAL, or WEFT_EBUSY on one of the
+ * service's loops, where the wait would hold up the answers it waits for.
+ * Any other thread.
+ */
+WEFT_API int weft_msvc_wait_capacity(weft_msvc *svc, uint64_t timeout_ms);
+
+/*
+ * weft_msvc_on_capacity has cb run once on loop (the caller's own, which
+ * must outlive the wait; one of the service's loops, or any other) as soon
+ * as fewer than max_pending_requests requests are pending: soon when there
+ * is room already, never inside this call. When the service stops first,
+ * cb runs with WEFT_ESHUTDOWN. Returns 0 (cb will run exactly once),
+ * WEFT_ESHUTDOWN (not started, or stopping), WEFT_EINVAL or WEFT_ENOMEM;
+ * cb never runs then. Any thread.
+ */
+WEFT_API int weft_msvc_on_capacity(weft_msvc *svc, weft_loop *loop,
+                                   weft_msvc_capacity_cb cb, void *arg);
 
 /* A peer state change: up after a handshake or heartbeat answer, down
  * when its urgent connection fails or it misses heartbeat_misses beats in
