@@ -217,6 +217,39 @@ on_peer(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
 		notify_status(d);
 }
 
+static bool
+first_dials_ended(struct weftd *d)
+{
+	size_t i, n = weft_msvc_peer_count(d->svc);
+
+	for (i = 0; i < n; i++) {
+		weft_msvc_peer *p = weft_msvc_peer_at(d->svc, i);
+
+		if (!weft_msvc_peer_is_self(p) && !weft_msvc_peer_is_up(p) &&
+		    !weft_msvc_peer_is_down(p))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Waits until the first dial to each member has ended, up or failed, for
+ * at most connect_timeout. A member that is up has then been dialed by
+ * this node, and is no longer known down to it (peer.c): a write through
+ * it right after the ready line does not fail for a node it thought down
+ * when it started before this one.
+ */
+static void
+wait_first_dials(struct weftd *d)
+{
+	const weft_msvc_limits *l = weft_msvc_config_limits_const(d->cfg);
+	uint64_t start = weft_now_ns();
+
+	while (!first_dials_ended(d) &&
+	       weft_now_ns() - start < l->connect_timeout_ms * 1000000)
+		usleep(2000);
+}
+
 /* Builds the service with its verbs; 0 or a WEFT_E code (logged). */
 static int
 start_service(struct weftd *d)
@@ -249,6 +282,7 @@ start_service(struct weftd *d)
 	 * not at its first message: an idle member is reported up (peer_up,
 	 * /readyz) as soon as it answers, and a dead one down. */
 	weft_msvc_watch_members(d->svc);
+	wait_first_dials(d);
 	return 0;
 }
 

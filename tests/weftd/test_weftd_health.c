@@ -39,14 +39,24 @@ struct fixture {
 	struct wt_proc p[NODES];
 };
 
+/* slow: redial as a node down for long does, after seconds (the default
+ * reconnect_min and reconnect_max are 50 ms and 5 s). */
 static void
-write_config(struct fixture *f)
+write_config(struct fixture *f, bool slow)
 {
-	char text[2048];
+	static const char fast[] =
+	    "reconnect_min = 10ms\nreconnect_max = 200ms\n";
+	char text[2048], *at;
 	int n;
 
 	n = wt_config_begin(text, sizeof(text), "weftd-health", ids, f->ports,
 	                    NODES);
+	if (slow) {
+		assert_non_null(at = strstr(text, fast));
+		n = (int)(at - text);
+		n += snprintf(at, sizeof(text) - (size_t)n,
+		              "reconnect_min = 1s\nreconnect_max = 5s\n");
+	}
 	snprintf(text + n, sizeof(text) - (size_t)n,
 	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
 	         "shutdown_timeout = 1s\n"
@@ -68,8 +78,9 @@ node_start(struct fixture *f, int i)
 	wt_node_start(&f->p[i], f->config, f->dir, ids[i], f->ports[i], NULL);
 }
 
-static int
-setup(void **state)
+/* Writes the configuration and starts the first started nodes. */
+static struct fixture *
+cluster_start(bool slow, int started)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	int i;
@@ -80,10 +91,24 @@ setup(void **state)
 	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
 	for (i = 0; i < NODES; i++)
 		f->ports[i] = wt_free_port();
-	write_config(f);
-	for (i = 0; i < NODES; i++)
+	write_config(f, slow);
+	for (i = 0; i < started; i++)
 		node_start(f, i);
-	*state = f;
+	return f;
+}
+
+static int
+setup(void **state)
+{
+	*state = cluster_start(false, NODES);
+	return 0;
+}
+
+/* n1 and n2 only, redialing slowly. */
+static int
+setup_late(void **state)
+{
+	*state = cluster_start(true, 2);
 	return 0;
 }
 
@@ -156,6 +181,35 @@ test_idle_members_are_up_and_a_dead_one_down(void **state)
 		peer_up_line(line, sizeof(line), i, 2, 0);
 		assert_true(answer_holds(f, i, "/metrics", line, buf,
 		                         sizeof(buf), STATE_MS));
+	}
+}
+
+/* n3 starts after n1 and n2 have found it unreachable and backed off:
+ * once its ready line is out, a write that needs every member succeeds
+ * through each of them, at once. The node started last has dialed them
+ * before its ready line, and a member known down that dials a node is
+ * no longer known down there. */
+static void
+test_a_node_started_last_is_written_to_at_once(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[1 << 20];
+	char line[128], out[256];
+	char *argv[] = {
+	    WEFT_KV_PATH, "--config", f->config, "--node", NULL, "--timeout-ms",
+	    "3000",       "put",      "late",    "1",      NULL};
+	int i;
+
+	peer_up_line(line, sizeof(line), 0, 2, 0);
+	assert_true(
+	    answer_holds(f, 0, "/metrics", line, buf, sizeof(buf), STATE_MS));
+	/* Long enough for a few failed dials: the back-off has grown. */
+	wt_pause_ms(1500);
+	node_start(f, 2);
+	for (i = 0; i < NODES; i++) {
+		argv[4] = (char *)ids[i];
+		assert_int_equal(wt_run_line(argv, out, sizeof(out), WAIT_MS),
+		                 0);
 	}
 }
 
@@ -277,7 +331,7 @@ test_bad_requests_leave_the_endpoint_serving(void **state)
 	assert_int_equal(write(fd, slow, strlen(slow)), (ssize_t)strlen(slow));
 	start = weft_now_ns();
 	assert_true(is_live(f, 0));
-	wt_http_ask(port, "GET", "/readyz", buf, sizeof(buf));
+	wt_http_ask(port, "GET", "/metrics", buf, sizeof(buf));
 	assert_non_null(strstr(buf, " 200 OK\r\n"));
 	assert_true(wt_ms_since(start) < 2000);
 	close(fd);
@@ -376,6 +430,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(
 	        test_idle_members_are_up_and_a_dead_one_down, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_node_started_last_is_written_to_at_once, setup_late,
+	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_readyz_follows_the_write_quorum, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_livez_and_the_other_paths,
