@@ -259,6 +259,12 @@ start_service(struct weftd *d)
 	weft_kv_opts kv_opts = {.config = d->cfg};
 	int rv;
 
+	/* [weftd] listen: bound here, while the node's host is only what
+	 * others dial (a name that may not resolve yet). */
+	if (d->set.listen.host[0] != '\0') {
+		opts.listen_host = d->set.listen.host;
+		opts.listen_port = d->set.listen.port;
+	}
 	if ((rv = weft_loop_group_new(l->loops, &d->group)) != 0 ||
 	    (rv = weft_msvc_new(d->group, d->cfg, d->id, &opts, &d->svc)) !=
 	        0 ||

@@ -31,6 +31,7 @@ struct weftd_probe;
 /* The [weftd] section, and [weftd ID] for one node (settings.c). */
 struct weftd_settings {
 	weft_msvc_conf_address metrics; /* host "": no endpoint */
+	weft_msvc_conf_address listen;  /* host "": the node's host and port */
 	uint64_t shutdown_timeout_ms;
 	int log_level;                 /* enum weft_log_level */
 	bool load;                     /* register the load verb */

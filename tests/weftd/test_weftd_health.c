@@ -213,6 +213,55 @@ test_a_node_started_last_is_written_to_at_once(void **state)
 	}
 }
 
+/* ---- [weftd] listen ---------------------------------------------------- */
+
+/* n1 advertises a name that does not resolve (a pod's DNS record before it
+ * exists) and binds 127.0.0.1 by [weftd n1] listen. It starts without
+ * resolving its name, and serves: the others reach it by their own file's
+ * address for it, 127.0.0.1, as they would once the record exists. */
+static void
+test_listen_apart_from_the_advertised_host(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[1 << 20];
+	static const char local[] = "[node n1]\nhost = 127.0.0.1\n";
+	char own[160], text[2048], rest[2048], *at, line[128], out[256];
+	char *argv[] = {
+	    WEFT_KV_PATH, "--config", f->config, "--node", "n1", "--timeout-ms",
+	    "3000",       "put",      "listen",  "1",      NULL};
+	int i;
+
+	assert_int_equal(wt_node_signal_exit(&f->p[0], SIGTERM), 0);
+	gone(f, 0);
+	/* n1's file: its host a name, its listen address the others' idea
+	 * of it. */
+	wt_config_begin(text, sizeof(text), "weftd-health", ids, f->ports,
+	                NODES);
+	assert_non_null(at = strstr(text, local));
+	snprintf(rest, sizeof(rest), "%s", at + strlen(local));
+	snprintf(at, sizeof(text) - (size_t)(at - text),
+	         "[node n1]\nhost = n1.weft.invalid\n%s"
+	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
+	         "[weftd n1]\nlisten = 127.0.0.1:%u\n"
+	         "[kv]\nwrite_quorum = all\n",
+	         rest, f->ports[0]);
+	snprintf(own, sizeof(own), "%s/n1.ini", f->dir);
+	wt_write_file(own, text);
+	wt_node_start(&f->p[0], own, f->dir, "n1", f->ports[0], NULL);
+	/* Every member up on every node, and a write through n1 that needs
+	 * them all. */
+	for (i = 1; i < NODES; i++) {
+		peer_up_line(line, sizeof(line), 0, i, 1);
+		assert_true(answer_holds(f, 0, "/metrics", line, buf,
+		                         sizeof(buf), STATE_MS));
+		peer_up_line(line, sizeof(line), i, 0, 1);
+		assert_true(answer_holds(f, i, "/metrics", line, buf,
+		                         sizeof(buf), STATE_MS));
+	}
+	assert_int_equal(wt_run_line(argv, out, sizeof(out), WAIT_MS), 0);
+	unlink(own);
+}
+
 /* ---- /readyz and /livez --------------------------------------------- */
 
 /* Ready: listening, and the members up (this one included) reach the
@@ -433,6 +482,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_a_node_started_last_is_written_to_at_once, setup_late,
 	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_listen_apart_from_the_advertised_host, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_readyz_follows_the_write_quorum, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_livez_and_the_other_paths,
