@@ -41,6 +41,21 @@ on_backoff(weft_timer *t, void *arg)
 		weft__msvc_conn_dial(c);
 }
 
+/* The peer was heard from (it dialed us): c, waiting out a back-off, is
+ * dialed now, and backs off from the shortest interval again. */
+void
+weft__msvc_dial_now(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
+
+	if (c->state != WEFT__MSVC_BACKOFF || ob->backoff == NULL)
+		return;
+	weft_timer_stop(ob->backoff);
+	ob->attempts = 0;
+	on_backoff(ob->backoff, c);
+	weft__msvc_conn_dial(c); /* if on_backoff did not */
+}
+
 /*
  * An outbound connection ended (or never started): back off. One that
  * never got through its handshake is a dial that failed: the peer is

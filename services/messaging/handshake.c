@@ -88,7 +88,7 @@ touch_task(weft_loop *loop, int status, void *arg)
 {
 	(void)loop;
 	if (status == 0)
-		weft__msvc_peer_touch(arg);
+		weft__msvc_peer_dialed_us(arg);
 }
 
 /*
@@ -216,7 +216,7 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		weft__msvc_conn_supersede(c);
 	if (member >= 0 && svc->member && !c->peer->is_self) {
 		if (c->peer->home == c->ml)
-			weft__msvc_peer_touch(c->peer);
+			weft__msvc_peer_dialed_us(c->peer);
 		else if (weft_loop_post(c->peer->home->loop, touch_task,
 		                        c->peer) == 0)
 			weft__msvc_count1(&c->ml->rs.handoffs, 1);

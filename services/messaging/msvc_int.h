@@ -720,6 +720,10 @@ void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
 struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
 void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
+/* weft__msvc_peer_dialed_us: a member's connection to us came up: watch
+ * it, and if it is known down, dial it now rather than at the end of the
+ * back-off (it is back). Home loop. */
+void weft__msvc_peer_dialed_us(weft_msvc_peer *peer);
 void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
 void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);
 void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
@@ -782,6 +786,9 @@ void weft__msvc_conn_dial(struct weft__msvc_conn *c);
 /* weft__msvc_dial_lost: an outbound connection ended, or its dial failed,
  * with status; it backs off before the next dial. */
 void weft__msvc_dial_lost(struct weft__msvc_conn *c, int status);
+/* weft__msvc_dial_now cuts short c's back-off and dials it at once. Its
+ * loop. */
+void weft__msvc_dial_now(struct weft__msvc_conn *c);
 
 /* handshake.c: the handler that runs the handshake, then leaves. */
 extern const weft_handler weft__msvc_handshake_handler;

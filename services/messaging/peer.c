@@ -555,3 +555,21 @@ weft__msvc_peer_touch(weft_msvc_peer *peer)
 	if (!atomic_load(&peer->svc->stopping))
 		weft__msvc_hb_start(peer);
 }
+
+/*
+ * A member known down that dials us is back (a node started after us,
+ * or restarted): it is no longer known down, so what is sent to it waits
+ * for our own connection instead of failing, and that connection is
+ * dialed now rather than at the end of its back-off. If the dial fails,
+ * the member is known down again.
+ */
+void
+weft__msvc_peer_dialed_us(weft_msvc_peer *peer)
+{
+	weft__msvc_peer_touch(peer);
+	if (peer->is_client || atomic_load(&peer->up) ||
+	    peer->svc->cfg->limits.connections[WEFT_MSVC_URGENT] == 0 ||
+	    !atomic_exchange(&peer->down, false))
+		return;
+	weft__msvc_dial_now(&peer->conns[WEFT_MSVC_URGENT][0].conn);
+}

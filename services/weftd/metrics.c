@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics.c: the node's counters in Prometheus text, on request. */
+/* metrics.c: the node's HTTP endpoint: its counters in Prometheus text
+ * (/metrics) and its health (/livez, /readyz: health.c). */
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,13 +94,16 @@ weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
  * (libevent 2.1 would send the body after them too). */
 static void
 send_text(struct evhttp_request *req, int code, const char *reason,
-          struct evbuffer *body)
+          struct evbuffer *body, bool metrics)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 	char length[24];
 
+	/* The Prometheus text format's version, on its answers only. */
 	evhttp_add_header(h, "Content-Type",
-	                  "text/plain; version=0.0.4; charset=utf-8");
+	                  code == HTTP_OK && metrics
+	                      ? "text/plain; version=0.0.4; charset=utf-8"
+	                      : "text/plain; charset=utf-8");
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
 		evhttp_send_reply(req, code, reason, body);
 		return;
@@ -109,6 +113,62 @@ send_text(struct evhttp_request *req, int code, const char *reason,
 	evhttp_send_reply(req, code, reason, NULL);
 }
 
+/* Whether the query asks for every check: "verbose", as etcd takes it
+ * ("?verbose", "?verbose=1", among other parameters). */
+static bool
+wants_verbose(struct evhttp_request *req)
+{
+	const char *q =
+	    evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	size_t len = strlen("verbose");
+
+	while (q != NULL && *q != '\0') {
+		if (strncmp(q, "verbose", len) == 0 &&
+		    (q[len] == '\0' || q[len] == '&' || q[len] == '='))
+			return true;
+		q = strchr(q, '&');
+		q = q != NULL ? q + 1 : NULL;
+	}
+	return false;
+}
+
+/* Fills body with what path answers and returns the status; 0: no such
+ * path. */
+static int
+answer(struct weftd *d, const char *path, struct evhttp_request *req,
+       struct evbuffer *body)
+{
+	if (strcmp(path, "/metrics") == 0) {
+		if (weftd_metrics_dump(d, body) == 0)
+			return HTTP_OK;
+		evbuffer_drain(body, evbuffer_get_length(body));
+		evbuffer_add_printf(body, "out of memory\n");
+		return HTTP_INTERNAL;
+	}
+	if (strcmp(path, "/livez") == 0)
+		return weftd_livez(d, body, wants_verbose(req))
+		           ? HTTP_OK
+		           : HTTP_SERVUNAVAIL;
+	if (strcmp(path, "/readyz") == 0)
+		return weftd_readyz(d, body, wants_verbose(req))
+		           ? HTTP_OK
+		           : HTTP_SERVUNAVAIL;
+	return 0;
+}
+
+static const char *
+reason_of(int code)
+{
+	switch (code) {
+	case HTTP_OK:
+		return "OK";
+	case HTTP_SERVUNAVAIL:
+		return "Service Unavailable";
+	default:
+		return "Internal Error";
+	}
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -116,24 +176,26 @@ on_request(struct evhttp_request *req, void *arg)
 	    evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 	struct weftd *d = arg;
 	struct evbuffer *body;
+	int code;
 
 	if ((body = evbuffer_new()) == NULL) {
 		evhttp_send_reply(req, HTTP_INTERNAL, "Internal Error", NULL);
 		return;
 	}
-	if (path == NULL || strcmp(path, "/metrics") != 0) {
-		evbuffer_add_printf(body, "not found: try /metrics\n");
-		send_text(req, HTTP_NOTFOUND, "Not Found", body);
-	} else if (evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
-	           evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
-		evbuffer_add_printf(body, "method not allowed\n");
-		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body);
-	} else if (weftd_metrics_dump(d, body) != 0) {
-		evbuffer_drain(body, evbuffer_get_length(body));
-		evbuffer_add_printf(body, "out of memory\n");
-		send_text(req, HTTP_INTERNAL, "Internal Error", body);
+	if (evhttp_request_get_command(req) != EVHTTP_REQ_GET &&
+	    evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		                  "Allow", "GET, HEAD");
+		evbuffer_add_printf(body, "method not allowed: GET or HEAD\n");
+		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body,
+		          false);
+	} else if (path == NULL || (code = answer(d, path, req, body)) == 0) {
+		evbuffer_add_printf(body, "not found: try /metrics, /livez "
+		                          "or /readyz\n");
+		send_text(req, HTTP_NOTFOUND, "Not Found", body, false);
 	} else {
-		send_text(req, HTTP_OK, "OK", body);
+		send_text(req, code, reason_of(code), body,
+		          strcmp(path, "/metrics") == 0);
 	}
 	evbuffer_free(body);
 }
@@ -163,7 +225,12 @@ weftd_http_new(struct weftd *d, struct event_base *base)
 
 	if (http == NULL)
 		return NULL;
-	evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* Other methods get a 405 from on_request with the Allow header,
+	 * rather than libevent's 501 page. */
+	evhttp_set_allowed_methods(
+	    http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+	              EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+	              EVHTTP_REQ_PATCH);
 	evhttp_set_max_headers_size(http, 16384);
 	evhttp_set_max_body_size(http, 4096);
 	evhttp_set_timeout(http, 10);

@@ -23,6 +23,7 @@ static const char *const log_levels[] = {"debug", "info", "warn",
 	                   __VA_ARGS__)
 /* [weftd] and [weftd ID]: one line per key (docs/WEFTD.md, weftd(8)). */
 static const weft_msvc_conf_key weftd_keys[] = {
+    WEFTD_KEY(ADDRESS, "listen", listen),
     WEFTD_KEY(ADDRESS, "metrics_listen", metrics),
     WEFTD_KEY(DURATION, "shutdown_timeout", shutdown_timeout_ms,
               .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),

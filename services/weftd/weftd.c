@@ -187,13 +187,67 @@ on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 		                  weft_msvc_msg_len(msg));
 }
 
+/* Tells the service manager how ready the node is (its first line). */
+static void
+notify_status(struct weftd *d)
+{
+	struct evbuffer *buf = evbuffer_new();
+	char line[256];
+	size_t n;
+
+	if (buf == NULL)
+		return;
+	weftd_readyz(d, buf, false);
+	n = evbuffer_remove(buf, line, sizeof(line) - 1);
+	line[n] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	weftd_notify("STATUS=%s", line);
+	evbuffer_free(buf);
+}
+
 static void
 on_peer(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
 {
+	struct weftd *d = arg;
+
 	(void)svc;
-	(void)arg;
 	weft_info("weftd: peer %s is %s", weft_msvc_peer_id(peer),
 	          up ? "up" : "down");
+	if (atomic_load(&d->ready))
+		notify_status(d);
+}
+
+static bool
+first_dials_ended(struct weftd *d)
+{
+	size_t i, n = weft_msvc_peer_count(d->svc);
+
+	for (i = 0; i < n; i++) {
+		weft_msvc_peer *p = weft_msvc_peer_at(d->svc, i);
+
+		if (!weft_msvc_peer_is_self(p) && !weft_msvc_peer_is_up(p) &&
+		    !weft_msvc_peer_is_down(p))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Waits until the first dial to each member has ended, up or failed, for
+ * at most connect_timeout. A member that is up has then been dialed by
+ * this node, and is no longer known down to it (peer.c): a write through
+ * it right after the ready line does not fail for a node it thought down
+ * when it started before this one.
+ */
+static void
+wait_first_dials(struct weftd *d)
+{
+	const weft_msvc_limits *l = weft_msvc_config_limits_const(d->cfg);
+	uint64_t start = weft_now_ns();
+
+	while (!first_dials_ended(d) &&
+	       weft_now_ns() - start < l->connect_timeout_ms * 1000000)
+		usleep(2000);
 }
 
 /* Builds the service with its verbs; 0 or a WEFT_E code (logged). */
@@ -205,6 +259,12 @@ start_service(struct weftd *d)
 	weft_kv_opts kv_opts = {.config = d->cfg};
 	int rv;
 
+	/* [weftd] listen: bound here, while the node's host is only what
+	 * others dial (a name that may not resolve yet). */
+	if (d->set.listen.host[0] != '\0') {
+		opts.listen_host = d->set.listen.host;
+		opts.listen_port = d->set.listen.port;
+	}
 	if ((rv = weft_loop_group_new(l->loops, &d->group)) != 0 ||
 	    (rv = weft_msvc_new(d->group, d->cfg, d->id, &opts, &d->svc)) !=
 	        0 ||
@@ -220,10 +280,17 @@ start_service(struct weftd *d)
 		           weft_strerror(rv));
 		return rv;
 	}
-	if ((rv = weft_msvc_start(d->svc)) != 0)
+	if ((rv = weft_msvc_start(d->svc)) != 0) {
 		weft_error("weftd: %s: cannot start: %s", d->id,
 		           weft_strerror(rv));
-	return rv;
+		return rv;
+	}
+	/* Every member is dialed now and watched by heartbeats from here on,
+	 * not at its first message: an idle member is reported up (peer_up,
+	 * /readyz) as soon as it answers, and a dead one down. */
+	weft_msvc_watch_members(d->svc);
+	wait_first_dials(d);
+	return 0;
 }
 
 static void
@@ -313,6 +380,13 @@ print_ready(struct weftd *d)
 	printf("weftd ready node=%s port=%u metrics=%s\n", d->id,
 	       weft_msvc_port(d->svc), metrics);
 	fflush(stdout);
+	/* Ready for systemd is started: listening and serving. Whether
+	 * enough members are up for writes is the status line's and
+	 * /readyz's to say, and changes as they come and go. */
+	weftd_notify("READY=1\nSTATUS=serving on port %u",
+	             weft_msvc_port(d->svc));
+	atomic_store(&d->ready, true);
+	notify_status(d);
 }
 
 /* Drains the service and frees everything, in reverse order of making. */
@@ -321,6 +395,7 @@ teardown(struct weftd *d)
 {
 	remove_signals(d);
 	weftd_http_stop(d);
+	weftd_health_stop(d);
 	weftd_load_stop(d);
 	if (d->svc != NULL) {
 		weft_info("weftd: %s: draining (up to %llu ms)", d->id,
@@ -332,6 +407,7 @@ teardown(struct weftd *d)
 	weft_msvc_free(d->svc);
 	if (d->group != NULL)
 		weft_loop_group_free(d->group);
+	weftd_health_free(d);
 	weftd_tls_close(d);
 	if (d->main_loop != NULL)
 		weft_loop_free(d->main_loop);
@@ -369,11 +445,13 @@ main(int argc, char **argv)
 			rv = WEFTD_EXIT_CONFIG;
 		goto out;
 	}
-	if (weftd_http_start(&d) != 0)
+	if (weftd_http_start(&d) != 0 || weftd_health_start(&d) != 0)
 		goto out;
 	print_ready(&d);
 	weft_loop_run(d.main_loop);
 	weft_info("weftd: %s: signal %d, stopping", d.id, d.stop_signal);
+	atomic_store(&d.ready, false);
+	weftd_notify("STOPPING=1\nSTATUS=draining (signal %d)", d.stop_signal);
 	rv = 0;
 out:
 	teardown(&d);

@@ -3,6 +3,7 @@
 #ifndef WEFTD_INT_H
 #define WEFTD_INT_H
 
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include <weft/kv.h>
@@ -13,6 +14,7 @@
 struct event;
 struct event_base;
 struct evhttp;
+struct weftd_probe;
 
 /* The built-in verbs (docs/WEFTD.md). */
 #define WEFTD_VERB_PING 16u
@@ -36,6 +38,7 @@ struct evhttp;
 /* The [weftd] section, and [weftd ID] for one node (settings.c). */
 struct weftd_settings {
 	weft_msvc_conf_address metrics; /* host "": no endpoint */
+	weft_msvc_conf_address listen;  /* host "": the node's host and port */
 	uint64_t shutdown_timeout_ms;
 	int log_level;                 /* enum weft_log_level */
 	bool load;                     /* register the load verb */
@@ -71,8 +74,12 @@ struct weftd {
 	struct event *signals[WEFTD_SIGNALS];
 	struct evhttp *http;
 	uint16_t metrics_bound_port;
+	struct weftd_probe *probes; /* one per loop of the group (health.c) */
+	size_t nprobes;
+	weft_timer *probe_timer;
 	uint64_t started_ns;
 	int stop_signal;
+	_Atomic bool ready; /* READY=1 sent, STOPPING=1 not yet */
 };
 
 /* metrics.c: the Prometheus text of the whole node. */
@@ -84,6 +91,23 @@ struct evhttp *weftd_http_new(struct weftd *d, struct event_base *base);
 /* Starts the /metrics endpoint on the main loop; 0 or a WEFT_E code. */
 int weftd_http_start(struct weftd *d);
 void weftd_http_stop(struct weftd *d);
+
+/* health.c: /livez and /readyz (docs/WEFTD.md, "Health"). Start after
+ * the service: probes every loop of the group from the main loop; stop
+ * before the group is freed, free after. 0 or a WEFT_E code. */
+int weftd_health_start(struct weftd *d);
+void weftd_health_stop(struct weftd *d);
+void weftd_health_free(struct weftd *d);
+/* weftd_livez and weftd_readyz append the answer's text to out ("ok", or
+ * "not live: ..." with what failed; verbose, every check) and return
+ * whether the node is live or ready. Main loop. */
+bool weftd_livez(struct weftd *d, struct evbuffer *out, bool verbose);
+bool weftd_readyz(struct weftd *d, struct evbuffer *out, bool verbose);
+
+/* notify.c: weftd_notify sends the formatted "KEY=value\n..." lines to
+ * the service manager ($NOTIFY_SOCKET, sd_notify(3)); nothing without
+ * it. Never blocks. Any thread. */
+void weftd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* tls.c: the TLS context from the [tls] section, and its reload. */
 /* weftd_tls_ctx_from_config makes the context [tls] asks for (*out NULL

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_metrics_http.c: weftd's /metrics endpoint, as a client on the
- * network reaches it: libevent's HTTP server set up exactly as weftd sets
- * it up (weftd_http_new), serving a node's real counters, on 127.0.0.1
- * port 0. The input is what the client sends; then it closes its side
- * and reads to the end.
+ * fuzz_metrics_http.c: weftd's HTTP endpoint (/metrics, /livez and
+ * /readyz: metrics.c and health.c), as a client on the network reaches
+ * it: libevent's HTTP server set up exactly as weftd sets it up
+ * (weftd_http_new), serving a node's real counters, on 127.0.0.1 port 0.
+ * The input is what the client sends; then it closes its side and reads
+ * to the end.
  *
  * Every answer must be an HTTP status line; the answer to a HEAD request
  * must not carry a body; the server must neither hang nor hold memory out

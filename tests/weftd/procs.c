@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -158,6 +159,21 @@ wt_wait_exit(pid_t pid, uint64_t timeout_ms)
 bool
 wt_file_contains(const char *path, const char *needle, uint64_t timeout_ms)
 {
+	return wt_file_contains_from(path, 0, needle, timeout_ms);
+}
+
+long
+wt_file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+bool
+wt_file_contains_from(const char *path, long offset, const char *needle,
+                      uint64_t timeout_ms)
+{
 	uint64_t start = weft_now_ns();
 	size_t cap = 1 << 20, n;
 	char *buf = malloc(cap);
@@ -167,7 +183,9 @@ wt_file_contains(const char *path, const char *needle, uint64_t timeout_ms)
 	assert_non_null(buf);
 	while (!found && wt_ms_since(start) < timeout_ms) {
 		if ((fp = fopen(path, "r")) != NULL) {
-			n = fread(buf, 1, cap - 1, fp);
+			n = fseek(fp, offset, SEEK_SET) == 0
+			        ? fread(buf, 1, cap - 1, fp)
+			        : 0;
 			buf[n] = '\0';
 			fclose(fp);
 			found = strstr(buf, needle) != NULL;
@@ -408,4 +426,50 @@ wt_call_wait(struct wt_call *c, uint64_t timeout_ms)
 	pthread_cond_destroy(&c->cond);
 	pthread_mutex_destroy(&c->lock);
 	return status;
+}
+
+size_t
+wt_http_send(uint16_t port, const char *req, size_t len, bool half_close,
+             char *buf, size_t cap, uint64_t timeout_ms)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	uint64_t start = weft_now_ns();
+	size_t n = 0;
+	ssize_t r;
+
+	assert_true(fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons(port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* A server may answer and close before it has read it all. */
+	while (n < len && (r = send(fd, req + n, len - n, MSG_NOSIGNAL)) > 0)
+		n += (size_t)r;
+	if (half_close)
+		shutdown(fd, SHUT_WR);
+	n = 0;
+	while (n + 1 < cap && wt_ms_since(start) < timeout_ms) {
+		if (poll(&pfd, 1, (int)(timeout_ms - wt_ms_since(start))) <=
+		        0 ||
+		    (r = read(fd, buf + n, cap - 1 - n)) <= 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = '\0';
+	close(fd);
+	return n;
+}
+
+size_t
+wt_http_ask(uint16_t port, const char *method, const char *path, char *buf,
+            size_t cap)
+{
+	char req[256];
+	int len =
+	    snprintf(req, sizeof(req),
+	             "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
+
+	return wt_http_send(port, req, (size_t)len, false, buf, cap,
+	                    WT_READY_MS);
 }

@@ -65,6 +65,24 @@ int wt_run_output(char *const argv[], const char *err_path, char *out,
 /* Waits until the file holds needle; returns whether it did. */
 bool wt_file_contains(const char *path, const char *needle,
                       uint64_t timeout_ms);
+/* wt_file_contains_from looks only past the first offset bytes;
+ * wt_file_size is how many there are now (0 if none). */
+bool wt_file_contains_from(const char *path, long offset, const char *needle,
+                           uint64_t timeout_ms);
+long wt_file_size(const char *path);
+
+/*
+ * wt_http_send connects to 127.0.0.1:port, writes the len bytes of req
+ * (then, with half_close, shuts down its side) and reads the answer up to
+ * the server's close, at most timeout_ms, into buf (NUL-terminated).
+ * Returns the bytes read.
+ */
+size_t wt_http_send(uint16_t port, const char *req, size_t len, bool half_close,
+                    char *buf, size_t cap, uint64_t timeout_ms);
+/* wt_http_ask asks a node's metrics endpoint for path with method
+ * (HTTP/1.0, so the answer ends at the close); see wt_http_send. */
+size_t wt_http_ask(uint16_t port, const char *method, const char *path,
+                   char *buf, size_t cap);
 
 /*
  * wt_node_start runs `weftd --config config --id id` plus extra arguments

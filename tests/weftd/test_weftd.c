@@ -295,35 +295,11 @@ test_sigusr1_dumps_metrics_to_stderr(void **state)
 	assert_int_equal(echo(f, 0, "still here"), 0);
 }
 
-/* Asks the node's metrics endpoint for path with method, and reads the
- * whole answer (HTTP/1.0: up to the server's close) into buf. */
 static size_t
 http_ask(struct fixture *f, int i, const char *method, const char *path,
          char *buf, size_t cap)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	uint64_t start = weft_now_ns();
-	char req[128];
-	size_t n = 0;
-	ssize_t r;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = htons(f->p[i].metrics_port);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
-	         method, path);
-	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	while (n + 1 < cap && wt_ms_since(start) < WAIT_MS) {
-		if (poll(&pfd, 1, WAIT_MS) <= 0 ||
-		    (r = read(fd, buf + n, cap - 1 - n)) <= 0)
-			break;
-		n += (size_t)r;
-	}
-	buf[n] = '\0';
-	close(fd);
-	return n;
+	return wt_http_ask(f->p[i].metrics_port, method, path, buf, cap);
 }
 
 static size_t

@@ -392,8 +392,11 @@ typedef struct weft_msvc_opts {
 	 * service; NULL: plaintext. Used according to the config's [tls]
 	 * mode. */
 	weft_tls_ctx *tls;
-	/* Address to listen on; NULL: the node's configured host. */
+	/* Address to listen on; NULL: the node's configured host, which is
+	 * then never resolved by this node (others dial it by that name). */
 	const char *listen_host;
+	/* Port to listen on; 0: the node's configured port. */
+	uint16_t listen_port;
 	/* For tests: this node's wall clock runs this many ms ahead of the
 	 * system's (behind if negative), for everything the service stamps
 	 * and judges and for weft_msvc_wall_ms. 0 in production. */
