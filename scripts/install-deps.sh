@@ -6,10 +6,12 @@
 # deps`, and so `make test` and `make run`). With --all: also the tools of
 # the optional targets and checks, which CI runs:
 #   clang-format             make format, make format-check
-#   gnuplot-nox              weft-bench --plot (the plots of make run)
+#   gnuplot-nox              weft-bench --plot FILE.png (an SVG needs nothing)
 #   clang, libclang-rt-14-dev  the libFuzzer targets (-DWEFT_FUZZ=ON)
 #   liburcu-dev              weft-queue-bench's comparison with liburcu
 #   nftables                 the process-fault tests' partitions (as root)
+#   python3-yaml             the contrib check (Kubernetes manifests, alert
+#                            rules and dashboard against weftd)
 #   promtool                 the metrics test (promtool check metrics): taken
 #                            out of Debian's prometheus package, which would
 #                            otherwise bring a whole Prometheus server
@@ -43,6 +45,7 @@ optional=(
 	libclang-rt-14-dev
 	liburcu-dev
 	nftables
+	python3-yaml
 )
 
 all=false
