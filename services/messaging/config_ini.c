@@ -563,9 +563,12 @@ read_sections(struct parse *p)
 	for (i = 0; i < p->nsecs; i++) {
 		const struct section *s = &p->secs[i];
 
-		if (strncmp(s->name, "node ", 5) == 0)
+		/* Kept too, for the lines of what is checked on the host
+		 * (weft_msvc_config_check_hosts). */
+		if (strncmp(s->name, "node ", 5) == 0) {
 			read_node(p, s, s->name + 5);
-		else if (strcmp(s->name, "node") == 0)
+			keep(p, s);
+		} else if (strcmp(s->name, "node") == 0)
 			fail(p, s->line, WEFT_ECONFIG,
 			     "[node] needs an id: [node ID]");
 	}
