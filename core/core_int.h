@@ -271,4 +271,9 @@ weft__mpsc_take_all(weft__mpsc *q)
 	return fifo;
 }
 
+/* log_format.c: the journal, when weft is built with libsystemd (else
+ * has_journal is false and journal does nothing). Any thread. */
+bool weft__log_has_journal(void);
+void weft__log_journal(const weft_log_record *rec);
+
 #endif

@@ -134,14 +134,8 @@ check_hosts(struct weftd *d, const struct weftd_settings *s, const char *id)
 	                          sizeof(why));
 	if (rv == 0)
 		return 0;
-	snprintf(section, sizeof(section), "weftd %s", id);
-	weft_msvc_config_where(d->cfg, section, "metrics_listen", where,
-	                       sizeof(where));
-	if (strchr(where, ':') == NULL) {
-		snprintf(section, sizeof(section), "weftd");
-		weft_msvc_config_where(d->cfg, section, "metrics_listen", where,
-		                       sizeof(where));
-	}
+	weftd_settings_where(d->cfg, id, "metrics_listen", section,
+	                     sizeof(section), where, sizeof(where));
 	if (rv == WEFT_EADDR && (d->id == NULL || strcmp(id, d->id) != 0)) {
 		weft_warn("%s: [%s] metrics_listen: %s", where, section, why);
 		return 0;
