@@ -143,6 +143,7 @@ static const struct bad_case bad_cases[] = {
     {"[limits]\nrequest_timeout = 5 parsecs\n",
      ":7: [limits] request_timeout: not a duration"},
     {"this is not ini\n", ":6: syntax error"},
+    {"[weftd]\nlog_format = xml\n", ":7: [weftd] log_format: 'xml'"},
 };
 
 static void
@@ -427,6 +428,46 @@ test_check_resolves_hosts_and_binds_its_own(void **state)
 	}
 }
 
+/* [weftd] log_format: the daemon's own lines in each form. */
+static void
+test_log_format_shapes_the_daemons_lines(void **state)
+{
+	static const char *const forms[][2] = {
+	    {"logfmt", " level=info msg=\"weftd: node a of cluster c ready"},
+	    {"json", "\",\"level\":\"info\",\"msg\":\"weftd: node a of "
+	             "cluster c ready"},
+	    {"text", " weft info: weftd: node a of cluster c ready"},
+	};
+	struct fixture *f = *state;
+	char out[256], extra[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		snprintf(extra, sizeof(extra), "[weftd]\nlog_format = %s\n",
+		         forms[i][0]);
+		write_config(f, extra);
+		assert_int_equal(run_weftd(f, "a", out, sizeof(out)), 0);
+		assert_stderr_has(f, forms[i][1]);
+	}
+	/* Every line of the JSON form is one object with the time first. */
+	write_config(f, "[weftd]\nlog_format = json\n");
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), 0);
+	{
+		char line[1024];
+		FILE *fp = fopen(f->err, "r");
+		int lines = 0;
+
+		assert_non_null(fp);
+		while (lines < 100 && fgets(line, sizeof(line), fp) != NULL) {
+			lines++;
+			assert_int_equal(strncmp(line, "{\"ts\":\"20", 9), 0);
+			assert_string_equal(line + strlen(line) - 3, "\"}\n");
+		}
+		fclose(fp);
+		assert_true(lines >= 2);
+	}
+}
+
 int
 main(void)
 {
@@ -446,6 +487,8 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_check_resolves_hosts_and_binds_its_own, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_log_format_shapes_the_daemons_lines, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -191,8 +191,8 @@ WEFT_API enum weft_log_format weft_log_get_format(void);
  * weft_log_format_record writes rec as one line of format (TEXT, LOGFMT
  * or JSON), without a newline, into buf (len bytes, always NUL-terminated
  * when len > 0). A message too long is cut between characters, so that
- * the line stays whole (a JSON line one valid object). Returns the length
- * written. Any thread.
+ * the line stays whole (a JSON line one valid object); the fields before
+ * it take under 64 bytes. Returns the length written. Any thread.
  */
 WEFT_API size_t weft_log_format_record(const weft_log_record *rec,
                                        enum weft_log_format format, char *buf,
