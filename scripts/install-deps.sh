@@ -9,6 +9,8 @@
 #   gnuplot-nox              weft-bench --plot (the plots of make run)
 #   clang, libclang-rt-14-dev  the libFuzzer targets (-DWEFT_FUZZ=ON)
 #   liburcu-dev              weft-queue-bench's comparison with liburcu
+#   libsystemd-dev           the journal log sink (log_format = journal;
+#                            CMake WEFT_HAVE_SYSTEMD)
 #   nftables                 the process-fault tests' partitions (as root)
 #   promtool                 the metrics test (promtool check metrics): taken
 #                            out of Debian's prometheus package, which would
@@ -42,6 +44,7 @@ optional=(
 	clang
 	libclang-rt-14-dev
 	liburcu-dev
+	libsystemd-dev
 	nftables
 )
 
