@@ -109,10 +109,10 @@ log_to_stderr(const weft_log_record *rec)
 	enum weft_log_format format = weft_log_get_format();
 	char line[2048];
 
-	if (format == WEFT_LOG_JOURNAL) {
-		weft__log_journal(rec);
+	/* Without a journald to take it, the line goes to stderr rather
+	 * than nowhere. */
+	if (format == WEFT_LOG_JOURNAL && weft__log_journal(rec) == 0)
 		return;
-	}
 	weft_log_format_record(rec, format, line, sizeof(line));
 	/* One fprintf per line: stdio locks the stream, so lines from
 	 * different threads do not interleave. */

@@ -171,13 +171,15 @@ weft_log_format_parse(const char *name, enum weft_log_format *out)
 }
 
 #ifdef WEFT_HAVE_SYSTEMD
+/* sd_journal_send drops the entry and returns 0 when no journald listens
+ * (a container, a build host), so its socket is looked for first. */
 bool
 weft__log_has_journal(void)
 {
-	return true;
+	return access("/run/systemd/journal/socket", F_OK) == 0;
 }
 
-void
+int
 weft__log_journal(const weft_log_record *rec)
 {
 	static const int priorities[] = {LOG_DEBUG, LOG_INFO, LOG_WARNING,
@@ -187,9 +189,12 @@ weft__log_journal(const weft_log_record *rec)
 	format_time(rec->time_ns, ts, sizeof(ts));
 	/* The journal stamps the entry itself; WEFT_TIME is when it was
 	 * logged, for entries that wait in a busy journald's socket. */
-	sd_journal_send("MESSAGE=%s", rec->message, "PRIORITY=%d",
-	                priorities[rec->level & 3], "WEFT_LEVEL=%s",
-	                level_names[rec->level & 3], "WEFT_TIME=%s", ts, NULL);
+	return sd_journal_send("MESSAGE=%s", rec->message, "PRIORITY=%d",
+	                       priorities[rec->level & 3], "WEFT_LEVEL=%s",
+	                       level_names[rec->level & 3], "WEFT_TIME=%s", ts,
+	                       NULL) < 0
+	           ? WEFT_EIO
+	           : 0;
 }
 #else
 bool
@@ -198,9 +203,10 @@ weft__log_has_journal(void)
 	return false;
 }
 
-void
+int
 weft__log_journal(const weft_log_record *rec)
 {
 	(void)rec;
+	return WEFT_ENOTSUP;
 }
 #endif

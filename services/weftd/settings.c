@@ -116,7 +116,7 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 	                     sizeof(section), where, sizeof(where));
 	snprintf(err, errlen,
 	         "%s: [%s] log_format: journal needs weft built with "
-	         "libsystemd",
+	         "libsystemd and a running journald",
 	         where, section);
 	return WEFT_ECONFIG;
 }

@@ -160,7 +160,8 @@ WEFT_API void weft_log_set_record_sink(weft_log_record_cb cb, void *arg);
  *   JSON    {"ts":"2026-12-05T07:42:05.123+01:00","level":"warn",
  *           "msg":"message"}, one object per line
  *   JOURNAL to the systemd journal (sd_journal_send: MESSAGE, PRIORITY,
- *           WEFT_LEVEL), when weft is built with libsystemd; TEXT otherwise
+ *           WEFT_LEVEL, WEFT_TIME), when weft is built with libsystemd and
+ *           a journald listens; a line it fails to take goes out as TEXT
  * The time is local, with its offset from UTC.
  */
 enum weft_log_format {
@@ -181,8 +182,9 @@ WEFT_API int weft_log_format_parse(const char *name, enum weft_log_format *out);
 /*
  * weft_log_set_format sets the stderr sink's format. The default is read
  * from the WEFT_LOG_FORMAT environment variable (the names above), else
- * TEXT. Returns 0, or WEFT_ENOTSUP for JOURNAL without libsystemd (the
- * format is then unchanged). Any thread.
+ * TEXT. Returns 0, or WEFT_ENOTSUP for JOURNAL without libsystemd or
+ * without a journald (/run/systemd/journal/socket); the format is then
+ * unchanged. Any thread.
  */
 WEFT_API int weft_log_set_format(enum weft_log_format format);
 WEFT_API enum weft_log_format weft_log_get_format(void);
