@@ -289,4 +289,11 @@ weft__mpsc_take_all(weft__mpsc *q)
 	return fifo;
 }
 
+/* log_format.c: the journal. has_journal is true when weft is built with
+ * libsystemd and a journald listens; journal returns 0, WEFT_EIO when the
+ * entry cannot be sent, or WEFT_ENOTSUP without libsystemd. Any
+ * thread. */
+bool weft__log_has_journal(void);
+int weft__log_journal(const weft_log_record *rec);
+
 #endif

@@ -11,11 +11,15 @@
 
 #include <weft/core.h>
 
+#include "core_int.h"
+
 /* GLOBAL: set once by weft_init() or before loops run, read-only after. */
 static weft_log_cb log_sink;
+static weft_log_record_cb log_record_sink;
 static void *log_sink_arg;
-/* GLOBAL: the level is atomic so any thread may change it. */
+/* GLOBAL: the level and format are atomic so any thread may change them. */
 static _Atomic int log_level = -1;
+static _Atomic int log_format = -1;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
@@ -57,17 +61,72 @@ weft_log_set_level(enum weft_log_level level)
 void
 weft_log_set_sink(weft_log_cb cb, void *arg)
 {
+	log_record_sink = NULL;
 	log_sink = cb;
 	log_sink_arg = arg;
 }
 
 void
+weft_log_set_record_sink(weft_log_record_cb cb, void *arg)
+{
+	log_sink = NULL;
+	log_record_sink = cb;
+	log_sink_arg = arg;
+}
+
+enum weft_log_format
+weft_log_get_format(void)
+{
+	int format = atomic_load_explicit(&log_format, memory_order_relaxed);
+	enum weft_log_format f = WEFT_LOG_TEXT;
+
+	if (format < 0) {
+		/* An unknown name is TEXT, as an unknown level is WARN. */
+		if (weft_log_format_parse(getenv("WEFT_LOG_FORMAT"), &f) != 0 ||
+		    (f == WEFT_LOG_JOURNAL && !weft__log_has_journal()))
+			f = WEFT_LOG_TEXT;
+		format = (int)f;
+		atomic_store_explicit(&log_format, format,
+		                      memory_order_relaxed);
+	}
+	return (enum weft_log_format)format;
+}
+
+int
+weft_log_set_format(enum weft_log_format format)
+{
+	if ((int)format < WEFT_LOG_TEXT || format > WEFT_LOG_JOURNAL)
+		return WEFT_EINVAL;
+	if (format == WEFT_LOG_JOURNAL && !weft__log_has_journal())
+		return WEFT_ENOTSUP;
+	atomic_store_explicit(&log_format, (int)format, memory_order_relaxed);
+	return 0;
+}
+
+static void
+log_to_stderr(const weft_log_record *rec)
+{
+	enum weft_log_format format = weft_log_get_format();
+	char line[2048];
+
+	/* Without a journald to take it, the line goes to stderr rather
+	 * than nowhere. */
+	if (format == WEFT_LOG_JOURNAL && weft__log_journal(rec) == 0)
+		return;
+	weft_log_format_record(rec, format, line, sizeof(line));
+	/* One fprintf per line: stdio locks the stream, so lines from
+	 * different threads do not interleave. */
+	fprintf(stderr, "%s\n", line);
+}
+
+void
 weft_logv(enum weft_log_level level, const char *fmt, va_list ap)
 {
+	weft_log_record rec = {.level = level};
 	char line[1024];
 	struct timespec ts;
-	struct tm tm;
 
+	/* Nothing is formatted for a level that is not logged. */
 	if (level < weft_log_get_level() || level >= WEFT_LOG_OFF)
 		return;
 	vsnprintf(line, sizeof(line), fmt, ap);
@@ -76,12 +135,12 @@ weft_logv(enum weft_log_level level, const char *fmt, va_list ap)
 		return;
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	/* One fprintf per line: stdio locks the stream, so lines from
-	 * different threads do not interleave. */
-	fprintf(stderr, "%02d:%02d:%02d.%03ld weft %s: %s\n", tm.tm_hour,
-	        tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level_names[level],
-	        line);
+	rec.time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	rec.message = line;
+	if (log_record_sink != NULL)
+		log_record_sink(&rec, log_sink_arg);
+	else
+		log_to_stderr(&rec);
 }
 
 void
@@ -180,6 +239,7 @@ init_globals(void)
 	if (evthread_use_pthreads() != 0)
 		init_status = WEFT_ENOMEM;
 	(void)weft_log_get_level();
+	(void)weft_log_get_format();
 }
 
 int

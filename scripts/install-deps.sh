@@ -9,6 +9,8 @@
 #   gnuplot-nox              weft-bench --plot FILE.png (an SVG needs nothing)
 #   clang, libclang-rt-14-dev  the libFuzzer targets (-DWEFT_FUZZ=ON)
 #   liburcu-dev              weft-queue-bench's comparison with liburcu
+#   libsystemd-dev           the journal log sink (log_format = journal;
+#                            CMake WEFT_HAVE_SYSTEMD)
 #   nftables                 the process-fault tests' partitions (as root)
 #   python3-yaml             the contrib check (Kubernetes manifests, alert
 #                            rules and dashboard against weftd)
@@ -44,6 +46,7 @@ optional=(
 	clang
 	libclang-rt-14-dev
 	liburcu-dev
+	libsystemd-dev
 	nftables
 	python3-yaml
 )

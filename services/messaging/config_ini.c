@@ -228,6 +228,40 @@ fail(struct parse *p, int line, int rv, const char *fmt, ...)
 	return 0;
 }
 
+/* Whether the header line at h ("[...") has its "]" where libinih looks
+ * for it: before an inline comment (";" after white space). */
+static bool
+header_is_closed(const char *h)
+{
+	const char *c;
+
+	for (c = h + 1; *c != '\0' && *c != ']'; c++)
+		if (*c == ';' && (c[-1] == ' ' || c[-1] == '\t'))
+			return false;
+	return *c == ']';
+}
+
+/* A "[" line is a header only when closed. libinih reports an unclosed
+ * one as an error at its line but keeps reading into the section before,
+ * which then looked like a second section of the same name; say what it
+ * is instead. */
+static void
+note_header(struct parse *p, const char *line)
+{
+	const char *h = line + strspn(line, " \t");
+	int len;
+
+	if (*h != '[')
+		return;
+	if (header_is_closed(h)) {
+		p->header_line = p->line;
+		return;
+	}
+	len = (int)strcspn(h, "\r\n");
+	fail(p, p->line, WEFT_ECONFIG,
+	     "unclosed section header '%.*s' (no ']')", len, h);
+}
+
 /* The ini_reader: hands out one line at a time and counts lines. */
 static char *
 read_line(char *buf, int size, void *stream)
@@ -246,8 +280,7 @@ read_line(char *buf, int size, void *stream)
 		p->line++;
 	memcpy(buf, p->pos, n);
 	buf[n] = '\0';
-	if (buf[strspn(buf, " \t")] == '[')
-		p->header_line = p->line;
+	note_header(p, buf);
 	p->pos += n;
 	return buf;
 }
@@ -530,9 +563,12 @@ read_sections(struct parse *p)
 	for (i = 0; i < p->nsecs; i++) {
 		const struct section *s = &p->secs[i];
 
-		if (strncmp(s->name, "node ", 5) == 0)
+		/* Kept too, for the lines of what is checked on the host
+		 * (weft_msvc_config_check_hosts). */
+		if (strncmp(s->name, "node ", 5) == 0) {
 			read_node(p, s, s->name + 5);
-		else if (strcmp(s->name, "node") == 0)
+			keep(p, s);
+		} else if (strcmp(s->name, "node") == 0)
 			fail(p, s->line, WEFT_ECONFIG,
 			     "[node] needs an id: [node ID]");
 	}

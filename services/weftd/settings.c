@@ -17,6 +17,9 @@
 
 static const char *const log_levels[] = {"debug", "info", "warn",
                                          "error", "off",  NULL};
+/* weft_log_format_parse's names; auto first, the default. */
+static const char *const log_formats[] = {"auto", "text",    "logfmt",
+                                          "json", "journal", NULL};
 
 #define WEFTD_KEY(type, name, field, ...)                                      \
 	WEFT_MSVC_CONF_KEY(type, name, struct weftd_settings, field,           \
@@ -28,6 +31,7 @@ static const weft_msvc_conf_key weftd_keys[] = {
     WEFTD_KEY(DURATION, "shutdown_timeout", shutdown_timeout_ms,
               .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
     WEFTD_KEY(CHOICE, "log_level", log_level, .choices = log_levels),
+    WEFTD_KEY(CHOICE, "log_format", log_format, .choices = log_formats),
     WEFTD_KEY(BOOL, "load", load),
     WEFTD_KEY(DURATION, "load_max_duration", load_max_duration_ms, .min = 1,
               .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
@@ -74,9 +78,28 @@ weftd_settings_read(const weft_msvc_config *cfg, const char *id,
 	                             errlen);
 }
 
+void
+weftd_settings_where(const weft_msvc_config *cfg, const char *id,
+                     const char *key, char *section, size_t seclen, char *where,
+                     size_t wherelen)
+{
+	char file[300];
+
+	/* Only the file's name, when the key is in no such section. */
+	weft_msvc_config_where(cfg, "", "", file, sizeof(file));
+	snprintf(section, seclen, "weftd %s", id ? id : "");
+	weft_msvc_config_where(cfg, section, key, where, wherelen);
+	if (id != NULL && strcmp(where, file) != 0)
+		return;
+	snprintf(section, seclen, "weftd");
+	weft_msvc_config_where(cfg, section, key, where, wherelen);
+}
+
 int
 weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 {
+	enum weft_log_format format;
+	char where[300], section[WEFT_MSVC_MAX_ID + 8];
 	int rv;
 
 	if ((rv = weftd_settings_read(d->cfg, d->id, &d->set, err, errlen)))
@@ -84,7 +107,19 @@ weftd_settings_load(struct weftd *d, char *err, size_t errlen)
 	/* The WEFT_LOG environment variable wins over the file. */
 	if (getenv("WEFT_LOG") == NULL)
 		weft_log_set_level((enum weft_log_level)d->set.log_level);
-	return 0;
+	/* And WEFT_LOG_FORMAT too, read by the library. */
+	if (getenv("WEFT_LOG_FORMAT") != NULL)
+		return 0;
+	weft_log_format_parse(log_formats[d->set.log_format], &format);
+	if (weft_log_set_format(format) == 0)
+		return 0;
+	weftd_settings_where(d->cfg, d->id, "log_format", section,
+	                     sizeof(section), where, sizeof(where));
+	snprintf(err, errlen,
+	         "%s: [%s] log_format: journal needs weft built with "
+	         "libsystemd and a running journald",
+	         where, section);
+	return WEFT_ECONFIG;
 }
 
 void

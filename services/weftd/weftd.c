@@ -110,6 +110,41 @@ is_member(const weft_msvc_config *cfg, const char *id)
 	return false;
 }
 
+/* An error of weft_msvc_host_check as an exit code: one that needs an
+ * edit is a configuration error, one the DNS may mend is not (systemd
+ * starts the node again). */
+static int
+host_exit(int rv)
+{
+	return rv == WEFT_ECONFIG ? WEFTD_EXIT_CONFIG : WEFTD_EXIT_FAIL;
+}
+
+/* The hosts of the members, self's must be local, and the metrics
+ * endpoint's of s (node id's settings); 0 or an exit code. */
+static int
+check_hosts(struct weftd *d, const struct weftd_settings *s, const char *id)
+{
+	char why[384], where[300], section[WEFT_MSVC_MAX_ID + 8];
+	int rv;
+
+	if (s->metrics.host[0] == '\0')
+		return 0;
+	rv = weft_msvc_host_check(s->metrics.host,
+	                          d->id != NULL && strcmp(id, d->id) == 0, why,
+	                          sizeof(why));
+	if (rv == 0)
+		return 0;
+	weftd_settings_where(d->cfg, id, "metrics_listen", section,
+	                     sizeof(section), where, sizeof(where));
+	if (rv == WEFT_EADDR && (d->id == NULL || strcmp(id, d->id) != 0)) {
+		weft_warn("%s: [%s] metrics_listen: %s", where, section, why);
+		return 0;
+	}
+	fprintf(stderr, "weftd: %s: [%s] metrics_listen: %s\n", where, section,
+	        why);
+	return host_exit(rv);
+}
+
 /* Reads and checks the configuration; 0, or an exit code. */
 static int
 load_config(struct weftd *d)
@@ -139,7 +174,13 @@ load_config(struct weftd *d)
 		fprintf(stderr, "weftd: %s\n", err);
 		return WEFTD_EXIT_CONFIG;
 	}
-	return 0;
+	/* Last: names are looked up, which may take the resolver's time. */
+	if ((rv = weft_msvc_config_check_hosts(d->cfg, d->id, err,
+	                                       sizeof(err))) != 0) {
+		fprintf(stderr, "weftd: %s\n", err);
+		return host_exit(rv);
+	}
+	return d->id != NULL ? check_hosts(d, &d->set, d->id) : 0;
 }
 
 /* --check-config: what starting would refuse, without starting (see
@@ -153,6 +194,7 @@ check_config(struct weftd *d)
 	char err[512];
 	uint16_t port;
 	size_t i, n = weft_msvc_config_node_count(d->cfg);
+	int rv;
 
 	for (i = 0; d->id == NULL && i < n; i++) {
 		weft_msvc_config_node(d->cfg, i, &id, &host, &port);
@@ -160,6 +202,8 @@ check_config(struct weftd *d)
 			fprintf(stderr, "weftd: %s\n", err);
 			return WEFTD_EXIT_CONFIG;
 		}
+		if ((rv = check_hosts(d, &s, id)) != 0)
+			return rv;
 	}
 	printf("weftd: %s: configuration OK (cluster %s, %zu node%s%s%s)\n",
 	       d->config_path, weft_msvc_config_cluster(d->cfg), n,

@@ -41,6 +41,7 @@ struct weftd_settings {
 	weft_msvc_conf_address listen;  /* host "": the node's host and port */
 	uint64_t shutdown_timeout_ms;
 	int log_level;                 /* enum weft_log_level */
+	int log_format;                /* index in log_formats: 0 auto */
 	bool load;                     /* register the load verb */
 	uint64_t load_max_duration_ms; /* a run's warm-up and window */
 	uint32_t load_max_rate;        /* requests/s of an open-loop run */
@@ -178,7 +179,13 @@ int weftd_config_load(const char *path, weft_msvc_config **out, char *err,
  * 0 or WEFT_ECONFIG (message in err). */
 int weftd_settings_read(const weft_msvc_config *cfg, const char *id,
                         struct weftd_settings *s, char *err, size_t errlen);
-/* weftd_settings_load reads d's settings and sets the log level. */
+/* weftd_settings_where writes where key of node id's settings was set:
+ * "FILE:LINE" into where, and "weftd ID" or "weftd" into section. */
+void weftd_settings_where(const weft_msvc_config *cfg, const char *id,
+                          const char *key, char *section, size_t seclen,
+                          char *where, size_t wherelen);
+/* weftd_settings_load reads d's settings and sets the log level and
+ * format. */
 int weftd_settings_load(struct weftd *d, char *err, size_t errlen);
 /* "host:port", "[v6]:port" */
 void weftd_format_address(const weft_msvc_conf_address *a, uint16_t port,

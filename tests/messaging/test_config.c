@@ -149,6 +149,14 @@ static const struct bad_case bad_cases[] = {
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
      "max_frame = 99999999999999999999999\n",
      "bad.ini:7: [limits] max_frame: not a size"},
+    /* A header without its "]": inih keeps the lines after it in the
+     * section before, which once read as that section's duplicate. */
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
+     "[node n2\nhost = h\nport = 2\n",
+     "bad.ini:6: unclosed section header '[node n2' (no ']')"},
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n"
+     "[node n2 ; ]\nhost = h\nport = 2\n",
+     "bad.ini:6: unclosed section header '[node n2 ; ]' (no ']')"},
 };
 
 static void

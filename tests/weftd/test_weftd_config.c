@@ -143,6 +143,7 @@ static const struct bad_case bad_cases[] = {
     {"[limits]\nrequest_timeout = 5 parsecs\n",
      ":7: [limits] request_timeout: not a duration"},
     {"this is not ini\n", ":6: syntax error"},
+    {"[weftd]\nlog_format = xml\n", ":7: [weftd] log_format: 'xml'"},
 };
 
 static void
@@ -363,6 +364,110 @@ test_check_refuses_members_the_file_limit_cannot_hold(void **state)
 	wt_spawn_nofile(0);
 }
 
+/* Each of these passed --check-config, then weftd exited 1 at start (or
+ * never reached the member) and systemd restarted it forever. */
+static const struct bad_case host_cases[] = {
+    {"[node b]\nhost = 127.0.0.300\nport = 1\n",
+     ":7: [node b] host: '127.0.0.300' is not an IP address"},
+    {"[node b]\nhost = 10.1.2\nport = 1\n",
+     ":7: [node b] host: '10.1.2' is not an IP address"},
+    {"[node b]\nhost = fe80::1::2\nport = 1\n",
+     ":7: [node b] host: 'fe80::1::2' is not an IP address"},
+    {"[weftd]\nmetrics_listen = 192.0.2.1:0\n",
+     ":7: [weftd] metrics_listen: not an address of this host"},
+};
+
+static void
+test_check_resolves_hosts_and_binds_its_own(void **state)
+{
+	struct fixture *f = *state;
+	char out[256], want[512], text[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(host_cases) / sizeof(host_cases[0]); i++) {
+		write_config(f, host_cases[i].extra);
+		snprintf(want, sizeof(want), "%s%s", f->config,
+		         host_cases[i].expect);
+		assert_int_equal(check_config(f, "a", out, sizeof(out)),
+		                 EXIT_CONFIG);
+		assert_stderr_has(f, want);
+		assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
+		                 EXIT_CONFIG);
+		assert_stderr_has(f, want);
+	}
+	/* Another member's host only has to resolve, ours to be local. */
+	write_config(f, "[node b]\nhost = localhost\nport = 1\n");
+	assert_int_equal(check_config(f, "a", out, sizeof(out)), 0);
+	assert_int_equal(check_config(f, NULL, out, sizeof(out)), 0);
+	snprintf(text, sizeof(text),
+	         "[cluster]\nname = c\n[node a]\nhost = 192.0.2.1\n"
+	         "port = %u\n[node b]\nhost = 127.0.0.1\nport = 1\n",
+	         (unsigned)f->port);
+	wt_write_file(f->config, text);
+	snprintf(want, sizeof(want),
+	         "%s:4: [node a] host: not an address of this host", f->config);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_stderr_has(f, want);
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_stderr_has(f, want);
+	/* From b, a is somewhere else: fine. */
+	assert_int_equal(check_config(f, "b", out, sizeof(out)), 0);
+	/* A name without a record (RFC 6761: .invalid never has one) is an
+	 * error; a resolver that does not answer makes it a warning. */
+	write_config(f, "[node b]\nhost = nonexistent.invalid\nport = 1\n");
+	if (check_config(f, "a", out, sizeof(out)) == 0) {
+		assert_stderr_has(f, "[node b] host: cannot resolve");
+	} else {
+		snprintf(want, sizeof(want),
+		         "%s:7: [node b] host: 'nonexistent.invalid' does not "
+		         "resolve",
+		         f->config);
+		assert_stderr_has(f, want);
+		assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
+		                 EXIT_CONFIG);
+	}
+}
+
+/* [weftd] log_format: the daemon's own lines in each form. */
+static void
+test_log_format_shapes_the_daemons_lines(void **state)
+{
+	static const char *const forms[][2] = {
+	    {"logfmt", " level=info msg=\"weftd: node a of cluster c ready"},
+	    {"json", "\",\"level\":\"info\",\"msg\":\"weftd: node a of "
+	             "cluster c ready"},
+	    {"text", " weft info: weftd: node a of cluster c ready"},
+	};
+	struct fixture *f = *state;
+	char out[256], extra[128];
+	size_t i;
+
+	for (i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		snprintf(extra, sizeof(extra), "[weftd]\nlog_format = %s\n",
+		         forms[i][0]);
+		write_config(f, extra);
+		assert_int_equal(run_weftd(f, "a", out, sizeof(out)), 0);
+		assert_stderr_has(f, forms[i][1]);
+	}
+	/* Every line of the JSON form is one object with the time first. */
+	write_config(f, "[weftd]\nlog_format = json\n");
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), 0);
+	{
+		char line[1024];
+		FILE *fp = fopen(f->err, "r");
+		int lines = 0;
+
+		assert_non_null(fp);
+		while (lines < 100 && fgets(line, sizeof(line), fp) != NULL) {
+			lines++;
+			assert_int_equal(strncmp(line, "{\"ts\":\"20", 9), 0);
+			assert_string_equal(line + strlen(line) - 3, "\"}\n");
+		}
+		fclose(fp);
+		assert_true(lines >= 2);
+	}
+}
+
 int
 main(void)
 {
@@ -380,6 +485,10 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_check_refuses_members_the_file_limit_cannot_hold, setup,
 	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_check_resolves_hosts_and_binds_its_own, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_log_format_shapes_the_daemons_lines, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

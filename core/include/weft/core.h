@@ -132,6 +132,75 @@ typedef void (*weft_log_cb)(enum weft_log_level level, const char *line,
 WEFT_API void weft_log_set_sink(weft_log_cb cb, void *arg);
 
 /*
+ * One log message, as a record sink receives it: its fields, not a line.
+ * time_ns is the wall clock (CLOCK_REALTIME) in nanoseconds since the
+ * epoch; message has no trailing newline. Borrowed for the call.
+ */
+typedef struct weft_log_record {
+	enum weft_log_level level;
+	int64_t time_ns;
+	const char *message;
+} weft_log_record;
+
+/* A record sink: called with each message at or above the level. */
+typedef void (*weft_log_record_cb)(const weft_log_record *rec, void *arg);
+
+/*
+ * weft_log_set_record_sink replaces the stderr sink with cb (NULL restores
+ * it), as weft_log_set_sink does, and replaces that one too: the last set
+ * of the two is the one called. Set it once, before any loop runs. The sink
+ * may be called from any loop thread at once.
+ */
+WEFT_API void weft_log_set_record_sink(weft_log_record_cb cb, void *arg);
+
+/*
+ * How the stderr sink writes a record (weft_log_format_record):
+ *   TEXT    2026-12-05T07:42:05.123+01:00 weft warn: message
+ *   LOGFMT  ts=2026-12-05T07:42:05.123+01:00 level=warn msg="message"
+ *   JSON    {"ts":"2026-12-05T07:42:05.123+01:00","level":"warn",
+ *           "msg":"message"}, one object per line
+ *   JOURNAL to the systemd journal (sd_journal_send: MESSAGE, PRIORITY,
+ *           WEFT_LEVEL, WEFT_TIME), when weft is built with libsystemd and
+ *           a journald listens; a line it fails to take goes out as TEXT
+ * The time is local, with its offset from UTC.
+ */
+enum weft_log_format {
+	WEFT_LOG_TEXT = 0,
+	WEFT_LOG_LOGFMT = 1,
+	WEFT_LOG_JSON = 2,
+	WEFT_LOG_JOURNAL = 3,
+};
+
+/*
+ * weft_log_format_parse reads "text", "logfmt", "json", "journal" or
+ * "auto" (JOURNAL when stderr is the journal's stream, $JOURNAL_STREAM,
+ * and weft has libsystemd; TEXT otherwise) into *out. Returns 0 or
+ * WEFT_EINVAL. Any thread.
+ */
+WEFT_API int weft_log_format_parse(const char *name, enum weft_log_format *out);
+
+/*
+ * weft_log_set_format sets the stderr sink's format. The default is read
+ * from the WEFT_LOG_FORMAT environment variable (the names above), else
+ * TEXT. Returns 0, or WEFT_ENOTSUP for JOURNAL without libsystemd or
+ * without a journald (/run/systemd/journal/socket); the format is then
+ * unchanged. Any thread.
+ */
+WEFT_API int weft_log_set_format(enum weft_log_format format);
+WEFT_API enum weft_log_format weft_log_get_format(void);
+
+/*
+ * weft_log_format_record writes rec as one line of format (TEXT, LOGFMT
+ * or JSON), without a newline, into buf (len bytes, always NUL-terminated
+ * when len > 0). A message too long is cut between characters, so that
+ * the line stays whole (a JSON line one valid object); the fields before
+ * it take under 64 bytes. Returns the length written. Any thread.
+ */
+WEFT_API size_t weft_log_format_record(const weft_log_record *rec,
+                                       enum weft_log_format format, char *buf,
+                                       size_t len);
+
+/*
  * weft_log_set_level drops messages below level. Any thread. The default is
  * WEFT_LOG_WARN, so a program that uses weft sees only warnings and errors
  * on its stderr unless it asks for more; the WEFT_LOG environment variable
