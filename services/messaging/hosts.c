@@ -95,7 +95,7 @@ weft_msvc_host_check(const char *host, bool local, char *why, size_t whylen)
 	if (rc != 0) {
 		snprintf(why, whylen, "'%s' does not resolve: %s", host,
 		         gai_strerror(rc));
-		return WEFT_ECONFIG;
+		return WEFT_ENOTFOUND;
 	}
 	for (ai = res; local && rv == 0 && ai != NULL; ai = ai->ai_next)
 		if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6)
@@ -106,7 +106,7 @@ weft_msvc_host_check(const char *host, bool local, char *why, size_t whylen)
 
 int
 weft_msvc_config_check_hosts(const weft_msvc_config *cfg, const char *self,
-                             char *err, size_t errlen)
+                             bool strict, char *err, size_t errlen)
 {
 	const char *id, *host;
 	char why[384], section[WEFT_MSVC_MAX_ID + 8], where[300];
@@ -118,22 +118,29 @@ weft_msvc_config_check_hosts(const weft_msvc_config *cfg, const char *self,
 		return WEFT_EINVAL;
 	n = weft_msvc_config_node_count(cfg);
 	for (i = 0; i < n; i++) {
+		bool other;
+
 		if (weft_msvc_config_node(cfg, i, &id, &host, &port) != 0)
 			continue;
-		rv = weft_msvc_host_check(host, self && strcmp(id, self) == 0,
-		                          why, sizeof(why));
+		other = self == NULL || strcmp(id, self) != 0;
+		rv = weft_msvc_host_check(host, !other, why, sizeof(why));
 		if (rv == 0)
 			continue;
 		snprintf(section, sizeof(section), "node %s", id);
 		weft_msvc_config_where(cfg, section, "host", where,
 		                       sizeof(where));
 		/* A name that cannot be looked up now is a warning for the
-		 * others (they are dialled again and again), but this
-		 * node cannot listen without it. */
-		if (rv == WEFT_EADDR && (self == NULL || strcmp(id, self))) {
+		 * others (they are dialled again and again), and so is one
+		 * without a record but in a strict check (it may get one
+		 * when its member starts); this node cannot listen without
+		 * its own. */
+		if (other &&
+		    (rv == WEFT_EADDR || (rv == WEFT_ENOTFOUND && !strict))) {
 			weft_warn("%s: [%s] host: %s", where, section, why);
 			continue;
 		}
+		if (rv == WEFT_ENOTFOUND)
+			rv = WEFT_ECONFIG;
 		snprintf(err, errlen, "%s: [%s] host: %s", where, section, why);
 		if (rv == WEFT_ECONFIG)
 			return rv;

@@ -116,33 +116,43 @@ is_member(const weft_msvc_config *cfg, const char *id)
 static int
 host_exit(int rv)
 {
-	return rv == WEFT_ECONFIG ? WEFTD_EXIT_CONFIG : WEFTD_EXIT_FAIL;
+	return rv == WEFT_ECONFIG || rv == WEFT_ENOTFOUND ? WEFTD_EXIT_CONFIG
+	                                                  : WEFTD_EXIT_FAIL;
 }
 
-/* The hosts of the members, self's must be local, and the metrics
- * endpoint's of s (node id's settings); 0 or an exit code. */
+/* One address key of node id's settings (listen, metrics_listen): for
+ * this node, an address of this host; 0 or an exit code. */
+static int
+check_address(struct weftd *d, const char *id, const char *key,
+              const char *host)
+{
+	char why[384], where[300], section[WEFT_MSVC_MAX_ID + 8];
+	bool self = d->id != NULL && strcmp(id, d->id) == 0;
+	int rv;
+
+	if (host[0] == '\0')
+		return 0;
+	if ((rv = weft_msvc_host_check(host, self, why, sizeof(why))) == 0)
+		return 0;
+	weftd_settings_where(d->cfg, id, key, section, sizeof(section), where,
+	                     sizeof(where));
+	if (rv == WEFT_EADDR && !self) {
+		weft_warn("%s: [%s] %s: %s", where, section, key, why);
+		return 0;
+	}
+	fprintf(stderr, "weftd: %s: [%s] %s: %s\n", where, section, key, why);
+	return host_exit(rv);
+}
+
+/* The addresses node id binds (s, its settings); 0 or an exit code. */
 static int
 check_hosts(struct weftd *d, const struct weftd_settings *s, const char *id)
 {
-	char why[384], where[300], section[WEFT_MSVC_MAX_ID + 8];
-	int rv;
+	int rv = check_address(d, id, "listen", s->listen.host);
 
-	if (s->metrics.host[0] == '\0')
-		return 0;
-	rv = weft_msvc_host_check(s->metrics.host,
-	                          d->id != NULL && strcmp(id, d->id) == 0, why,
-	                          sizeof(why));
-	if (rv == 0)
-		return 0;
-	weftd_settings_where(d->cfg, id, "metrics_listen", section,
-	                     sizeof(section), where, sizeof(where));
-	if (rv == WEFT_EADDR && (d->id == NULL || strcmp(id, d->id) != 0)) {
-		weft_warn("%s: [%s] metrics_listen: %s", where, section, why);
-		return 0;
-	}
-	fprintf(stderr, "weftd: %s: [%s] metrics_listen: %s\n", where, section,
-	        why);
-	return host_exit(rv);
+	return rv != 0
+	           ? rv
+	           : check_address(d, id, "metrics_listen", s->metrics.host);
 }
 
 /* Reads and checks the configuration; 0, or an exit code. */
@@ -174,9 +184,14 @@ load_config(struct weftd *d)
 		fprintf(stderr, "weftd: %s\n", err);
 		return WEFTD_EXIT_CONFIG;
 	}
-	/* Last: names are looked up, which may take the resolver's time. */
-	if ((rv = weft_msvc_config_check_hosts(d->cfg, d->id, err,
-	                                       sizeof(err))) != 0) {
+	/* Last: names are looked up, which may take the resolver's time. A
+	 * node that binds a listen address of its own never resolves the
+	 * host it advertises (its record may not exist yet): that host is
+	 * checked as another member's. Another member's name without a
+	 * record fails the check of the file, and is a warning at start. */
+	if ((rv = weft_msvc_config_check_hosts(
+	         d->cfg, d->set.listen.host[0] != '\0' ? NULL : d->id,
+	         d->check_only, err, sizeof(err))) != 0) {
 		fprintf(stderr, "weftd: %s\n", err);
 		return host_exit(rv);
 	}

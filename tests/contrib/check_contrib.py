@@ -240,7 +240,11 @@ for root, _, files in os.walk(prefix):
                     break
             else:
                 fail("%s: no Debian package has %s" % (name, lib))
-base = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g"}  # in debian:12-slim
+# In debian:12-slim already: libc, and apt's own libraries (libsystemd0
+# and what it links, which a build with libsystemd-dev links too).
+base = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g", "libsystemd0",
+        "libcap2", "libgcrypt20", "libgpg-error0", "liblz4-1", "liblzma5",
+        "libzstd1"}
 missing = needed - base - set(runtime)
 if missing:
     fail("the Dockerfile's runtime lacks %s" % ", ".join(sorted(missing)))

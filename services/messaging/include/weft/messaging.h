@@ -204,10 +204,11 @@ WEFT_API int weft_msvc_config_check(const weft_msvc_config *cfg, char *err,
  * name that resolves (getaddrinfo, which may block); with local, it must
  * also be an address of this host (a socket binds to it, on port 0, so a
  * node running already does not fail it). Returns 0; WEFT_ECONFIG when it
- * never can without an edit (digits and dots that are no IPv4 address, a
- * name without a record, an address of another host); WEFT_EADDR when the
- * name cannot be looked up now (the DNS does not answer), which may pass
- * later. The reason goes into why (whylen bytes). Any thread.
+ * never can without an edit (digits and dots that are no IPv4 address, an
+ * address of another host); WEFT_ENOTFOUND for a name without a record
+ * (a typo, or a record not published yet); WEFT_EADDR when the name cannot
+ * be looked up now (the DNS does not answer), which may pass later. The
+ * reason goes into why (whylen bytes). Any thread.
  */
 WEFT_API int weft_msvc_host_check(const char *host, bool local, char *why,
                                   size_t whylen);
@@ -218,11 +219,15 @@ WEFT_API int weft_msvc_host_check(const char *host, bool local, char *why,
  * ID] host: reason" in err. A name the DNS cannot answer for now is only
  * a warning (logged) for another member, which is dialled again until it
  * resolves; for self it is WEFT_EADDR, since a node cannot listen on it.
- * Returns 0, WEFT_ECONFIG, WEFT_EADDR or WEFT_EINVAL. Any thread.
+ * Another member's name without a record is an error when strict (a
+ * check of a file: a typo), else a warning: a node starting does not
+ * refuse a member whose record its orchestrator publishes only when that
+ * member starts (a StatefulSet's pods). Returns 0, WEFT_ECONFIG,
+ * WEFT_EADDR or WEFT_EINVAL. Any thread.
  */
 WEFT_API int weft_msvc_config_check_hosts(const weft_msvc_config *cfg,
-                                          const char *self, char *err,
-                                          size_t errlen);
+                                          const char *self, bool strict,
+                                          char *err, size_t errlen);
 
 /* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
  * own copy, so a config may be freed once the services using it exist. */
