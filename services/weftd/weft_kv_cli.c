@@ -299,7 +299,7 @@ has_prefix(const struct cli *c, const void *key, size_t len)
 {
 	size_t plen = c->prefix != NULL ? strlen(c->prefix) : 0;
 
-	return len >= plen && memcmp(key, c->prefix, plen) == 0;
+	return plen == 0 || (len >= plen && memcmp(key, c->prefix, plen) == 0);
 }
 
 static void
