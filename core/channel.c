@@ -489,6 +489,7 @@ head_commit(weft_ctx *ctx, size_t used, weft_write_cb cb, void *cb_arg)
 			owe_cb(ch, cb, cb_arg, WEFT_ECLOSED);
 		return;
 	}
+	assert(used <= ch->tail_cap - ch->tail_len);
 	ch->tail_len += used;
 	account_write(ch, used, cb, cb_arg);
 }

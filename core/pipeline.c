@@ -419,6 +419,7 @@ weft_ctx_commit(weft_ctx *c, size_t used, weft_write_cb cb, void *cb_arg)
 		c->h->commit(c, used, cb, cb_arg);
 		return;
 	}
+	assert(used <= ch->scratch_cap);
 	b = (weft_bytes){ch->scratch, used};
 	c->h->write(c, &weft_msg_bytes, &b, cb, cb_arg);
 }

@@ -242,6 +242,8 @@ static void
 print_spread(const wbench_report *rep, FILE *out)
 {
 	bool tput = rep->opts->workload == WBENCH_THROUGHPUT;
+	/* Shown as M msgs/s, or as the p50 in us. */
+	double scale = tput ? 1e6 : 1e3;
 
 	for (int i = 0; i < 2; i++) {
 		double lo = 0, hi = 0, v, med;
@@ -257,20 +259,12 @@ print_spread(const wbench_report *rep, FILE *out)
 		}
 		med = tput ? rep->median[i].msgs_per_s
 		           : (double)rep->median[i].p50_ns;
-		if (tput)
-			fprintf(out,
-			        "  %-9s %u runs: %.3f to %.3f M msgs/s "
-			        "(spread %.0f%%)\n",
-			        wbench_slot_name(rep->opts, i), rep->nruns[i],
-			        lo / 1e6, hi / 1e6,
-			        med > 0 ? (hi - lo) / med * 100 : 0);
-		else
-			fprintf(out,
-			        "  %-9s %u runs: p50 %.1f to %.1f us "
-			        "(spread %.0f%%)\n",
-			        wbench_slot_name(rep->opts, i), rep->nruns[i],
-			        lo / 1e3, hi / 1e3,
-			        med > 0 ? (hi - lo) / med * 100 : 0);
+		fprintf(out,
+		        "  %-9s %u runs: %s%.*f to %.*f %s (spread %.0f%%)\n",
+		        wbench_slot_name(rep->opts, i), rep->nruns[i],
+		        tput ? "" : "p50 ", tput ? 3 : 1, lo / scale,
+		        tput ? 3 : 1, hi / scale, tput ? "M msgs/s" : "us",
+		        med > 0 ? (hi - lo) / med * 100 : 0);
 		snprintf(what, sizeof(what), "%s %s %zu B",
 		         wbench_slot_name(rep->opts, i),
 		         wbench_workload_name(rep->opts->workload),

@@ -7,29 +7,38 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
 
 #include "weftd_int.h"
+
+/* Prints the len bytes at p quoted: backslash, newline, return and tab by
+ * their escapes, other control bytes as \xHH (text) or \u00HH (JSON, which
+ * also escapes '"'; JSON keeps bytes past ASCII, text escapes them). */
+static void
+print_quoted(FILE *f, const uint8_t *p, size_t len, bool json)
+{
+	static const char from[] = "\\\n\r\t", to[] = "\\nrt";
+	const char *e;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] != '\0' && (e = strchr(from, p[i])) != NULL)
+			fprintf(f, "\\%c", to[e - from]);
+		else if (json && p[i] == '"')
+			fputs("\\\"", f);
+		else if (p[i] < 0x20 || p[i] == 0x7f || (!json && p[i] > 0x7f))
+			fprintf(f, json ? "\\u%04x" : "\\x%02x", p[i]);
+		else
+			fputc(p[i], f);
+	}
+}
 
 void
 weftd_print_escaped(FILE *f, const void *data, size_t len)
 {
-	const uint8_t *p = data;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if (p[i] == '\\')
-			fputs("\\\\", f);
-		else if (p[i] == '\n')
-			fputs("\\n", f);
-		else if (p[i] == '\r')
-			fputs("\\r", f);
-		else if (p[i] == '\t')
-			fputs("\\t", f);
-		else if (p[i] >= 0x20 && p[i] < 0x7f)
-			fputc(p[i], f);
-		else
-			fprintf(f, "\\x%02x", p[i]);
-	}
+	print_quoted(f, data, len, false);
 }
 
 /* The length of the UTF-8 sequence at p (at most n bytes), or 0 if it is
@@ -81,48 +90,23 @@ is_utf8(const uint8_t *p, size_t len)
 void
 weftd_print_json_string(FILE *f, const char *s, size_t len)
 {
-	const uint8_t *p = (const uint8_t *)s;
-	size_t i;
-
 	fputc('"', f);
-	for (i = 0; i < len; i++) {
-		if (p[i] == '"' || p[i] == '\\')
-			fprintf(f, "\\%c", p[i]);
-		else if (p[i] == '\n')
-			fputs("\\n", f);
-		else if (p[i] == '\r')
-			fputs("\\r", f);
-		else if (p[i] == '\t')
-			fputs("\\t", f);
-		else if (p[i] < 0x20 || p[i] == 0x7f)
-			fprintf(f, "\\u%04x", p[i]);
-		else
-			fputc(p[i], f);
-	}
+	print_quoted(f, (const uint8_t *)s, len, true);
 	fputc('"', f);
 }
 
+/* Other bytes go as base64, with OpenSSL's encoder. */
 static void
 print_base64(FILE *f, const uint8_t *p, size_t len)
 {
-	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                          "abcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint32_t v;
-	size_t i;
+	unsigned char out[4 * 768 / 3 + 1];
+	size_t i, n;
 
 	fputc('"', f);
-	for (i = 0; i + 2 < len; i += 3) {
-		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		fprintf(f, "%c%c%c%c", abc[v >> 18], abc[(v >> 12) & 63],
-		        abc[(v >> 6) & 63], abc[v & 63]);
-	}
-	if (len - i == 1) {
-		v = (uint32_t)p[i] << 16;
-		fprintf(f, "%c%c==", abc[v >> 18], abc[(v >> 12) & 63]);
-	} else if (len - i == 2) {
-		v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
-		fprintf(f, "%c%c%c=", abc[v >> 18], abc[(v >> 12) & 63],
-		        abc[(v >> 6) & 63]);
+	for (i = 0; i < len; i += n) {
+		n = len - i < 768 ? len - i : 768; /* a multiple of 3 */
+		EVP_EncodeBlock(out, p + i, (int)n);
+		fputs((const char *)out, f);
 	}
 	fputc('"', f);
 }

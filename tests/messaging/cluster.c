@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <arpa/inet.h>
@@ -353,4 +354,23 @@ cluster_black_hole(uint16_t *port)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
 	*port = ntohs(a.sin_port);
 	return fd;
+}
+
+struct cluster *
+cluster_new(int n, void (*tune)(weft_msvc_limits *l))
+{
+	struct cluster *cl = calloc(1, sizeof(*cl));
+
+	assert_non_null(cl);
+	test_setup(NULL);
+	assert_int_equal(cluster_start(cl, n, tune), 0);
+	return cl;
+}
+
+void
+cluster_free(struct cluster *cl)
+{
+	cluster_stop(cl);
+	test_teardown(NULL);
+	free(cl);
 }

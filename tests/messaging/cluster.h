@@ -101,6 +101,10 @@ int cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o);
 int cluster_start_node(struct cluster *cl, int i);
 void cluster_stop_node(struct cluster *cl, int i, uint64_t timeout_ms);
 void cluster_stop(struct cluster *cl);
+/* cluster_new is test_setup and cluster_start of a cluster of its own
+ * (asserting both), for a cmocka setup; cluster_free undoes it. */
+struct cluster *cluster_new(int n, void (*tune)(weft_msvc_limits *l));
+void cluster_free(struct cluster *cl);
 /* cluster_peer returns node from's peer entry for node to. */
 weft_msvc_peer *cluster_peer(struct cluster *cl, int from, int to);
 

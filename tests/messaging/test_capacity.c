@@ -38,23 +38,14 @@ tune(weft_msvc_limits *l)
 static int
 setup(void **state)
 {
-	struct cluster *cl = calloc(1, sizeof(*cl));
-
-	assert_non_null(cl);
-	test_setup(NULL);
-	assert_int_equal(cluster_start(cl, 2, tune), 0);
-	*state = cl;
+	*state = cluster_new(2, tune);
 	return 0;
 }
 
 static int
 teardown(void **state)
 {
-	struct cluster *cl = *state;
-
-	cluster_stop(cl);
-	test_teardown(NULL);
-	free(cl);
+	cluster_free(*state);
 	return 0;
 }
 

@@ -27,23 +27,14 @@
 static int
 setup(void **state)
 {
-	struct cluster *cl = calloc(1, sizeof(*cl));
-
-	assert_non_null(cl);
-	test_setup(NULL);
-	assert_int_equal(cluster_start(cl, 2, NULL), 0);
-	*state = cl;
+	*state = cluster_new(2, NULL);
 	return 0;
 }
 
 static int
 teardown(void **state)
 {
-	struct cluster *cl = *state;
-
-	cluster_stop(cl);
-	test_teardown(NULL);
-	free(cl);
+	cluster_free(*state);
 	return 0;
 }
 

@@ -334,6 +334,33 @@ wt_nodes_stop(struct wt_proc *p, size_t n)
 	return bad;
 }
 
+void
+wt_scratch_new(const char *prefix, char *dir, size_t dir_cap, char *config,
+               size_t config_cap, uint16_t *ports, size_t n)
+{
+	size_t i;
+
+	snprintf(dir, dir_cap, "/tmp/%s-XXXXXX", prefix);
+	assert_non_null(mkdtemp(dir));
+	snprintf(config, config_cap, "%s/cluster.ini", dir);
+	for (i = 0; i < n; i++)
+		ports[i] = wt_free_port();
+}
+
+int
+wt_scratch_remove(struct wt_proc *p, size_t n, const char *config,
+                  const char *dir)
+{
+	int bad = wt_nodes_stop(p, n);
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		unlink(p[i].err_path);
+	unlink(config);
+	rmdir(dir);
+	return bad;
+}
+
 /* ---- Configuration and the test's client ------------------------------- */
 
 int

@@ -108,6 +108,18 @@ int wt_node_signal_exit(struct wt_proc *p, int sig);
 int wt_nodes_stop(struct wt_proc *p, size_t n);
 
 /*
+ * wt_scratch_new makes a test's scratch: a fresh directory /tmp/PREFIX-
+ * XXXXXX in dir, the path of its cluster.ini in config, and a free port
+ * for each of the n nodes. wt_scratch_remove stops the nodes p (as
+ * wt_nodes_stop, whose count it returns) and removes their stderr files,
+ * config and dir (which must hold nothing else by then).
+ */
+void wt_scratch_new(const char *prefix, char *dir, size_t dir_cap, char *config,
+                    size_t config_cap, uint16_t *ports, size_t n);
+int wt_scratch_remove(struct wt_proc *p, size_t n, const char *config,
+                      const char *dir);
+
+/*
  * wt_config_begin writes into text the start of a cluster configuration
  * the weftd tests share: [cluster] named name, a [node] for each of the n
  * ids on 127.0.0.1 and its port, and the first keys of [limits] (one loop,

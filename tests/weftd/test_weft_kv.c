@@ -39,12 +39,9 @@ setup(void **state)
 	int i, n;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/weft-kv-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
+	wt_scratch_new("weft-kv-test", f->dir, sizeof(f->dir), f->config,
+	               sizeof(f->config), f->ports, NODES);
 	snprintf(f->err_path, sizeof(f->err_path), "%s/weft-kv.err", f->dir);
-	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
 	n = wt_config_begin(text, sizeof(text), "weft-kv-test", ids, f->ports,
 	                    NODES);
 	snprintf(text + n, sizeof(text) - (size_t)n,
@@ -63,13 +60,10 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	int i, bad = wt_nodes_stop(f->p, NODES);
+	int bad;
 
-	for (i = 0; i < NODES; i++)
-		unlink(f->p[i].err_path);
 	unlink(f->err_path);
-	unlink(f->config);
-	rmdir(f->dir);
+	bad = wt_scratch_remove(f->p, NODES, f->config, f->dir);
 	free(f);
 	assert_int_equal(bad, 0);
 	return 0;

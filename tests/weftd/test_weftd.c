@@ -77,11 +77,8 @@ setup(void **state)
 	int i;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/weftd-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
-	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
+	wt_scratch_new("weftd-test", f->dir, sizeof(f->dir), f->config,
+	               sizeof(f->config), f->ports, NODES);
 	write_config(f);
 	for (i = 0; i < NODES; i++)
 		node_start(f, i);
@@ -94,14 +91,10 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	int i, bad;
+	int bad;
 
 	wt_client_stop(f->group, f->client);
-	bad = wt_nodes_stop(f->p, NODES);
-	for (i = 0; i < NODES; i++)
-		unlink(f->p[i].err_path);
-	unlink(f->config);
-	rmdir(f->dir);
+	bad = wt_scratch_remove(f->p, NODES, f->config, f->dir);
 	free(f);
 	assert_int_equal(bad, 0);
 	return 0;

@@ -86,11 +86,8 @@ cluster_start(bool slow, int started)
 	int i;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/weftd-health-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
-	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
+	wt_scratch_new("weftd-health", f->dir, sizeof(f->dir), f->config,
+	               sizeof(f->config), f->ports, NODES);
 	write_config(f, slow);
 	for (i = 0; i < started; i++)
 		node_start(f, i);
@@ -116,13 +113,8 @@ static int
 teardown(void **state)
 {
 	struct fixture *f = *state;
-	int i, bad;
+	int bad = wt_scratch_remove(f->p, NODES, f->config, f->dir);
 
-	bad = wt_nodes_stop(f->p, NODES);
-	for (i = 0; i < NODES; i++)
-		unlink(f->p[i].err_path);
-	unlink(f->config);
-	rmdir(f->dir);
 	free(f);
 	assert_int_equal(bad, 0);
 	return 0;

@@ -99,14 +99,10 @@ static int
 setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	int i;
 
 	assert_non_null(f);
-	snprintf(f->dir, sizeof(f->dir), "/tmp/weftd-trust-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
-	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
+	wt_scratch_new("weftd-trust", f->dir, sizeof(f->dir), f->config,
+	               sizeof(f->config), f->ports, NODES);
 	write_config(f);
 	*state = f;
 	return 0;
