@@ -223,9 +223,10 @@ void weft__loop_remove_channel(weft_loop *loop, weft_channel *ch);
 /*
  * weft__loop_next_round runs task on the loop's next round: after the
  * loop has polled its sockets again and served every one that was ready,
- * in the order deferred. A task deferred while the round runs waits for
- * the round after. At free, the tasks left run with WEFT_ESHUTDOWN. The
- * task must not be on another queue. Loop thread.
+ * in the order deferred. A round runs a bounded number of tasks before
+ * the loop polls again; the rest keep their places. A task deferred while
+ * the round runs waits for the round after. At free, the tasks left run with
+ * WEFT_ESHUTDOWN. The task must not be on another queue. Loop thread.
  */
 void weft__loop_next_round(weft_loop *loop, weft_task *task);
 

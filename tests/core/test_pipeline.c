@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -1165,6 +1167,105 @@ test_when_written_fails_when_the_channel_dies_first(void **state)
 	assert_int_equal(f->write_status, WEFT_ECLOSED);
 }
 
+/* ---- Rounds: a socket that turns ready is not kept waiting ------------- */
+
+#define TURNERS 20
+
+/* Channels that take one byte per turn and give up their turn, and one
+ * quiet channel whose byte is sent by the first turner's second turn. */
+struct rounds {
+	weft_channel *ch[TURNERS + 1];
+	int peer_fd[TURNERS + 1];
+	int seq;           /* turns and reads so far, in order */
+	int second_turns;  /* turners' second turns before the quiet read */
+	int quiet_read_at; /* seq of the quiet channel's read, or 0 */
+	bool quiet_sent;
+};
+
+struct turner {
+	struct rounds *r;
+	int index; /* TURNERS: the quiet one */
+	int turns;
+};
+
+static void
+turner_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
+{
+	struct turner *t = weft_ctx_state(ctx);
+	struct rounds *r = t->r;
+	char byte;
+
+	(void)type;
+	assert_int_equal(evbuffer_remove(msg, &byte, 1), 1);
+	r->seq++;
+	if (t->index == TURNERS) {
+		r->quiet_read_at = r->seq;
+		return;
+	}
+	if (++t->turns == 2) {
+		if (r->quiet_read_at == 0)
+			r->second_turns++;
+		if (!r->quiet_sent) {
+			r->quiet_sent = true;
+			assert_int_equal(write(r->peer_fd[TURNERS], "q", 1), 1);
+		}
+	}
+	weft_channel_yield(weft_ctx_channel(ctx));
+}
+
+static const weft_handler turner_handler = {.read = turner_read};
+
+static bool
+quiet_was_read(void *arg)
+{
+	return ((struct rounds *)arg)->quiet_read_at != 0;
+}
+
+static void
+test_a_socket_ready_during_a_long_round_waits_for_few_turns(void **state)
+{
+	struct turner t[TURNERS + 1];
+	struct rounds r = {0};
+	weft_loop *loop;
+	int i, sv[2];
+
+	(void)state;
+	assert_int_equal(weft_loop_new(&loop), 0);
+	for (i = 0; i <= TURNERS; i++) {
+		struct bufferevent *bev;
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+		assert_int_equal(evutil_make_socket_nonblocking(sv[0]), 0);
+		bev = bufferevent_socket_new(weft_loop_base(loop), sv[0],
+		                             BEV_OPT_CLOSE_ON_FREE);
+		assert_non_null(bev);
+		assert_int_equal(weft_channel_new(loop, bev, NULL, &r.ch[i]),
+		                 0);
+		r.peer_fd[i] = sv[1];
+		t[i] = (struct turner){.r = &r, .index = i};
+		assert_int_equal(weft_pipeline_add_last(r.ch[i], "turner",
+		                                        &turner_handler, &t[i]),
+		                 0);
+		weft_channel_activate(r.ch[i]);
+		/* Bytes for three turns each: all ready at the first poll. */
+		if (i < TURNERS)
+			assert_int_equal(write(sv[1], "abc", 3), 3);
+	}
+	assert_int_equal(weft_loop_run_until(loop, quiet_was_read, &r, 5000),
+	                 0);
+	/* Every turner had its first turn at the first poll, then the
+	 * second ones come round as deferred turns. The quiet byte, sent
+	 * by the first of them, is read after a few more, not after all
+	 * TURNERS. */
+	assert_true(r.second_turns >= 1);
+	assert_true(r.second_turns < TURNERS / 2);
+	for (i = 0; i <= TURNERS; i++) {
+		weft_channel_close(r.ch[i]);
+		close(r.peer_fd[i]);
+	}
+	weft_loop_free(loop);
+}
+
 int
 main(void)
 {
@@ -1236,6 +1337,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_when_written_fails_when_the_channel_dies_first, setup,
 	        teardown),
+	    cmocka_unit_test(
+	        test_a_socket_ready_during_a_long_round_waits_for_few_turns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
