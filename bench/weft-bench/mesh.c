@@ -30,8 +30,8 @@
 #include <weft/tls.h>
 
 #include "wbench.h"
+#include "weftd_proto.h"
 
-#define VERB_LOAD 18 /* weftd's load verb */
 #define NS_PER_S 1000000000ull
 
 /* One weftd node, seen from here. Its fields are written by the reply
@@ -306,8 +306,8 @@ ask_status(mesh *ms, const uint8_t *req, size_t len)
 			return;
 		c->ms = ms;
 		c->node = &ms->nodes[i];
-		if (weft_msvc_request(ms->svc, c->node->peer, VERB_LOAD, req,
-		                      len, NULL, on_status, c) != 0)
+		if (weft_msvc_request(ms->svc, c->node->peer, WEFTD_VERB_LOAD,
+		                      req, len, NULL, on_status, c) != 0)
 			free(c);
 	}
 }
@@ -361,8 +361,9 @@ drive(mesh *ms, call *calls)
 		calls[i] = (call){ms, &ms->nodes[i]};
 		/* One that cannot be sent is that node's failure; the answers
 		 * of those sent come with ESHUTDOWN when the client stops. */
-		rv = weft_msvc_request(ms->svc, ms->nodes[i].peer, VERB_LOAD,
-		                       start, len, NULL, on_result, &calls[i]);
+		rv = weft_msvc_request(ms->svc, ms->nodes[i].peer,
+		                       WEFTD_VERB_LOAD, start, len, NULL,
+		                       on_result, &calls[i]);
 		if (rv != 0) {
 			pthread_mutex_lock(&ms->lock);
 			ms->nodes[i].status = rv;

@@ -29,10 +29,9 @@
 #include <weft/kv.h>
 
 #include "procs.h"
+#include "weftd_proto.h"
 
 #define NODES 3
-#define VERB_PING 16u
-#define VERB_ECHO 17u
 #define WAIT_MS 10000
 
 static const char *const ids[NODES] = {"n1", "n2", "n3"};
@@ -127,9 +126,9 @@ echo(struct fixture *f, int i, const char *text)
 	struct wt_call c = WT_CALL_INIT;
 	int status;
 
-	assert_int_equal(weft_msvc_request(f->client, peer(f, i), VERB_ECHO,
-	                                   text, strlen(text), NULL,
-	                                   wt_call_done, &c),
+	assert_int_equal(weft_msvc_request(f->client, peer(f, i),
+	                                   WEFTD_VERB_ECHO, text, strlen(text),
+	                                   NULL, wt_call_done, &c),
 	                 0);
 	status = wt_call_wait(&c, WAIT_MS);
 	if (status == 0)
@@ -153,8 +152,8 @@ test_every_node_and_every_pair_answers(void **state)
 
 		assert_int_equal(echo(f, i, "hello"), 0);
 		assert_int_equal(weft_msvc_request(f->client, peer(f, i),
-		                                   VERB_PING, NULL, 0, NULL,
-		                                   wt_call_done, &ping),
+		                                   WEFTD_VERB_PING, NULL, 0,
+		                                   NULL, wt_call_done, &ping),
 		                 0);
 		assert_int_equal(wt_call_wait(&ping, WAIT_MS), 0);
 		assert_int_equal(ping.len, 0);
@@ -431,9 +430,9 @@ issue(struct slot *s)
 	payload[1] = ++s->seq;
 	atomic_store(&s->in_flight, true);
 	atomic_fetch_add(&l->outstanding, 1);
-	rv =
-	    weft_msvc_request(l->f->client, peer(l->f, s->node), VERB_ECHO,
-	                      payload, sizeof(payload), NULL, on_load_reply, s);
+	rv = weft_msvc_request(l->f->client, peer(l->f, s->node),
+	                       WEFTD_VERB_ECHO, payload, sizeof(payload), NULL,
+	                       on_load_reply, s);
 	if (rv != 0) /* refused at once: it ends here, exactly once */
 		finish_one(s, rv, false);
 }

@@ -19,8 +19,7 @@
 #include <cmocka.h>
 
 #include "procs.h"
-
-#define EXIT_CONFIG 78
+#include "weftd_proto.h"
 
 struct fixture {
 	char dir[64];
@@ -156,21 +155,23 @@ test_every_configuration_error_exits_78_with_file_and_line(void **state)
 	for (i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
 		write_config(f, bad_cases[i].extra);
 		assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
-		                 EXIT_CONFIG);
+		                 WEFTD_EXIT_CONFIG);
 		snprintf(want, sizeof(want), "%s%s", f->config,
 		         bad_cases[i].expect);
 		assert_stderr_has(f, want);
 		/* --check-config says the same, without starting. */
 		assert_int_equal(check_config(f, "a", out, sizeof(out)),
-		                 EXIT_CONFIG);
+		                 WEFTD_EXIT_CONFIG);
 		assert_stderr_has(f, want);
 	}
 	/* An id the file does not list, and a file that is not there. */
 	write_config(f, "");
-	assert_int_equal(run_weftd(f, "nobody", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(run_weftd(f, "nobody", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, "unknown node id 'nobody'");
 	unlink(f->config);
-	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	/* Bad usage is not a configuration error. */
 	{
 		char *argv[] = {WEFTD_PATH, "--config", f->config, NULL};
@@ -271,11 +272,14 @@ assert_refused(struct fixture *f, const char *expect)
 	char out[256], want[512];
 
 	snprintf(want, sizeof(want), "%s%s", f->config, expect);
-	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, want);
-	assert_int_equal(check_config(f, NULL, out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(check_config(f, NULL, out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, want);
-	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, want);
 }
 
@@ -360,7 +364,8 @@ test_check_refuses_members_the_file_limit_cannot_hold(void **state)
 	wt_spawn_nofile(1096);
 	assert_int_equal(check_config(f, "a", out, sizeof(out)), 0);
 	wt_spawn_nofile(1095);
-	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	wt_spawn_nofile(0);
 }
 
@@ -391,10 +396,10 @@ test_check_resolves_hosts_and_binds_its_own(void **state)
 		snprintf(want, sizeof(want), "%s%s", f->config,
 		         host_cases[i].expect);
 		assert_int_equal(check_config(f, "a", out, sizeof(out)),
-		                 EXIT_CONFIG);
+		                 WEFTD_EXIT_CONFIG);
 		assert_stderr_has(f, want);
 		assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
-		                 EXIT_CONFIG);
+		                 WEFTD_EXIT_CONFIG);
 		assert_stderr_has(f, want);
 	}
 	/* Another member's host only has to resolve, ours to be local. */
@@ -408,9 +413,11 @@ test_check_resolves_hosts_and_binds_its_own(void **state)
 	wt_write_file(f->config, text);
 	snprintf(want, sizeof(want),
 	         "%s:4: [node a] host: not an address of this host", f->config);
-	assert_int_equal(check_config(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(check_config(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, want);
-	assert_int_equal(run_weftd(f, "a", out, sizeof(out)), EXIT_CONFIG);
+	assert_int_equal(run_weftd(f, "a", out, sizeof(out)),
+	                 WEFTD_EXIT_CONFIG);
 	assert_stderr_has(f, want);
 	/* From b, a is somewhere else: fine. */
 	assert_int_equal(check_config(f, "b", out, sizeof(out)), 0);

@@ -22,9 +22,9 @@
 #include <weft/tls.h>
 
 #include "procs.h"
+#include "weftd_proto.h"
 
 #define NODES 3
-#define VERB_ECHO 17u
 #define WAIT_MS 10000
 #define CLIENT "tls-client"
 
@@ -178,8 +178,8 @@ echo(weft_msvc *svc, int i)
 {
 	struct wt_call c = WT_CALL_INIT;
 
-	assert_int_equal(weft_msvc_request(svc, peer(svc, i), VERB_ECHO, "hi",
-	                                   2, NULL, wt_call_done, &c),
+	assert_int_equal(weft_msvc_request(svc, peer(svc, i), WEFTD_VERB_ECHO,
+	                                   "hi", 2, NULL, wt_call_done, &c),
 	                 0);
 	return wt_call_wait(&c, WAIT_MS);
 }
@@ -284,7 +284,7 @@ test_plaintext_client_is_refused(void **state)
 		weft_msvc_call_opts co = {.timeout_ms = 1000};
 
 		assert_int_equal(weft_msvc_request(plain, peer(plain, 0),
-		                                   VERB_ECHO, "x", 1, &co,
+		                                   WEFTD_VERB_ECHO, "x", 1, &co,
 		                                   wt_call_done, &c),
 		                 0);
 		status = wt_call_wait(&c, WAIT_MS);
