@@ -39,10 +39,8 @@
 
 #include "baseline.h"
 #include "wbench.h"
+#include "weftd_proto.h"
 
-#define VERB_ECHO 16
-/* weftd's built-in echo (docs/WEFTD.md), for --hosts. */
-#define VERB_WEFTD_ECHO 17
 #define PRIME_WINDOW 4     /* first requests in flight per node */
 #define PROGRESS_SAMPLE 16 /* replies per slot for one progress sample */
 /* mix: a replica's time to acknowledge a write, both key-value services.
@@ -157,7 +155,7 @@ now_ns(void)
 static uint16_t
 echo_verb(const cnode *n)
 {
-	return n->o->hosts ? VERB_WEFTD_ECHO : VERB_ECHO;
+	return n->o->hosts ? WEFTD_VERB_ECHO : WBENCH_VERB_ECHO;
 }
 
 /* next_target picks the next other node after t. */
@@ -315,8 +313,8 @@ slot_send(slot *s)
 		                       echo_verb(n), n->payload, n->o->size,
 		                       NULL, msvc_reply, s);
 	else
-		rv = wbase_request(n->base, s->target, VERB_ECHO, n->payload,
-		                   n->o->size, 0, base_reply, s);
+		rv = wbase_request(n->base, s->target, WBENCH_VERB_ECHO,
+		                   n->payload, n->o->size, 0, base_reply, s);
 	if (rv != 0) {
 		/* Refused at once (overload): count it, then keep going
 		 * from a later reply of another slot. */
@@ -475,8 +473,8 @@ prime(cnode *n)
 			    weft_msvc_request(n->svc, n->peers[i], echo_verb(n),
 			                      "", 0, NULL, msvc_primed, n);
 		else
-			rv = wbase_request(n->base, i, VERB_ECHO, "", 0, 0,
-			                   base_primed, n);
+			rv = wbase_request(n->base, i, WBENCH_VERB_ECHO, "", 0,
+			                   0, base_primed, n);
 		if (rv != 0)
 			return -1;
 	}
@@ -579,7 +577,7 @@ start_baseline(cnode *n, const char *id)
 	char cert[256], key[256], ca[256];
 
 	if (wbase_node_new(n->cfg, id, &n->base) != 0 ||
-	    wbase_register(n->base, VERB_ECHO, base_echo, n) != 0 ||
+	    wbase_register(n->base, WBENCH_VERB_ECHO, base_echo, n) != 0 ||
 	    (n->o->kv &&
 	     wbase_kv_new(
 	         n->base,
@@ -617,7 +615,7 @@ start_service(cnode *n)
 	         n->svc,
 	         &(weft_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
 	         &n->kv) != 0) ||
-	    weft_msvc_register(n->svc, VERB_ECHO, "echo", msvc_echo, n,
+	    weft_msvc_register(n->svc, WBENCH_VERB_ECHO, "echo", msvc_echo, n,
 	                       WEFT_MSVC_CLIENTS |
 	                           (n->slow_every || n->o->handlers_pool
 	                                ? WEFT_MSVC_BLOCKING

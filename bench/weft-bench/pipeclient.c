@@ -21,7 +21,6 @@
 
 #include "wbench.h"
 
-#define VERB_ECHO 16
 #define PROGRESS_SAMPLE 16
 #define CONNECT_TIMEOUT_MS 30000
 #define PRIME_TIMEOUT_NS 60000000000u
@@ -70,7 +69,7 @@ static void
 slot_send(pclient *c, pslot *s)
 {
 	weft_envelope req = {
-	    .verb = VERB_ECHO,
+	    .verb = WBENCH_VERB_ECHO,
 	    .flags = WEFT_ENVELOPE_REQUEST,
 	    .payload = c->payload,
 	    .payload_len = c->o->size,

@@ -21,7 +21,6 @@
 
 #include "wbench.h"
 
-#define VERB_ECHO 16
 #define CALL_TIMEOUT_MS 60000
 #define PROGRESS_SAMPLE 16
 
@@ -62,7 +61,7 @@ call_once(caller *k)
 	int rv;
 
 	wbench_call_start(call);
-	rv = weft_msvc_request(c->svc, c->server, VERB_ECHO, c->payload,
+	rv = weft_msvc_request(c->svc, c->server, WBENCH_VERB_ECHO, c->payload,
 	                       c->o->size, NULL, wbench_call_reply, call);
 	if (rv != 0) {
 		wbench_call_cancel(call); /* refused: no reply will come */

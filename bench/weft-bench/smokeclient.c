@@ -25,8 +25,6 @@
 
 #include "wbench.h"
 
-#define VERB_ECHO 16
-
 enum smoke_phase { CREATE, SET, GET, DELETE, SMOKE_PHASES };
 
 static const char *const phase_words[SMOKE_PHASES] = {"create", "set", "get",
@@ -337,8 +335,8 @@ prime(smoke *sm)
 
 		wbench_call_init(&call);
 		wbench_call_start(&call);
-		rv = weft_msvc_request(ss->svc, ss->node, VERB_ECHO, "", 0,
-		                       NULL, wbench_call_reply, &call);
+		rv = weft_msvc_request(ss->svc, ss->node, WBENCH_VERB_ECHO, "",
+		                       0, NULL, wbench_call_reply, &call);
 		if (rv == 0)
 			rv = wbench_call_wait(&call, 60000);
 		wbench_call_fini(&call);

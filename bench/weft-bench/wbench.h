@@ -69,6 +69,9 @@ enum wbench_peer {
 
 /* The largest payload a run may use: the frame codec's default maximum. */
 #define WBENCH_MAX_SIZE (16u << 20)
+/* The echo verb of weft-bench's own nodes (cnode.c), which every client
+ * mode asks; weftd's own echo, for --hosts, is WEFTD_VERB_ECHO. */
+#define WBENCH_VERB_ECHO 16u
 #define WBENCH_SEQ_BYTES 8
 
 typedef struct wbench_opts {

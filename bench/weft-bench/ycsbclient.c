@@ -35,7 +35,6 @@
 
 #include "ycsb.h"
 
-#define VERB_ECHO 16
 #define PROGRESS_SAMPLE 16
 #define VALUE_HEAD 16 /* key number, then the writer's stamp */
 
@@ -487,8 +486,8 @@ prime(yclient *c)
 
 		wbench_call_init(&call);
 		wbench_call_start(&call);
-		rv = weft_msvc_request(c->svc, c->nodes[i], VERB_ECHO, "", 0,
-		                       NULL, wbench_call_reply, &call);
+		rv = weft_msvc_request(c->svc, c->nodes[i], WBENCH_VERB_ECHO,
+		                       "", 0, NULL, wbench_call_reply, &call);
 		if (rv == 0)
 			rv = wbench_call_wait(&call, 60000);
 		wbench_call_fini(&call);
