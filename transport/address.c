@@ -161,6 +161,33 @@ weft_address_check(const char *address)
 	return weft__addr_parse(address, &addr);
 }
 
+size_t
+weft_address_join(const char *host, uint16_t port, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, strchr(host, ':') ? "[%s]:%u" : "%s:%u",
+	                 host, (unsigned)port);
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+int
+weft_address_split(const char *address, char *host, size_t host_len,
+                   uint16_t *port)
+{
+	weft__addr addr;
+	size_t n;
+	int rv;
+
+	if ((rv = weft__addr_parse(address, &addr)) != 0)
+		return rv;
+	n = strlen(addr.host);
+	if (addr.family == AF_UNIX || n >= host_len)
+		return WEFT_EADDR;
+	memcpy(host, addr.host, n + 1);
+	*port = addr.port;
+	return 0;
+}
+
 int
 weft__addr_list_from_ai(const weft__addr *addr, const struct addrinfo *res,
                         weft__addr **list, size_t *n)
@@ -263,14 +290,14 @@ weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
 		const struct sockaddr_in *sin = (const void *)sa;
 
 		inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
-		snprintf(buf, size, "%s:%u", host, ntohs(sin->sin_port));
+		weft_address_join(host, ntohs(sin->sin_port), buf, size);
 		break;
 	}
 	case AF_INET6: {
 		const struct sockaddr_in6 *sin6 = (const void *)sa;
 
 		inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
-		snprintf(buf, size, "[%s]:%u", host, ntohs(sin6->sin6_port));
+		weft_address_join(host, ntohs(sin6->sin6_port), buf, size);
 		break;
 	}
 	case AF_UNIX:

@@ -113,28 +113,8 @@ weft__conf_parse_bool(const char *s, bool *out)
 bool
 weft__conf_parse_address(const char *s, weft_msvc_conf_address *out)
 {
-	const char *colon = strrchr(s, ':'), *host = s, *end;
-	uint64_t port;
-	size_t n;
-
-	if (colon == NULL || colon == s)
-		return false;
-	if (!parse_number(colon + 1, &port, &end) || *end != '\0' ||
-	    port > 65535)
-		return false;
-	n = (size_t)(colon - s);
-	if (s[0] == '[') {
-		if (n < 3 || s[n - 1] != ']')
-			return false;
-		host = s + 1;
-		n -= 2;
-	}
-	if (n >= sizeof(out->host) || weft_address_check(s) != 0)
-		return false;
-	memcpy(out->host, host, n);
-	out->host[n] = '\0';
-	out->port = (uint16_t)port;
-	return true;
+	return weft_address_split(s, out->host, sizeof(out->host),
+	                          &out->port) == 0;
 }
 
 static int

@@ -155,12 +155,7 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	if (c->state != WEFT__MSVC_IDLE || atomic_load(&svc->stopped))
 		return;
 	pthread_mutex_lock(&peer->addr_lock);
-	if (strchr(peer->host, ':') != NULL)
-		snprintf(addr, sizeof(addr), "[%s]:%u", peer->host,
-		         (unsigned)peer->port);
-	else
-		snprintf(addr, sizeof(addr), "%s:%u", peer->host,
-		         (unsigned)peer->port);
+	weft_address_join(peer->host, peer->port, addr, sizeof(addr));
 	pthread_mutex_unlock(&peer->addr_lock);
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s", addr);
 	o.timeout_ms = svc->cfg->limits.connect_timeout_ms;

@@ -267,10 +267,9 @@ listen_on(weft_msvc *svc)
 	int rv;
 
 	host = svc->opts.listen_host ? svc->opts.listen_host : self->host;
-	snprintf(addr, sizeof(addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
-	         host,
-	         (unsigned)(svc->opts.listen_port ? svc->opts.listen_port
-	                                          : self->port));
+	weft_address_join(
+	    host, svc->opts.listen_port ? svc->opts.listen_port : self->port,
+	    addr, sizeof(addr));
 	o.address = addr;
 	o.channel.linger_ms = WEFT__MSVC_LINGER_MS;
 	o.init = weft__msvc_accept_init;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/transport.h>
+
 #include "weftd_int.h"
 
 #define DEFAULT_SHUTDOWN_TIMEOUT_MS 5000
@@ -126,6 +128,5 @@ void
 weftd_format_address(const weft_msvc_conf_address *a, uint16_t port, char *buf,
                      size_t len)
 {
-	snprintf(buf, len, strchr(a->host, ':') ? "[%s]:%u" : "%s:%u", a->host,
-	         (unsigned)port);
+	weft_address_join(a->host, port, buf, len);
 }

@@ -436,6 +436,53 @@ test_address_text(void **state)
 	assert_int_equal(weft__addr_parse("unix:@", &a), WEFT_EADDR);
 }
 
+/* The public pair: host and port joined as weft_connect takes them, and
+ * split back, brackets and all; what weft_address_check refuses, split
+ * refuses too. */
+static void
+test_address_join_and_split(void **state)
+{
+	static const struct {
+		const char *host, *text;
+		uint16_t port;
+	} good[] = {
+	    {"127.0.0.1", "127.0.0.1:5000", 5000},
+	    {"::1", "[::1]:80", 80},
+	    {"node-1.cluster.local", "node-1.cluster.local:7000", 7000},
+	    {"0.0.0.0", "0.0.0.0:0", 0},
+	};
+	static const char *bad[] = {
+	    "nonsense",         "::1:5", "[localhost]:80",
+	    "unix:/tmp/x.sock", ":80",   "h:65536"};
+	char buf[WEFT_ADDRESS_MAX], host[64], tiny[4];
+	uint16_t port;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(weft_address_join(good[i].host, good[i].port,
+		                                   buf, sizeof(buf)),
+		                 strlen(good[i].text));
+		assert_string_equal(buf, good[i].text);
+		assert_int_equal(
+		    weft_address_split(buf, host, sizeof(host), &port), 0);
+		assert_string_equal(host, good[i].host);
+		assert_int_equal(port, good[i].port);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(
+		    weft_address_split(bad[i], host, sizeof(host), &port),
+		    WEFT_EADDR);
+	/* A host too long for the caller's buffer, and a cut join. */
+	assert_int_equal(
+	    weft_address_split("[::1]:80", tiny, sizeof(tiny), &port), 0);
+	assert_int_equal(
+	    weft_address_split("localhost:80", tiny, sizeof(tiny), &port),
+	    WEFT_EADDR);
+	assert_int_equal(weft_address_join("::1", 80, tiny, sizeof(tiny)), 8);
+	assert_string_equal(tiny, "[::");
+}
+
 /* ---- Server close and misbehaving clients -------------------------------- */
 
 static void
@@ -1036,6 +1083,7 @@ main(int argc, char **argv)
 	        test_connect_bad_address_fails_at_once, echo_loop_setup,
 	        echo_loop_teardown),
 	    cmocka_unit_test(test_address_text),
+	    cmocka_unit_test(test_address_join_and_split),
 	    cmocka_unit_test_setup_teardown(
 	        test_server_close_keeps_connected_clients, echo_loop_setup,
 	        echo_loop_teardown),

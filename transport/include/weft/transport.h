@@ -308,6 +308,27 @@ WEFT_API int weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
  */
 WEFT_API int weft_address_check(const char *address);
 
+/*
+ * weft_address_join writes host and port as the address text weft_connect
+ * takes: "host:port", or "[host]:port" when host is an IPv6 literal (it
+ * holds a ':'). Like snprintf, it writes at most len bytes, always
+ * terminated when len > 0. Returns the length the whole text needs
+ * (without the terminator): the text was cut if that is len or more.
+ * Any thread.
+ */
+WEFT_API size_t weft_address_join(const char *host, uint16_t port, char *buf,
+                                  size_t len);
+
+/*
+ * weft_address_split splits "host:port" or "[v6]:port", checked as
+ * weft_address_check checks it, into host (brackets removed, terminated)
+ * and *port. Returns 0, or WEFT_EADDR: the text is not such an address
+ * (a unix: path included) or its host does not fit in host_len bytes.
+ * Any thread.
+ */
+WEFT_API int weft_address_split(const char *address, char *host,
+                                size_t host_len, uint16_t *port);
+
 #ifdef __cplusplus
 }
 #endif
