@@ -21,6 +21,7 @@
 #include <event2/buffer.h>
 
 #include "core_int.h"
+#include "weft_int.h"
 
 struct weft_channel_group {
 	_Atomic int refs;
@@ -193,16 +194,9 @@ post_watch_task(weft_channel_group *g, weft_channel *ch)
 static int
 reserve(weft_channel_group *g)
 {
-	size_t cap = g->cap ? 2 * g->cap : 8;
-	weft_channel **members;
-
-	if (g->len < g->cap)
-		return 0;
-	if ((members = realloc(g->members, cap * sizeof(*members))) == NULL)
-		return WEFT_ENOMEM;
-	g->members = members;
-	g->cap = cap;
-	return 0;
+	return WEFT__ARRAY_ROOM(g->members, g->cap, g->len, 8) != NULL
+	           ? 0
+	           : WEFT_ENOMEM;
 }
 
 int

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 
 #include "core_int.h"
+#include "weft_int.h"
 
 #define COMMON_TIMEOUTS_MAX 32
 
@@ -400,19 +401,14 @@ weft_loop_post(weft_loop *loop, weft_task_cb cb, void *arg)
 int
 weft_loop_on_shutdown(weft_loop *loop, weft_shutdown_cb cb, void *arg)
 {
-	struct shutdown_hook *hooks;
-	size_t cap;
+	struct shutdown_hook *hook;
 
-	if (loop->hooks_len == loop->hooks_cap) {
-		cap = loop->hooks_cap ? loop->hooks_cap * 2 : 4;
-		hooks = realloc(loop->hooks, cap * sizeof(*hooks));
-		if (hooks == NULL)
-			return WEFT_ENOMEM;
-		loop->hooks = hooks;
-		loop->hooks_cap = cap;
-	}
-	loop->hooks[loop->hooks_len].cb = cb;
-	loop->hooks[loop->hooks_len].arg = arg;
+	hook =
+	    WEFT__ARRAY_ROOM(loop->hooks, loop->hooks_cap, loop->hooks_len, 4);
+	if (hook == NULL)
+		return WEFT_ENOMEM;
+	hook->cb = cb;
+	hook->arg = arg;
 	loop->hooks_len++;
 	return 0;
 }

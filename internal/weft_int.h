@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- The big-endian integers of weft's wire formats ---------------- */
@@ -66,5 +67,41 @@ weft__store_be64(void *p, uint64_t v)
 	weft__store_be32(p, (uint32_t)(v >> 32));
 	weft__store_be32((uint8_t *)p + 4, (uint32_t)v);
 }
+
+/* ---- Growable arrays ---------------------------------------------- */
+
+/*
+ * weft__array_room makes room for the element at index len of the array
+ * at *items (cap elements of size bytes), doubling it when full (to first
+ * elements when empty). Returns that element's address, not zeroed, or
+ * NULL when memory ran out (the array is then as it was). Through
+ * WEFT__ARRAY_ROOM, which takes the array's pointer and capacity fields:
+ *
+ *     if ((h = WEFT__ARRAY_ROOM(loop->hooks, loop->hooks_cap,
+ *                               loop->hooks_len, 4)) == NULL)
+ *             return WEFT_ENOMEM;
+ *     loop->hooks_len++;
+ */
+static inline void *
+weft__array_room(void *items, size_t *cap, size_t len, size_t size,
+                 size_t first)
+{
+	size_t n = *cap ? *cap * 2 : first;
+	char *base, *grown;
+
+	/* The array's own pointer type, read and written as bytes. */
+	memcpy(&base, items, sizeof(base));
+	if (len < *cap)
+		return base + len * size;
+	if (n < len + 1 || n > SIZE_MAX / size ||
+	    (grown = realloc(base, n * size)) == NULL)
+		return NULL;
+	memcpy(items, &grown, sizeof(grown));
+	*cap = n;
+	return grown + len * size;
+}
+
+#define WEFT__ARRAY_ROOM(items, cap, len, first)                               \
+	weft__array_room(&(items), &(cap), (len), sizeof(*(items)), (first))
 
 #endif

@@ -174,22 +174,15 @@ int
 weft_msvc_config_add_node(weft_msvc_config *cfg, const char *id,
                           const char *host, uint16_t port)
 {
-	struct weft__msvc_node *nodes, *n;
-	size_t cap;
+	struct weft__msvc_node *n;
 
 	if (!weft__msvc_id_is_valid(id) || host == NULL || host[0] == '\0')
 		return WEFT_EINVAL;
 	if (weft__msvc_config_find(cfg, id) >= 0)
 		return WEFT_EEXIST;
-	if (cfg->nodes_len == cfg->nodes_cap) {
-		cap = cfg->nodes_cap ? cfg->nodes_cap * 2 : 4;
-		nodes = realloc(cfg->nodes, cap * sizeof(*nodes));
-		if (nodes == NULL)
-			return WEFT_ENOMEM;
-		cfg->nodes = nodes;
-		cfg->nodes_cap = cap;
-	}
-	n = &cfg->nodes[cfg->nodes_len];
+	n = WEFT__ARRAY_ROOM(cfg->nodes, cfg->nodes_cap, cfg->nodes_len, 4);
+	if (n == NULL)
+		return WEFT_ENOMEM;
 	memset(n, 0, sizeof(*n));
 	if ((n->host = strdup(host)) == NULL)
 		return WEFT_ENOMEM;
@@ -314,17 +307,10 @@ weft__msvc_config_add_extra(weft_msvc_config *cfg, const char *section,
                             const char *key, const char *value, int line)
 {
 	struct weft__msvc_kv *kv;
-	size_t cap;
 
-	if (cfg->extra_len == cfg->extra_cap) {
-		cap = cfg->extra_cap ? cfg->extra_cap * 2 : 8;
-		kv = realloc(cfg->extra, cap * sizeof(*kv));
-		if (kv == NULL)
-			return WEFT_ENOMEM;
-		cfg->extra = kv;
-		cfg->extra_cap = cap;
-	}
-	kv = &cfg->extra[cfg->extra_len];
+	kv = WEFT__ARRAY_ROOM(cfg->extra, cfg->extra_cap, cfg->extra_len, 8);
+	if (kv == NULL)
+		return WEFT_ENOMEM;
 	kv->section = strdup(section);
 	kv->key = strdup(key);
 	kv->value = strdup(value);

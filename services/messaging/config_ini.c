@@ -299,15 +299,8 @@ section_begin(struct parse *p, const char *name)
 			return NULL;
 		}
 	}
-	if (p->nsecs == p->capsecs) {
-		size_t cap = p->capsecs ? p->capsecs * 2 : 8;
-
-		if ((s = realloc(p->secs, cap * sizeof(*s))) == NULL)
-			return NULL;
-		p->secs = s;
-		p->capsecs = cap;
-	}
-	s = &p->secs[p->nsecs];
+	if ((s = WEFT__ARRAY_ROOM(p->secs, p->capsecs, p->nsecs, 8)) == NULL)
+		return NULL;
 	memset(s, 0, sizeof(*s));
 	if ((s->name = strdup(name)) == NULL)
 		return NULL;
@@ -329,15 +322,8 @@ section_add(struct parse *p, struct section *s, const char *key,
 			            "[%s]: duplicate key '%s' (first at line "
 			            "%d)",
 			            s->name, key, s->entries[i].line);
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-
-		if ((e = realloc(s->entries, cap * sizeof(*e))) == NULL)
-			return fail(p, 0, WEFT_ENOMEM, "out of memory");
-		s->entries = e;
-		s->cap = cap;
-	}
-	e = &s->entries[s->n];
+	if ((e = WEFT__ARRAY_ROOM(s->entries, s->cap, s->n, 8)) == NULL)
+		return fail(p, 0, WEFT_ENOMEM, "out of memory");
 	e->key = strdup(key);
 	e->value = strdup(value);
 	e->line = p->line;

@@ -147,7 +147,7 @@ weft__msvc_guard_loop_stop(struct weft__msvc_loop *ml)
 static uint32_t
 address_count(weft_msvc *svc, const char *host, int delta)
 {
-	struct weft__msvc_addr *a = NULL, *grown;
+	struct weft__msvc_addr *a = NULL;
 	uint32_t before = 0;
 	size_t i;
 
@@ -158,18 +158,13 @@ address_count(weft_msvc *svc, const char *host, int delta)
 			break;
 		}
 	if (a == NULL && delta > 0) {
-		if (svc->naddrs == svc->addrs_cap) {
-			size_t cap = svc->addrs_cap ? svc->addrs_cap * 2 : 16;
-
-			grown = realloc(svc->addrs, cap * sizeof(*grown));
-			if (grown == NULL) {
-				pthread_mutex_unlock(&svc->addr_lock);
-				return UINT32_MAX; /* refuse: out of memory */
-			}
-			svc->addrs = grown;
-			svc->addrs_cap = cap;
+		a = WEFT__ARRAY_ROOM(svc->addrs, svc->addrs_cap, svc->naddrs,
+		                     16);
+		if (a == NULL) {
+			pthread_mutex_unlock(&svc->addr_lock);
+			return UINT32_MAX; /* refuse: out of memory */
 		}
-		a = &svc->addrs[svc->naddrs++];
+		svc->naddrs++;
 		snprintf(a->host, sizeof(a->host), "%s", host);
 		a->n = 0;
 	}
