@@ -61,15 +61,14 @@ THREAD_PATTERNS = [
     r"\bany thread that\b",
     r"\bloop(?:'s)? thread\b",
     r"\bthread of (its|the) loop\b",
-    r"\bnot from (one of )?the\b",
-    r"\bnot on (one of )?the\b",
+    r"\bnot from\b",
+    r"\bnot on (one of )?(the|its)\b",
     r"\bbefore (weft_\w+|any loop runs|the loop runs|it starts)",
     r"\bthread-safe\b",
     r"\bhandler's thread\b",
     r"\bcallback's thread\b",
     r"\bsingle-threaded\b",
     r"\bsimulator's thread\b",
-    r"\bthe thread that\b",
 ]
 THREAD_RE = re.compile("|".join(THREAD_PATTERNS), re.I)
 ERR_RE = re.compile(r"\bWEFT_E[A-Z]+\b")
@@ -135,6 +134,8 @@ def items_of(path):
         if s in ('extern "C" {', "}"):  # C++ linkage, at depth 0
             items.append(("code",))
             i += 1
+        elif re.match(r"^struct \w+;$", s):
+            i += 1  # a forward declaration stays out of the way
         elif not s:
             items.append(("blank",))
             i += 1
@@ -216,8 +217,14 @@ def parse_header(path):
                 head = para[0][1] if para and para[0][0] == "comment" and \
                     len(para) > 1 and para[1][0] == "decl" and \
                     para[0][1] != group else None
-                decls.append(Decl(header, name, ret, proto, group or "",
-                                  head, list(intro), default))
+                d = Decl(header, name, ret, proto, group or "", head,
+                         list(intro), default)
+                if prev is not None and prev[0] == "decl" and decls:
+                    d.group = decls[-1].group
+                else:
+                    d.group = []
+                d.group.append(name)
+                decls.append(d)
         para.append(it)
     return decls
 
@@ -242,6 +249,31 @@ def text_of(d):
     return d.own + ("\n\n" + d.head if d.head else "")
 
 
+def own_text(d):
+    """text_of(d) without the sentences about the other functions of its
+    group: in "weft_log_set_format sets ... Returns 0 or WEFT_ENOTSUP.
+    weft_log_get_format returns the format.", the first two are
+    weft_log_set_format's, the last weft_log_get_format's. A sentence that
+    begins with a name of the group is that function's, and so are those
+    after it up to the next such; those before any are the whole group's."""
+    if len(d.group) < 2:
+        return text_of(d)
+    keep = []
+    for text in (d.own, d.head or ""):
+        subject = None
+        parts = []
+        for s in sentences(text):
+            parts.extend(re.split(r"; (?=weft_[a-z0-9_]+ )", s))
+        for s in parts:
+            m = re.match(r"(weft_[a-z0-9_]+)\b", s)
+            if m and m.group(1) in d.group:
+                subject = m.group(1)
+            if subject in (None, d.name) or re.search(
+                    r"\b%s (is|are|returns)\b" % d.name, s):
+                keep.append(s)
+    return " ".join(keep)
+
+
 def like_of(d, by_name):
     """The function d's comment says it behaves as ("NAME is OTHER ...")."""
     m = re.match(r"\s*%s is (weft_[a-z0-9_]+)\b" % d.name, d.own)
@@ -262,10 +294,10 @@ def threads_of(d):
 
 def returns_of(d):
     out = []
-    for s in sentences(text_of(d)):
+    for s in sentences(own_text(d)):
         if re.search(r"\breturns?\b", s, re.I) or \
                 re.match(r"%s (is|are)\b" % d.name, s) or \
-                re.search(r"(^|; )%s (is|are)\b" % d.name, s):
+                re.search(r"\b%s (is|are)\b" % d.name, s):
             out.append(s)
     return out
 
@@ -278,11 +310,11 @@ def errors_of(d, by_name=None, seen=None):
     """The WEFT_E codes d's comment names, and those of a function whose
     errors it says it returns ("weft_msvc_request's errors")."""
     codes = []
-    for c in ERR_RE.findall(text_of(d)):
+    for c in ERR_RE.findall(own_text(d)):
         if c not in codes:
             codes.append(c)
     seen = (seen or set()) | {d.name}
-    for m in REF_ERR_RE.finditer(text_of(d)):
+    for m in REF_ERR_RE.finditer(own_text(d)):
         other = (by_name or {}).get(m.group(1) or m.group(2))
         if other is not None and other.name not in seen:
             for c in errors_of(other, by_name, seen):
@@ -315,7 +347,7 @@ def check(decls, by_name):
             what.append("a return-value sentence (\"Returns ...\")")
         if d.ret == "int":
             errs = resolve(d, by_name, lambda x: errors_of(x, by_name))[0]
-            if not errs and not NO_ERR_RE.search(text_of(d)):
+            if not errs and not NO_ERR_RE.search(own_text(d)):
                 what.append("the error codes it returns (WEFT_E...)")
         if what:
             problems.append("%s (<weft/%s.h>) lacks %s" % (
@@ -469,7 +501,7 @@ def page(d, by_name, errmap, version):
         out.append(".SH ERRORS")
         if via:
             out.append(other_note(via))
-        src = text_of(via) if via else text_of(d)
+        src = own_text(via) if via else own_text(d)
         if not errs:
             out.extend([".PP", "None: the value is not a WEFT_E code."
                         if re.search("not an error code", src)

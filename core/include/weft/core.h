@@ -100,7 +100,9 @@ WEFT_API const char *weft_strerror(int err);
 /* weft_errname returns the code's symbolic name ("EPROTO"). Any thread. */
 WEFT_API const char *weft_errname(int err);
 
-/* weft_from_errno translates a positive errno value into a WEFT_E code. */
+/* weft_from_errno translates a positive errno value into a WEFT_E code.
+ * Returns the code: 0 for 0, WEFT_EIO for an errno without a code of its
+ * own. Any thread. */
 WEFT_API int weft_from_errno(int errnum);
 
 /*
@@ -184,7 +186,7 @@ WEFT_API int weft_log_format_parse(const char *name, enum weft_log_format *out);
  * from the WEFT_LOG_FORMAT environment variable (the names above), else
  * TEXT. Returns 0, or WEFT_ENOTSUP for JOURNAL without libsystemd or
  * without a journald (/run/systemd/journal/socket); the format is then
- * unchanged. Any thread.
+ * unchanged. weft_log_get_format returns the format in use. Any thread.
  */
 WEFT_API int weft_log_set_format(enum weft_log_format format);
 WEFT_API enum weft_log_format weft_log_get_format(void);
@@ -207,6 +209,8 @@ WEFT_API size_t weft_log_format_record(const weft_log_record *rec,
  * (debug, info, warn, error, off) sets the starting level instead.
  */
 WEFT_API void weft_log_set_level(enum weft_log_level level);
+/* weft_log_get_level returns the level below which messages are dropped.
+ * Any thread. */
 WEFT_API enum weft_log_level weft_log_get_level(void);
 
 /* weft_log formats and emits one line. Any thread. */
@@ -246,6 +250,8 @@ typedef struct weft_log_limit {
  */
 #define WEFT_LOG_PEER_INTERVAL UINT64_MAX
 #define WEFT_LOG_PEER_INTERVAL_MS 1000
+/* weft_log_set_peer_interval sets the peer interval above and
+ * weft_log_get_peer_interval returns it, in milliseconds. Any thread. */
 WEFT_API void weft_log_set_peer_interval(uint64_t interval_ms);
 WEFT_API uint64_t weft_log_get_peer_interval(void);
 
