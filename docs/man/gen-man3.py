@@ -184,6 +184,7 @@ def parse_header(path):
     decls = []
     intro = []
     default = None
+    in_section = False  # after a "---- Title ----" divider
     para = []          # the items of the current paragraph
     group = None       # the comment shared by a run of declarations
     for it in items + [("blank",)]:
@@ -193,18 +194,19 @@ def parse_header(path):
                 # Comments that stand alone: an introduction, a divider.
                 for c in para:
                     if DIVIDER_RE.match(c[2]):
-                        intro = []
+                        intro, in_section = [], True
                         continue
-                    if not c[1].startswith("weft/"):
+                    if in_section:
                         intro.append(c[1])
-                    m = re.search(r"(?:^|\.\s|\n\n)Threads: (.*?\.)(?=\s|$)",
-                                  c[1], re.S)
-                    if m:
-                        default = " ".join(m.group(1).split())
             para, group = [], None
             continue
         if kind == "comment" and DIVIDER_RE.match(it[2]):
-            intro = []
+            intro, in_section = [], True
+        if kind == "comment":
+            m = re.search(r"(?:^|\n\n)Threads: (.*?\.)(?=\s|$)", it[1], re.S)
+            if m:
+                default = " ".join(m.group(1).split())
+                default = default[:1].upper() + default[1:]
         prev = para[-1] if para else None
         if kind == "decl":
             parsed = parse_decl(it[1])
@@ -216,7 +218,8 @@ def parse_header(path):
                     group = None
                 head = para[0][1] if para and para[0][0] == "comment" and \
                     len(para) > 1 and para[1][0] == "decl" and \
-                    para[0][1] != group else None
+                    para[0][1] != group and \
+                    not re.match(r"weft_[a-z0-9_]+ ", para[0][1]) else None
                 d = Decl(header, name, ret, proto, group or "", head,
                          list(intro), default)
                 if prev is not None and prev[0] == "decl" and decls:
@@ -286,9 +289,10 @@ def like_of(d, by_name):
 
 
 def threads_of(d):
-    found = [s for s in sentences(text_of(d)) if THREAD_RE.search(s)]
-    if found:
-        return found
+    for text in (d.own, d.head or ""):
+        found = [s for s in sentences(text) if THREAD_RE.search(s)]
+        if found:
+            return found
     return [d.default] if d.default else []
 
 
@@ -441,6 +445,8 @@ def synopsis(proto):
 
 def first_sentence(d):
     ss = sentences(d.own) if d.own else []
+    mine = [x for x in ss if re.match(r"%s\b" % d.name, x)]
+    ss = mine[:1] or ss
     if not ss:
         return "see " + SECTION_PAGE.get(d.header, "weft_" + d.header) + "(3)"
     s = ss[0]
@@ -468,9 +474,16 @@ def page(d, by_name, errmap, version):
         ".SH NAME",
         "%s \\- %s" % (esc(d.name), esc(first_sentence(d))),
         ".SH LIBRARY",
-        "weft library (libweft, \\fI\\-lweft\\fR);",
-        "compile and link with",
-        ".B pkg\\-config \\-\\-cflags \\-\\-libs weft",
+    ]
+    if d.header == "sim":
+        out += ["The simulation library for tests (libweft_sim,",
+                "\\fI\\-lweft_sim\\fR, CMake target weft::weft_sim), over",
+                "the weft library (libweft, \\fI\\-lweft\\fR)."]
+    else:
+        out += ["weft library (libweft, \\fI\\-lweft\\fR);",
+                "compile and link with",
+                ".B pkg\\-config \\-\\-cflags \\-\\-libs weft"]
+    out += [
         ".SH SYNOPSIS",
         ".nf",
         ".B #include <weft/%s.h>" % esc(d.header),

@@ -90,7 +90,8 @@ enum weft_errno {
  * string. Any thread.
  */
 WEFT_API const char *weft_version(void);
-/* weft_version_number is the running library's WEFT_VERSION_NUMBER. */
+/* weft_version_number is the running library's WEFT_VERSION_NUMBER. Any
+ * thread. */
 WEFT_API unsigned weft_version_number(void);
 
 /* weft_strerror names a WEFT_E code (or 0). Returns a constant string, never
@@ -272,7 +273,8 @@ WEFT_API bool weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
 
 /* weft_now_ns is a monotonic clock in nanoseconds. Any thread. */
 WEFT_API uint64_t weft_now_ns(void);
-/* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. */
+/* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. Any
+ * thread. */
 WEFT_API uint64_t weft_wall_ms(void);
 
 #ifdef __cplusplus

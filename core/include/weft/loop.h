@@ -177,12 +177,14 @@ WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
  */
 WEFT_API int weft_timer_start(weft_timer *timer, uint64_t timeout_ms,
                               uint64_t repeat_ms);
-/* weft_timer_stop cancels a pending firing; safe inside its callback. */
+/* weft_timer_stop cancels a pending firing; safe inside its callback. Loop
+ * thread. */
 WEFT_API void weft_timer_stop(weft_timer *timer);
 /* weft_timer_is_pending is true while a firing is scheduled. Loop
  * thread. */
 WEFT_API bool weft_timer_is_pending(const weft_timer *timer);
-/* weft_timer_free stops and frees the timer; safe inside its callback. */
+/* weft_timer_free stops and frees the timer (NULL is ignored); safe inside
+ * its callback. Loop thread. */
 WEFT_API void weft_timer_free(weft_timer *timer);
 
 /*

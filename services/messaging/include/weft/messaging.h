@@ -14,7 +14,7 @@
  * list) gets its responses on the connection it opened. The wire format is
  * docs/PROTOCOL.md.
  *
- * Threads: every function says which threads may call it. send, request
+ * Every function says which threads may call it. send, request
  * and respond may be called from any thread; they enqueue the message on
  * the peer's lock-free queue and wake the peer's loop once per batch.
  * Callbacks (handlers, replies, peer events) run on one of the service's
