@@ -90,9 +90,9 @@ WEFT_API void weft_histogram_merge(weft_histogram *dst,
                                    const weft_histogram *src);
 
 /* weft_histogram_count returns the number of values recorded.
- * weft_histogram_min returns the smallest of them, weft_histogram_max
- * returns the largest, weft_histogram_mean returns their mean; each
- * returns 0 when h is empty. */
+ * weft_histogram_min returns the smallest value recorded (0 when empty).
+ * weft_histogram_max returns the largest (0 when empty).
+ * weft_histogram_mean returns their mean (0 when empty). */
 WEFT_API uint64_t weft_histogram_count(const weft_histogram *h);
 WEFT_API uint64_t weft_histogram_min(const weft_histogram *h);
 WEFT_API uint64_t weft_histogram_max(const weft_histogram *h);

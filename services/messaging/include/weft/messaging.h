@@ -170,10 +170,12 @@ WEFT_API int weft_msvc_config_new(const char *cluster, weft_msvc_config **out);
 
 /*
  * weft_msvc_config_load reads an INI file (format in docs/PROTOCOL.md,
- * "Cluster configuration"). On failure it returns WEFT_ECONFIG (or
- * WEFT_ENOMEM, or WEFT_EIO when the file cannot be read) and writes a
- * message naming the file and line into err (errlen bytes, always
- * NUL-terminated when errlen > 0); *out is then untouched. Any thread.
+ * "Cluster configuration"). Returns 0 and the configuration in *out, the
+ * caller's to free with weft_msvc_config_free. On failure it returns
+ * WEFT_ECONFIG (or WEFT_ENOMEM, or WEFT_EIO when the file cannot be read)
+ * and writes a message naming the file and line into err (errlen bytes,
+ * always NUL-terminated when errlen > 0); *out is then untouched. Any
+ * thread.
  */
 WEFT_API int weft_msvc_config_load(const char *path, weft_msvc_config **out,
                                    char *err, size_t errlen);
@@ -593,11 +595,11 @@ WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 
 /* What a handler reads from its message. The payload is borrowed until
  * the handler returns (or, when detached, until the message is
- * responded to). weft_msvc_msg_verb returns the verb,
- * weft_msvc_msg_data the payload and weft_msvc_msg_len its length in
- * bytes; weft_msvc_msg_is_request is true for a request (false for a
- * one-way message). The handler's thread, or, for a detached message, the
- * thread that holds it. */
+ * responded to). weft_msvc_msg_verb returns the verb.
+ * weft_msvc_msg_data returns the payload. weft_msvc_msg_len returns its
+ * length in bytes. weft_msvc_msg_is_request is true for a request, false
+ * for a one-way message. The handler's thread, or, for a detached
+ * message, the thread that holds it. */
 WEFT_API uint32_t weft_msvc_msg_verb(const weft_msvc_msg *msg);
 WEFT_API const void *weft_msvc_msg_data(const weft_msvc_msg *msg);
 WEFT_API size_t weft_msvc_msg_len(const weft_msvc_msg *msg);
