@@ -14,23 +14,31 @@ prototype comes from the comments, so a page cannot say other than its
 header; the meaning of each error code comes from WEFT_ERRNO_MAP in
 <weft/core.h>, the one list weft_strerror() reads too.
 
-How the comments are read (docs/ARCHITECTURE.md, "Header comments"):
+How the comments are read (docs/ARCHITECTURE.md, "Header comments and the
+function man pages"):
 
 - A declaration's comment is the one that ends on the line just above it.
   Declarations that follow one another with no comment between share the
   comment of the first (a group: "weft_log_set_level ... " above
   weft_log_set_level and weft_log_get_level).
 - A paragraph of the header (lines with no blank line between) that starts
-  with a comment heads a group: when a declaration's own comment leaves a
-  statement out, the paragraph's first comment gives it ("What a handler
-  reads from its message ... The handler's thread." above every
-  weft_msvc_msg_* accessor, each with a comment of its own).
-- A comment that stands alone (a blank line after it) introduces what
-  follows, up to the next "---- Title ----" divider; the pages of the
-  functions it introduces show it as a paragraph of their DESCRIPTION.
-- A sentence "Threads: ..." in a comment that stands alone is the default
-  threads statement for every declaration after it in that header (up to
-  the next such sentence), for a header whose objects all follow one rule.
+  with a comment that does not begin with a function's name heads a group:
+  when a declaration's own comment leaves the threads out, the paragraph's
+  first comment gives them, and its sentences join the description ("What
+  a handler reads from its message ... The handler's thread." above every
+  weft_msvc_msg_* accessor, some with a comment of their own).
+- Within a shared comment, a sentence that begins with a function's name
+  is about that function, and so are those after it up to the next such;
+  the return value and errors of a page come from its function's
+  sentences ("weft_log_set_format ... Returns 0 or WEFT_ENOTSUP.
+  weft_log_get_format returns the format in use.").
+- Below a "---- Title ----" divider, a comment that stands alone (a blank
+  line after it) introduces what follows, up to the next divider; the
+  pages of the functions it introduces show it in their DESCRIPTION.
+- A sentence "Threads: ..." that begins a comment or a paragraph of one is
+  the threads statement of every declaration after it in that header
+  whose comment has none (up to the next such sentence), for a header
+  whose functions all follow one rule (<weft/mp.h>, <weft/sim.h>).
 - A comment that begins "NAME is OTHER ..." (NAME is weft_OTHER for text
   in memory, with a buffer, ...) says NAME behaves as the function OTHER;
   what NAME's comment leaves out (return value, errors, threads) is
@@ -48,8 +56,8 @@ together (or what it takes from OTHER as above):
   port is the bound listening port once started, else 0.");
 - when it returns int, the error codes it may return, named (WEFT_EINVAL,
   ...), or the words "never fails" or "errors of weft_OTHER" (or
-  "weft_OTHER's errors"), or, for an int that is no error code, "not an
-  error code".
+  "weft_OTHER's errors", whose codes the page then lists), or, for an int
+  that is no error code, "not an error code".
 """
 import argparse
 import os
@@ -554,7 +562,8 @@ def page(d, by_name, errmap, version):
             if f in by_name and f != d.name and f not in related:
                 related.append(f)
     here = os.path.dirname(os.path.abspath(__file__))
-    has_section = os.path.exists(os.path.join(here, section + ".3.scd"))
+    has_section = section != d.name and \
+        os.path.exists(os.path.join(here, section + ".3.scd"))
     refs = ([section] if has_section else []) + related + (["weft_strerror"] if errs and
                                   d.name != "weft_strerror" else []) + [""]
     seen = []
