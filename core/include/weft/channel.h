@@ -141,14 +141,15 @@ WEFT_API void weft_channel_unref(weft_channel *ch);
 /* weft_channel_loop returns the loop the channel is bound to, for its
  * life. Any thread. */
 WEFT_API weft_loop *weft_channel_loop(const weft_channel *ch);
-/* A user pointer; the channel does not own it. weft_channel_set_data sets
- * it, weft_channel_data returns it (NULL until set). Loop thread. */
+/* weft_channel_set_data sets the channel's user pointer, which the channel
+ * does not own. weft_channel_data returns the user pointer (NULL until
+ * set). Loop thread. */
 WEFT_API void weft_channel_set_data(weft_channel *ch, void *data);
 WEFT_API void *weft_channel_data(const weft_channel *ch);
-/* The peer's address as text ("127.0.0.1:5000", "[::1]:80", "unix:/p",
- * "inproc"), set by the transport: weft_channel_set_peer sets it (copied,
- * cut to 95 bytes), weft_channel_peer returns it, borrowed from the
- * channel. Loop thread. */
+/* weft_channel_peer returns the peer's address as text ("127.0.0.1:5000",
+ * "[::1]:80", "unix:/p", "inproc"), borrowed from the channel.
+ * weft_channel_set_peer sets the address (copied, cut to 95 bytes), as the
+ * transport does. Loop thread. */
 WEFT_API const char *weft_channel_peer(const weft_channel *ch);
 WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
 
