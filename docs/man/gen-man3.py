@@ -543,6 +543,10 @@ def page(d, by_name, errmap, version):
         for code in errs:
             meaning = errmap.get(code, "")
             note = err_note(code, src)
+            for m in REF_ERR_RE.finditer(src):
+                other = by_name.get(m.group(1) or m.group(2))
+                if note is None and other is not None:
+                    note = err_note(code, own_text(other))
             out.append(".TP")
             out.append(".B %s" % esc(code))
             body = meaning[:1].upper() + meaning[1:] if meaning else ""
