@@ -13,8 +13,9 @@
  * look once, at the end (weft_mp_reader_end, weft_mp_writer_status).
  *
  * The structs are visible so that they can live on the stack; their
- * fields are the functions' to change. Neither owns its bytes. Any thread,
- * one at a time per cursor.
+ * fields are the functions' to change. Neither owns its bytes.
+ *
+ * Threads: any thread, one at a time per cursor.
  */
 #ifndef WEFT_MP_H
 #define WEFT_MP_H
@@ -91,7 +92,8 @@ WEFT_API int weft_mp_write_raw(weft_mp_writer *w, const void *data, size_t len);
 
 /* weft_mp_writer_length is the number of bytes written so far. */
 WEFT_API size_t weft_mp_writer_length(const weft_mp_writer *w);
-/* weft_mp_writer_status is 0, or the first error of a write. */
+/* weft_mp_writer_status is 0, or the first error of a write
+ * (WEFT_ETOOBIG). */
 WEFT_API int weft_mp_writer_status(const weft_mp_writer *w);
 
 #ifdef __cplusplus

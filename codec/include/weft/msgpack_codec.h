@@ -71,12 +71,13 @@ typedef struct weft_msgpack_msg weft_msgpack_msg;
 WEFT_API extern const weft_msg_type weft_msg_msgpack;
 
 /* weft_msgpack_msg_object is the message's object, valid until the message
- * is freed. */
+ * is freed. Any thread (the one that holds the message). */
 WEFT_API const msgpack_object *
 weft_msgpack_msg_object(const weft_msgpack_msg *m);
 
 /* weft_msgpack_msg_zone is the zone that owns the object, for building
- * more objects that live as long as the message. */
+ * more objects that live as long as the message. Any thread (the one that
+ * holds the message). */
 WEFT_API msgpack_zone *weft_msgpack_msg_zone(weft_msgpack_msg *m);
 
 /*

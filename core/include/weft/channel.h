@@ -60,14 +60,16 @@ WEFT_API extern const weft_msg_type weft_msg_bytes;
 
 /*
  * weft_msg_is_bytes is true for the two byte kinds. weft_msg_length is
- * their length in bytes (0 for typed objects).
+ * their length in bytes (0 for typed objects). Any thread (the one that
+ * holds the message).
  */
 WEFT_API bool weft_msg_is_bytes(const weft_msg_type *type);
 WEFT_API size_t weft_msg_length(const weft_msg_type *type, const void *msg);
 
 /*
  * weft_msg_copyout copies up to len bytes from the start of a byte message
- * into dst without consuming them; returns the number copied.
+ * into dst without consuming them; returns the number copied (0 for a
+ * typed object). Any thread (the one that holds the message).
  */
 WEFT_API size_t weft_msg_copyout(const weft_msg_type *type, const void *msg,
                                  void *dst, size_t len);
@@ -136,24 +138,33 @@ WEFT_API void weft_channel_activate(weft_channel *ch);
 WEFT_API void weft_channel_ref(weft_channel *ch);
 WEFT_API void weft_channel_unref(weft_channel *ch);
 
+/* weft_channel_loop returns the loop the channel is bound to, for its
+ * life. Any thread. */
 WEFT_API weft_loop *weft_channel_loop(const weft_channel *ch);
-/* A user pointer; the channel does not own it. */
+/* weft_channel_set_data sets the channel's user pointer, which the channel
+ * does not own. weft_channel_data returns the user pointer (NULL until
+ * set). Loop thread. */
 WEFT_API void weft_channel_set_data(weft_channel *ch, void *data);
 WEFT_API void *weft_channel_data(const weft_channel *ch);
-/* The peer's address as text ("127.0.0.1:5000", "[::1]:80", "unix:/p",
- * "inproc"), set by the transport. */
+/* weft_channel_peer returns the peer's address as text ("127.0.0.1:5000",
+ * "[::1]:80", "unix:/p", "inproc"), borrowed from the channel.
+ * weft_channel_set_peer sets the address (copied, cut to 95 bytes), as the
+ * transport does. Loop thread. */
 WEFT_API const char *weft_channel_peer(const weft_channel *ch);
 WEFT_API void weft_channel_set_peer(weft_channel *ch, const char *peer);
 
-/* weft_channel_is_open is false once close started or the peer went away. */
+/* weft_channel_is_open is false once close started or the peer went away.
+ * Any thread. */
 WEFT_API bool weft_channel_is_open(const weft_channel *ch);
 /* weft_channel_is_writable is false above the high-water mark. Loop
  * thread. */
 WEFT_API bool weft_channel_is_writable(const weft_channel *ch);
-/* Bytes written but not yet handed to the socket. Loop thread. */
+/* weft_channel_pending_write_bytes is the number of bytes written but not
+ * yet handed to the socket. Loop thread. */
 WEFT_API size_t weft_channel_pending_write_bytes(const weft_channel *ch);
-/* Bytes read from the socket that no handler has taken yet (a decoder's
- * partial message). Loop thread. */
+/* weft_channel_pending_read_bytes is the number of bytes read from the
+ * socket that no handler has taken yet (a decoder's partial message). Loop
+ * thread. */
 WEFT_API size_t weft_channel_pending_read_bytes(const weft_channel *ch);
 
 /* What the channel's stream took and gave: reads and writes that moved
@@ -164,7 +175,7 @@ typedef struct weft_channel_stats {
 	uint64_t writes, bytes_written;
 } weft_channel_stats;
 
-/* weft_channel_get_stats copies the counters; on the channel's loop. */
+/* weft_channel_get_stats copies the counters into *out. Loop thread. */
 WEFT_API void weft_channel_get_stats(const weft_channel *ch,
                                      weft_channel_stats *out);
 
@@ -177,7 +188,7 @@ WEFT_API void weft_channel_get_stats(const weft_channel *ch,
  * thread.
  */
 WEFT_API void weft_channel_set_auto_read(weft_channel *ch, bool on);
-/* weft_channel_is_auto_read says whether reading is on. Loop thread. */
+/* weft_channel_is_auto_read is true while reading is on. Loop thread. */
 WEFT_API bool weft_channel_is_auto_read(const weft_channel *ch);
 
 /*
@@ -196,7 +207,7 @@ WEFT_API bool weft_channel_is_auto_read(const weft_channel *ch);
  * closing channel. Loop thread.
  */
 WEFT_API void weft_channel_yield(weft_channel *ch);
-/* weft_channel_is_reading says whether a decoder may deliver its next
+/* weft_channel_is_reading is true when a decoder may deliver its next
  * message: reading is on and the turn was not given up. Loop thread. */
 WEFT_API bool weft_channel_is_reading(const weft_channel *ch);
 
@@ -261,7 +272,10 @@ WEFT_API int weft_pipeline_replace(weft_channel *ch, const char *old_name,
 /* weft_pipeline_get finds a handler's context by name, or NULL. */
 WEFT_API weft_ctx *weft_pipeline_get(weft_channel *ch, const char *name);
 
-/* What a handler can do with its context. Loop thread. */
+/* What a handler can do with its context. Loop thread. weft_ctx_channel
+ * returns the context's channel. weft_ctx_state returns the state the
+ * handler was added with. weft_ctx_name returns its name (borrowed from
+ * the context). */
 WEFT_API weft_channel *weft_ctx_channel(const weft_ctx *ctx);
 WEFT_API void *weft_ctx_state(const weft_ctx *ctx);
 WEFT_API const char *weft_ctx_name(const weft_ctx *ctx);
@@ -269,11 +283,12 @@ WEFT_API const char *weft_ctx_name(const weft_ctx *ctx);
 WEFT_API const weft_handler *weft_ctx_handler(const weft_ctx *ctx);
 /* weft_ctx_remove takes this handler out of the pipeline. */
 WEFT_API void weft_ctx_remove(weft_ctx *ctx);
-/* weft_ctx_is_removed says whether the handler has left the pipeline (its
+/* weft_ctx_is_removed is true once the handler has left the pipeline (its
  * removed callback may not have run yet). */
 WEFT_API bool weft_ctx_is_removed(const weft_ctx *ctx);
 
-/* Forward an inbound event to the next handler towards the tail. */
+/* Forward an inbound event to the next handler towards the tail. Loop
+ * thread. */
 WEFT_API void weft_ctx_fire_active(weft_ctx *ctx);
 WEFT_API void weft_ctx_fire_read(weft_ctx *ctx, const weft_msg_type *type,
                                  void *msg);
@@ -290,7 +305,7 @@ WEFT_API void weft_ctx_fire_inactive(weft_ctx *ctx);
  * bytes, also while earlier writes wait for their callbacks. Bytes written
  * and not flushed are flushed when the loop has run the callbacks of the
  * current wake-up, so handlers may write many messages and let them leave
- * in one batch.
+ * in one batch. Loop thread.
  */
 WEFT_API void weft_ctx_write(weft_ctx *ctx, const weft_msg_type *type,
                              void *msg, weft_write_cb cb, void *cb_arg);
@@ -315,8 +330,8 @@ WEFT_API void weft_ctx_close(weft_ctx *ctx);
  * made it returns and before any other write or change of the pipeline,
  * or dropped by not committing it: nothing is sent (a handler that
  * refuses the message does that, and fails the write itself with
- * weft_ctx_fail_write). reserve returns NULL only when out of memory:
- * then nothing is reserved.
+ * weft_ctx_fail_write). weft_ctx_reserve returns the room, or NULL only
+ * when out of memory: then nothing is reserved. Loop thread.
  */
 WEFT_API void *weft_ctx_reserve(weft_ctx *ctx, size_t n);
 WEFT_API void weft_ctx_commit(weft_ctx *ctx, size_t used, weft_write_cb cb,
@@ -335,14 +350,14 @@ WEFT_API void weft_channel_when_written(weft_channel *ch, weft_write_cb cb,
 /*
  * weft_ctx_fail_write is for a handler that cannot pass a write on: it frees
  * msg (or drains it) and arranges for cb to run with status on the loop,
- * after the current callback returns.
+ * after the current callback returns. Loop thread.
  */
 WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
                                   void *msg, weft_write_cb cb, void *cb_arg,
                                   int status);
 
 /* weft_msg_free releases a message that will go no further (msg NULL:
- * nothing). */
+ * nothing). Any thread (the one that holds the message). */
 WEFT_API void weft_msg_free(const weft_msg_type *type, void *msg);
 
 /* ---- Channel groups (channel_group.c) -------------------------------- */
@@ -390,7 +405,7 @@ WEFT_API int weft_channel_group_add(weft_channel_group *g, weft_channel *ch);
  * or WEFT_ENOTFOUND. Any thread. */
 WEFT_API int weft_channel_group_remove(weft_channel_group *g, weft_channel *ch);
 
-/* weft_channel_group_contains says whether ch is a member now. Any
+/* weft_channel_group_contains is true when ch is a member now. Any
  * thread. */
 WEFT_API bool weft_channel_group_contains(weft_channel_group *g,
                                           const weft_channel *ch);

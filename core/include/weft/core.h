@@ -90,7 +90,8 @@ enum weft_errno {
  * string. Any thread.
  */
 WEFT_API const char *weft_version(void);
-/* weft_version_number is the running library's WEFT_VERSION_NUMBER. */
+/* weft_version_number is the running library's WEFT_VERSION_NUMBER. Any
+ * thread. */
 WEFT_API unsigned weft_version_number(void);
 
 /* weft_strerror names a WEFT_E code (or 0). Returns a constant string, never
@@ -100,7 +101,9 @@ WEFT_API const char *weft_strerror(int err);
 /* weft_errname returns the code's symbolic name ("EPROTO"). Any thread. */
 WEFT_API const char *weft_errname(int err);
 
-/* weft_from_errno translates a positive errno value into a WEFT_E code. */
+/* weft_from_errno translates a positive errno value into a WEFT_E code.
+ * Returns the code: 0 for 0, WEFT_EIO for an errno without a code of its
+ * own. Any thread. */
 WEFT_API int weft_from_errno(int errnum);
 
 /*
@@ -184,7 +187,7 @@ WEFT_API int weft_log_format_parse(const char *name, enum weft_log_format *out);
  * from the WEFT_LOG_FORMAT environment variable (the names above), else
  * TEXT. Returns 0, or WEFT_ENOTSUP for JOURNAL without libsystemd or
  * without a journald (/run/systemd/journal/socket); the format is then
- * unchanged. Any thread.
+ * unchanged. weft_log_get_format returns the format in use. Any thread.
  */
 WEFT_API int weft_log_set_format(enum weft_log_format format);
 WEFT_API enum weft_log_format weft_log_get_format(void);
@@ -207,6 +210,8 @@ WEFT_API size_t weft_log_format_record(const weft_log_record *rec,
  * (debug, info, warn, error, off) sets the starting level instead.
  */
 WEFT_API void weft_log_set_level(enum weft_log_level level);
+/* weft_log_get_level returns the level below which messages are dropped.
+ * Any thread. */
 WEFT_API enum weft_log_level weft_log_get_level(void);
 
 /* weft_log formats and emits one line. Any thread. */
@@ -246,6 +251,8 @@ typedef struct weft_log_limit {
  */
 #define WEFT_LOG_PEER_INTERVAL UINT64_MAX
 #define WEFT_LOG_PEER_INTERVAL_MS 1000
+/* weft_log_set_peer_interval sets the peer interval above and
+ * weft_log_get_peer_interval returns it, in milliseconds. Any thread. */
 WEFT_API void weft_log_set_peer_interval(uint64_t interval_ms);
 WEFT_API uint64_t weft_log_get_peer_interval(void);
 
@@ -266,7 +273,8 @@ WEFT_API bool weft_log_limited(weft_log_limit *lim, enum weft_log_level level,
 
 /* weft_now_ns is a monotonic clock in nanoseconds. Any thread. */
 WEFT_API uint64_t weft_now_ns(void);
-/* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. */
+/* weft_wall_ms is wall-clock time, milliseconds since the Unix epoch. Any
+ * thread. */
 WEFT_API uint64_t weft_wall_ms(void);
 
 #ifdef __cplusplus

@@ -7,6 +7,8 @@
  * bits). Recording is a few instructions and never allocates. Not
  * thread-safe: keep one per thread and merge them.
  *
+ * Threads: any thread, while no other thread changes the histogram.
+ *
  * Memory is fixed when the histogram is made, by its precision and range
  * (weft_histogram_bytes tells it):
  *
@@ -66,7 +68,10 @@ WEFT_API int weft_histogram_new(weft_histogram **out);
  * the defaults) takes, or 0 when weft_histogram_new_opts would refuse
  * opts. Any thread. */
 WEFT_API size_t weft_histogram_bytes(const weft_histogram_opts *opts);
+/* weft_histogram_free frees h; NULL is ignored. */
 WEFT_API void weft_histogram_free(weft_histogram *h);
+/* weft_histogram_reset forgets every value recorded; h keeps its precision
+ * and range. */
 WEFT_API void weft_histogram_reset(weft_histogram *h);
 
 /* weft_histogram_record counts one value (nanoseconds, say). */
@@ -84,6 +89,10 @@ WEFT_API void weft_histogram_record_n(weft_histogram *h, uint64_t value,
 WEFT_API void weft_histogram_merge(weft_histogram *dst,
                                    const weft_histogram *src);
 
+/* weft_histogram_count returns the number of values recorded.
+ * weft_histogram_min returns the smallest value recorded (0 when empty).
+ * weft_histogram_max returns the largest (0 when empty).
+ * weft_histogram_mean returns their mean (0 when empty). */
 WEFT_API uint64_t weft_histogram_count(const weft_histogram *h);
 WEFT_API uint64_t weft_histogram_min(const weft_histogram *h);
 WEFT_API uint64_t weft_histogram_max(const weft_histogram *h);
@@ -128,8 +137,7 @@ WEFT_API bool weft_histogram_next(const weft_histogram *h, size_t *cursor,
  * len > 0 (buf may be NULL when len is 0), and returns the length of the
  * whole text without its NUL: a return of len or more means the text was
  * cut short (after its last whole pair), and len = the return + 1 holds
- * it all. Any thread, while no
- * other thread changes h.
+ * it all. Any thread, while no other thread changes h.
  */
 WEFT_API size_t weft_histogram_format(const weft_histogram *h, char *buf,
                                       size_t len);

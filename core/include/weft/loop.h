@@ -43,22 +43,27 @@ typedef struct weft_task {
 typedef void (*weft_shutdown_cb)(weft_loop *loop, uint64_t deadline_ns,
                                  void *arg);
 
-/* weft_loop_new creates a loop that is not running yet. */
+/* weft_loop_new creates a loop that is not running yet. Returns 0 or
+ * WEFT_ENOMEM. Any thread. */
 WEFT_API int weft_loop_new(weft_loop **out);
 
-/* weft_loop_start runs the loop on a new thread of its own. */
+/* weft_loop_start runs the loop on a new thread of its own. Returns 0,
+ * WEFT_EBUSY (it runs already) or WEFT_ENOMEM (no thread). Any thread. */
 WEFT_API int weft_loop_start(weft_loop *loop);
 
 /*
  * weft_loop_run drives the loop on the calling thread until weft_loop_stop()
- * is called. Returns 0, or WEFT_EBUSY if it already runs.
+ * is called. Returns 0, or WEFT_EBUSY if it already runs. Any thread, which
+ * is the loop's thread until it returns.
  */
 WEFT_API int weft_loop_run(weft_loop *loop);
 
 /*
  * weft_loop_run_until drives the loop on the calling thread until done(arg)
  * holds (checked after every loop iteration) or timeout_ms passes. Returns
- * 0, or WEFT_ETIMEDOUT. For tests and simple programs. Loop thread.
+ * 0, WEFT_ETIMEDOUT, WEFT_ENOMEM, or WEFT_EBUSY if another thread runs
+ * it. For tests and simple programs. Any thread, which is the loop's
+ * thread until it returns.
  */
 WEFT_API int weft_loop_run_until(weft_loop *loop, bool (*done)(void *arg),
                                  void *arg, uint64_t timeout_ms);
@@ -82,7 +87,8 @@ WEFT_API void weft_loop_free(weft_loop *loop);
  * your own. Loop thread for anything but reading the pointer. */
 WEFT_API struct event_base *weft_loop_base(weft_loop *loop);
 
-/* weft_loop_in_thread is true on the thread that drives the loop. */
+/* weft_loop_in_thread is true on the thread that drives the loop (and on
+ * any thread while none does). Any thread. */
 WEFT_API bool weft_loop_in_thread(const weft_loop *loop);
 
 /*
@@ -99,8 +105,9 @@ WEFT_API int weft_loop_post(weft_loop *loop, weft_task_cb cb, void *arg);
  * thread. */
 WEFT_API int weft_loop_post_task(weft_loop *loop, weft_task *task);
 
-/* weft_loop_on_shutdown registers a hook (see weft_shutdown_cb); returns an
- * id for weft_loop_remove_shutdown. Loop thread. */
+/* weft_loop_on_shutdown registers a hook (see weft_shutdown_cb). Returns 0
+ * or WEFT_ENOMEM. weft_loop_remove_shutdown removes the hook registered
+ * with cb and arg, if there is one. Loop thread. */
 WEFT_API int weft_loop_on_shutdown(weft_loop *loop, weft_shutdown_cb cb,
                                    void *arg);
 WEFT_API void weft_loop_remove_shutdown(weft_loop *loop, weft_shutdown_cb cb,
@@ -122,20 +129,23 @@ typedef struct weft_loop_stats {
 	uint64_t channels_open; /* channels currently bound to the loop */
 } weft_loop_stats;
 
+/* weft_loop_get_stats copies the loop's counters into *out. Any thread. */
 WEFT_API void weft_loop_get_stats(const weft_loop *loop, weft_loop_stats *out);
 
 /*
  * weft_loop_group_new creates and starts n loops (0: one per online CPU),
- * each on its own thread.
+ * each on its own thread. Returns 0 or WEFT_ENOMEM. Any thread.
  */
 WEFT_API int weft_loop_group_new(size_t n, weft_loop_group **out);
+/* weft_loop_group_size returns the number of loops. Any thread. */
 WEFT_API size_t weft_loop_group_size(const weft_loop_group *group);
 /* weft_loop_group_at returns loop i (i < size). Any thread. */
 WEFT_API weft_loop *weft_loop_group_at(weft_loop_group *group, size_t i);
-/* weft_loop_group_next picks loops round-robin. Any thread. */
+/* weft_loop_group_next returns the group's loops in turn, round-robin.
+ * Any thread. */
 WEFT_API weft_loop *weft_loop_group_next(weft_loop_group *group);
-/* weft_loop_group_by_key always picks the same loop for the same key. Any
- * thread. */
+/* weft_loop_group_by_key returns a loop of the group, always the same one
+ * for the same key. Any thread. */
 WEFT_API weft_loop *weft_loop_group_by_key(weft_loop_group *group,
                                            uint64_t key);
 /* weft_loop_group_shutdown shuts down every loop (see weft_loop_shutdown)
@@ -149,8 +159,8 @@ WEFT_API void weft_loop_group_free(weft_loop_group *group);
 /* A timer callback runs on the timer's loop. */
 typedef void (*weft_timer_cb)(weft_timer *timer, void *arg);
 
-/* weft_timer_new creates a stopped timer on loop. Loop thread (or before
- * the loop runs). */
+/* weft_timer_new creates a stopped timer on loop. Returns 0 or
+ * WEFT_ENOMEM. Loop thread (or before the loop runs). */
 WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
                             weft_timer **out);
 /*
@@ -162,14 +172,19 @@ WEFT_API int weft_timer_new(weft_loop *loop, weft_timer_cb cb, void *arg,
  * one kernel tick, often 4 ms), as libuv's timers count from uv_now(): a
  * timer may fire up to a tick before timeout_ms of real time has passed.
  * Code that must not act before a wall-clock deadline checks the clock
- * when the timer fires and starts it again for the rest. Loop thread.
+ * when the timer fires and starts it again for the rest. Returns 0, or
+ * WEFT_EINVAL when libevent refuses the timeout. Loop thread.
  */
 WEFT_API int weft_timer_start(weft_timer *timer, uint64_t timeout_ms,
                               uint64_t repeat_ms);
-/* weft_timer_stop cancels a pending firing; safe inside its callback. */
+/* weft_timer_stop cancels a pending firing; safe inside its callback. Loop
+ * thread. */
 WEFT_API void weft_timer_stop(weft_timer *timer);
+/* weft_timer_is_pending is true while a firing is scheduled. Loop
+ * thread. */
 WEFT_API bool weft_timer_is_pending(const weft_timer *timer);
-/* weft_timer_free stops and frees the timer; safe inside its callback. */
+/* weft_timer_free stops and frees the timer (NULL is ignored); safe inside
+ * its callback. Loop thread. */
 WEFT_API void weft_timer_free(weft_timer *timer);
 
 /*

@@ -125,7 +125,8 @@ WEFT_API int weft_channel_new_stream(weft_loop *loop, weft_stream *s,
                                      weft_channel **out);
 
 /* weft_stream_ready tells s's channel what s can do now (a mask of
- * enum weft_stream_event). From the loop's event callbacks only. */
+ * enum weft_stream_event). From the loop's event callbacks only: the loop
+ * thread. */
 WEFT_API void weft_stream_ready(weft_stream *s, unsigned events);
 
 /* weft_channel_stream is the channel's stream, NULL once it is torn down.

@@ -124,7 +124,9 @@ WEFT_API uint32_t weft_sim_node_count(const weft_sim *sim);
  * weft_sim_node returns node's service, NULL while the node is stopped.
  * The service changes when the node restarts: a thread that uses it while
  * faults may restart the node takes it with weft_sim_node_acquire, which
- * holds a restart off until weft_sim_node_release.
+ * holds a restart off until weft_sim_node_release. weft_sim_node_acquire
+ * returns what weft_sim_node does (NULL for a bad node, with nothing
+ * held).
  */
 WEFT_API weft_msvc *weft_sim_node(weft_sim *sim, uint32_t node);
 WEFT_API weft_msvc *weft_sim_node_acquire(weft_sim *sim, uint32_t node);
@@ -149,7 +151,8 @@ WEFT_API int weft_sim_node_stop(weft_sim *sim, uint32_t node);
 WEFT_API int weft_sim_node_start(weft_sim *sim, uint32_t node,
                                  const weft_msvc_limits *limits);
 /* weft_sim_restart is stop then start: a new process for that node, with
- * new limits if not NULL. */
+ * new limits if not NULL. Returns 0, WEFT_EINVAL or the start's error
+ * (the errors of weft_sim_node_start). */
 WEFT_API int weft_sim_restart(weft_sim *sim, uint32_t node,
                               const weft_msvc_limits *limits);
 
@@ -163,20 +166,25 @@ WEFT_API int weft_sim_restart(weft_sim *sim, uint32_t node,
  */
 WEFT_API int weft_sim_delay(weft_sim *sim, uint32_t from, uint32_t to,
                             uint64_t min_ms, uint64_t max_ms);
-/* weft_sim_stall stops (on) or resumes the bytes from from to to. */
+/* weft_sim_stall stops (on) or resumes the bytes from from to to. Returns
+ * 0 or WEFT_EINVAL. */
 WEFT_API int weft_sim_stall(weft_sim *sim, uint32_t from, uint32_t to, bool on);
 /* weft_sim_hold holds (on) the bytes from from to to on the connections
- * open now, or releases (off) what every hold of that direction held. */
+ * open now, or releases (off) what every hold of that direction held.
+ * Returns 0 or WEFT_EINVAL. */
 WEFT_API int weft_sim_hold(weft_sim *sim, uint32_t from, uint32_t to, bool on);
 /* weft_sim_corrupt flips one random bit in about one byte of every
- * per_million bytes from from to to (0: none). */
+ * per_million bytes from from to to (0: none). Returns 0 or
+ * WEFT_EINVAL. */
 WEFT_API int weft_sim_corrupt(weft_sim *sim, uint32_t from, uint32_t to,
                               uint32_t per_million);
 /* weft_sim_drop closes every connection between a and b at once (the
- * dialer redials). */
+ * dialer redials). Returns 0, WEFT_EINVAL, WEFT_ENOMEM or WEFT_ESHUTDOWN
+ * (the proxies' loop is stopping). */
 WEFT_API int weft_sim_drop(weft_sim *sim, uint32_t a, uint32_t b);
 /* weft_sim_pause stops (on) or resumes every loop of node: its handlers,
- * timers and I/O wait; its worker threads do not. */
+ * timers and I/O wait; its worker threads do not. Returns 0 or
+ * WEFT_EINVAL. */
 WEFT_API int weft_sim_pause(weft_sim *sim, uint32_t node, bool on);
 /* weft_sim_heal ends every delay, stall, hold, corruption and pause. */
 WEFT_API void weft_sim_heal(weft_sim *sim);
@@ -245,7 +253,8 @@ WEFT_API void weft_sim_schedule(uint64_t seed, uint32_t nodes,
                                 const weft_sim_chaos *c, weft_sim_fault *out,
                                 size_t n);
 
-/* weft_sim_fault_name names a kind ("delay", ...). Any thread. */
+/* weft_sim_fault_name returns the name of a kind ("delay", ...), a
+ * constant string. Any thread. */
 WEFT_API const char *weft_sim_fault_name(enum weft_sim_fault_kind kind);
 
 #endif

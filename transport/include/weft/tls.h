@@ -108,8 +108,9 @@ WEFT_API void weft_tls_ctx_unref(weft_tls_ctx *ctx);
 /*
  * weft_tls_ctx_reload reads the files again. On success, connections made
  * from now on use the new certificate, key and CA bundle; connections
- * already open continue with what they had. On failure nothing changes,
- * the reason is logged and WEFT_ECONFIG (or WEFT_ENOMEM) is returned. Any
+ * already open continue with what they had. Returns 0 then. On failure
+ * nothing changes, the reason is logged and WEFT_ECONFIG (or WEFT_ENOMEM)
+ * is returned. Any
  * thread (it blocks on file reads: call it from a signal-handling thread,
  * not from a loop thread on a busy node).
  */

@@ -129,6 +129,8 @@ WEFT_API uint16_t weft_server_port(const weft_server *srv);
  * "[::1]:5000", "unix:/tmp/s"); it lives as long as srv. Any thread. */
 WEFT_API const char *weft_server_address(const weft_server *srv);
 
+/* weft_server_get_stats copies the server's counters into *out. Any
+ * thread. */
 WEFT_API void weft_server_get_stats(const weft_server *srv,
                                     weft_server_stats *out);
 
@@ -253,8 +255,9 @@ WEFT_API int weft_channel_new_socket(weft_loop *loop, int fd,
 
 /*
  * weft_channel_fd is the socket under a channel over a socket (TCP, Unix,
- * TLS), for socket options; -1 for other channels and once closed. Read
- * and write through the channel, never the fd. Loop thread.
+ * TLS), for socket options; -1 for other channels and once closed (an
+ * fd, not an error code). Read and write through the channel, never the
+ * fd. Loop thread.
  */
 WEFT_API int weft_channel_fd(weft_channel *ch);
 
@@ -304,7 +307,7 @@ WEFT_API int weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
 
 /*
  * weft_address_check tells whether address is well-formed text (it does
- * not resolve names): 0 or WEFT_EADDR. Any thread.
+ * not resolve names). Returns 0 or WEFT_EADDR. Any thread.
  */
 WEFT_API int weft_address_check(const char *address);
 

@@ -129,7 +129,7 @@ WEFT_API int weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts,
 /*
  * weft_kv_free frees the store. Call it after weft_msvc_stop(svc) has
  * returned (every write in progress has then ended); it does not touch
- * svc. NULL is ignored.
+ * svc. NULL is ignored. Any thread, once weft_msvc_stop has returned.
  */
 WEFT_API void weft_kv_free(weft_kv *kv);
 
@@ -166,6 +166,7 @@ typedef struct weft_kv_stats {
 	uint64_t aborts_dropped;    /* aborts given up (too many waiting) */
 } weft_kv_stats;
 
+/* weft_kv_get_stats copies the store's counters into *out. Any thread. */
 WEFT_API void weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out);
 
 /*

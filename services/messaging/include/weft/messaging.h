@@ -14,7 +14,7 @@
  * list) gets its responses on the connection it opened. The wire format is
  * docs/PROTOCOL.md.
  *
- * Threads: every function says which threads may call it. send, request
+ * Every function says which threads may call it. send, request
  * and respond may be called from any thread; they enqueue the message on
  * the peer's lock-free queue and wake the peer's loop once per batch.
  * Callbacks (handlers, replies, peer events) run on one of the service's
@@ -170,10 +170,12 @@ WEFT_API int weft_msvc_config_new(const char *cluster, weft_msvc_config **out);
 
 /*
  * weft_msvc_config_load reads an INI file (format in docs/PROTOCOL.md,
- * "Cluster configuration"). On failure it returns WEFT_ECONFIG (or
- * WEFT_ENOMEM, or WEFT_EIO when the file cannot be read) and writes a
- * message naming the file and line into err (errlen bytes, always
- * NUL-terminated when errlen > 0); *out is then untouched. Any thread.
+ * "Cluster configuration"). Returns 0 and the configuration in *out, the
+ * caller's to free with weft_msvc_config_free. On failure it returns
+ * WEFT_ECONFIG (or WEFT_ENOMEM, or WEFT_EIO when the file cannot be read)
+ * and writes a message naming the file and line into err (errlen bytes,
+ * always NUL-terminated when errlen > 0); *out is then untouched. Any
+ * thread.
  */
 WEFT_API int weft_msvc_config_load(const char *path, weft_msvc_config **out,
                                    char *err, size_t errlen);
@@ -230,35 +232,48 @@ WEFT_API int weft_msvc_config_check_hosts(const weft_msvc_config *cfg,
                                           char *err, size_t errlen);
 
 /* weft_msvc_config_free frees cfg; NULL is ignored. A service keeps its
- * own copy, so a config may be freed once the services using it exist. */
+ * own copy, so a config may be freed once the services using it exist.
+ * Any thread, once no other thread uses cfg. */
 WEFT_API void weft_msvc_config_free(weft_msvc_config *cfg);
 
 /*
  * weft_msvc_config_add_node adds a member (strings copied). Port 0 means
  * "not known yet": a service for that node binds an ephemeral port (see
  * weft_msvc_port), and others learn it with weft_msvc_set_peer_addr().
- * Returns 0, WEFT_EEXIST, WEFT_EINVAL or WEFT_ENOMEM.
+ * Returns 0, WEFT_EEXIST (id taken), WEFT_EINVAL (a bad id, an empty
+ * host) or WEFT_ENOMEM. Any thread, while no other thread uses cfg.
  */
 WEFT_API int weft_msvc_config_add_node(weft_msvc_config *cfg, const char *id,
                                        const char *host, uint16_t port);
 
 /* weft_msvc_config_limits returns the limits, to read or change in place
- * before the config is given to a service. Never NULL. */
+ * before the config is given to a service. Never NULL.
+ * weft_msvc_config_limits_const returns them to read. Any thread, while no
+ * other thread changes cfg. */
 WEFT_API weft_msvc_limits *weft_msvc_config_limits(weft_msvc_config *cfg);
 WEFT_API const weft_msvc_limits *
 weft_msvc_config_limits_const(const weft_msvc_config *cfg);
 
-/* weft_msvc_config_set_tls stores TLS settings (strings copied). */
+/* weft_msvc_config_set_tls stores TLS settings (strings copied). Returns
+ * 0, WEFT_EINVAL (an unknown mode) or WEFT_ENOMEM (the settings are then
+ * unchanged). Any thread, while no other thread uses cfg. */
 WEFT_API int weft_msvc_config_set_tls(weft_msvc_config *cfg,
                                       const weft_msvc_tls_config *tls);
-/* weft_msvc_config_tls returns the stored settings; never NULL. */
+/* weft_msvc_config_tls returns the stored settings; never NULL. Any
+ * thread, while no other thread changes cfg. */
 WEFT_API const weft_msvc_tls_config *
 weft_msvc_config_tls(const weft_msvc_config *cfg);
 
+/* weft_msvc_config_cluster returns the cluster name, borrowed from cfg.
+ * Any thread, while no other thread changes cfg. */
 WEFT_API const char *weft_msvc_config_cluster(const weft_msvc_config *cfg);
+/* weft_msvc_config_node_count returns the number of members. Any thread,
+ * while no other thread changes cfg. */
 WEFT_API size_t weft_msvc_config_node_count(const weft_msvc_config *cfg);
-/* weft_msvc_config_node reads member i (i < count); strings are borrowed
- * from cfg. Returns 0 or WEFT_EINVAL. */
+/* weft_msvc_config_node reads member i (i < count) into those of id, host
+ * and port that are not NULL; strings are borrowed from cfg. Returns 0 or
+ * WEFT_EINVAL (i out of range). Any thread, while no other thread changes
+ * cfg. */
 WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
                                    const char **id, const char **host,
                                    uint16_t *port);
@@ -267,7 +282,8 @@ WEFT_API int weft_msvc_config_node(const weft_msvc_config *cfg, size_t i,
  * weft_msvc_config_get returns the value of key in a section the messaging
  * service does not know (say [kv] or [weftd]), kept verbatim for other
  * components, or NULL. The string is borrowed from cfg. A component reads
- * its section typed and checked with weft_msvc_config_read instead.
+ * its section typed and checked with weft_msvc_config_read instead. Any
+ * thread, while no other thread changes cfg.
  */
 WEFT_API const char *weft_msvc_config_get(const weft_msvc_config *cfg,
                                           const char *section, const char *key);
@@ -497,21 +513,27 @@ WEFT_API void weft_msvc_free(weft_msvc *svc);
 
 /* weft_msvc_node_id is this service's node or client id. Any thread. */
 WEFT_API const char *weft_msvc_node_id(const weft_msvc *svc);
-/* weft_msvc_is_member is true when the node id is listed in the config. */
+/* weft_msvc_is_member is true when the node id is listed in the config.
+ * Any thread. */
 WEFT_API bool weft_msvc_is_member(const weft_msvc *svc);
-/* weft_msvc_port is the bound listening port once started, else 0. */
+/* weft_msvc_port is the bound listening port once started, else 0. Any
+ * thread. */
 WEFT_API uint16_t weft_msvc_port(const weft_msvc *svc);
 
 /* weft_msvc_peer_count is the number of members (this node included);
  * weft_msvc_peer_at returns member i in config order. Any thread. */
 WEFT_API size_t weft_msvc_peer_count(const weft_msvc *svc);
 WEFT_API weft_msvc_peer *weft_msvc_peer_at(weft_msvc *svc, size_t i);
-/* weft_msvc_peer_find returns the member with that id, or NULL. */
+/* weft_msvc_peer_find returns the member with that id, or NULL. Any
+ * thread. */
 WEFT_API weft_msvc_peer *weft_msvc_peer_find(weft_msvc *svc, const char *id);
+/* weft_msvc_peer_id returns the member's node id, which lives as long as
+ * the service. Any thread. */
 WEFT_API const char *weft_msvc_peer_id(const weft_msvc_peer *peer);
 /* weft_msvc_peer_is_self is true for this node's own entry. A node does
  * not send to itself: send and request return WEFT_EINVAL for it (a node
- * refuses any dialer that claims its own id, PROTOCOL.md 3.2). */
+ * refuses any dialer that claims its own id, PROTOCOL.md 3.2). Any
+ * thread. */
 WEFT_API bool weft_msvc_peer_is_self(const weft_msvc_peer *peer);
 /* weft_msvc_peer_is_up is the last state announced for peer (false until
  * the first handshake). Any thread. */
@@ -573,16 +595,22 @@ WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 
 /* What a handler reads from its message. The payload is borrowed until
  * the handler returns (or, when detached, until the message is
- * responded to). */
+ * responded to). weft_msvc_msg_verb returns the verb.
+ * weft_msvc_msg_data returns the payload. weft_msvc_msg_len returns its
+ * length in bytes. weft_msvc_msg_is_request is true for a request, false
+ * for a one-way message. The handler's thread, or, for a detached
+ * message, the thread that holds it. */
 WEFT_API uint32_t weft_msvc_msg_verb(const weft_msvc_msg *msg);
 WEFT_API const void *weft_msvc_msg_data(const weft_msvc_msg *msg);
 WEFT_API size_t weft_msvc_msg_len(const weft_msvc_msg *msg);
 WEFT_API bool weft_msvc_msg_is_request(const weft_msvc_msg *msg);
-/* weft_msvc_msg_sender is the sender's node or client id. */
+/* weft_msvc_msg_sender is the sender's node or client id, borrowed as
+ * the payload is. */
 WEFT_API const char *weft_msvc_msg_sender(const weft_msvc_msg *msg);
 /* weft_msvc_msg_peer is the sending member, or NULL for a client. */
 WEFT_API weft_msvc_peer *weft_msvc_msg_peer(const weft_msvc_msg *msg);
-/* When the sender made the message and its expiry, in ms since the Unix
+/* weft_msvc_msg_created_ms is when the sender made the message and
+ * weft_msvc_msg_deadline_ms is its expiry, in ms since the Unix
  * epoch by this node's clock (weft_msvc_wall_ms): the sender's stamps
  * moved by the offset of its clock from ours as this node estimates it
  * (docs/RELIABILITY.md, "Clocks"); expiry 0 means none. Pass the deadline
@@ -626,7 +654,9 @@ WEFT_API int weft_msvc_respond_buf(weft_msvc_msg *msg,
  * weft_msvc_respond_error answers with an error: status is a negative
  * WEFT_E code (WEFT_ENOTFOUND, WEFT_EINVAL, ...; codes without a wire
  * equivalent become WEFT_EREMOTE) and text (copied, may be NULL) a short
- * explanation. The requester's callback sees status and the text.
+ * explanation. The requester's callback sees status and the text. Returns
+ * as weft_msvc_respond does (weft_msvc_respond's errors). The handler's
+ * thread, or any thread for a detached message.
  */
 WEFT_API int weft_msvc_respond_error(weft_msvc_msg *msg, int status,
                                      const char *text);
@@ -865,6 +895,8 @@ typedef struct weft_msvc_peer_stats {
 	bool clock_known, clock_measured, clock_skew_exceeded;
 } weft_msvc_peer_stats;
 
+/* weft_msvc_peer_get_stats copies peer's counters into *out. Any
+ * thread. */
 WEFT_API void weft_msvc_peer_get_stats(const weft_msvc_peer *peer,
                                        weft_msvc_peer_stats *out);
 
