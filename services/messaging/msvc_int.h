@@ -393,6 +393,10 @@ struct weft__msvc_loop {
 	weft_msvc *svc;
 	weft_loop *loop;
 	uint32_t index;
+	/* What the stopping thread runs on this loop and waits for
+	 * (service.c, on_each_loop): posted without allocation. */
+	weft_task each_task;
+	void (*each_fn)(struct weft__msvc_loop *ml);
 	struct weft__msvc_slot **chunks; /* slots, in chunks that never move */
 	uint32_t slots_cap, free_head;
 	weft_timer *stats_timer;

@@ -11,50 +11,45 @@
 
 /* ---- Running a task on every loop and waiting for it ------------------- */
 
-struct each {
-	weft_msvc *svc;
-	struct weft__msvc_loop *ml;
-	void (*fn)(struct weft__msvc_loop *ml);
-};
-
 static void
 each_task(weft_loop *loop, int status, void *arg)
 {
-	struct each *e = arg;
-	weft_msvc *svc = e->svc;
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
 
 	(void)loop;
 	(void)status;
-	e->fn(e->ml);
+	ml->each_fn(ml);
 	pthread_mutex_lock(&svc->wait_lock);
 	svc->wait_count--;
 	pthread_cond_broadcast(&svc->wait_cond);
 	pthread_mutex_unlock(&svc->wait_lock);
 }
 
-/* Runs fn(ml) on each loop's thread (inline when a loop no longer runs)
- * and returns when all are done. Not from one of the loops. */
+/* Runs fn(ml) on each loop's thread and returns when all are done; the
+ * task is each loop's own, so this cannot run out of memory, and it runs
+ * inline only when a loop no longer takes tasks (it has stopped). Not from
+ * one of the loops, and one call at a time (new, start and stop). */
 static void
 on_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml))
 {
-	struct each *e;
+	struct weft__msvc_loop *ml;
 	uint32_t i;
 
-	if ((e = calloc(svc->nloops, sizeof(*e))) == NULL)
-		abort(); /* too small to fail sensibly; see STYLE "assert" */
 	pthread_mutex_lock(&svc->wait_lock);
 	svc->wait_count = svc->nloops;
 	pthread_mutex_unlock(&svc->wait_lock);
 	for (i = 0; i < svc->nloops; i++) {
-		e[i] = (struct each){svc, &svc->loops[i], fn};
-		if (weft_loop_post(svc->loops[i].loop, each_task, &e[i]) != 0)
-			each_task(NULL, 0, &e[i]);
+		ml = &svc->loops[i];
+		ml->each_fn = fn;
+		ml->each_task = (weft_task){.cb = each_task, .arg = ml};
+		if (weft_loop_post_task(ml->loop, &ml->each_task) != 0)
+			each_task(NULL, 0, ml);
 	}
 	pthread_mutex_lock(&svc->wait_lock);
 	while (svc->wait_count > 0)
 		pthread_cond_wait(&svc->wait_cond, &svc->wait_lock);
 	pthread_mutex_unlock(&svc->wait_lock);
-	free(e);
 }
 
 /* ---- Peers ------------------------------------------------------------- */
