@@ -144,7 +144,7 @@ took "package build"
 
 step "lintian"
 changes=$(find "$work" -maxdepth 1 -name '*.changes')
-lintian --fail-on error,warning --display-info --info "$changes" \
+lintian --fail-on error,warning --display-info "$changes" \
 	>"$work/lintian.log" 2>&1 ||
 	{ cat "$work/lintian.log"; fail "lintian"; }
 echo "   $(grep -c . "$work/lintian.log" || true) line(s) of lintian output"
@@ -198,13 +198,15 @@ echo "   $count installed examples build"
 took "consumer builds"
 
 step "running the packaged weftd"
-# Two free loopback ports: the node's and its metrics endpoint's.
+# Two free loopback ports: the node's and its metrics endpoint's, below
+# the ephemeral range (32768 and up), which other programs' connections
+# use, and not used by any socket now.
 free_port() {
 	local port
 
 	while :; do
-		port=$((20000 + RANDOM % 30000))
-		if ! ss -Htln "sport = :$port" 2>/dev/null | grep -q .; then
+		port=$((20000 + RANDOM % 12000))
+		if ! ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; then
 			echo "$port"
 			return
 		fi
@@ -224,15 +226,18 @@ port = $port
 metrics_listen = 127.0.0.1:$mport
 EOF
 chmod 644 "$config"
-runuser -u weft -- /usr/bin/weftd --check-config --config "$config" \
-	--id n1 || fail "weftd --check-config"
+# As the packaged user weft, as weftd@.service runs it (setpriv execs weftd
+# itself: a signal reaches it, not a wrapper).
+as_weft=(setpriv --reuid=weft --regid=weft --clear-groups)
+"${as_weft[@]}" /usr/bin/weftd --check-config --config "$config" --id n1 ||
+	fail "weftd --check-config"
 if command -v systemd-analyze >/dev/null 2>&1; then
 	cp /lib/systemd/system/weftd@.service "$work/weftd@n1.service"
 	systemd-analyze verify --man=no "$work/weftd@n1.service" ||
 		fail "systemd-analyze verify weftd@.service"
 	echo "   systemd-analyze verify weftd@.service: ok"
 fi
-runuser -u weft -- /usr/bin/weftd --config "$config" --id n1 \
+"${as_weft[@]}" /usr/bin/weftd --config "$config" --id n1 \
 	>"$work/weftd.log" 2>&1 &
 weftd_pid=$!
 for _ in $(seq 100); do
