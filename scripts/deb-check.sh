@@ -114,6 +114,7 @@ mkdir -p "$tree"
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
 	# Tracked and new files, as they are now; not what .gitignore keeps
 	# out (build directories).
+	# shellcheck disable=SC2016 # $f is the inner shell's
 	git -C "$src" ls-files -z --cached --others --exclude-standard |
 		(cd "$src" && xargs -0 sh -c \
 			'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
@@ -134,6 +135,7 @@ for pkg in "${packages[@]}"; do
 	[ -n "$deb" ] || fail "no ${pkg}_${version}_*.deb was built"
 	debs+=("$deb")
 done
+# shellcheck disable=SC2012 # for reading only
 ls -l "$work"/*.deb | sed 's/^/   /'
 if [ -n "$outdir" ]; then
 	mkdir -p "$outdir"
@@ -178,9 +180,11 @@ if readelf -d "$work/consumer-pc" | grep -qE 'RPATH|RUNPATH'; then
 	fail "a program built against the package carries an RPATH"
 fi
 echo "   pkg-config consumer: ok ($out)"
-cmake -S "$consumer" -B "$work/consumer-cmake" >"$work/cmake.log" 2>&1 &&
-	cmake --build "$work/consumer-cmake" >>"$work/cmake.log" 2>&1 ||
-	{ cat "$work/cmake.log"; fail "the find_package(weft) consumer"; }
+if ! { cmake -S "$consumer" -B "$work/consumer-cmake" &&
+	cmake --build "$work/consumer-cmake"; } >"$work/cmake.log" 2>&1; then
+	cat "$work/cmake.log"
+	fail "the find_package(weft) consumer"
+fi
 for prog in consumer consumer_static consumer_sim; do
 	out=$("$work/consumer-cmake/$prog" 2>/dev/null)
 	[ "$out" = "protocol error" ] || fail "$prog printed '$out'"

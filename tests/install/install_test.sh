@@ -112,6 +112,7 @@ if [ -z "$rp" ] || [ "$(cd "$rp" && pwd)" != "$(cd "$libdir_abs" && pwd)" ]; the
 	exit 1
 fi
 rp=$(runpath "$libdir_abs/libweft_sim.so")
+# shellcheck disable=SC2016 # the literal $ORIGIN
 if [ "$rp" != '$ORIGIN' ]; then
 	echo "FAIL: libweft_sim.so's RUNPATH is '$rp', not \$ORIGIN" >&2
 	exit 1
