@@ -33,7 +33,7 @@ TSAN_WRAP := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && \
 	echo setarch $$(uname -m) -R)
 
 .PHONY: all deps deps-all configure build test test-slow test-asan \
-	test-tsan format-check format install run clean fuzz soak
+	test-tsan format-check format install deb run clean fuzz soak
 
 all: build
 
@@ -117,8 +117,18 @@ format:
 	$(NEED_CLANG_FORMAT)
 	$(CLANG_FORMAT) -i $(FORMAT_FILES)
 
+# The unit, weft.pc and the RUNPATHs follow PREFIX (see "Installing" in
+# README.md): no ldconfig or LD_LIBRARY_PATH needed.
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# The Debian packages (debian/), built from a copy of the tree into
+# $(DEB_DIR) and checked: lintian, installed, built against, weftd started,
+# then purged again (scripts/deb-check.sh: root only, it installs them).
+DEB_DIR ?= $(BUILD_DIR)/deb
+
+deb:
+	scripts/deb-check.sh $(DEB_DIR)
 
 # The main job lives in one script, so it can change without this file.
 # The main job. The build's own output goes to a log, so that the tables

@@ -14,6 +14,8 @@
 #   nftables                 the process-fault tests' partitions (as root)
 #   python3-yaml             the contrib check (Kubernetes manifests, alert
 #                            rules and dashboard against weftd)
+#   dpkg-dev, debhelper,     the Debian packages: building them (debian/)
+#   fakeroot, lintian        and checking them (scripts/deb-check.sh, make deb)
 #   promtool                 the metrics test (promtool check metrics): taken
 #                            out of Debian's prometheus package, which would
 #                            otherwise bring a whole Prometheus server
@@ -49,6 +51,10 @@ optional=(
 	libsystemd-dev
 	nftables
 	python3-yaml
+	dpkg-dev
+	debhelper
+	fakeroot
+	lintian
 )
 
 all=false

@@ -26,6 +26,12 @@
 #   8. finds the man pages installed: each function's own page (from the
 #      headers, where python3 made them; `man weft_msvc_call` opens it)
 #      and the section pages (where scdoc built them).
+#   9. finds the documentation, the examples' sources and the sample
+#      configuration in the doc directory, and weftd accepts the sample.
+# Nothing runs with LD_LIBRARY_PATH: a prefix the dynamic linker does not
+# search works through the RUNPATH that weft.pc's -Wl,-rpath gives a
+# program (and libweft_sim's own, $ORIGIN); weftd@.service names this
+# prefix's weftd and configuration, not the configured prefix's.
 # SANITIZER may be empty. Exits 0 on success, 77 (ctest: skipped) when it
 # cannot run here.
 set -euo pipefail
@@ -67,6 +73,7 @@ check_output() {
 
 rm -rf "$work"
 mkdir -p "$work"
+unset LD_LIBRARY_PATH
 
 step "installing $build_dir into $prefix"
 "$cmake" --install "$build_dir" --prefix "$prefix" >"$work/install.log"
@@ -93,8 +100,25 @@ echo "pkg-config --cflags --libs weft: ${pc_flags[*]}"
 "$cc" -std=c11 -Wall -Wextra -Werror $san_flags \
 	-o "$work/consumer-pc" "$consumer_dir/main.c" "${pc_flags[@]}"
 libdir_abs=$(pkg-config --variable=libdir weft)
-check_output "pkg-config" \
-	"$(LD_LIBRARY_PATH="$libdir_abs" "$work/consumer-pc")"
+check_output "pkg-config, no LD_LIBRARY_PATH" "$("$work/consumer-pc")"
+# The RUNPATH that finds libweft: from weft.pc's Libs (this prefix is not
+# one the linker searches), and libweft_sim's own.
+runpath() {
+	readelf -d "$1" | sed -n 's/.*(\(RPATH\|RUNPATH\)).*\[\(.*\)\]/\2/p'
+}
+rp=$(runpath "$work/consumer-pc")
+if [ -z "$rp" ] || [ "$(cd "$rp" && pwd)" != "$(cd "$libdir_abs" && pwd)" ]; then
+	echo "FAIL: the pkg-config consumer's RUNPATH is '$rp'," \
+		"not $libdir_abs" >&2
+	exit 1
+fi
+rp=$(runpath "$libdir_abs/libweft_sim.so")
+# shellcheck disable=SC2016 # the literal $ORIGIN
+if [ "$rp" != '$ORIGIN' ]; then
+	echo "FAIL: libweft_sim.so's RUNPATH is '$rp', not \$ORIGIN" >&2
+	exit 1
+fi
+echo "RUNPATH: ok (consumer: $(runpath "$work/consumer-pc"); libweft_sim: \$ORIGIN)"
 
 step "checking the version"
 modversion=$(pkg-config --modversion weft)
@@ -143,7 +167,7 @@ read -r -a pc_flags <<<"$(pkg-config --cflags --libs weft)"
 "$cc" -std=c11 -Wall -Wextra -Werror $san_flags \
 	-o "$work/consumer-pc-public" "$consumer_dir/main.c" "${pc_flags[@]}"
 check_output "pkg-config, public dependencies only" \
-	"$(LD_LIBRARY_PATH="$libdir_abs" "$work/consumer-pc-public")"
+	"$("$work/consumer-pc-public")"
 
 step "compiling each installed header on its own"
 rv=0
@@ -176,8 +200,23 @@ cert = $work/certs/n1.crt
 key = $work/certs/n1.key
 ca = $work/certs/ca.crt
 EOF
-unit=$(find "$prefix" -name 'weftd@.service' | head -n 1)
-[ -n "$unit" ] || { echo "FAIL: weftd@.service is not installed" >&2; exit 1; }
+# Installed weftd and weft-kv link libweft statically: they start as
+# they are.
+out=$("$bindir/weftd" --version)
+case $out in
+"weftd $version"*) echo "weftd --version, no LD_LIBRARY_PATH: ok ($out)" ;;
+*) echo "FAIL: weftd --version printed '$out'" >&2; exit 1 ;;
+esac
+unit=$prefix/lib/systemd/system/weftd@.service
+[ -f "$unit" ] || { echo "FAIL: $unit is not installed" >&2; exit 1; }
+# Written for this prefix, not the configured one (/usr/local).
+for cmd in "ExecStart=$bindir/weftd --config $prefix/etc/weft/cluster.ini" \
+	"ExecStartPre=$bindir/weftd --check-config --config $prefix/etc/weft/cluster.ini"; do
+	grep -qxF -- "$cmd --id %i" "$unit" ||
+		{ grep '^Exec' "$unit"; echo "FAIL: no '$cmd --id %i'" >&2;
+		  exit 1; }
+done
+echo "weftd@.service: ok (ExecStart=$bindir/weftd, $prefix/etc/weft/cluster.ini)"
 # The unit as installed under this prefix, reading the test's cluster.
 sed -e "s|=/[^ ]*/bin/weftd |=$bindir/weftd |" \
 	-e "s|--config [^ ]*|--config $work/cluster.ini|" \
@@ -252,3 +291,18 @@ if command -v scdoc >/dev/null 2>&1; then
 else
 	echo "man: scdoc is not installed: the section pages were not built"
 fi
+
+step "documentation, examples and the sample configuration"
+docdir=$prefix/share/doc/weft
+for f in README.md GUIDE.md WEFTD.md STABILITY.md examples/discard/discard.c \
+	examples/weftd/cluster-client.c examples/messaging/cluster.ini \
+	cluster.ini.example; do
+	[ -s "$docdir/$f" ] || { echo "FAIL: $docdir/$f is not installed" >&2;
+		exit 1; }
+done
+"$bindir/weftd" --check-config --config "$docdir/cluster.ini.example" \
+	--id n1 >"$work/sample.log" 2>&1 ||
+	{ cat "$work/sample.log"; echo "FAIL: the sample configuration" >&2;
+	  exit 1; }
+echo "docs: ok ($(find "$docdir" -type f | wc -l) files in $docdir," \
+	"the sample configuration passes weftd --check-config)"
