@@ -821,6 +821,7 @@ weft_stream_ready(weft_stream *s, unsigned events)
 
 	if (ch == NULL || ch->torn_down)
 		return;
+	weft__loop_note_work(ch->loop);
 	enter(ch);
 	if (events & WEFT_STREAM_READABLE)
 		on_readable(ch);

@@ -230,6 +230,10 @@ void weft__loop_remove_channel(weft_loop *loop, weft_channel *ch);
  */
 void weft__loop_next_round(weft_loop *loop, weft_task *task);
 
+/* weft__loop_note_work counts work done on the loop (a channel's I/O),
+ * which keeps a busy-polling loop from sleeping. Loop thread. */
+void weft__loop_note_work(weft_loop *loop);
+
 /* Channel operations the loop needs at shutdown and free. */
 void weft__channel_close_within(weft_channel *ch, uint64_t linger_ms);
 void weft__channel_abort(weft_channel *ch);

@@ -52,6 +52,12 @@ struct weft_loop {
 	_Atomic uint64_t wakeups;
 	_Atomic uint64_t tasks_run;
 	_Atomic uint64_t max_batch;
+
+	/* Busy polling (weft_loop_set_busy_poll): how long to poll without
+	 * sleeping after the last work, and that work's count, which only
+	 * the loop thread moves. */
+	_Atomic uint32_t busy_poll_us;
+	uint64_t work;
 };
 
 /* Each thread's identity: the address of a thread-local. */
@@ -99,6 +105,7 @@ on_wake(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	n = run_tasks(loop, 0);
+	loop->work++;
 	stat_add(&loop->wakeups, 1);
 	stat_add(&loop->tasks_run, n);
 	if (n > atomic_load_explicit(&loop->max_batch, memory_order_relaxed))
@@ -166,6 +173,7 @@ on_round(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	loop->work++;
 	stat_add(&loop->tasks_run, run_round(loop, 0, ROUND_TASKS));
 }
 
@@ -249,14 +257,64 @@ release(weft_loop *loop)
 		atomic_store(&loop->owner, 0);
 }
 
+void
+weft__loop_note_work(weft_loop *loop)
+{
+	loop->work++;
+}
+
+void
+weft_loop_set_busy_poll(weft_loop *loop, uint32_t us)
+{
+	atomic_store_explicit(&loop->busy_poll_us, us, memory_order_relaxed);
+	/* A sleeping loop takes the new setting when it wakes. */
+}
+
+static bool
+stopping(weft_loop *loop)
+{
+	return atomic_load_explicit(&loop->stop_requested,
+	                            memory_order_acquire);
+}
+
+/* Polls without sleeping until us microseconds have passed since the
+ * last pass that found work, then returns to sleep in the poll. */
+static void
+busy_poll(weft_loop *loop, uint32_t us)
+{
+	uint64_t until = weft_now_ns() + (uint64_t)us * 1000u, seen, now;
+
+	while (!stopping(loop)) {
+		seen = loop->work;
+		event_base_loop(loop->base, EVLOOP_NONBLOCK);
+		now = weft_now_ns();
+		if (loop->work != seen)
+			until = now + (uint64_t)us * 1000u;
+		else if (now >= until)
+			return;
+	}
+}
+
 int
 weft_loop_run(weft_loop *loop)
 {
+	uint32_t us;
+
 	if (!claim(loop))
 		return WEFT_EBUSY;
-	while (
-	    !atomic_load_explicit(&loop->stop_requested, memory_order_acquire))
-		event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
+	while (!stopping(loop)) {
+		us = atomic_load_explicit(&loop->busy_poll_us,
+		                          memory_order_relaxed);
+		if (us == 0) {
+			event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
+			continue;
+		}
+		/* One sleeping poll, its work, then polls that do not sleep
+		 * while work keeps coming. */
+		event_base_loop(loop->base,
+		                EVLOOP_ONCE | EVLOOP_NO_EXIT_ON_EMPTY);
+		busy_poll(loop, us);
+	}
 	/* Run what was queued before the stop, and one more non-blocking
 	 * pass so that libevent's finalizers close the sockets of channels
 	 * torn down during the last pass; then hand the loop back. */

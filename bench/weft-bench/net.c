@@ -14,6 +14,15 @@
 #include "wbench.h"
 
 uint64_t
+wbench_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t
 wbench_now_ns(void)
 {
 	struct timespec ts;

@@ -14,6 +14,7 @@ enum opt_code {
 	O_IMPL,
 	O_REPEAT,
 	O_BATCH,
+	O_BUSY_POLL,
 	O_SEED,
 	O_VERIFY,
 	O_JSON,

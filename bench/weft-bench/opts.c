@@ -73,6 +73,10 @@ static const optdef opt_table[] = {
      "reported, with the lowest and highest (default 1)"},
     {"batch", O_BATCH, OT | OL, "B",
      "messages the weft sender writes per flush (default 64)"},
+    {"busy-poll", O_BUSY_POLL, OT | OL, "US",
+     "weft's loops (both halves) poll without sleeping for US\n"
+     "microseconds after their last work (weft_loop_set_busy_poll;\n"
+     "default 0: they sleep at once); cpu us/rt shows its cost"},
     {"seed", O_SEED, OT | OL, "X", "payload pattern seed (default 1)"},
     {"seed", O_SEED, NODES, "X",
      "payload pattern and request choice seed (default 1)"},

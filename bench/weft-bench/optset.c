@@ -144,6 +144,11 @@ pipeline_opt(wbench_opts *o, int code, const char *arg)
 			return -1;
 		o->batch = (size_t)v;
 		return 0;
+	case O_BUSY_POLL:
+		if (set_count(arg, false, 0, 1000000, &v) != 0)
+			return -1;
+		o->busy_poll_us = (uint32_t)v;
+		return 0;
 	case O_VERIFY:
 		o->verify = true;
 		return 0;

@@ -112,6 +112,7 @@ raw_ping(const wbench_opts *o, int fd, uint8_t *frame, uint8_t *echo,
 	size_t frame_len = 4 + o->size;
 	uint64_t warm = o->warmup_by_time ? UINT64_MAX : o->warmup_count;
 	uint64_t first_ns = 0, begin_ns = wbench_now_ns(), now = begin_ns;
+	uint64_t cpu_ns = 0;
 	wbench_progress prog;
 	wbench_scan scan;
 
@@ -132,7 +133,10 @@ raw_ping(const wbench_opts *o, int fd, uint8_t *frame, uint8_t *echo,
 		now = wbench_now_ns();
 		if (warm != UINT64_MAX && i >= warm) {
 			weft_histogram_record(h, now - t0);
-			first_ns = first_ns ? first_ns : t0;
+			if (first_ns == 0) {
+				first_ns = t0;
+				cpu_ns = wbench_cpu_ns();
+			}
 		}
 		wbench_progress_tick(&prog, now, weft_histogram_count(h), h);
 	}
@@ -141,6 +145,9 @@ raw_ping(const wbench_opts *o, int fd, uint8_t *frame, uint8_t *echo,
 	res->errors = scan.errors + (scan.frames < res->warmup + o->count);
 	res->measured = weft_histogram_count(h);
 	res->seconds = first_ns ? (double)(now - first_ns) / 1e9 : 0;
+	if (first_ns && res->measured > 0)
+		res->cpu_us = (double)(wbench_cpu_ns() - cpu_ns) / 1e3 /
+		              (double)res->measured;
 	wbench_result_rates(res, o->size);
 	wbench_result_latency(res, h);
 	return scan.frames == res->warmup + o->count ? 0 : -1;

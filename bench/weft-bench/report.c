@@ -143,6 +143,7 @@ wbench_result_median(const wbench_result *runs, unsigned n, wbench_result *out)
 	MED_U(p99_ns);
 	MED_U(p999_ns);
 	MED_U(max_ns);
+	MED_D(cpu_us);
 #undef MED_D
 #undef MED_U
 	for (unsigned i = 0; i < n; i++)
@@ -209,18 +210,21 @@ print_latency(const wbench_report *rep, FILE *out)
 	const wbench_opts *o = rep->opts;
 	const wbench_result *w = &rep->median[0], *r = &rep->median[1];
 
-	fprintf(out, "  %-9s %9s %9s %9s %9s %9s %9s %10s\n", "impl", "p50 us",
-	        "p90 us", "p99 us", "p99.9 us", "max us", "mean us", "rt/s");
+	fprintf(out, "  %-9s %9s %9s %9s %9s %9s %9s %10s %10s\n", "impl",
+	        "p50 us", "p90 us", "p99 us", "p99.9 us", "max us", "mean us",
+	        "rt/s", "cpu us/rt");
 	for (int i = 0; i < 2; i++) {
 		const wbench_result *m = &rep->median[i];
 
 		if (rep->nruns[i] == 0)
 			continue;
 		fprintf(out,
-		        "  %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f\n",
+		        "  %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.0f "
+		        "%10.1f\n",
 		        wbench_slot_name(o, i), m->p50_ns / 1e3,
 		        m->p90_ns / 1e3, m->p99_ns / 1e3, m->p999_ns / 1e3,
-		        m->max_ns / 1e3, m->mean_ns / 1e3, m->msgs_per_s);
+		        m->max_ns / 1e3, m->mean_ns / 1e3, m->msgs_per_s,
+		        m->cpu_us);
 	}
 	if (o->tls_compare) { /* TLS over plaintext */
 		w = &rep->median[1];
@@ -228,12 +232,15 @@ print_latency(const wbench_report *rep, FILE *out)
 	}
 	if (rep->nruns[0] && rep->nruns[1])
 		fprintf(
-		    out, "  %-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f\n",
+		    out,
+		    "  %-9s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %10.3f "
+		    "%10.3f\n",
 		    ratio_name(o), ratio(w->p50_ns, r->p50_ns),
 		    ratio(w->p90_ns, r->p90_ns), ratio(w->p99_ns, r->p99_ns),
 		    ratio(w->p999_ns, r->p999_ns), ratio(w->max_ns, r->max_ns),
 		    r->mean_ns > 0 ? w->mean_ns / r->mean_ns : 0,
-		    r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0);
+		    r->msgs_per_s > 0 ? w->msgs_per_s / r->msgs_per_s : 0,
+		    r->cpu_us > 0 ? w->cpu_us / r->cpu_us : 0);
 }
 
 /* print_spread prints the lowest and highest of each slot's runs: the
@@ -316,7 +323,7 @@ json_result(FILE *f, const wbench_result *r, const char *indent)
 	    {"mean_ns", r->mean_ns},       {"min_ns", (double)r->min_ns},
 	    {"p50_ns", (double)r->p50_ns}, {"p90_ns", (double)r->p90_ns},
 	    {"p99_ns", (double)r->p99_ns}, {"p999_ns", (double)r->p999_ns},
-	    {"max_ns", (double)r->max_ns},
+	    {"max_ns", (double)r->max_ns}, {"cpu_us", r->cpu_us},
 	};
 	/* A throughput run measures no round trips. */
 	bool timed = r->max_ns > 0;
@@ -406,10 +413,11 @@ wbench_report_json(const wbench_report *rep, const char *path)
 	wbench_json_num(f, "%g", o->warmup_s, o->warmup_by_time);
 	fprintf(f,
 	        ",\n  \"seed\": %llu,\n"
-	        "  \"batch\": %zu,\n  \"verify\": %s,\n  \"tls\": %s,\n"
+	        "  \"batch\": %zu,\n  \"busy_poll_us\": %u,\n"
+	        "  \"verify\": %s,\n  \"tls\": %s,\n"
 	        "  \"impls\": {\n",
 	        (unsigned long long)o->seed, o->batch,
-	        o->verify ? "true" : "false",
+	        (unsigned)o->busy_poll_us, o->verify ? "true" : "false",
 	        o->tls_dir != NULL ? "true" : "false");
 	for (int i = 0; i < 2; i++) {
 		if (rep->nruns[i] == 0)

@@ -49,7 +49,7 @@ static int
 spawn_peer(peer *p)
 {
 	const wbench_opts *o = &p->load;
-	char size[32], seed[32], batch[32], tmo[32];
+	char size[32], seed[32], batch[32], tmo[32], poll[32];
 	char *argv[26];
 	int i = 0, rv;
 
@@ -58,6 +58,7 @@ spawn_peer(peer *p)
 	snprintf(size, sizeof(size), "%zu", o->size);
 	snprintf(seed, sizeof(seed), "%" PRIu64, o->seed);
 	snprintf(batch, sizeof(batch), "%zu", o->batch);
+	snprintf(poll, sizeof(poll), "%" PRIu32, o->busy_poll_us);
 	snprintf(tmo, sizeof(tmo), "%" PRIu64, (o->timeout_ms + 999) / 1000);
 	argv[i++] = (char *)o->self_exe;
 	argv[i++] = (char *)wbench_workload_name(o->workload);
@@ -71,6 +72,8 @@ spawn_peer(peer *p)
 	argv[i++] = seed;
 	argv[i++] = "--batch";
 	argv[i++] = batch;
+	argv[i++] = "--busy-poll";
+	argv[i++] = poll;
 	argv[i++] = "--timeout";
 	argv[i++] = tmo;
 	argv[i++] = "--quiet";

@@ -84,13 +84,14 @@ typedef struct wbench_opts {
 	uint64_t warmup_count; /* messages (round trips) before measuring */
 	/* throughput, latency: warm up for warmup_s seconds, not a count */
 	bool warmup_by_time;
-	uint64_t seed;       /* payload pattern */
-	unsigned repeat;     /* runs; the median is reported */
-	size_t batch;        /* messages a sender writes per flush */
-	uint64_t timeout_ms; /* a run that takes longer fails */
-	bool verify;         /* check every payload byte */
-	bool quiet;          /* no progress lines */
-	const char *addr;    /* listen or connect address, host:port */
+	uint64_t seed;         /* payload pattern */
+	unsigned repeat;       /* runs; the median is reported */
+	size_t batch;          /* messages a sender writes per flush */
+	uint32_t busy_poll_us; /* weft's loops poll this long before sleeping */
+	uint64_t timeout_ms;   /* a run that takes longer fails */
+	bool verify;           /* check every payload byte */
+	bool quiet;            /* no progress lines */
+	const char *addr;      /* listen or connect address, host:port */
 	const char *json_path;
 	const char *self_exe; /* the binary the peer process runs */
 	int argc;             /* the command line, for the reports */
@@ -177,6 +178,9 @@ typedef struct wbench_result {
 	/* Latency runs: round-trip times in nanoseconds. */
 	double mean_ns;
 	uint64_t min_ns, p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+	/* The measuring process's CPU time (user and system, all its
+	 * threads) in the window, per message or round trip. */
+	double cpu_us;
 } wbench_result;
 
 /* opts.c */
@@ -256,6 +260,9 @@ int wbench_accept(int listen_fd, uint64_t timeout_ms);
 int wbench_write_all(int fd, const void *buf, size_t len);
 int wbench_read_all(int fd, void *buf, size_t len);
 uint64_t wbench_now_ns(void);
+/* wbench_cpu_ns is this process's CPU time so far, user and system, all
+ * its threads. */
+uint64_t wbench_cpu_ns(void);
 
 /*
  * The halves. A measuring half binds opts->addr, calls ready(bound address)

@@ -52,6 +52,7 @@ typedef struct side {
 	uint64_t received; /* messages read (echoes, for latency) */
 	uint64_t errors;
 	uint64_t start_ns, end_ns, start_received, ping_ns, first_ns;
+	uint64_t cpu_start_ns, cpu_end_ns; /* the process's, at the window */
 	bool pump_posted;
 	/* Set once on the loop, read by the waiting thread under lock. */
 	pthread_mutex_t lock;
@@ -314,10 +315,12 @@ recv_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	end_warmup(s, s->received, now);
 	if (++s->received == s->warm + 1) {
 		s->start_ns = now;
+		s->cpu_start_ns = wbench_cpu_ns();
 		s->start_received = s->received;
 	}
 	if (s->received == s->total) {
 		s->end_ns = weft_now_ns();
+		s->cpu_end_ns = wbench_cpu_ns();
 		finish(s, 0);
 	}
 }
@@ -348,11 +351,14 @@ ping_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	check_msg(s, type, msg);
 	if (s->received++ >= s->warm) {
 		weft_histogram_record(s->rtt, now - s->ping_ns);
-		if (s->start_ns == 0)
+		if (s->start_ns == 0) {
 			s->start_ns = s->ping_ns;
+			s->cpu_start_ns = wbench_cpu_ns();
+		}
 	}
 	if (s->received == s->total) {
 		s->end_ns = now;
+		s->cpu_end_ns = wbench_cpu_ns();
 		finish(s, 0);
 	} else if (s->received == s->sent) {
 		send_ping(s, ctx);
@@ -428,6 +434,9 @@ measure_result(side *s, wbench_result *res)
 		res->measured = weft_histogram_count(s->rtt);
 		wbench_result_latency(res, s->rtt);
 	}
+	if (res->measured > 0 && s->cpu_end_ns > s->cpu_start_ns)
+		res->cpu_us = (double)(s->cpu_end_ns - s->cpu_start_ns) / 1e3 /
+		              (double)res->measured;
 	wbench_result_rates(res, s->o->size);
 }
 
@@ -466,6 +475,8 @@ wbench_weft_measure(const wbench_opts *o, wbench_ready_cb ready, void *arg,
 	if (side_init(&s, o, "n0") != 0 ||
 	    weft_loop_group_new(1, &s.group) != 0)
 		goto out;
+	weft_loop_set_busy_poll(weft_loop_group_at(s.group, 0),
+	                        o->busy_poll_us);
 	rv = serve(&s, ready, arg);
 	weft_loop_group_free(s.group);
 	measure_result(&s, res);
@@ -670,6 +681,7 @@ wbench_weft_load(const wbench_opts *o)
 	 * closes the connection (or --timeout passes). */
 	s.total = UINT64_MAX;
 	s.loop = weft_loop_group_at(s.group, 0);
+	weft_loop_set_busy_poll(s.loop, o->busy_poll_us);
 	if (weft_loop_post(s.loop, connect_task, &s) == 0)
 		rv = wait_finish(&s);
 	weft_loop_group_free(s.group);

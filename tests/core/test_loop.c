@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_loop.c: loops, loop groups, cross-thread tasks and timers. */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -9,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -319,6 +321,71 @@ test_group_picks_round_robin_and_by_key(void **state)
 	weft_loop_group_free(group);
 }
 
+/* ---- Busy polling ------------------------------------------------------- */
+
+/* A task that answers by bumping a counter; the test thread waits for it
+ * without sleeping in the loop. */
+static void
+bump_task(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	(void)status;
+	atomic_fetch_add((_Atomic int *)arg, 1);
+}
+
+static uint64_t
+cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+sleep_ms(long ms)
+{
+	nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000}, NULL);
+}
+
+/* A loop told to busy-poll runs every task as before; once work stops it
+ * polls for its window and then sleeps: 300 ms idle cost it far less
+ * than 300 ms of CPU (it would cost all of them if it never slept). The
+ * setting changes while the loop runs, and the loop stops as ever. */
+static void
+test_busy_polling_loop_serves_then_sleeps(void **state)
+{
+	_Atomic int done = 0;
+	weft_loop *loop;
+	uint64_t before;
+	int i;
+
+	(void)state;
+	assert_int_equal(weft_loop_new(&loop), 0);
+	weft_loop_set_busy_poll(loop, 2000);
+	assert_int_equal(weft_loop_start(loop), 0);
+	for (i = 1; i <= 1000; i++) {
+		assert_int_equal(weft_loop_post(loop, bump_task, &done), 0);
+		while (atomic_load(&done) < i)
+			sched_yield();
+	}
+	sleep_ms(50); /* past the window: asleep */
+	before = cpu_ns();
+	sleep_ms(300);
+	assert_true(cpu_ns() - before < 150000000u);
+	/* Turned off and on again while it runs. */
+	weft_loop_set_busy_poll(loop, 0);
+	assert_int_equal(weft_loop_post(loop, bump_task, &done), 0);
+	weft_loop_set_busy_poll(loop, 500);
+	assert_int_equal(weft_loop_post(loop, bump_task, &done), 0);
+	while (atomic_load(&done) < 1002)
+		sched_yield();
+	weft_loop_stop(loop);
+	weft_loop_join(loop);
+	weft_loop_free(loop);
+	assert_int_equal(atomic_load(&done), 1002);
+}
+
 int
 main(void)
 {
@@ -332,6 +399,7 @@ main(void)
 	    cmocka_unit_test(test_timer_can_free_itself_in_its_callback),
 	    cmocka_unit_test(test_run_until_times_out),
 	    cmocka_unit_test(test_group_picks_round_robin_and_by_key),
+	    cmocka_unit_test(test_busy_polling_loop_serves_then_sleeps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

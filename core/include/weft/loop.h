@@ -68,6 +68,19 @@ WEFT_API int weft_loop_run(weft_loop *loop);
 WEFT_API int weft_loop_run_until(weft_loop *loop, bool (*done)(void *arg),
                                  void *arg, uint64_t timeout_ms);
 
+/*
+ * weft_loop_set_busy_poll makes the loop, once woken, poll its sockets and
+ * tasks without sleeping until us microseconds pass with no work, before
+ * it sleeps in the poll again; 0 (the default) sleeps at once. A loop
+ * that serves round trips then spends that time of a core after each
+ * burst of work instead of paying a sleep and a wake-up per message, as
+ * Seastar's and DPDK-style loops do: `weft-bench latency --busy-poll US`
+ * reports what it saves and its CPU. It applies to loops driven by
+ * weft_loop_run or weft_loop_start, from their next wake-up on. Any
+ * thread.
+ */
+WEFT_API void weft_loop_set_busy_poll(weft_loop *loop, uint32_t us);
+
 /* weft_loop_stop asks the loop to return from run after draining the tasks
  * queued so far. Any thread. */
 WEFT_API void weft_loop_stop(weft_loop *loop);
