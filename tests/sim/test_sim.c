@@ -608,6 +608,62 @@ test_damage_found_after_the_fault_is_a_break(void **state)
 	sim_stop(sim, w);
 }
 
+/*
+ * A connection its sender closed lingers while its peer does not take its
+ * bytes (the channel's linger). Here a hold past the heartbeat timeout
+ * makes n1 mark n2 down and close its connections to n2: the large one,
+ * full of held bytes, lingers, while n1's new urgent connection (a hold
+ * lets new connections through) marks n2 up again. A one-way message sent
+ * then must wait for the next large connection: written into the closing
+ * one it was dropped, with no fault after it was sent to excuse it. (Seen
+ * in test_burn as one-way messages lost with nothing on their path.)
+ */
+#define FILL_BYTES (4u << 20)
+#define FILLS 8
+
+static void
+test_send_while_a_closed_connection_lingers_is_not_lost(void **state)
+{
+	static char big[FILL_BYTES];
+	struct world *w = &current->world;
+	weft_msvc_call_opts o = {.key = 0};
+	weft_msvc_limits l;
+	weft_msvc_peer *n2;
+	weft_msvc *n1;
+	weft_sim *sim;
+	int i;
+
+	(void)state;
+	default_limits(&l);
+	l.heartbeat_interval_ms = 100;
+	l.heartbeat_misses = 3;
+	l.reconnect_min_ms = 10;
+	l.reconnect_max_ms = 100;
+	l.connect_timeout_ms = 1000;
+	l.outbound_queue_bytes = 2 * FILLS * FILL_BYTES;
+	sim = sim_start(w, &l);
+	n1 = weft_sim_node(sim, 0);
+	n2 = weft_msvc_peer_find(n1, "n2");
+	/* n2 is up, and n1's large connection to it is open. */
+	assert_int_equal(weft_msvc_send(n1, n2, VERB_SINK, big, FILL_BYTES, &o),
+	                 0);
+	assert_true(wait_for(&w->sunk, 1));
+	assert_true(wait_for(&w->ups[1], 1));
+	/* More than the sockets and the proxy take: the rest stays in the
+	 * channel, so that its close lingers. */
+	assert_int_equal(weft_sim_hold(sim, 0, 1, true), 0);
+	for (i = 0; i < FILLS; i++)
+		assert_int_equal(
+		    weft_msvc_send(n1, n2, VERB_SINK, big, FILL_BYTES, &o), 0);
+	assert_true(wait_for(&w->downs[1], 1));
+	assert_true(wait_for(&w->ups[1], 2));
+	/* n2 is up, and the closed large connection still lingers. */
+	assert_int_equal(weft_msvc_send(n1, n2, VERB_SINK, big, FILL_BYTES, &o),
+	                 0);
+	assert_true(wait_for(&w->sunk, 2));
+	sim_stop(sim, w);
+}
+
 static void
 test_restart_changes_limits(void **state)
 {
@@ -807,6 +863,9 @@ main(void)
 	        test_corruption_is_caught_by_the_crc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_damage_found_after_the_fault_is_a_break, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_send_while_a_closed_connection_lingers_is_not_lost, setup,
+	        teardown),
 	    cmocka_unit_test_setup_teardown(test_restart_changes_limits, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_a_seed_gives_one_schedule,
