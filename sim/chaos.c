@@ -376,11 +376,22 @@ weft_sim_chaos_stop(weft_sim *sim)
 	pthread_mutex_unlock(&run->lock);
 	pthread_join(run->thread, NULL);
 	weft_sim_heal(sim);
-	/* A restart puts its node back with the limits it had. */
+	/* A restart puts its node back with the limits it had. It is a
+	 * restart like the others, told as one: what was on its way to or
+	 * from the node is lost with it, and a ledger that did not hear of
+	 * it would count that as lost without a fault. */
 	for (i = 0; i < sim->nodes; i++)
 		if (memcmp(&sim->ep[i].limits, &run->base[i],
-		           sizeof(run->base[i])) != 0)
+		           sizeof(run->base[i])) != 0) {
+			weft_sim_fault f = {
+			    .kind = WEFT_SIM_RESTART,
+			    .a = i,
+			    .at_ms = (weft_now_ns() - run->t0_ns) / NS_PER_MS};
+
+			notify(run, &f, false);
 			weft_sim_restart(sim, i, &run->base[i]);
+			run->started++;
+		}
 	started = run->started;
 	pthread_cond_destroy(&run->cond);
 	pthread_mutex_destroy(&run->lock);

@@ -77,7 +77,11 @@ weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
 		weft_timer_stop(ob->reply_timer);
 	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
 	if (atomic_load(&c->svc->stopping)) {
+		/* Not dialed again: what waits for it (sent while it was
+		 * closing) ends now, rather than hold the drain until its
+		 * deadline. */
 		c->state = WEFT__MSVC_IDLE;
+		weft__msvc_conn_fail_backlog(c, WEFT_ESHUTDOWN);
 		return;
 	}
 	if (dial_failed) {

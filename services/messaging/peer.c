@@ -139,6 +139,21 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	return 0;
 }
 
+/*
+ * c takes writes now: it is up and its channel is not closing. A
+ * connection this node closed (its peer marked down) stays UP until its
+ * channel is gone, which is up to the channel's linger later when the
+ * peer does not read: what was encoded into it meanwhile would be
+ * dropped unsent, with nothing to tell of it. What is sent then waits in
+ * c's backlog for the next connection instead.
+ */
+static bool
+conn_takes_writes(const struct weft__msvc_conn *c)
+{
+	return c->state == WEFT__MSVC_UP && c->ch != NULL &&
+	       weft_channel_is_open(c->ch);
+}
+
 /* Writes out into c's output batch. */
 static void
 encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
@@ -225,8 +240,7 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 			weft__msvc_out_free(out);
 		return 0;
 	}
-	if (c != NULL && c->state == WEFT__MSVC_UP &&
-	    TAILQ_EMPTY(&c->backlog)) {
+	if (c != NULL && conn_takes_writes(c) && TAILQ_EMPTY(&c->backlog)) {
 		encode_now(c, out, slot);
 		if (heap)
 			weft__msvc_out_free(out);
@@ -267,7 +281,7 @@ weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
 	struct weft__msvc_out *out;
 	uint64_t now = weft__msvc_clock_now_ms(c->svc);
 
-	while (c->state == WEFT__MSVC_UP &&
+	while (conn_takes_writes(c) &&
 	       (out = TAILQ_FIRST(&c->backlog)) != NULL) {
 		TAILQ_REMOVE(&c->backlog, out, link);
 		if (out->flags & WEFT__MSVC_F_REQUEST)
@@ -292,7 +306,7 @@ weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
 
 /* Ends everything in c's backlog with status: requests complete with it,
  * one-way messages and responses are dropped. For a connection that
- * could not be made. */
+ * could not be made, or that a stopping service does not dial again. */
 void
 weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status)
 {
@@ -301,7 +315,7 @@ weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status)
 	while ((out = TAILQ_FIRST(&c->backlog)) != NULL) {
 		TAILQ_REMOVE(&c->backlog, out, link);
 		if (out->flags & WEFT__MSVC_F_REQUEST) {
-			if (!out->internal)
+			if (!out->internal && status == WEFT_EPEERDOWN)
 				weft__msvc_count(&c->peer->st.failed_peer_down,
 				                 1);
 			weft__msvc_slot_at(c->ml, out->slot)->out = NULL;

@@ -216,7 +216,9 @@ typedef struct weft_sim_fault {
 } weft_sim_fault;
 
 /* Told of each fault as it starts and as it ends, on the chaos thread,
- * before it is applied (start) or after it is lifted (end). */
+ * before it is applied (start) or after it is lifted (end). The restart
+ * weft_sim_chaos_stop makes to give a node back the limits it had (param
+ * 0) is told too, before it is applied, on the thread that stops. */
 typedef void (*weft_sim_fault_cb)(weft_sim *sim, const weft_sim_fault *f,
                                   void *arg);
 
@@ -239,9 +241,10 @@ typedef struct weft_sim_chaos {
  * WEFT_EBUSY (already running) or WEFT_ENOMEM.
  */
 WEFT_API int weft_sim_chaos_start(weft_sim *sim, const weft_sim_chaos *c);
-/* weft_sim_chaos_stop ends the random faults and heals everything (a
- * node a restart left down is started again); returns how many faults
- * started. */
+/* weft_sim_chaos_stop ends the random faults and heals everything: a
+ * node a restart left down is started again, and one a restart left with
+ * other limits is restarted with the limits it had, a restart told to
+ * on_fault and counted. Returns how many faults started. */
 WEFT_API uint64_t weft_sim_chaos_stop(weft_sim *sim);
 
 /*
