@@ -523,13 +523,19 @@ def page(d, by_name, errmap, version):
         out.extend(paragraphs(intro))
 
     other_note = lambda via: ".PP\nAs for\n.BR %s (3):" % esc(via.name)
-    if d.ret != "void":
-        out.append(".SH RETURN VALUE")
-        rets, via = resolve(d, by_name, returns_of)
+
+    def sentences_section(title, of):
+        """A section of the sentences of(d) gives, or of the function
+        d's comment refers to for them."""
+        out.append(".SH " + title)
+        found, via = resolve(d, by_name, of)
         if via:
             out.append(other_note(via))
-        for s in rets or ["Not stated."]:
+        for s in found or ["Not stated."]:
             out.extend([".PP", line(s)])
+
+    if d.ret != "void":
+        sentences_section("RETURN VALUE", returns_of)
     errs, via = resolve(d, by_name, lambda x: errors_of(x, by_name))
     if errs or d.ret == "int":
         out.append(".SH ERRORS")
@@ -553,12 +559,7 @@ def page(d, by_name, errmap, version):
             if note:
                 body += ": " + note if body else note
             out.append(line(body + "." if body else "See the description."))
-    out.append(".SH THREADS")
-    thr, via = resolve(d, by_name, threads_of)
-    if via:
-        out.append(other_note(via))
-    for s in thr or ["Not stated."]:
-        out.extend([".PP", line(s)])
+    sentences_section("THREADS", threads_of)
     out.append(".SH SEE ALSO")
     related = []
     for text in [d.own, d.head or ""] + d.intro:

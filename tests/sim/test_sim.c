@@ -300,6 +300,19 @@ default_limits(weft_msvc_limits *l)
 	weft_msvc_config_free(cfg);
 }
 
+/* Limits under which a silent peer is marked down within 300 ms (three
+ * heartbeats of 100 ms) and redialled after 10 ms to reconnect_max_ms. */
+static void
+quick_down_limits(weft_msvc_limits *l, uint64_t reconnect_max_ms)
+{
+	default_limits(l);
+	l->heartbeat_interval_ms = 100;
+	l->heartbeat_misses = 3;
+	l->reconnect_min_ms = 10;
+	l->reconnect_max_ms = reconnect_max_ms;
+	l->connect_timeout_ms = 1000;
+}
+
 /* Waits until *counter is at least n; false if it never gets there. */
 static bool
 wait_for(_Atomic int *counter, int n)
@@ -469,12 +482,7 @@ test_hold_keeps_order_across_loops(void **state)
 	weft_msvc_limits l;
 
 	(void)state;
-	default_limits(&l);
-	l.heartbeat_interval_ms = 100;
-	l.heartbeat_misses = 3;
-	l.reconnect_min_ms = 10;
-	l.reconnect_max_ms = 200;
-	l.connect_timeout_ms = 1000;
+	quick_down_limits(&l, 200);
 	l.loops = 4;
 	l.worker_threads = 1;
 	hold_and_release(&l);
@@ -635,12 +643,7 @@ test_send_while_a_closed_connection_lingers_is_not_lost(void **state)
 	int i;
 
 	(void)state;
-	default_limits(&l);
-	l.heartbeat_interval_ms = 100;
-	l.heartbeat_misses = 3;
-	l.reconnect_min_ms = 10;
-	l.reconnect_max_ms = 100;
-	l.connect_timeout_ms = 1000;
+	quick_down_limits(&l, 100);
 	l.outbound_queue_bytes = 2 * FILLS * FILL_BYTES;
 	sim = sim_start(w, &l);
 	n1 = weft_sim_node(sim, 0);
