@@ -51,7 +51,7 @@ weft__msvc_capacity_fini(weft_msvc *svc)
 static bool
 has_room(weft_msvc *svc)
 {
-	return atomic_load(&svc->pending) <
+	return weft__msvc_user_pending(svc) <
 	       svc->cfg->limits.max_pending_requests;
 }
 

@@ -599,6 +599,9 @@ struct weft_msvc {
 	void *peer_cb_arg;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t pending;
+	/* Of pending, the heartbeats: exempt from max_pending_requests,
+	 * but drained at stop like any request. */
+	_Atomic uint64_t pending_internal;
 	/* The generations of members' inbound connections (conn.c). */
 	_Atomic uint64_t inbound_generations;
 	/* What untrusted peers hold (guard.c). The caps follow the file
@@ -694,6 +697,17 @@ weft__msvc_closed(weft_msvc *svc)
 {
 	if (atomic_load(&svc->stopping))
 		weft__msvc_wake_if_closed(svc);
+}
+
+/* weft__msvc_user_pending is how many of svc->pending count against
+ * max_pending_requests: all but the heartbeats. */
+static inline uint64_t
+weft__msvc_user_pending(weft_msvc *svc)
+{
+	uint64_t all = atomic_load(&svc->pending);
+	uint64_t internal = atomic_load(&svc->pending_internal);
+
+	return all > internal ? all - internal : 0;
 }
 
 /* weft__msvc_pending_sub gives back a request's count in svc->pending. */

@@ -109,6 +109,8 @@ drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
 	if (out->flags & WEFT__MSVC_F_RESPONSE)
 		weft__msvc_count(&svc->st.responses_dropped, 1);
 	if (out->flags & WEFT__MSVC_F_REQUEST) {
+		if (out->internal)
+			atomic_fetch_sub(&svc->pending_internal, 1);
 		weft__msvc_pending_sub(svc);
 		out->cb(svc, status, NULL, 0, out->arg);
 	}
@@ -538,8 +540,10 @@ on_heartbeat_timer(weft_timer *t, void *arg)
 	out.cb = on_heartbeat_reply;
 	out.arg = peer;
 	out.ptr = out.data;
+	atomic_fetch_add(&svc->pending_internal, 1);
 	atomic_fetch_add(&svc->pending, 1);
 	if (emit(peer, &out, false) != 0) {
+		atomic_fetch_sub(&svc->pending_internal, 1);
 		weft__msvc_pending_sub(svc);
 		return;
 	}

@@ -273,6 +273,8 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	s->live = false;
 	s->next = ml->free_head;
 	ml->free_head = i;
+	if (s->internal)
+		atomic_fetch_sub(&svc->pending_internal, 1);
 	weft__msvc_pending_sub(svc);
 	weft__msvc_count1(&peer->st.pending, (uint64_t)-1);
 	if (s->verb < WEFT_MSVC_MAX_VERBS)
