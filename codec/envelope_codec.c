@@ -255,13 +255,6 @@ static const weft_handler envelope_handler = {
     .commit = envelope_commit,
 };
 
-/* decode_only: writes and flushes pass it by without a call. */
-static const weft_handler envelope_decoder = {
-    .removed = weft__codec_removed,
-    .read = envelope_read,
-    .read_complete = envelope_read_complete,
-};
-
 static int
 envelope_codec_add(weft_channel *ch, const char *base, const char *name,
                    const weft_envelope_codec_opts *opts)
@@ -280,11 +273,7 @@ envelope_codec_add(weft_channel *ch, const char *base, const char *name,
 	if (opts != NULL && opts->max_payload_bytes != 0 &&
 	    opts->max_payload_bytes < e->max_payload_bytes)
 		e->max_payload_bytes = opts->max_payload_bytes;
-	return weft__codec_add(ch, base, name,
-	                       opts != NULL && opts->decode_only
-	                           ? &envelope_decoder
-	                           : &envelope_handler,
-	                       &e->base);
+	return weft__codec_add(ch, base, name, &envelope_handler, &e->base);
 }
 
 int

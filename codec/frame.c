@@ -19,7 +19,6 @@ typedef struct frame_codec {
 	size_t min_frame_bytes;
 	bool crc32c;
 	bool emit_bytes;
-	bool decode_only;
 	unsigned char *rsv; /* the open in-place write's frame */
 } frame_codec;
 
@@ -473,7 +472,7 @@ frame_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
 	size_t len;
 	int rv;
 
-	if (!weft_msg_is_bytes(type) || f->decode_only) {
+	if (!weft_msg_is_bytes(type)) {
 		weft_ctx_write(ctx, type, msg, cb, cb_arg);
 		return;
 	}
@@ -500,14 +499,6 @@ static const weft_handler frame_handler = {
     .commit = frame_commit,
 };
 
-/* decode_only: writes and flushes pass it by without a call. */
-static const weft_handler decoder_handler = {
-    .removed = weft__codec_removed,
-    .read = frame_read,
-    .inactive = weft__codec_inactive,
-    .close = weft__codec_close,
-};
-
 static int
 frame_codec_add(weft_channel *ch, const char *base, const char *name,
                 const weft_frame_codec_opts *opts)
@@ -525,11 +516,8 @@ frame_codec_add(weft_channel *ch, const char *base, const char *name,
 		return rv;
 	}
 	f->emit_bytes = opts != NULL && opts->emit_bytes;
-	f->decode_only = opts != NULL && opts->decode_only;
 	f->base.quiet = opts != NULL && opts->quiet;
-	return weft__codec_add(
-	    ch, base, name, f->decode_only ? &decoder_handler : &frame_handler,
-	    &f->base);
+	return weft__codec_add(ch, base, name, &frame_handler, &f->base);
 }
 
 int

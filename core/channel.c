@@ -205,8 +205,13 @@ void
 weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
                     weft_write_cb cb, void *cb_arg, int status)
 {
+	weft_channel *ch = ctx->ch;
+
 	weft_msg_free(type, msg);
-	owe_cb(ctx->ch, cb, cb_arg, status);
+	if (cb != NULL)
+		owe_cb(ch, cb, cb_arg, status);
+	else if (status != WEFT_ECLOSED && ch->activated && !ch->torn_down)
+		weft_ctx_fire_error(ctx, status);
 }
 
 /* ---- Write completions -------------------------------------------------- */
@@ -560,7 +565,7 @@ run_flush_task(weft_loop *loop, int status, void *arg)
 	if (status == 0 && !ch->torn_down &&
 	    (ch->tail_len > 0 || evbuffer_get_length(ch->unflushed) > 0)) {
 		enter(ch);
-		head_flush(ch->head);
+		weft_ctx_flush(ch->tail);
 		leave(ch);
 	}
 	weft_channel_unref(ch);

@@ -17,15 +17,14 @@
 
 #define NONE UINT32_MAX
 
-/* Before the handshake: frames of a HELLO's size, CRCs on. The codec
- * frames nothing it is given to write (write.c builds the frames), and
- * leaves the logging of bad input to the handler after it (read.c). */
+/* Before the handshake: frames of a HELLO's size, CRCs on, both ways.
+ * The handler after the codec logs bad input, in its words and at its
+ * rate (read.c). */
 static const weft_frame_codec_opts handshake_frames = {
     .max_frame_bytes = WEFT__MSVC_HELLO_MAX,
     .min_frame_bytes = 1,
     .crc32c = true,
     .emit_bytes = true,
-    .decode_only = true,
     .quiet = true,
 };
 
@@ -42,11 +41,12 @@ weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch)
 	    (rv = weft_pipeline_add_last(ch, WEFT__MSVC_HANDSHAKE_HANDLER,
 	                                 &weft__msvc_handshake_handler, c)) !=
 	        0 ||
-	    (rv = weft_pipeline_add_last(ch, "msvc", &weft__msvc_handler, c)) !=
-	        0)
+	    (rv = weft_pipeline_add_last(ch, WEFT__MSVC_HANDLER,
+	                                 &weft__msvc_handler, c)) != 0)
 		return rv;
 	weft_channel_set_data(ch, c);
 	c->ch = ch;
+	c->ctx = weft_pipeline_get(ch, WEFT__MSVC_HANDLER);
 	c->seen_writes = 0;
 	c->seen_bytes = 0;
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s",
@@ -117,14 +117,11 @@ weft__msvc_accept_init(weft_channel *ch, void *arg)
 	c->crc = true;
 	c->pending_head = NONE;
 	TAILQ_INIT(&c->backlog);
-	if (c->ml == NULL || (c->tx = evbuffer_new()) == NULL) {
-		rv = c->ml == NULL ? WEFT_EINVAL : WEFT_ENOMEM;
+	if (c->ml == NULL) {
 		free(in);
-		return rv;
+		return WEFT_EINVAL;
 	}
 	if ((rv = weft__msvc_conn_attach(c, ch)) != 0) {
-		evbuffer_free(c->tx);
-		free(c->scratch);
 		free(in);
 		return rv;
 	}
@@ -256,8 +253,6 @@ weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
 	c->pending_head = NONE;
 	o->jitter_seed = (unsigned)(uintptr_t)o ^ (unsigned)weft_now_ns();
 	TAILQ_INIT(&c->backlog);
-	if ((c->tx = evbuffer_new()) == NULL)
-		return WEFT_ENOMEM;
 	return 0;
 }
 
@@ -289,12 +284,6 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 		weft__msvc_out_free(out);
 	}
 	weft__msvc_conn_free_timers(c);
-	if (c->tx != NULL)
-		evbuffer_free(c->tx);
-	c->tx = NULL;
-	free(c->scratch);
-	c->scratch = NULL;
-	c->scratch_cap = 0;
 }
 
 /* Frees an inbound connection. */

@@ -85,12 +85,12 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	weft_msvc *svc = msg->svc;
 	weft_msvc_peer *peer = msg->peer;
 	struct weft__msvc_out out = {.conn = NULL};
-	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
+	size_t frame = WEFT_ENVELOPE_FRAME_BYTES(len, true);
 	int rv;
 
 	if (atomic_load(&svc->stopped))
 		return WEFT_ESHUTDOWN;
-	if (len > svc->cfg->limits.max_frame_bytes - WEFT__MSVC_ENV_HEADER)
+	if (len > svc->cfg->limits.max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES)
 		return WEFT_ETOOBIG;
 	out.id = msg->id;
 	out.verb = msg->verb;
@@ -367,7 +367,7 @@ answer_now(weft_msvc_msg *msg, int status, const char *text)
 }
 
 void
-weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
+weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 {
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_verb *v = NULL;
@@ -391,7 +391,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	    .flags = env->flags,
 	    .conn_index = c->index,
 	    .data = env->payload,
-	    .len = env->len,
+	    .len = env->payload_len,
 	};
 
 	if (env->verb < WEFT_MSVC_MAX_VERBS)
@@ -425,7 +425,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 		return;
 	}
 	weft__msvc_count(&v->received, 1);
-	weft__msvc_count(&v->bytes_received, env->len);
+	weft__msvc_count(&v->bytes_received, env->payload_len);
 	if (atomic_load(&svc->stopping)) {
 		answer_now(&msg, WEFT_ESHUTDOWN, "shutting down");
 		return;

@@ -23,10 +23,8 @@
 /* A message frame this short cannot hold an envelope. */
 #define MIN_ENVELOPE 8
 
-/* Refused envelopes are logged by read.c, at its rate; the service
- * encodes its own batches (write.c), so writes pass the codec by. */
-static const weft_envelope_codec_opts envelopes = {.quiet = true,
-                                                   .decode_only = true};
+/* Refused envelopes are logged by read.c, at its rate. */
+static const weft_envelope_codec_opts envelopes = {.quiet = true};
 
 /* The frame codec's settings for the connection's traffic from here on,
  * and the envelope codec after it, in the place this handler leaves;

@@ -14,7 +14,7 @@
 #include <event2/buffer.h>
 
 #include <weft/channel.h>
-#include <weft/crc32c.h>
+#include <weft/envelope.h>
 #include <weft/histogram.h>
 #include <weft/messaging.h>
 #include <weft/metrics.h>
@@ -125,21 +125,11 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 #define WEFT__MSVC_F_ONEWAY 0x04u
 #define WEFT__MSVC_F_ERROR 0x08u
 
-/* The fixed envelope header our encoder writes before the payload. */
-#define WEFT__MSVC_ENV_HEADER 39
 /* How long a closing connection may take to write what it holds: the
  * service waits for every channel to close before it is freed. */
 #define WEFT__MSVC_LINGER_MS 500
-/* Small frames are gathered in a buffer per connection that starts at
- * WEFT__MSVC_SCRATCH_MIN bytes and doubles as batches need, up to
- * WEFT__MSVC_SCRATCH: most connections of a large cluster carry a frame
- * or two per flush. */
-#define WEFT__MSVC_SCRATCH 16384
-#define WEFT__MSVC_SCRATCH_MIN 1024
 /* At most one line per this many ms about rejected connections. */
 #define WEFT__MSVC_LOG_LIMIT_MS 5000
-/* Length prefix plus envelope header. */
-#define WEFT__MSVC_FRAME_HEADER (4 + WEFT__MSVC_ENV_HEADER)
 /* A connection's index within its class is below this: the most
  * connections a class may have, so that a HELLO's index names a slot of
  * the peer's inbound order (conn.c). */
@@ -158,17 +148,6 @@ enum weft__msvc_refusal {
 	WEFT__MSVC_R_BAD_CLASS = 8,
 };
 
-/* A decoded envelope; payload points into the frame. */
-struct weft__msvc_env {
-	uint64_t id;
-	uint32_t verb;
-	uint32_t flags;
-	uint64_t created_ms;
-	uint64_t expires_ms;
-	const uint8_t *payload;
-	size_t len;
-};
-
 struct weft__msvc_hello {
 	uint64_t min_version, max_version;
 	char cluster[WEFT_MSVC_MAX_ID + 1];
@@ -182,15 +161,8 @@ struct weft__msvc_reply {
 	char reason[128];
 };
 
-#define weft__msvc_crc32c weft_crc32c /* the codec's, as fast when short */
-/* Encodes the fixed envelope header into out (WEFT__MSVC_ENV_HEADER). */
-void weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb,
-                           uint32_t flags, uint64_t created_ms,
-                           uint64_t expires_ms, uint32_t payload_len);
-/* Decodes a frame body; returns 0 or WEFT_EPROTO. */
-int weft__msvc_env_decode(const uint8_t *p, size_t n,
-                          struct weft__msvc_env *out);
-/* Builds a handshake frame body (magic + array) into buf. */
+/* Adds a handshake frame's body (magic + array) to buf; the frame codec
+ * frames it. */
 int weft__msvc_hello_encode(struct evbuffer *buf,
                             const struct weft__msvc_hello *h);
 int weft__msvc_hello_decode(const uint8_t *p, size_t n,
@@ -199,9 +171,6 @@ int weft__msvc_reply_encode(struct evbuffer *buf,
                             const struct weft__msvc_reply *r);
 int weft__msvc_reply_decode(const uint8_t *p, size_t n,
                             struct weft__msvc_reply *out);
-/* Appends a whole frame (length, body, CRC if crc) to out. */
-int weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n,
-                         bool crc);
 /* Error payloads: [code, text]. */
 size_t weft__msvc_error_encode(uint8_t *out, size_t cap, int status,
                                const char *text);
@@ -276,7 +245,7 @@ struct weft__msvc_conn {
 	enum weft__msvc_conn_state state;
 	bool outbound;
 	bool crc;
-	bool dirty;
+	bool batch_open; /* written since the last flush passed */
 	bool paused;
 	bool blocked; /* a client whose answers back up: not read */
 	uint8_t cls;
@@ -285,15 +254,11 @@ struct weft__msvc_conn {
 	 * that member's connections of this class and index (conn.c); 0:
 	 * not ordered. */
 	uint64_t generation;
-	struct evbuffer *tx; /* encoded, not yet handed to ch */
-	uint8_t *scratch;    /* small frames, before tx */
-	size_t scratch_len;
-	size_t scratch_cap;
-	size_t tx_accounted; /* queued_bytes those encodings hold */
+	weft_ctx *ctx;          /* the service's handler in ch's pipeline */
+	size_t batch_accounted; /* queued_bytes the open batch holds */
 	uint64_t seen_writes, seen_bytes; /* the channel's stats last counted */
 	struct weft__msvc_outq backlog;
 	uint32_t pending_head; /* slots sent here, UINT32_MAX: none */
-	struct weft__msvc_conn *dirty_next;
 	LIST_ENTRY(weft__msvc_conn) paused_link;
 	char peer_addr[WEFT_ADDRESS_MAX];
 	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
@@ -400,9 +365,6 @@ struct weft__msvc_loop {
 	struct weft__msvc_slot **chunks; /* slots, in chunks that never move */
 	uint32_t slots_cap, free_head;
 	weft_timer *stats_timer;
-	struct weft__msvc_conn *dirty;
-	bool flush_posted;
-	weft_task flush_task;
 	/* Connections paused for the inbound budget: members', clients'. */
 	struct weft__msvc_conn_list paused, paused_clients;
 	LIST_HEAD(, weft__msvc_inbound) inbound;
@@ -758,6 +720,7 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 #define WEFT__MSVC_FRAME_CODEC "msvc-frame"
 #define WEFT__MSVC_HANDSHAKE_HANDLER "msvc-handshake"
 #define WEFT__MSVC_ENVELOPE_CODEC "msvc-envelope"
+#define WEFT__MSVC_HANDLER "msvc"
 int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
                                   struct weft__msvc_outbound *o);
@@ -817,16 +780,14 @@ extern const weft_handler weft__msvc_gate_handler;
 extern const weft_handler weft__msvc_handler;
 void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
 
-/* write.c */
-void weft__msvc_conn_mark_dirty(struct weft__msvc_conn *c);
-void weft__msvc_loop_flush(weft_loop *loop, int status, void *arg);
-void weft__msvc_conn_drop_tx(struct weft__msvc_conn *c);
-/* Encodes one message into c->tx; returns the frame bytes. */
-size_t weft__msvc_conn_encode(struct weft__msvc_conn *c, uint64_t id,
-                              uint32_t verb, uint32_t flags,
-                              uint64_t created_ms, uint64_t expires_ms,
-                              const void *data, size_t len,
-                              struct evbuffer *buf);
+/* write.c: out down c's pipeline (an UP connection whose channel is
+ * open), into the channel's batch; the service handler's flush, which
+ * releases a batch's queue bytes once they have left; and what a closed
+ * connection's unflushed batch held. */
+void weft__msvc_conn_send(struct weft__msvc_conn *c,
+                          const struct weft__msvc_out *out);
+void weft__msvc_conn_flush(weft_ctx *ctx);
+void weft__msvc_conn_drop_batch(struct weft__msvc_conn *c);
 void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
 
 /* guard.c: caps, budgets and deadlines for accepted connections. */
@@ -890,7 +851,7 @@ enum weft__msvc_match {
  * of. */
 enum weft__msvc_match weft__msvc_response(struct weft__msvc_loop *ml,
                                           const weft_msvc_peer *from,
-                                          const struct weft__msvc_env *env);
+                                          const weft_envelope *env);
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
 void weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status);
@@ -898,8 +859,7 @@ int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);
 void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 
 /* dispatch.c: handlers, responses, the worker pool. */
-void weft__msvc_dispatch(struct weft__msvc_conn *c,
-                         const struct weft__msvc_env *env);
+void weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env);
 int weft__msvc_pool_start(weft_msvc *svc);
 void weft__msvc_pool_stop(weft_msvc *svc);
 void weft__msvc_inflight_release(weft_msvc *svc, size_t n);

@@ -160,14 +160,9 @@ conn_takes_writes(const struct weft__msvc_conn *c)
 static void
 encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
 {
-	weft__msvc_conn_encode(
-	    c, out->id, out->verb, out->flags, out->created_ms,
-	    out->echo_expires_ms ? out->echo_expires_ms : out->expires_ms,
-	    out->ptr, out->len, out->buf);
-	c->tx_accounted += out->accounted;
+	weft__msvc_conn_send(c, out);
 	if (out->flags & WEFT__MSVC_F_REQUEST)
 		weft__msvc_slot_sent(c->ml, slot, c);
-	weft__msvc_conn_mark_dirty(c);
 }
 
 /* Copies a caller's message (stack, borrowed payload) to the heap. */

@@ -369,7 +369,7 @@ on_deadline(weft_timer *t, void *arg)
  * asked; otherwise count it, late or forged. */
 enum weft__msvc_match
 weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
-                    const struct weft__msvc_env *env)
+                    const weft_envelope *env)
 {
 	uint32_t i = (uint32_t)(env->id & (MAX_SLOTS - 1));
 	uint32_t tag = (uint32_t)(env->id >> 32);
@@ -387,8 +387,8 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 		return WEFT__MSVC_FORGED;
 	}
 	if (env->flags & WEFT__MSVC_F_ERROR) {
-		weft__msvc_error_decode(env->payload, env->len, &status, &text,
-		                        &text_len);
+		weft__msvc_error_decode(env->payload, env->payload_len, &status,
+		                        &text, &text_len);
 		weft__msvc_slot_complete(ml, i, status, text, text_len);
 		return WEFT__MSVC_MATCHED;
 	}
@@ -398,7 +398,7 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 		                            weft__msvc_now_ns(ml) -
 		                                slot(ml, i)->start_ns,
 		                            weft__msvc_wall_ms(ml));
-	weft__msvc_slot_complete(ml, i, 0, env->payload, env->len);
+	weft__msvc_slot_complete(ml, i, 0, env->payload, env->payload_len);
 	return WEFT__MSVC_MATCHED;
 }
 
@@ -448,8 +448,6 @@ weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
 	LIST_INIT(&ml->paused);
 	LIST_INIT(&ml->paused_clients);
 	LIST_INIT(&ml->inbound);
-	ml->flush_task.cb = weft__msvc_loop_flush;
-	ml->flush_task.arg = ml;
 	ml->resume_task.cb = weft__msvc_loop_resume;
 	ml->resume_task.arg = ml;
 	ml->verb_lat = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*ml->verb_lat));

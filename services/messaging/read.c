@@ -37,7 +37,7 @@ struct handoff {
 	struct weft__msvc_loop *ml;
 	const weft_msvc_peer *from;
 	weft_channel *ch;
-	struct weft__msvc_env env;
+	weft_envelope env;
 	uint8_t payload[];
 };
 
@@ -60,7 +60,7 @@ handoff_task(weft_loop *loop, int status, void *arg)
 }
 
 static void
-route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
+route_response(struct weft__msvc_conn *c, const weft_envelope *env)
 {
 	weft_msvc *svc = c->svc;
 	uint32_t li = (uint32_t)(env->id >> 24) & 0xff;
@@ -72,7 +72,8 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 			weft__msvc_conn_reject(c, FORGED_WHY);
 		return;
 	}
-	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->len)) == NULL) {
+	if (li >= svc->nloops ||
+	    (h = malloc(sizeof(*h) + env->payload_len)) == NULL) {
 		weft__msvc_count(&svc->st.late_responses, 1);
 		return;
 	}
@@ -80,7 +81,7 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 	h->from = c->peer;
 	h->ch = c->ch;
 	h->env = *env;
-	memcpy(h->payload, env->payload, env->len);
+	memcpy(h->payload, env->payload, env->payload_len);
 	h->env.payload = h->payload;
 	weft_channel_ref(h->ch);
 	if (weft_loop_post(h->ml->loop, handoff_task, h) != 0) {
@@ -94,7 +95,7 @@ route_response(struct weft__msvc_conn *c, const struct weft__msvc_env *env)
 /* A message frame's envelope, decoded by the envelope codec; frame_bytes
  * is the frame's size on the wire. */
 static void
-on_message(struct weft__msvc_conn *c, const struct weft__msvc_env *env,
+on_message(struct weft__msvc_conn *c, const weft_envelope *env,
            size_t frame_bytes)
 {
 	weft__msvc_count1(&c->ml->rs.messages_in, 1);
@@ -236,8 +237,7 @@ static void
 h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 {
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
-	const weft_envelope *e = msg;
-	struct weft__msvc_env env;
+	weft_envelope env;
 
 	if (type != &weft_msg_envelope)
 		return;
@@ -249,24 +249,18 @@ h_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	}
 	if (c->state == WEFT__MSVC_CLOSED)
 		return;
-	env.id = e->id;
-	env.verb = e->verb;
-	env.flags = e->flags;
-	env.created_ms = e->created_ms;
-	env.expires_ms = e->expires_ms;
-	env.len = e->payload_len;
-	env.payload = e->payload;
+	env = *(const weft_envelope *)msg;
 	/* A large payload comes in the frame's chains: made contiguous. */
-	if (e->payload_buf != NULL &&
-	    (env.payload = evbuffer_pullup(e->payload_buf, -1)) == NULL &&
-	    env.len > 0) {
-		weft__msvc_conn_reject(c, "out of memory");
-		return;
+	if (env.payload_buf != NULL) {
+		env.payload = evbuffer_pullup(env.payload_buf, -1);
+		env.payload_buf = NULL;
+		if (env.payload == NULL && env.payload_len > 0) {
+			weft__msvc_conn_reject(c, "out of memory");
+			return;
+		}
 	}
 	weft__msvc_frame_arrived(c);
-	/* The frame's bytes as weft lays them out. */
-	on_message(c, &env,
-	           4 + WEFT_ENVELOPE_HEADER_BYTES + env.len + (c->crc ? 4 : 0));
+	on_message(c, &env, WEFT_ENVELOPE_FRAME_BYTES(env.payload_len, c->crc));
 	/* c's rate limits, the inbound budget, then c's turn decide whether
 	 * the codec goes on to the next frame. */
 	if (!weft__msvc_may_read_on(c))
@@ -368,7 +362,7 @@ h_inactive(weft_ctx *ctx)
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
 	}
-	weft__msvc_conn_drop_tx(c);
+	weft__msvc_conn_drop_batch(c);
 	if (c->outbound) {
 		c->crc = true;
 		/* Optional mode: a peer dialed in plaintext may have TLS by
@@ -406,6 +400,7 @@ const weft_handler weft__msvc_handler = {
     .error = h_error,
     .inactive = h_inactive,
     .removed = h_removed,
+    .flush = weft__msvc_conn_flush,
 };
 
 /* ---- Resuming ---------------------------------------------------------- */

@@ -373,7 +373,6 @@ loop_shutdown(struct weft__msvc_loop *ml)
 	{
 		weft__msvc_conn_close(&in->conn, "shutting down");
 	}
-	weft__msvc_loop_flush(ml->loop, 0, ml);
 }
 
 /* Timers belong to their loop: freed there, not by weft_msvc_free. */
@@ -623,14 +622,14 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 {
 	const weft_msvc_limits *l = &svc->cfg->limits;
 	uint64_t timeout = opts != NULL ? opts->timeout_ms : 0;
-	size_t frame = WEFT__MSVC_FRAME_HEADER + 4 + len;
+	size_t frame = WEFT_ENVELOPE_FRAME_BYTES(len, true);
 
 	/* Not to oneself: a node refuses a dialer that claims its own id. */
 	if (peer == NULL || peer->svc != svc || peer->is_client ||
 	    peer->is_self || verb < WEFT_MSVC_VERB_USER_MIN ||
 	    verb >= WEFT_MSVC_MAX_VERBS)
 		return WEFT_EINVAL;
-	if (len > l->max_frame_bytes - WEFT__MSVC_ENV_HEADER)
+	if (len > l->max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES)
 		return WEFT_ETOOBIG;
 	if (!atomic_load(&svc->started) || atomic_load(&svc->stopping))
 		return WEFT_ESHUTDOWN;

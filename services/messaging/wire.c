@@ -16,37 +16,6 @@
 
 static const uint8_t magic[4] = {'W', 'E', 'F', 'T'};
 
-void
-weft__msvc_env_header(uint8_t *out, uint64_t id, uint32_t verb, uint32_t flags,
-                      uint64_t created_ms, uint64_t expires_ms,
-                      uint32_t payload_len)
-{
-	weft_envelope env = {.id = id,
-	                     .verb = verb,
-	                     .flags = flags,
-	                     .created_ms = created_ms,
-	                     .expires_ms = expires_ms};
-
-	weft_envelope_encode_header(out, &env, payload_len);
-}
-
-int
-weft__msvc_env_decode(const uint8_t *p, size_t n, struct weft__msvc_env *out)
-{
-	weft_envelope env;
-
-	if (weft_envelope_decode(p, n, &env) != 0)
-		return WEFT_EPROTO;
-	out->id = env.id;
-	out->verb = env.verb;
-	out->flags = env.flags;
-	out->created_ms = env.created_ms;
-	out->expires_ms = env.expires_ms;
-	out->payload = env.payload;
-	out->len = env.payload_len;
-	return 0;
-}
-
 /* Reads a string of fewer than cap bytes, with no NUL inside, into out. */
 static int
 read_cstr(weft_mp_reader *r, char *out, size_t cap)
@@ -87,23 +56,6 @@ open_handshake(weft_mp_reader *r, const uint8_t *p, size_t n, uint32_t want)
 }
 
 int
-weft__msvc_frame_add(struct evbuffer *out, const void *body, size_t n, bool crc)
-{
-	uint8_t hdr[4], trailer[4];
-	uint32_t c;
-
-	weft__store_be32(hdr, (uint32_t)n);
-	if (evbuffer_add(out, hdr, 4) != 0 || evbuffer_add(out, body, n) != 0)
-		return WEFT_ENOMEM;
-	if (!crc)
-		return 0;
-	c = weft__msvc_crc32c(0, hdr, 4);
-	c = weft__msvc_crc32c(c, body, n);
-	weft__store_be32(trailer, c);
-	return evbuffer_add(out, trailer, 4) == 0 ? 0 : WEFT_ENOMEM;
-}
-
-int
 weft__msvc_hello_encode(struct evbuffer *buf, const struct weft__msvc_hello *h)
 {
 	uint8_t body[256];
@@ -122,7 +74,9 @@ weft__msvc_hello_encode(struct evbuffer *buf, const struct weft__msvc_hello *h)
 	weft_mp_write_uint(&w, h->flags);
 	if (weft_mp_writer_status(&w) != 0)
 		return WEFT_EINVAL;
-	return weft__msvc_frame_add(buf, body, weft_mp_writer_length(&w), true);
+	return evbuffer_add(buf, body, weft_mp_writer_length(&w)) == 0
+	           ? 0
+	           : WEFT_ENOMEM;
 }
 
 int
@@ -162,7 +116,9 @@ weft__msvc_reply_encode(struct evbuffer *buf, const struct weft__msvc_reply *r)
 	write_cstr(&w, r->reason);
 	if (weft_mp_writer_status(&w) != 0)
 		return WEFT_EINVAL;
-	return weft__msvc_frame_add(buf, body, weft_mp_writer_length(&w), true);
+	return evbuffer_add(buf, body, weft_mp_writer_length(&w)) == 0
+	           ? 0
+	           : WEFT_ENOMEM;
 }
 
 int

@@ -792,48 +792,6 @@ test_malformed_envelope_fails_the_channel(void **state)
 	fx_free(f);
 }
 
-/* decode_only: frames decode as ever, and what is written passes the
- * codec by as written: bytes reach the socket unchanged, an envelope is
- * not encoded (the channel refuses it, having no encoder for it). For a
- * protocol that encodes its own batches behind a decode_only frame codec. */
-static void
-test_decode_only_codec_leaves_writes_alone(void **state)
-{
-	weft_frame_codec_opts fo = {.crc32c = true, .decode_only = true};
-	weft_envelope_codec_opts eo = {.decode_only = true};
-	weft_envelope env = {
-	    .id = 5, .verb = 1, .payload = "x", .payload_len = 1};
-	struct evbuffer *b = evbuffer_new(), *in;
-	struct rec r = {.keep = true};
-	weft_codec_stats st;
-	weft_ctx *end;
-	fx *f;
-
-	(void)state;
-	f = codec_fixture(&fo, &eo, &r);
-	fx_send(f, doc_request, sizeof(doc_request));
-	assert_int_equal(r.n, 1);
-	assert_memory_equal(r.payload[0], "ping", 4);
-	end = weft_pipeline_get(f->ch, "rec");
-	weft_ctx_write(end, &weft_msg_envelope, &env, fx_write_cb, f);
-	fx_run_until_write_cbs(f, 1);
-	assert_int_equal(f->write_status, WEFT_EINVAL);
-	evbuffer_add(b, doc_response, sizeof(doc_response));
-	weft_ctx_write(end, &weft_msg_evbuffer, b, NULL, NULL);
-	weft_ctx_flush(end);
-	fx_run_until_peer_has(f, sizeof(doc_response));
-	in = fx_peer_input(f);
-	assert_int_equal(evbuffer_get_length(in), sizeof(doc_response));
-	assert_memory_equal(evbuffer_pullup(in, -1), doc_response,
-	                    sizeof(doc_response));
-	assert_int_equal(weft_codec_get_stats(f->ch, "env", &st), 0);
-	assert_int_equal(st.msgs_in, 1);
-	assert_int_equal(st.msgs_out, 0);
-	evbuffer_free(b);
-	rec_clear(&r);
-	fx_free(f);
-}
-
 /* quiet: a refused frame closes, counts and fires its error as ever, and
  * logs nothing, for a receiver that reports it in its own words. */
 static void
@@ -1114,7 +1072,6 @@ main(void)
 	    cmocka_unit_test(test_codec_decodes_the_documented_frames),
 	    cmocka_unit_test(test_malformed_envelope_fails_the_channel),
 	    cmocka_unit_test(test_quiet_codec_fails_without_logging),
-	    cmocka_unit_test(test_decode_only_codec_leaves_writes_alone),
 	    cmocka_unit_test(test_payload_above_the_limit_fails_the_channel),
 	    cmocka_unit_test(test_writes_become_frames_and_refused_ones_fail),
 	    cmocka_unit_test(test_round_trip_over_an_inproc_pair),

@@ -292,36 +292,6 @@ test_crc_switched_outbound_applies_to_later_writes(void **state)
 	fx_free(f);
 }
 
-/* decode_only: frames are read as ever, and what is written leaves as
- * written, for a protocol that frames its own writes in batches. */
-static void
-test_decode_only_leaves_writes_unframed(void **state)
-{
-	weft_frame_codec_opts o = {.crc32c = true, .decode_only = true};
-	unsigned char buf[64], *p;
-	struct evbuffer *b = evbuffer_new(), *in;
-	size_t n;
-	weft_ctx *end;
-	fx *f = fixture(&o);
-
-	(void)state;
-	fx_start(f);
-	n = put_frame(buf, 1, 20, true);
-	fx_send(f, buf, n);
-	assert_int_equal(f->msgs, 1);
-	end = weft_pipeline_get(f->ch, "sink");
-	evbuffer_add(b, "as it is", 8);
-	weft_ctx_write(end, &weft_msg_evbuffer, b, NULL, NULL);
-	weft_ctx_flush(end);
-	fx_run_until_peer_has(f, 8);
-	in = fx_peer_input(f);
-	assert_int_equal(evbuffer_get_length(in), 8);
-	p = evbuffer_pullup(in, 8);
-	assert_memory_equal(p, "as it is", 8);
-	evbuffer_free(b);
-	fx_free(f);
-}
-
 /* quiet: a failure closes, counts and fires its error as ever, and logs
  * nothing, for a receiver that reports it in its own words. */
 static void
@@ -958,7 +928,6 @@ main(void)
 	        test_frame_without_crc_after_switching_off_is_accepted),
 	    cmocka_unit_test(
 	        test_crc_switched_outbound_applies_to_later_writes),
-	    cmocka_unit_test(test_decode_only_leaves_writes_unframed),
 	    cmocka_unit_test(test_quiet_codec_fails_without_logging),
 	    cmocka_unit_test(test_failure_lines_are_rate_limited),
 	    cmocka_unit_test(test_setters_find_only_frame_codecs),

@@ -1167,6 +1167,223 @@ test_when_written_fails_when_the_channel_dies_first(void **state)
 	assert_int_equal(f->write_status, WEFT_ECLOSED);
 }
 
+/* ---- The end of a batch, and writes nobody waits for ------------------- */
+
+/* Notes each flush that passes it and each error that reaches it. */
+static void
+watch_flush(weft_ctx *ctx)
+{
+	note(fx(ctx), "W.flush ");
+	weft_ctx_flush(ctx);
+}
+
+static void
+watch_error(weft_ctx *ctx, int status)
+{
+	note(fx(ctx), "W.error ");
+	fx(ctx)->write_status = status;
+}
+
+static const weft_handler flush_watcher = {.flush = watch_flush,
+                                           .error = watch_error};
+
+/* Refuses every write with the status its state points at, as an encoder
+ * out of memory would. */
+static void
+refuse_write(weft_ctx *ctx, const weft_msg_type *type, void *msg,
+             weft_write_cb cb, void *arg)
+{
+	weft_ctx_fail_write(ctx, type, msg, cb, arg,
+	                    *(const int *)weft_ctx_state(ctx));
+}
+
+static const weft_handler refuser = {.write = refuse_write};
+
+static size_t
+count_of(const char *log, const char *what)
+{
+	size_t n = 0;
+
+	for (; (log = strstr(log, what)) != NULL; log += strlen(what))
+		n++;
+	return n;
+}
+
+/* Bytes written without a flush leave with the channel's own flush after
+ * the wake-up, and that flush passes every handler with a flush on its
+ * way from the tail, once: a handler that gathers or accounts for a batch
+ * sees where it ends. */
+static void
+test_the_flush_after_the_wake_up_passes_the_handlers(void **state)
+{
+	struct fixture *f = *state;
+	weft_bytes b = {"abc", 3};
+	weft_ctx *z;
+
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "W", &flush_watcher, NULL), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "Z", &origin, NULL), 0);
+	z = weft_pipeline_get(f->ch, "Z");
+	weft_channel_activate(f->ch);
+	weft_ctx_write(z, &weft_msg_bytes, &b, NULL, NULL);
+	weft_ctx_write(z, &weft_msg_bytes, &b, NULL, NULL);
+	assert_int_equal(count_of(f->log, "W.flush"), 0);
+	expect_peer(f, "abcabc");
+	assert_int_equal(count_of(f->log, "W.flush"), 1);
+}
+
+/* A write with a callback that fails tells the callback; one without
+ * tells the handlers after the one that refused it, with an error event
+ * (a write whose channel closed does not: the channel says so itself). */
+static void
+test_a_failed_write_without_a_callback_is_an_error_event(void **state)
+{
+	struct fixture *f = *state;
+	weft_bytes b = {"abc", 3};
+	int status = WEFT_ENOMEM;
+	weft_ctx *z;
+
+	assert_int_equal(weft_pipeline_add_last(f->ch, "X", &refuser, &status),
+	                 0);
+	assert_int_equal(
+	    weft_pipeline_add_last(f->ch, "W", &flush_watcher, NULL), 0);
+	assert_int_equal(weft_pipeline_add_last(f->ch, "Z", &origin, NULL), 0);
+	z = weft_pipeline_get(f->ch, "Z");
+	weft_channel_activate(f->ch);
+	weft_ctx_write(z, &weft_msg_bytes, &b, on_write_done, f);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ENOMEM);
+	assert_int_equal(count_of(f->log, "W.error"), 0);
+	f->write_status = 0;
+	weft_ctx_write(z, &weft_msg_bytes, &b, NULL, NULL);
+	assert_int_equal(count_of(f->log, "W.error"), 1);
+	assert_int_equal(f->write_status, WEFT_ENOMEM);
+	assert_int_equal(f->write_cbs, 1);
+	/* Refused for a closed channel: no error event. */
+	status = WEFT_ECLOSED;
+	weft_ctx_write(z, &weft_msg_bytes, &b, NULL, NULL);
+	assert_int_equal(count_of(f->log, "W.error"), 1);
+}
+
+#define WRITERS 2
+#define WRITES 300
+
+struct writers {
+	weft_channel *ch;
+	_Atomic int done, ok, failed, refused, running;
+};
+
+static void
+on_thread_write(weft_channel *ch, int status, void *arg)
+{
+	struct writers *w = arg;
+
+	(void)ch;
+	atomic_fetch_add(status == 0 ? &w->ok : &w->failed, 1);
+}
+
+static void *
+writer_main(void *arg)
+{
+	struct writers *w = arg;
+	static const char kib[1024];
+	weft_bytes b = {kib, sizeof(kib)};
+	int i;
+
+	for (i = 0; i < WRITES; i++)
+		if (weft_channel_write_msg(w->ch, &weft_msg_bytes, &b,
+		                           on_thread_write, w) != 0)
+			atomic_fetch_add(&w->refused, 1);
+	atomic_fetch_sub(&w->running, 1);
+	return NULL;
+}
+
+static bool
+writers_done(void *arg)
+{
+	return atomic_load(&((struct writers *)arg)->running) == 0;
+}
+
+static bool
+all_ended(void *arg)
+{
+	struct writers *w = arg;
+
+	return atomic_load(&w->ok) + atomic_load(&w->failed) +
+	           atomic_load(&w->refused) ==
+	       2 * WRITERS * WRITES;
+}
+
+static bool
+never(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+/* Runs the loop for ms, whatever happens. */
+static void
+run_for(struct fixture *f, int ms)
+{
+	assert_int_equal(weft_loop_run_until(f->loop, never, NULL, ms),
+	                 WEFT_ETIMEDOUT);
+}
+
+static void
+start_writers(struct writers *w, pthread_t *t)
+{
+	int i;
+
+	atomic_store(&w->running, WRITERS);
+	for (i = 0; i < WRITERS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, writer_main, w),
+		                 0);
+}
+
+/* Writes from other threads reach the head while the peer reads nothing;
+ * a batch completion waits for them, more writes queue up, and the
+ * connection dies: the completion runs exactly once (WEFT_ECLOSED), and so
+ * does every write's callback. */
+static void
+test_when_written_once_when_the_channel_dies_with_writes_from_threads(
+    void **state)
+{
+	struct fixture *f = *state;
+	struct writers w = {.ch = f->ch};
+	pthread_t t[WRITERS];
+	int i;
+
+	weft_channel_activate(f->ch);
+	bufferevent_disable(f->peer, EV_READ);
+	bufferevent_setwatermark(f->peer, EV_READ, 0, 1024);
+	start_writers(&w, t);
+	assert_int_equal(weft_loop_run_until(f->loop, writers_done, &w, 5000),
+	                 0);
+	for (i = 0; i < WRITERS; i++)
+		pthread_join(t[i], NULL);
+	/* The inbox drains on the loop: then they have reached the head. */
+	run_for(f, 50);
+	weft_channel_when_written(f->ch, on_write_done, f);
+	start_writers(&w, t);
+	bufferevent_flush(f->peer, EV_WRITE, BEV_FINISHED); /* EOF */
+	bufferevent_free(f->peer);
+	f->peer = NULL;
+	for (i = 0; i < WRITERS; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(weft_loop_run_until(f->loop, all_ended, &w, 5000), 0);
+	assert_int_equal(weft_loop_run_until(f->loop, write_cb_ran, f, 5000),
+	                 0);
+	run_for(f, 50);
+	assert_int_equal(f->write_cbs, 1);
+	assert_int_equal(f->write_status, WEFT_ECLOSED);
+	assert_true(atomic_load(&w.failed) > 0);
+	assert_int_equal(atomic_load(&w.ok) + atomic_load(&w.failed) +
+	                     atomic_load(&w.refused),
+	                 2 * WRITERS * WRITES);
+}
+
 /* ---- Rounds: a socket that turns ready is not kept waiting ------------- */
 
 #define TURNERS 20
@@ -1337,6 +1554,15 @@ main(void)
 	    cmocka_unit_test_setup_teardown(
 	        test_when_written_fails_when_the_channel_dies_first, setup,
 	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_the_flush_after_the_wake_up_passes_the_handlers, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_failed_write_without_a_callback_is_an_error_event, setup,
+	        teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_when_written_once_when_the_channel_dies_with_writes_from_threads,
+	        setup, teardown),
 	    cmocka_unit_test(
 	        test_a_socket_ready_during_a_long_round_waits_for_few_turns),
 	};

@@ -34,6 +34,8 @@
 
 #include <event2/buffer.h>
 
+#include <weft/crc32c.h>
+
 #include "conn_node.h"
 #include "fuzz.h"
 #include "msvc_int.h"
@@ -103,8 +105,8 @@ add_frame(struct slot *s, const void *body, size_t n, bool bad_crc)
 	uint32_t c;
 
 	weft__store_be32(hdr, (uint32_t)n);
-	c = weft__msvc_crc32c(0, hdr, 4);
-	c = weft__msvc_crc32c(c, body, n);
+	c = weft_crc32c(0, hdr, 4);
+	c = weft_crc32c(c, body, n);
 	weft__store_be32(crc, bad_crc ? ~c : c);
 	evbuffer_add(s->tx, hdr, 4);
 	evbuffer_add(s->tx, body, n);
@@ -149,7 +151,7 @@ add_hello(struct run *r, struct slot *s, uint8_t shape)
 	}
 	if (buf == NULL || weft__msvc_hello_encode(buf, &h) != 0)
 		abort();
-	evbuffer_add_buffer(s->tx, buf);
+	add_frame(s, evbuffer_pullup(buf, -1), evbuffer_get_length(buf), false);
 	evbuffer_free(buf);
 }
 
@@ -202,7 +204,8 @@ expiry(uint8_t b)
 static void
 add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
 {
-	uint8_t *body = malloc(WEFT__MSVC_ENV_HEADER + MAX_PAYLOAD);
+	uint8_t *body = malloc(WEFT_ENVELOPE_HEADER_BYTES + MAX_PAYLOAD);
+	weft_envelope env;
 	uint8_t how;
 	uint32_t verb;
 	uint64_t id;
@@ -214,26 +217,30 @@ add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
 	/* The input spells: how, verb, payload length and bytes, id. */
 	how = fuzz_u8(&r->in);
 	verb = pick_verb(fuzz_u8(&r->in));
-	len = payload(r, body + WEFT__MSVC_ENV_HEADER, MAX_PAYLOAD);
+	len = payload(r, body + WEFT_ENVELOPE_HEADER_BYTES, MAX_PAYLOAD);
 	id = fuzz_u32(&r->in);
 	if (kind == WEFT__MSVC_F_REQUEST && s->next_seq < SEQS) {
 		q = &s->seqs[s->next_seq];
 		id = ID_TAG | s->next_seq++;
 		*q = (struct seq){
 		    SEQ_ASKED, verb,
-		    weft__msvc_crc32c(0, body + WEFT__MSVC_ENV_HEADER, len),
+		    weft_crc32c(0, body + WEFT_ENVELOPE_HEADER_BYTES, len),
 		    (uint32_t)len};
 	}
 	if (kind == WEFT__MSVC_F_RESPONSE && (how & 4))
 		kind |= WEFT__MSVC_F_ERROR;
-	weft__msvc_env_header(body, id, verb, kind, weft_wall_ms(), expiry(how),
-	                      (uint32_t)len);
+	env = (weft_envelope){.id = id,
+	                      .verb = verb,
+	                      .flags = kind,
+	                      .created_ms = weft_wall_ms(),
+	                      .expires_ms = expiry(how)};
+	weft_envelope_encode_header(body, &env, (uint32_t)len);
 	if (r->trace)
 		fprintf(stderr,
 		        "  kind %u verb %u id %llx len %zu expiry %d%s\n", kind,
 		        verb, (unsigned long long)id, len, how & 3,
 		        bad_crc ? " bad crc" : "");
-	add_frame(s, body, WEFT__MSVC_ENV_HEADER + len, bad_crc);
+	add_frame(s, body, WEFT_ENVELOPE_HEADER_BYTES + len, bad_crc);
 	free(body);
 }
 
@@ -271,7 +278,7 @@ add_raw(struct run *r, struct slot *s)
 /* ---- Reading what the node sends --------------------------------------- */
 
 static void
-check_response(struct slot *s, const struct weft__msvc_env *env)
+check_response(struct slot *s, const weft_envelope *env)
 {
 	uint64_t seq = env->id & ID_MASK;
 	struct seq *q;
@@ -288,8 +295,8 @@ check_response(struct slot *s, const struct weft__msvc_env *env)
 		          (unsigned long long)seq, q->verb, env->verb);
 	if ((q->verb == VERB_ECHO || q->verb == VERB_ECHO_BLOCK) &&
 	    !(env->flags & WEFT__MSVC_F_ERROR) &&
-	    (env->len != q->len ||
-	     weft__msvc_crc32c(0, env->payload, env->len) != q->crc))
+	    (env->payload_len != q->len ||
+	     weft_crc32c(0, env->payload, env->payload_len) != q->crc))
 		fuzz_fail("an echo came back changed");
 }
 
@@ -298,7 +305,7 @@ static bool
 take_frame(struct slot *s)
 {
 	struct weft__msvc_reply reply;
-	struct weft__msvc_env env;
+	weft_envelope env;
 	uint8_t hdr[4];
 	const uint8_t *p;
 	size_t len;
@@ -311,14 +318,14 @@ take_frame(struct slot *s)
 	if (evbuffer_get_length(s->rx) < len + 8)
 		return false;
 	p = evbuffer_pullup(s->rx, (ev_ssize_t)len + 8);
-	if (weft__msvc_crc32c(0, p, 4 + len) !=
+	if (weft_crc32c(0, p, 4 + len) !=
 	    (uint32_t)weft__load_be(p + 4 + len, 4))
 		fuzz_fail("the node sent a frame with a bad CRC");
 	if (!s->replied) {
 		if (weft__msvc_reply_decode(p + 4, len, &reply) != 0)
 			fuzz_fail("the node sent a malformed reply");
 		s->replied = true;
-	} else if (weft__msvc_env_decode(p + 4, len, &env) != 0) {
+	} else if (weft_envelope_decode(p + 4, len, &env) != 0) {
 		fuzz_fail("the node sent a malformed envelope");
 	} else if (env.flags & WEFT__MSVC_F_RESPONSE) {
 		check_response(s, &env);
@@ -384,17 +391,20 @@ static bool
 sync_slot(struct slot *s, uint64_t wait_ms)
 {
 	uint64_t deadline = weft_now_ns() + wait_ms * 1000000ull;
-	uint8_t body[WEFT__MSVC_ENV_HEADER + 4];
+	uint8_t body[WEFT_ENVELOPE_HEADER_BYTES + 4];
 	uint32_t seq = s->next_seq;
+	weft_envelope env = {.id = ID_TAG | seq,
+	                     .verb = VERB_ECHO,
+	                     .flags = WEFT__MSVC_F_REQUEST,
+	                     .created_ms = weft_wall_ms()};
 
 	if (s->fd < 0 || seq >= SEQS)
 		return false;
 	s->next_seq++;
-	s->seqs[seq] = (struct seq){SEQ_ASKED, VERB_ECHO,
-	                            weft__msvc_crc32c(0, "sync", 4), 4};
-	weft__msvc_env_header(body, ID_TAG | seq, VERB_ECHO,
-	                      WEFT__MSVC_F_REQUEST, weft_wall_ms(), 0, 4);
-	memcpy(body + WEFT__MSVC_ENV_HEADER, "sync", 4);
+	s->seqs[seq] =
+	    (struct seq){SEQ_ASKED, VERB_ECHO, weft_crc32c(0, "sync", 4), 4};
+	weft_envelope_encode_header(body, &env, 4);
+	memcpy(body + WEFT_ENVELOPE_HEADER_BYTES, "sync", 4);
 	add_frame(s, body, sizeof(body), false);
 	flush(s, SIZE_MAX);
 	while (!s->eof && s->seqs[seq].state == SEQ_ASKED &&

@@ -103,10 +103,33 @@ raw_closed(int fd)
 	return r == 0 || errno == ECONNRESET;
 }
 
+/* Adds a frame holding body's n bytes to b, as the frame codec would. */
+static void
+add_frame(struct evbuffer *b, const void *body, size_t n, bool crc)
+{
+	weft_frame_codec_opts o = {.crc32c = crc,
+	                           .max_frame_bytes = WEFT_FRAME_LIMIT};
+	struct evbuffer *p = evbuffer_new();
+
+	assert_non_null(p);
+	assert_int_equal(evbuffer_add(p, body, n), 0);
+	assert_int_equal(weft_frame_encode(b, p, &o), 0);
+	evbuffer_free(p);
+}
+
+/* Adds the frame of a handshake body that encode put into tmp to b. */
+static void
+add_handshake_frame(struct evbuffer *b, struct evbuffer *tmp)
+{
+	add_frame(b, evbuffer_pullup(tmp, -1), evbuffer_get_length(tmp), true);
+	evbuffer_drain(tmp, evbuffer_get_length(tmp));
+}
+
 static void
 hello(struct evbuffer *b, const char *cluster, const char *id, int role,
       int version)
 {
+	struct evbuffer *tmp = evbuffer_new();
 	struct weft__msvc_hello h = {.min_version = (uint64_t)version,
 	                             .max_version = (uint64_t)version,
 	                             .role = (uint64_t)role,
@@ -114,7 +137,9 @@ hello(struct evbuffer *b, const char *cluster, const char *id, int role,
 
 	snprintf(h.cluster, sizeof(h.cluster), "%s", cluster);
 	snprintf(h.id, sizeof(h.id), "%s", id);
-	assert_int_equal(weft__msvc_hello_encode(b, &h), 0);
+	assert_int_equal(weft__msvc_hello_encode(tmp, &h), 0);
+	add_handshake_frame(b, tmp);
+	evbuffer_free(tmp);
 }
 
 /* Connects and handshakes; returns the fd, or -1 when refused (status
@@ -151,15 +176,17 @@ static void
 raw_message(int fd, uint64_t id, uint32_t verb, uint32_t flags,
             uint64_t expires, const void *payload, size_t len)
 {
-	uint8_t *body = malloc(WEFT__MSVC_ENV_HEADER + len);
+	uint8_t *body = malloc(WEFT_ENVELOPE_HEADER_BYTES + len);
 	struct evbuffer *b = evbuffer_new();
+	weft_envelope env = {.id = id,
+	                     .verb = verb,
+	                     .flags = flags,
+	                     .created_ms = weft_wall_ms(),
+	                     .expires_ms = expires};
 
-	weft__msvc_env_header(body, id, verb, flags, weft_wall_ms(), expires,
-	                      (uint32_t)len);
-	memcpy(body + WEFT__MSVC_ENV_HEADER, payload, len);
-	assert_int_equal(
-	    weft__msvc_frame_add(b, body, WEFT__MSVC_ENV_HEADER + len, true),
-	    0);
+	weft_envelope_encode_header(body, &env, (uint32_t)len);
+	memcpy(body + WEFT_ENVELOPE_HEADER_BYTES, payload, len);
+	add_frame(b, body, WEFT_ENVELOPE_HEADER_BYTES + len, true);
 	raw_send_buf(fd, b);
 	evbuffer_free(b);
 	free(body);
@@ -271,7 +298,7 @@ test_frames_of_the_wrong_length_close_only_that_connection(void **state)
 	 * that short. */
 	fd = raw_handshake(port, "test", "rawc", 1, 1, &refusal);
 	assert_true(fd >= 0);
-	weft__msvc_frame_add(b, "abc", 3, true);
+	add_frame(b, "abc", 3, true);
 	raw_send_buf(fd, b);
 	assert_true(raw_closed(fd));
 	close(fd);
@@ -316,7 +343,7 @@ test_garbage_and_bad_frames_close_only_that_connection(void **state)
 
 	/* A frame whose CRC does not match. */
 	fd = raw_handshake(port, "test", "rawc", 1, 1, &refusal);
-	weft__msvc_frame_add(b, junk, sizeof(junk), false);
+	add_frame(b, junk, sizeof(junk), false);
 	evbuffer_add(b, "\0\0\0\0", 4);
 	raw_send_buf(fd, b);
 	assert_true(raw_closed(fd));
@@ -325,7 +352,7 @@ test_garbage_and_bad_frames_close_only_that_connection(void **state)
 
 	/* A good frame holding invalid msgpack. */
 	fd = raw_handshake(port, "test", "rawc", 1, 1, &refusal);
-	weft__msvc_frame_add(b, junk, sizeof(junk), true);
+	add_frame(b, junk, sizeof(junk), true);
 	raw_send_buf(fd, b);
 	assert_true(raw_closed(fd));
 	close(fd);
@@ -345,7 +372,7 @@ test_garbage_and_bad_frames_close_only_that_connection(void **state)
 static void
 test_client_gets_answers_on_its_own_connection(void **state)
 {
-	struct weft__msvc_env env;
+	weft_envelope env;
 	uint8_t body[512];
 	ssize_t n;
 	int fd, refusal;
@@ -362,16 +389,16 @@ test_client_gets_answers_on_its_own_connection(void **state)
 	            weft_wall_ms() + 5000, "hello", 5);
 	n = raw_read_frame(fd, body, sizeof(body), true);
 	assert_true(n > 0);
-	assert_int_equal(weft__msvc_env_decode(body, (size_t)n, &env), 0);
+	assert_int_equal(weft_envelope_decode(body, (size_t)n, &env), 0);
 	assert_int_equal(env.id, 8);
 	assert_int_equal(env.flags, WEFT__MSVC_F_RESPONSE);
-	assert_int_equal(env.len, 5);
+	assert_int_equal(env.payload_len, 5);
 	assert_memory_equal(env.payload, "hello", 5);
 	/* An unknown verb: an error response. */
 	raw_message(fd, 9, 77, WEFT__MSVC_F_REQUEST, 0, "", 0);
 	n = raw_read_frame(fd, body, sizeof(body), true);
 	assert_true(n > 0);
-	assert_int_equal(weft__msvc_env_decode(body, (size_t)n, &env), 0);
+	assert_int_equal(weft_envelope_decode(body, (size_t)n, &env), 0);
 	assert_int_equal(env.id, 9);
 	assert_int_equal(env.flags, WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR);
 	assert_int_equal(stats(0).expired_on_arrival, 1);
@@ -398,7 +425,7 @@ fake_peer_main(void *arg)
 	struct fake_peer *fp = arg;
 	struct weft__msvc_reply r = {
 	    .version = 1, .flags = 1, .max_frame = 1u << 25};
-	struct evbuffer *b = evbuffer_new();
+	struct evbuffer *b = evbuffer_new(), *tmp = evbuffer_new();
 	struct pollfd pfd = {.fd = fp->lfd, .events = POLLIN};
 	uint8_t body[512];
 	int fd;
@@ -414,12 +441,14 @@ fake_peer_main(void *arg)
 			close(fd);
 			continue;
 		}
-		weft__msvc_reply_encode(b, &r);
+		weft__msvc_reply_encode(tmp, &r);
+		add_handshake_frame(b, tmp);
 		send(fd, evbuffer_pullup(b, -1), evbuffer_get_length(b),
 		     MSG_NOSIGNAL);
 		evbuffer_drain(b, evbuffer_get_length(b));
 		fp->fds[fp->nfds++] = fd;
 	}
+	evbuffer_free(tmp);
 	evbuffer_free(b);
 	return NULL;
 }

@@ -145,11 +145,6 @@ typedef struct weft_envelope_codec_opts {
 	                             true: only counted and fired as an error
 	                             to the handlers after it, as the frame
 	                             codec's quiet option does */
-	bool decode_only;         /* false: envelopes written are encoded
-	                             too; true: writes and flushes pass the
-	                             codec by, for a protocol that encodes
-	                             its own batches (weft_envelope_put_frame)
-	                             behind a decode_only frame codec */
 } weft_envelope_codec_opts;
 
 /*

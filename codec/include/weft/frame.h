@@ -74,10 +74,6 @@ typedef struct weft_frame_codec_opts {
 	bool emit_bytes;        /* false: every frame as a weft_msg_evbuffer */
 	size_t min_frame_bytes; /* 0: least payload, either way; at most
 	                           max_frame_bytes */
-	bool decode_only;       /* false: writes are framed too; true: they
-	                           pass unchanged, for a protocol that frames
-	                           its own writes (Netty's decoder without its
-	                           prepender) */
 	bool quiet;             /* false: each failure is logged; true: not
 	                           logged, only counted and fired as an error
 	                           to the handlers after it, for one that logs

@@ -305,7 +305,9 @@ WEFT_API void weft_ctx_fire_inactive(weft_ctx *ctx);
  * bytes, also while earlier writes wait for their callbacks. Bytes written
  * and not flushed are flushed when the loop has run the callbacks of the
  * current wake-up, so handlers may write many messages and let them leave
- * in one batch. Loop thread.
+ * in one batch: that flush travels the whole pipeline from its tail, as one
+ * a handler makes, so a handler that gathers a batch (or accounts for one)
+ * sees where it ends. Loop thread.
  */
 WEFT_API void weft_ctx_write(weft_ctx *ctx, const weft_msg_type *type,
                              void *msg, weft_write_cb cb, void *cb_arg);
@@ -350,7 +352,10 @@ WEFT_API void weft_channel_when_written(weft_channel *ch, weft_write_cb cb,
 /*
  * weft_ctx_fail_write is for a handler that cannot pass a write on: it frees
  * msg (or drains it) and arranges for cb to run with status on the loop,
- * after the current callback returns. Loop thread.
+ * after the current callback returns. A write made without a callback has
+ * no one to tell: its failure (other than WEFT_ECLOSED, which the channel
+ * reports by closing) goes to the handlers after ctx as an error event
+ * instead, as Netty does for a write with a void promise. Loop thread.
  */
 WEFT_API void weft_ctx_fail_write(weft_ctx *ctx, const weft_msg_type *type,
                                   void *msg, weft_write_cb cb, void *cb_arg,
