@@ -370,6 +370,15 @@ thread_main(void *arg)
 
 	atomic_store(&loop->owner, this_thread());
 	weft_loop_run(loop);
+	/* A loop that shut down takes no more tasks: posts are refused from
+	 * now on, and those that came after its last round run here with
+	 * WEFT_ESHUTDOWN, so that nobody waits for a task that never runs. */
+	if (loop->shutting_down) {
+		atomic_store(&loop->closed, true);
+		while (atomic_load(&loop->posters) > 0)
+			sched_yield();
+		run_tasks(loop, WEFT_ESHUTDOWN);
+	}
 	return NULL;
 }
 

@@ -358,6 +358,7 @@ struct weft__msvc_loop {
 	weft_msvc *svc;
 	weft_loop *loop;
 	uint32_t index;
+	bool hooked; /* on_group_shutdown is the loop's shutdown hook */
 	/* What the stopping thread runs on this loop and waits for
 	 * (service.c, on_each_loop): posted without allocation. */
 	weft_task each_task;
@@ -548,7 +549,8 @@ struct weft_msvc {
 	_Atomic bool started;
 	_Atomic bool stopping;
 	_Atomic bool stopped;
-	_Atomic int callers; /* API calls in progress, for stop */
+	_Atomic bool stop_called; /* weft_msvc_stop ran, or runs */
+	_Atomic int callers;      /* API calls in progress, for stop */
 	uint32_t self_index;
 	weft_server *server;
 	_Atomic uint16_t port;

@@ -151,11 +151,16 @@ weft__msvc_peer_unref(weft_msvc_peer *peer)
 
 /* ---- Creating and starting --------------------------------------------- */
 
+static void on_group_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
+
 static void
 loop_setup(struct weft__msvc_loop *ml)
 {
-	if (weft__msvc_loop_init(ml->svc, ml) != 0)
+	if (weft__msvc_loop_init(ml->svc, ml) != 0 ||
+	    weft_loop_on_shutdown(ml->loop, on_group_shutdown, ml) != 0)
 		ml->init_failed = true;
+	else
+		ml->hooked = true;
 }
 
 static int
@@ -404,6 +409,9 @@ loop_teardown(struct weft__msvc_loop *ml)
 		free_conn_timers(peer);
 	}
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
+	if (ml->hooked)
+		weft_loop_remove_shutdown(ml->loop, on_group_shutdown, ml);
+	ml->hooked = false;
 	weft__msvc_loop_fini(ml);
 }
 
@@ -414,6 +422,32 @@ static void
 loop_end_heartbeats(struct weft__msvc_loop *ml)
 {
 	weft__msvc_fail_internal_pending(ml, WEFT_ESHUTDOWN);
+}
+
+/*
+ * The group shuts down under a running service (weft_loop_group_shutdown
+ * before weft_msvc_stop): on each loop, before the loop closes its
+ * channels, the service stops taking work, and what this loop holds ends
+ * at once: its heartbeats, its pending requests (WEFT_ESHUTDOWN, each
+ * callback once), its queued messages and its connections. The loop's
+ * own shutdown then lets the connections' writes drain. weft_msvc_stop
+ * (or weft_msvc_free) afterwards frees what is left.
+ */
+static void
+on_group_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+
+	(void)loop;
+	(void)deadline_ns;
+	ml->hooked = false;
+	atomic_store(&svc->stopping, true);
+	atomic_store(&svc->stopped, true);
+	weft__msvc_sync_notify(svc);
+	weft__msvc_capacity_stop(svc);
+	loop_end_heartbeats(ml);
+	loop_shutdown(ml);
 }
 
 /* ---- What stop waits for --------------------------------------------- */
@@ -510,8 +544,9 @@ weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
 
 	if (timeout_ms < (UINT64_MAX - now) / 1000000)
 		deadline = now + timeout_ms * 1000000;
-	if (atomic_exchange(&svc->stopping, true))
+	if (atomic_exchange(&svc->stop_called, true))
 		return;
+	atomic_store(&svc->stopping, true);
 	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
 	weft__msvc_capacity_stop(svc);
 	wait_callers(svc);

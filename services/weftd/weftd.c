@@ -464,8 +464,13 @@ teardown(struct weftd *d)
 	weftd_load_free(d);
 	weft_kv_free(d->kv);
 	weft_msvc_free(d->svc);
-	if (d->group != NULL)
+	/* The loops close what is still open (the metrics and health
+	 * listeners' connections) after its writes drain, run their
+	 * shutdown hooks and end. */
+	if (d->group != NULL) {
+		weft_loop_group_shutdown(d->group, d->set.shutdown_timeout_ms);
 		weft_loop_group_free(d->group);
+	}
 	weftd_health_free(d);
 	weftd_tls_close(d);
 	if (d->main_loop != NULL)

@@ -6,6 +6,7 @@
  * what it waits for is done.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -217,6 +218,73 @@ test_responder_stops_with_requests_in_flight(void **state)
 	cluster_stop(&cl);
 }
 
+/* Requests to n2 from a thread of the test's own, as fast as n1 takes
+ * them, until n1 says it is shutting down (or a bound is reached). */
+static void *
+requester_main(void *arg)
+{
+	struct token *t;
+	int i, rv;
+
+	(void)arg;
+	for (i = 0; i < 1000000 && !atomic_load(&load.stop); i++) {
+		t = malloc(sizeof(*t));
+		t->magic = 0x600d;
+		atomic_fetch_add(&load.issued, 1);
+		rv = weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+		                       load.verb, "ping", 4, &load.opts,
+		                       on_load_reply, t);
+		if (rv == 0)
+			continue;
+		atomic_fetch_sub(&load.issued, 1);
+		atomic_fetch_add(&load.refused, 1);
+		free(t);
+		if (rv == WEFT_ESHUTDOWN)
+			break;
+		sched_yield(); /* too much pending: let the loops catch up */
+	}
+	return NULL;
+}
+
+/* n1's loop group shuts down under its running service, with requests in
+ * flight from n1's loops (each answer sends the next) and from another
+ * thread, and no weft_msvc_stop first: the service stops from the loops'
+ * shutdown hooks, and by the time the group's threads have ended every
+ * request accepted has had its callback, exactly once. */
+static void
+test_group_shutdown_stops_the_service_with_requests_in_flight(void **state)
+{
+	pthread_t t;
+	int i;
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	load.verb = VERB_ECHO;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	for (i = 0; i < 64; i++)
+		issue(cl.svc[0]);
+	assert_true(test_wait(ok_since_mark, (void *)500, 5000));
+	assert_int_equal(pthread_create(&t, NULL, requester_main, NULL), 0);
+	assert_true(test_wait(ok_since_mark, (void *)1000, 5000));
+	weft_loop_group_shutdown(cl.groups[0], 1000);
+	pthread_join(t, NULL);
+	assert_int_equal(atomic_load(&load.completed),
+	                 atomic_load(&load.issued));
+	assert_true(atomic_load(&load.by_status[-WEFT_ESHUTDOWN]) > 0);
+	print_message("group shutdown: %llu answered, %llu failed (shut down "
+	              "%d), %llu refused at once\n",
+	              (unsigned long long)atomic_load(&load.ok),
+	              (unsigned long long)atomic_load(&load.failed),
+	              atomic_load(&load.by_status[-WEFT_ESHUTDOWN]),
+	              (unsigned long long)atomic_load(&load.refused));
+	/* The service refuses new work at once. */
+	assert_int_equal(weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                VERB_SINK, "x", 1, NULL),
+	                 WEFT_ESHUTDOWN);
+	atomic_store(&load.stop, true);
+	cluster_stop(&cl);
+}
+
 /* ---- Stop is woken by what it waits for -------------------------------- */
 
 /* A stop that is woken when what it waits for is done returns within
@@ -402,6 +470,8 @@ main(void)
 	    cmocka_unit_test(test_peer_restarted_mid_load),
 	    cmocka_unit_test(test_graceful_stop_with_requests_in_flight),
 	    cmocka_unit_test(test_responder_stops_with_requests_in_flight),
+	    cmocka_unit_test(
+	        test_group_shutdown_stops_the_service_with_requests_in_flight),
 	    cmocka_unit_test(test_stop_of_idle_cluster_returns_once_quiet),
 	    cmocka_unit_test(test_stop_does_not_wait_for_heartbeats),
 	    cmocka_unit_test(test_stop_waits_for_a_request_pending_at_the_peer),

@@ -129,7 +129,11 @@ WEFT_API void weft_loop_remove_shutdown(weft_loop *loop, weft_shutdown_cb cb,
 /*
  * weft_loop_shutdown begins a graceful shutdown: shutdown hooks run, every
  * channel of the loop is closed after its pending writes drain or at the
- * deadline, whichever is first, and then the loop stops. Any thread.
+ * deadline, whichever is first, and then the loop stops. A loop on a thread
+ * of its own (weft_loop_start, a group's) takes no tasks after that:
+ * weft_loop_post refuses them with WEFT_ESHUTDOWN, and those that came
+ * after its last round run with that status before its thread ends. Any
+ * thread.
  */
 WEFT_API void weft_loop_shutdown(weft_loop *loop, uint64_t timeout_ms);
 

@@ -481,8 +481,12 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
  * pending ends with WEFT_ESHUTDOWN, unsent messages are dropped and
  * counted, and all connections close. Returns when every callback has
  * run. Idempotent. Not from one of the service's loops or workers. Call
- * it before the group's loops are shut down: its last stages run on each
- * of them.
+ * it before the group's loops are shut down to drain; a group shut down
+ * first (weft_loop_group_shutdown) stops the service on each loop from
+ * the loop's shutdown hook: API calls fail with WEFT_ESHUTDOWN from then
+ * on, pending requests end with WEFT_ESHUTDOWN, queued messages are
+ * dropped and the connections close as the loop's do; weft_msvc_stop or
+ * weft_msvc_free afterwards frees the rest.
  */
 WEFT_API void weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms);
 
