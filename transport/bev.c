@@ -220,9 +220,3 @@ weft_channel_new(weft_loop *loop, struct bufferevent *bev,
 		bufferevent_set_max_single_read(bev, opts->max_read_bytes);
 	return weft_channel_new_stream(loop, s, opts, out);
 }
-
-struct bufferevent *
-weft_channel_bev(weft_channel *ch)
-{
-	return weft__bev_stream_get(weft_channel_stream(ch));
-}
