@@ -214,6 +214,7 @@ weft_channel_new(weft_loop *loop, struct bufferevent *bev,
 	weft_stream *s;
 	int rv;
 
+	WEFT_ASSERT_IN_LOOP(loop);
 	if ((rv = weft__bev_stream_new(bev, &s)) != 0)
 		return rv;
 	if (opts != NULL && opts->max_read_bytes != 0)

@@ -422,6 +422,7 @@ weft_connect_cancel(weft_connect_req *req)
 {
 	if (req == NULL || req->state == REQ_CANCELED)
 		return;
+	WEFT_ASSERT_IN_LOOP(req->loop);
 	if (req->state == REQ_QUEUED) {
 		/* The start task is still queued and completes it. */
 		req->state = REQ_CANCELED;

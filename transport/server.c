@@ -688,6 +688,7 @@ weft_server_establish(weft_channel *ch)
 	weft_ctx *ctx = weft_pipeline_get(ch, "weft.server");
 	handoff *h;
 
+	WEFT_ASSERT_IN_LOOP(weft_channel_loop(ch));
 	if (ctx == NULL || weft_ctx_handler(ctx) != &server_handler)
 		return;
 	h = weft_ctx_state(ctx);

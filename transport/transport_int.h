@@ -18,6 +18,8 @@
 #include <weft/stream.h>
 #include <weft/transport.h>
 
+#include "weft_int.h"
+
 struct bufferevent;
 struct event_base;
 
