@@ -99,6 +99,8 @@ weft__codec_find(weft_channel *ch, const char *name, enum weft_codec_kind kind,
 
 	if (ch == NULL || name == NULL)
 		return WEFT_EINVAL;
+	/* The codec's settings are read by the loop without a lock. */
+	WEFT_ASSERT_IN_LOOP(weft_channel_loop(ch));
 	if ((ctx = weft_pipeline_get(ch, name)) == NULL)
 		return WEFT_ENOTFOUND;
 	/* TODO: compare the handler instead of a magic number. */

@@ -13,11 +13,7 @@
 #include <weft/loop.h>
 #include <weft/stream.h>
 
-#ifdef NDEBUG
-#define WEFT_ASSERT_IN_LOOP(loop) ((void)(loop))
-#else
-#define WEFT_ASSERT_IN_LOOP(loop) assert(weft_loop_in_thread(loop))
-#endif
+#include "weft_int.h"
 
 struct event;
 

@@ -9,10 +9,27 @@
 #ifndef WEFT_INT_H
 #define WEFT_INT_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <weft/loop.h>
+
+/* ---- Loop affinity ------------------------------------------------- */
+
+/*
+ * WEFT_ASSERT_IN_LOOP checks, in debug builds, that the caller runs on
+ * loop's thread (Netty's inEventLoop()): for the functions whose comment
+ * says "Loop thread", in every module. A loop no thread drives yet belongs
+ * to whoever sets it up (weft_loop_in_thread).
+ */
+#ifdef NDEBUG
+#define WEFT_ASSERT_IN_LOOP(loop) ((void)(loop))
+#else
+#define WEFT_ASSERT_IN_LOOP(loop) assert(weft_loop_in_thread(loop))
+#endif
 
 /* ---- The big-endian integers of weft's wire formats ---------------- */
 

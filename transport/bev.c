@@ -214,15 +214,10 @@ weft_channel_new(weft_loop *loop, struct bufferevent *bev,
 	weft_stream *s;
 	int rv;
 
+	WEFT_ASSERT_IN_LOOP(loop);
 	if ((rv = weft__bev_stream_new(bev, &s)) != 0)
 		return rv;
 	if (opts != NULL && opts->max_read_bytes != 0)
 		bufferevent_set_max_single_read(bev, opts->max_read_bytes);
 	return weft_channel_new_stream(loop, s, opts, out);
-}
-
-struct bufferevent *
-weft_channel_bev(weft_channel *ch)
-{
-	return weft__bev_stream_get(weft_channel_stream(ch));
 }

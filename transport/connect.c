@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * connect.c: non-blocking client connects over TCP and Unix sockets, with
- * one deadline for all the addresses a name resolves to and for the TLS
- * handshake.
+ * one deadline for all the addresses a name resolves to and for whatever
+ * the backend does over the connected socket (a TLS handshake).
  *
  * A request lives on its loop from the start task until complete(), which
  * frees it and then runs the user's callback; every path ends there once.
@@ -25,7 +25,7 @@
 enum req_state {
 	REQ_QUEUED,     /* start task posted */
 	REQ_CONNECTING, /* a connect() in flight */
-	REQ_HANDSHAKE,  /* connected; waiting for TLS */
+	REQ_HANDSHAKE,  /* connected; the backend sets the stream up */
 	REQ_CANCELED,   /* torn down; ECANCELED task posted */
 };
 
@@ -35,7 +35,8 @@ struct weft_connect_req {
 	weft_connect_cb cb;
 	void *arg;
 	weft_connect_opts opts;
-	char *server_name;        /* a copy, or NULL */
+	weft__backend backend;
+	char *server_name;        /* a copy, or NULL; the backend's */
 	weft__addr target;        /* a name, to resolve when the request runs */
 	weft__resolve *resolving; /* while the name is resolved */
 	weft__addr *addrs;
@@ -46,7 +47,7 @@ struct weft_connect_req {
 	evutil_socket_t fd;
 	struct event *writable;   /* the connect() in flight finished */
 	struct event *timer;      /* the deadline */
-	weft_stream *handshaking; /* the TLS stream, until its handshake ends */
+	weft_stream *handshaking; /* the backend's, until it is set up */
 	bool hook_added;
 	char peer[WEFT_ADDRESS_MAX];
 };
@@ -69,7 +70,7 @@ teardown(weft_connect_req *req)
 		close(req->fd);
 	req->fd = -1;
 	if (req->handshaking != NULL)
-		weft__tls_handshake_cancel(req->handshaking);
+		req->backend.ops->cancel(req->handshaking);
 	req->handshaking = NULL;
 	if (req->timer != NULL)
 		event_free(req->timer);
@@ -141,7 +142,7 @@ make_channel(weft_connect_req *req, weft_stream *s)
 }
 
 static void
-on_tls_ready(weft_stream *s, int status, const char *why, void *arg)
+on_stream(weft_stream *s, int status, const char *why, void *arg)
 {
 	weft_connect_req *req = arg;
 
@@ -156,33 +157,19 @@ on_tls_ready(weft_stream *s, int status, const char *why, void *arg)
 	make_channel(req, s);
 }
 
-/* connected turns the connected fd into a stream: a socket's at once, a
- * TLS one once its handshake is done. */
+/* connected hands the connected fd to the backend, which makes its
+ * stream: a socket's at once, a TLS one once its handshake is done. The
+ * request's own timer bounds that too. */
 static void
 connected(weft_connect_req *req)
 {
+	const weft__backend *b = &req->backend;
 	evutil_socket_t fd = req->fd;
-	weft_stream *s, *handshaking;
-	int rv;
+	weft_stream *handshaking;
 
 	req->fd = -1;
-	if (req->opts.tls == NULL) {
-		if ((rv = weft__sock_stream_new(req->loop, fd, &s)) != 0)
-			complete(req, NULL, rv);
-		else
-			make_channel(req, s);
-		return;
-	}
-	rv = weft__tls_stream_new(req->loop, req->opts.tls, fd, false,
-	                          req->server_name, &s);
-	if (rv != 0) {
-		complete(req, NULL, rv);
-		return;
-	}
 	req->state = REQ_HANDSHAKE;
-	/* The request's own timer bounds the handshake too. */
-	handshaking = weft__tls_handshake(s, req->peer, req->opts.timeout_ms,
-	                                  on_tls_ready, req);
+	handshaking = b->ops->dial(b, req->loop, fd, req->peer, on_stream, req);
 	if (handshaking != NULL)
 		req->handshaking = handshaking; /* else req may be gone */
 }
@@ -339,7 +326,7 @@ start_run(weft_loop *loop, int status, void *arg)
 /* req_new fills a request from the caller's arguments and resolves. */
 static int
 req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
-        weft_connect_req **out)
+        const weft__backend_ops *ops, weft_connect_req **out)
 {
 	weft_connect_req *req;
 	const char *name;
@@ -367,6 +354,11 @@ req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
 		free(req);
 		return WEFT_ENOMEM;
 	}
+	weft__backend_init(&req->backend, req->opts.tls);
+	if (ops != NULL)
+		req->backend.ops = ops;
+	req->backend.server_name = req->server_name;
+	req->backend.timeout_ms = req->opts.timeout_ms;
 	if (addr.family == AF_UNSPEC) {
 		req->target = addr; /* resolved on the loop, by start_run */
 		*out = req;
@@ -383,9 +375,9 @@ req_new(weft_loop *loop, const char *address, const weft_connect_opts *opts,
 }
 
 int
-weft_connect_start(weft_loop *loop, const char *address,
-                   const weft_connect_opts *opts, weft_connect_cb cb, void *arg,
-                   weft_connect_req **out)
+weft__connect_start(weft_loop *loop, const char *address,
+                    const weft_connect_opts *opts, const weft__backend_ops *ops,
+                    weft_connect_cb cb, void *arg, weft_connect_req **out)
 {
 	weft_connect_req *req;
 	int rv;
@@ -394,7 +386,7 @@ weft_connect_start(weft_loop *loop, const char *address,
 		return WEFT_EINVAL;
 	if ((rv = weft_init()) != 0)
 		return rv;
-	if ((rv = req_new(loop, address, opts, &req)) != 0)
+	if ((rv = req_new(loop, address, opts, ops, &req)) != 0)
 		return rv;
 	req->cb = cb;
 	req->arg = arg;
@@ -411,6 +403,14 @@ weft_connect_start(weft_loop *loop, const char *address,
 }
 
 int
+weft_connect_start(weft_loop *loop, const char *address,
+                   const weft_connect_opts *opts, weft_connect_cb cb, void *arg,
+                   weft_connect_req **out)
+{
+	return weft__connect_start(loop, address, opts, NULL, cb, arg, out);
+}
+
+int
 weft_connect(weft_loop *loop, const char *address,
              const weft_connect_opts *opts, weft_connect_cb cb, void *arg)
 {
@@ -422,6 +422,7 @@ weft_connect_cancel(weft_connect_req *req)
 {
 	if (req == NULL || req->state == REQ_CANCELED)
 		return;
+	WEFT_ASSERT_IN_LOOP(req->loop);
 	if (req->state == REQ_QUEUED) {
 		/* The start task is still queued and completes it. */
 		req->state = REQ_CANCELED;

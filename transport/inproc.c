@@ -34,6 +34,7 @@ weft_inproc_pair(weft_loop *loop, const weft_channel_opts *opts,
 
 	if (loop == NULL || a == NULL || b == NULL)
 		return WEFT_EINVAL;
+	WEFT_ASSERT_IN_LOOP(loop);
 	if ((rv = weft_init()) != 0)
 		return rv;
 	/* Deferred callbacks: a write must not run the other end's read

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* listen.c: listening sockets for TCP and Unix-domain servers. */
+/*
+ * listen.c: listening sockets for TCP and Unix-domain servers: the listen
+ * operation of the socket backends.
+ */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,4 +104,75 @@ err_unlink:
 err_close:
 	close(fd);
 	return rv;
+}
+
+/* record_bound fills what l tells about its bound socket. */
+static void
+record_bound(weft__listener *l)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const struct sockaddr_un *sun = (const void *)&ss;
+	struct stat st;
+	char eb[128];
+
+	memset(&ss, 0, sizeof(ss));
+	if (getsockname(l->fd, (struct sockaddr *)&ss, &len) != 0)
+		weft_warn("getsockname: %s",
+		          weft__errstr(errno, eb, sizeof(eb)));
+	weft__addr_format((struct sockaddr *)&ss, len, l->address,
+	                  sizeof(l->address));
+	if (ss.ss_family == AF_INET)
+		l->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	else if (ss.ss_family == AF_INET6)
+		l->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	/* Abstract names have no file to remove. */
+	if (ss.ss_family == AF_UNIX && sun->sun_path[0] != '\0' &&
+	    lstat(sun->sun_path, &st) == 0) {
+		memcpy(l->unix_path, sun->sun_path, sizeof(l->unix_path));
+		l->unix_path[sizeof(l->unix_path) - 1] = '\0';
+		l->unix_dev = st.st_dev;
+		l->unix_ino = st.st_ino;
+	}
+}
+
+int
+weft__listen(const weft__backend *b, const char *address, int backlog,
+             weft__listener *out)
+{
+	weft__addr addr, *list;
+	size_t n, i;
+	int rv;
+
+	(void)b; /* every socket backend listens alike */
+	memset(out, 0, sizeof(*out));
+	out->fd = -1;
+	if ((rv = weft__addr_parse(address, &addr)) != 0) {
+		weft_warn("server: bad address '%s'", address);
+		return rv;
+	}
+	if ((rv = weft__addr_resolve(&addr, true, &list, &n)) != 0)
+		return rv;
+	for (i = 0; i < n; i++) {
+		if ((rv = weft__listen_open(&list[i], backlog, &out->fd)) == 0)
+			break;
+	}
+	free(list);
+	if (rv == 0)
+		record_bound(out);
+	return rv;
+}
+
+void
+weft__listener_unlink(const weft__listener *l)
+{
+	struct stat st;
+	char eb[128];
+
+	if (l->unix_path[0] == '\0' || lstat(l->unix_path, &st) != 0 ||
+	    st.st_dev != l->unix_dev || st.st_ino != l->unix_ino)
+		return;
+	if (unlink(l->unix_path) != 0)
+		weft_warn("server %s: unlink: %s", l->address,
+		          weft__errstr(errno, eb, sizeof(eb)));
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * server.c: listening servers. The accepting loop owns the listener; each
- * accepted fd is handed to a loop of the group (round-robin), which builds
- * the stream (a TLS one runs its handshake first) and the channel on its
- * own thread.
+ * accepted fd is handed to a loop of the group (round-robin), where the
+ * server's backend makes its stream (a TLS one after its handshake) and
+ * then the channel, on that loop's thread.
  *
  * Lifetime: the server is reference-counted. The listener holds one
  * reference until weft_server_close; each connection's record holds one
@@ -13,7 +13,6 @@
  * application establishes its channel; one the door evicts is closed by
  * a task on its own loop, which holds a reference to the record.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -21,8 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -46,19 +43,15 @@ struct weft_server {
 	atomic_size_t max_channels;
 	bool door_on; /* opts.max_pending was set: pending ones are counted */
 	struct weft__door door;
-	char address[WEFT_ADDRESS_MAX];
-	uint16_t port;
+	weft__backend backend;
+	weft__listener bound; /* bound.fd until the listener takes it */
 
 	/* Accepting loop only, once started. */
-	evutil_socket_t fd; /* until the listener takes it */
 	struct evconnlistener *listener;
 	struct event *retry; /* accepts again after EMFILE, or room made */
 	size_t next_loop;
 	bool hook_added;
 	bool stopped;
-	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	dev_t unix_dev;
-	ino_t unix_ino;
 
 	atomic_bool close_requested;
 	weft_server_close_cb close_cb;
@@ -187,7 +180,7 @@ evict(weft_server *srv, struct weft__door_entry *e)
 	weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
 	                 "server %s: closing a connection from %s that has "
 	                 "not finished its handshake, to make room",
-	                 srv->address, h->peer);
+	                 srv->bound.address, h->peer);
 	h->evict_task.cb = evict_run;
 	h->evict_task.arg = h;
 	if (weft_loop_post_task(h->loop, &h->evict_task) != 0)
@@ -217,8 +210,8 @@ handoff_fail(handoff *h, int status, const char *why)
 		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
 		                 "server %s: dropping connection from %s: "
 		                 "%s%s%s",
-		                 srv->address, h->peer, weft_strerror(status),
-		                 why != NULL ? ": " : "",
+		                 srv->bound.address, h->peer,
+		                 weft_strerror(status), why != NULL ? ": " : "",
 		                 why != NULL ? why : "");
 	atomic_fetch_add_explicit(&srv->setup_failures, 1,
 	                          memory_order_relaxed);
@@ -255,7 +248,7 @@ make_channel(handoff *h, weft_stream *s)
 	    0) {
 		weft_log_limited(&srv->log_dropped, WEFT_LOG_WARN,
 		                 "server %s: setting up %s failed: %s",
-		                 srv->address, weft_channel_peer(ch),
+		                 srv->bound.address, weft_channel_peer(ch),
 		                 weft_strerror(rv));
 		atomic_fetch_add_explicit(&srv->setup_failures, 1,
 		                          memory_order_relaxed);
@@ -271,60 +264,31 @@ err_fail:
 	handoff_fail(h, rv, NULL);
 }
 
-/* make_socket_channel makes the channel of a plaintext connection. */
+/* The backend is done with a connection: a channel over its stream, or a
+ * connection dropped. */
 static void
-make_socket_channel(handoff *h, evutil_socket_t fd)
-{
-	weft_stream *s;
-	int rv;
-
-	if ((rv = weft__sock_stream_new(h->loop, fd, &s)) != 0)
-		handoff_fail(h, rv, NULL);
-	else
-		make_channel(h, s);
-}
-
-static void
-on_tls_ready(weft_stream *s, int status, const char *why, void *arg)
-{
-	handoff *h = arg;
-
-	if (status != 0)
-		handoff_fail(h, status, why);
-	else
-		make_channel(h, s);
-}
-
-static void
-on_tls_accepted(weft_stream *s, evutil_socket_t plain_fd, int status, void *arg)
+on_stream(weft_stream *s, int status, const char *why, void *arg)
 {
 	handoff *h = arg;
 
 	if (status != 0) {
-		handoff_fail(h, status, NULL);
+		handoff_fail(h, status, why);
 		return;
 	}
-	if (s == NULL) {
-		make_socket_channel(h, plain_fd);
-		return;
-	}
-	/* Evicted while sniffed: its shutdown came before the first byte. */
+	/* Evicted while set up: its shutdown came too late to fail it. */
 	if (atomic_load(&h->evicted)) {
 		s->ops->close(s, false);
 		handoff_fail(h, WEFT_ECANCELED, "evicted");
 		return;
 	}
-	weft__tls_handshake(s, h->peer, h->srv->opts.handshake_timeout_ms,
-	                    on_tls_ready, h);
+	make_channel(h, s);
 }
 
 static void
 handoff_run(weft_loop *loop, int status, void *arg)
 {
 	handoff *h = arg;
-	weft_server *srv = h->srv;
-	weft_stream *s = NULL;
-	int rv;
+	const weft__backend *b = &h->srv->backend;
 
 	if (status != 0 || atomic_load(&h->evicted)) {
 		close(h->fd);
@@ -332,17 +296,7 @@ handoff_run(weft_loop *loop, int status, void *arg)
 		return;
 	}
 	h->phase = PHASE_SETUP;
-	if (srv->opts.tls == NULL) {
-		make_socket_channel(h, h->fd);
-		return;
-	}
-	rv = weft__tls_accept(srv->opts.tls, srv->opts.tls_mode, loop, h->fd,
-	                      srv->opts.handshake_timeout_ms, on_tls_accepted,
-	                      h, &s);
-	if (rv != 0)
-		handoff_fail(h, rv, NULL);
-	else if (s != NULL)
-		on_tls_accepted(s, -1, 0, h);
+	b->ops->accept(b, loop, h->fd, h->peer, on_stream, h);
 }
 
 /* ---- Accepting, on the accepting loop --------------------------------- */
@@ -413,7 +367,8 @@ admit(weft_server *srv, handoff *h, const struct sockaddr *sa, bool *full)
 	atomic_fetch_add_explicit(&srv->rejected, 1, memory_order_relaxed);
 	weft_log_limited(
 	    &srv->log_dropped, WEFT_LOG_WARN,
-	    "server %s: %zu channels open, refusing one more", srv->address,
+	    "server %s: %zu channels open, refusing one more",
+	    srv->bound.address,
 	    atomic_load_explicit(&srv->max_channels, memory_order_relaxed));
 	return false;
 }
@@ -453,7 +408,8 @@ on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
 	atomic_fetch_add_explicit(&srv->accepted, 1, memory_order_relaxed);
 	if ((h = calloc(1, sizeof(*h))) == NULL) {
 		close(fd);
-		weft_warn("server %s: out of memory accepting", srv->address);
+		weft_warn("server %s: out of memory accepting",
+		          srv->bound.address);
 		return;
 	}
 	weft__addr_format(sa, (socklen_t)socklen, h->peer, sizeof(h->peer));
@@ -500,7 +456,7 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 	 * would fire again at once: pause instead of spinning. */
 	weft_log_limited(&srv->log_accept, WEFT_LOG_WARN,
 	                 "server %s: accept: %s; pausing accepts for %d ms",
-	                 srv->address, weft__errstr(err, eb, sizeof(eb)),
+	                 srv->bound.address, weft__errstr(err, eb, sizeof(eb)),
 	                 ACCEPT_RETRY_MS);
 	pause_accepting(srv, lev, ACCEPT_RETRY_MS);
 }
@@ -523,21 +479,6 @@ on_accept_retry(evutil_socket_t fd, short what, void *arg)
 /* ---- Starting and stopping, on the accepting loop ---------------------- */
 
 static void
-remove_unix_file(weft_server *srv)
-{
-	struct stat st;
-	char eb[128];
-
-	/* Only our own file: another server may have replaced it. */
-	if (srv->unix_path[0] == '\0' || lstat(srv->unix_path, &st) != 0 ||
-	    st.st_dev != srv->unix_dev || st.st_ino != srv->unix_ino)
-		return;
-	if (unlink(srv->unix_path) != 0)
-		weft_warn("server %s: unlink: %s", srv->address,
-		          weft__errstr(errno, eb, sizeof(eb)));
-}
-
-static void
 stop_listening(weft_server *srv)
 {
 	if (srv->stopped)
@@ -545,15 +486,15 @@ stop_listening(weft_server *srv)
 	srv->stopped = true;
 	if (srv->listener != NULL)
 		evconnlistener_free(srv->listener); /* closes the fd */
-	else if (srv->fd >= 0)
-		close(srv->fd);
+	else if (srv->bound.fd >= 0)
+		close(srv->bound.fd);
 	srv->listener = NULL;
-	srv->fd = -1;
+	srv->bound.fd = -1;
 	if (srv->retry != NULL)
 		event_free(srv->retry);
 	srv->retry = NULL;
-	remove_unix_file(srv);
-	weft_debug("server %s: stopped listening", srv->address);
+	weft__listener_unlink(&srv->bound);
+	weft_debug("server %s: stopped listening", srv->bound.address);
 }
 
 static void
@@ -575,13 +516,13 @@ start_listening(weft_server *srv, weft_loop *loop)
 	/* backlog 0: the socket already listens. */
 	srv->listener = evconnlistener_new(
 	    base, on_accept, srv, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-	    0, srv->fd);
+	    0, srv->bound.fd);
 	if (srv->listener == NULL)
 		return WEFT_ENOMEM;
-	srv->fd = -1;
+	srv->bound.fd = -1;
 	evconnlistener_set_error_cb(srv->listener, on_accept_error);
 	if (weft_loop_on_shutdown(loop, on_loop_shutdown, srv) < 0)
-		weft_warn("server %s: no shutdown hook", srv->address);
+		weft_warn("server %s: no shutdown hook", srv->bound.address);
 	else
 		srv->hook_added = true;
 	return 0;
@@ -600,7 +541,7 @@ start_task_run(weft_loop *loop, int status, void *arg)
 		return;
 	}
 	if ((rv = start_listening(srv, loop)) != 0) {
-		weft_error("server %s: cannot listen: %s", srv->address,
+		weft_error("server %s: cannot listen: %s", srv->bound.address,
 		           weft_strerror(rv));
 		stop_listening(srv);
 	}
@@ -637,64 +578,10 @@ check_opts(const weft_server_opts *opts)
 	return 0;
 }
 
-/* bind_first binds the first of addr's resolutions that works. */
-static int
-bind_first(weft_server *srv, const char *text, int backlog)
-{
-	weft__addr addr, *list;
-	size_t n, i;
-	int rv;
-
-	if ((rv = weft__addr_parse(text, &addr)) != 0) {
-		weft_warn("server: bad address '%s'", text);
-		return rv;
-	}
-	if ((rv = weft__addr_resolve(&addr, true, &list, &n)) != 0)
-		return rv;
-	for (i = 0; i < n; i++) {
-		if ((rv = weft__listen_open(&list[i], backlog, &srv->fd)) == 0)
-			break;
-	}
-	free(list);
-	return rv;
-}
-
-static void
-record_bound_address(weft_server *srv)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	struct stat st;
-	char eb[128];
-
-	memset(&ss, 0, sizeof(ss));
-	if (getsockname(srv->fd, (struct sockaddr *)&ss, &len) != 0)
-		weft_warn("getsockname: %s",
-		          weft__errstr(errno, eb, sizeof(eb)));
-	weft__addr_format((struct sockaddr *)&ss, len, srv->address,
-	                  sizeof(srv->address));
-	if (ss.ss_family == AF_INET)
-		srv->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-	else if (ss.ss_family == AF_INET6)
-		srv->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	if (ss.ss_family == AF_UNIX) {
-		const struct sockaddr_un *sun = (const void *)&ss;
-
-		/* Abstract names have no file to remove. */
-		if (sun->sun_path[0] != '\0' &&
-		    lstat(sun->sun_path, &st) == 0) {
-			memcpy(srv->unix_path, sun->sun_path,
-			       sizeof(srv->unix_path));
-			srv->unix_path[sizeof(srv->unix_path) - 1] = '\0';
-			srv->unix_dev = st.st_dev;
-			srv->unix_ino = st.st_ino;
-		}
-	}
-}
-
-static int
-server_new(weft_loop *accept_loop, weft_loop_group *group,
-           const weft_server_opts *opts, weft_server **out)
+int
+weft__server_new(weft_loop *accept_loop, weft_loop_group *group,
+                 const weft_server_opts *opts, const weft__backend_ops *ops,
+                 weft_server **out)
 {
 	weft_server *srv;
 	int rv;
@@ -721,17 +608,21 @@ server_new(weft_loop *accept_loop, weft_loop_group *group,
 	srv->door.max = opts->max_pending;
 	if (srv->opts.handshake_timeout_ms == 0)
 		srv->opts.handshake_timeout_ms = DEFAULT_HANDSHAKE_TIMEOUT_MS;
-	srv->fd = -1;
-	rv = bind_first(srv, opts->address,
-	                opts->backlog ? opts->backlog : SOMAXCONN);
+	weft__backend_init(&srv->backend, opts->tls);
+	if (ops != NULL)
+		srv->backend.ops = ops;
+	srv->backend.tls_mode = opts->tls_mode;
+	srv->backend.timeout_ms = srv->opts.handshake_timeout_ms;
+	rv = srv->backend.ops->listen(&srv->backend, opts->address,
+	                              opts->backlog ? opts->backlog : SOMAXCONN,
+	                              &srv->bound);
 	if (rv != 0)
 		goto err_free;
-	record_bound_address(srv);
 	srv->start_task.cb = start_task_run;
 	srv->start_task.arg = srv;
 	if ((rv = weft_loop_post_task(accept_loop, &srv->start_task)) != 0)
 		goto err_stop;
-	weft_debug("server %s: listening", srv->address);
+	weft_debug("server %s: listening", srv->bound.address);
 	*out = srv;
 	return 0;
 
@@ -749,26 +640,27 @@ weft_server_new(weft_loop_group *group, const weft_server_opts *opts,
 {
 	if (group == NULL || weft_loop_group_size(group) == 0)
 		return WEFT_EINVAL;
-	return server_new(weft_loop_group_at(group, 0), group, opts, out);
+	return weft__server_new(weft_loop_group_at(group, 0), group, opts, NULL,
+	                        out);
 }
 
 int
 weft_server_new_on_loop(weft_loop *loop, const weft_server_opts *opts,
                         weft_server **out)
 {
-	return server_new(loop, NULL, opts, out);
+	return weft__server_new(loop, NULL, opts, NULL, out);
 }
 
 uint16_t
 weft_server_port(const weft_server *srv)
 {
-	return srv->port;
+	return srv->bound.port;
 }
 
 const char *
 weft_server_address(const weft_server *srv)
 {
-	return srv->address;
+	return srv->bound.address;
 }
 
 void
@@ -796,6 +688,7 @@ weft_server_establish(weft_channel *ch)
 	weft_ctx *ctx = weft_pipeline_get(ch, "weft.server");
 	handoff *h;
 
+	WEFT_ASSERT_IN_LOOP(weft_channel_loop(ch));
 	if (ctx == NULL || weft_ctx_handler(ctx) != &server_handler)
 		return;
 	h = weft_ctx_state(ctx);

@@ -245,13 +245,14 @@ weft_channel_new_socket(weft_loop *loop, int fd, const weft_channel_opts *opts,
 	weft_stream *s;
 	int rv;
 
+	WEFT_ASSERT_IN_LOOP(loop);
 	if ((rv = weft__sock_stream_new(loop, fd, &s)) != 0)
 		return rv;
 	return weft_channel_new_stream(loop, s, opts, out);
 }
 
-int
-weft_channel_fd(weft_channel *ch)
+evutil_socket_t
+weft__channel_fd(weft_channel *ch)
 {
 	weft_stream *s = weft_channel_stream(ch);
 	struct bufferevent *bev;

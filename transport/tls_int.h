@@ -2,8 +2,9 @@
 /*
  * tls_int.h: what the TLS files of the transport share (tls.c: contexts;
  * tls_session.c: generations and the session cache; tls_stream.c: the
- * stream and its handshake; tls_accept.c: accepting and sniffing;
- * tls_channel.c: peer identity). Private to the transport module.
+ * stream and its handshake; tls_backend.c: the backend that accepts,
+ * sniffs and dials; tls_channel.c: peer identity). Private to the
+ * transport module.
  */
 #ifndef WEFT_TLS_INT_H
 #define WEFT_TLS_INT_H

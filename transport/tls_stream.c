@@ -68,7 +68,7 @@
 #define READ_NOMEM (-1)
 
 struct handshake {
-	weft__tls_ready_cb cb;
+	weft__stream_cb cb;
 	void *arg;
 	struct event *timer;
 	bool hook_added;
@@ -814,7 +814,7 @@ on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
 
 weft_stream *
 weft__tls_handshake(weft_stream *base, const char *peer, uint64_t timeout_ms,
-                    weft__tls_ready_cb cb, void *arg)
+                    weft__stream_cb cb, void *arg)
 {
 	struct tls_stream *s = (struct tls_stream *)base;
 	struct timeval scratch;

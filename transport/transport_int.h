@@ -11,10 +11,14 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
 
 #include <event2/util.h>
 #include <weft/stream.h>
 #include <weft/transport.h>
+
+#include "weft_int.h"
 
 struct bufferevent;
 struct event_base;
@@ -177,7 +181,121 @@ struct bufferevent *weft__bev_stream_get(const weft_stream *s);
  */
 int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg);
 
-/* ---- Listening sockets (listen.c) -------------------------------------- */
+/* ---- Transport backends (backend.c, listen.c, tls_backend.c) ---------- */
+
+/*
+ * A backend makes the connections of one kind, as nng's stream dialers and
+ * listeners or Redis's ConnectionType do: servers (server.c) and clients
+ * (connect.c) pick one from their options once (weft__backend_init) and
+ * from then on call only its operations, so neither branches on the kind.
+ * Both backends of today run over sockets: "socket" (TCP and Unix,
+ * plaintext) and "tls" (the same sockets with weft's TLS stream). They
+ * listen, accept and connect the same way; what differs is the stream each
+ * makes over a connected socket. The in-process pair (inproc.c) has no
+ * addresses to listen on or dial, so it is no backend here.
+ */
+typedef struct weft__backend weft__backend;
+
+/* A bound, listening socket and what a server tells about it. */
+typedef struct weft__listener {
+	evutil_socket_t fd;
+	char address[WEFT_ADDRESS_MAX]; /* as bound: port 0 resolved */
+	uint16_t port;                  /* 0 for a Unix socket */
+	/* A Unix socket's file, or "" (abstract, or TCP). */
+	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t unix_dev;
+	ino_t unix_ino;
+} weft__listener;
+
+/*
+ * Runs once on the loop when a connection's stream is ready (status 0, s
+ * now the callee's) or cannot be made (a negative WEFT_E code, s NULL and
+ * the socket closed; why, borrowed until the callback returns, says what
+ * OpenSSL or the socket said, or is NULL). It may run inside the operation
+ * that started it: a plaintext stream is made at once.
+ */
+typedef void (*weft__stream_cb)(weft_stream *s, int status, const char *why,
+                                void *arg);
+
+typedef struct weft__backend_ops {
+	const char *name; /* "socket", "tls" */
+
+	/*
+	 * listen binds and listens on address text (weft/transport.h's forms,
+	 * a name resolved with getaddrinfo, which may block) and fills *out.
+	 * Returns 0 or WEFT_EADDR, WEFT_EADDRINUSE, WEFT_ENOMEM, WEFT_EIO
+	 * (logged). Any thread.
+	 */
+	int (*listen)(const weft__backend *b, const char *address, int backlog,
+	              weft__listener *out);
+
+	/*
+	 * accept makes the stream of an accepted socket fd on loop, taking fd
+	 * (closed on failure), and calls cb once; peer names the other end
+	 * (borrowed until cb). Shutting fd down ends a set-up still running (a
+	 * TLS handshake, waiting for the first byte) with an error soon.
+	 * Loop thread.
+	 */
+	void (*accept)(const weft__backend *b, weft_loop *loop,
+	               evutil_socket_t fd, const char *peer, weft__stream_cb cb,
+	               void *arg);
+
+	/*
+	 * dial makes the stream of a client socket fd that has just connected,
+	 * taking fd, and calls cb once. Returns the stream still being set up,
+	 * a handle for cancel, or NULL when cb has already run (inside this
+	 * call). Loop thread.
+	 */
+	weft_stream *(*dial)(const weft__backend *b, weft_loop *loop,
+	                     evutil_socket_t fd, const char *peer,
+	                     weft__stream_cb cb, void *arg);
+
+	/* cancel abandons a dial still being set up (dial's handle): its
+	 * stream and socket go, cb never runs. Loop thread. */
+	void (*cancel)(weft_stream *dialing);
+} weft__backend_ops;
+
+/* A backend and the options of one server or client; what it borrows
+ * must outlive the connections it sets up. */
+struct weft__backend {
+	const weft__backend_ops *ops;
+	struct weft_tls_ctx *tls; /* tls: borrowed */
+	int tls_mode;             /* tls, accept: enum weft_tls_mode */
+	const char *server_name;  /* tls, dial: SNI and name check; or NULL */
+	uint64_t timeout_ms;      /* bound on a set-up (handshake, sniffing) */
+};
+
+extern const weft__backend_ops weft__socket_backend;
+extern const weft__backend_ops weft__tls_backend;
+
+/* weft__backend_init fills b with the backend for tls (NULL: plaintext)
+ * and its other options zero. The one place that tells the kinds apart. */
+void weft__backend_init(weft__backend *b, struct weft_tls_ctx *tls);
+
+/* weft__listen is the listen operation of the socket backends: binds the
+ * first of address's resolutions that works. */
+int weft__listen(const weft__backend *b, const char *address, int backlog,
+                 weft__listener *out);
+
+/* weft__listener_unlink removes l's Unix socket file, if it is still the
+ * one l made (another server may have replaced it). */
+void weft__listener_unlink(const weft__listener *l);
+
+/*
+ * weft__server_new is weft_server_new over the backend ops (NULL: the one
+ * opts->tls asks for); group NULL: accept_loop owns every channel. Any
+ * thread.
+ */
+int weft__server_new(weft_loop *accept_loop, weft_loop_group *group,
+                     const weft_server_opts *opts, const weft__backend_ops *ops,
+                     weft_server **out);
+
+/* weft__connect_start is weft_connect_start over the backend ops (NULL:
+ * the one opts->tls asks for). */
+int weft__connect_start(weft_loop *loop, const char *address,
+                        const weft_connect_opts *opts,
+                        const weft__backend_ops *ops, weft_connect_cb cb,
+                        void *arg, weft_connect_req **out);
 
 /*
  * weft__listen_open binds and listens on addr (numeric, already resolved):
@@ -187,7 +305,15 @@ int weft__channel_init(weft_channel *ch, weft_channel_init_cb init, void *arg);
  */
 int weft__listen_open(const weft__addr *addr, int backlog, evutil_socket_t *fd);
 
-/* ---- TLS streams: implemented by tls_stream.c and tls_accept.c -------- */
+/*
+ * weft__channel_fd is the socket under a channel (TCP, Unix, TLS, a
+ * socket bufferevent), else -1. Not for the library, which reaches sockets
+ * only through streams: for white-box tests that look at socket options or
+ * write bytes beneath a stream.
+ */
+evutil_socket_t weft__channel_fd(weft_channel *ch);
+
+/* ---- The TLS stream (tls_stream.c) ------------------------------------ */
 
 /*
  * weft__tls_stream_new makes the TLS stream of a connected, non-blocking
@@ -201,23 +327,17 @@ int weft__tls_stream_new(weft_loop *loop, struct weft_tls_ctx *tls,
                          evutil_socket_t fd, bool server,
                          const char *server_name, weft_stream **out);
 
-/* Runs once when the handshake is done (status 0, s now the caller's) or
- * has failed (a WEFT_E code, s freed and NULL; why, borrowed until the
- * callback returns, says what OpenSSL or the socket said, or is NULL). */
-typedef void (*weft__tls_ready_cb)(weft_stream *s, int status, const char *why,
-                                   void *arg);
-
 /*
  * weft__tls_handshake takes s (from weft__tls_stream_new) and runs its
  * handshake on its loop's events until it is done, fails (WEFT_ETLS, the
  * detail in why and at debug level in the log), timeout_ms passes
  * (WEFT_ETIMEDOUT) or the loop shuts down (WEFT_ESHUTDOWN); then it calls
- * cb: whoever asked reports the failure. peer names the other end. The
- * result is a handle for weft__tls_handshake_cancel, or NULL when cb has
- * already run (inside this call). Loop thread.
+ * cb (s freed on failure): whoever asked reports the failure. peer names
+ * the other end. The result is a handle for weft__tls_handshake_cancel, or
+ * NULL when cb has already run (inside this call). Loop thread.
  */
 weft_stream *weft__tls_handshake(weft_stream *s, const char *peer,
-                                 uint64_t timeout_ms, weft__tls_ready_cb cb,
+                                 uint64_t timeout_ms, weft__stream_cb cb,
                                  void *arg);
 /* weft__tls_handshake_cancel frees a stream whose handshake runs; cb never
  * runs. */
@@ -225,30 +345,5 @@ void weft__tls_handshake_cancel(weft_stream *s);
 
 /* weft__tls_stream_fd is the socket of a TLS stream, else -1. */
 evutil_socket_t weft__tls_stream_fd(const weft_stream *s);
-
-/*
- * Runs once on the loop thread, never inside weft__tls_accept: with status
- * 0 and a TLS stream that is now the caller's (a TLS client, handshake not
- * started), or status 0, s NULL and plain_fd the caller's (a plaintext
- * client in optional mode, its first bytes still in the socket), or with a
- * negative WEFT_E code, s NULL and plain_fd -1 (the fd has been closed).
- */
-typedef void (*weft__tls_accept_cb)(weft_stream *s, evutil_socket_t plain_fd,
-                                    int status, void *arg);
-
-/*
- * weft__tls_accept makes the stream of an accepted connection. It takes fd
- * in every case (closed on failure). mode is an enum weft_tls_mode.
- *
- * It either finishes at once: returns 0 with *out set (cb never runs); or
- * later, to sniff the first bytes in WEFT_TLS_MODE_OPTIONAL: returns 0
- * with *out NULL, and then calls cb exactly once (at the latest after
- * timeout_ms, with WEFT_ETIMEDOUT); sniffed bytes are left in the socket
- * (MSG_PEEK). The caller runs the handshake (weft__tls_handshake).
- * Returns a negative WEFT_E code on failure (cb never runs). Loop thread.
- */
-int weft__tls_accept(struct weft_tls_ctx *tls, int mode, weft_loop *loop,
-                     evutil_socket_t fd, uint64_t timeout_ms,
-                     weft__tls_accept_cb cb, void *arg, weft_stream **out);
 
 #endif

@@ -6,10 +6,13 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <weft/transport.h>
 
 #include "wbench.h"
 
@@ -31,47 +34,23 @@ wbench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* split_addr splits "host:port" or "[v6]:port" into its parts. */
-static int
-split_addr(const char *addr, char *host, size_t host_len, const char **port)
-{
-	const char *colon = strrchr(addr, ':');
-	size_t n;
-
-	if (colon == NULL || colon[1] == '\0')
-		return -1;
-	*port = colon + 1;
-	if (addr[0] == '[') {
-		if (colon == addr || colon[-1] != ']')
-			return -1;
-		addr++;
-		n = (size_t)(colon - addr) - 1;
-	} else {
-		n = (size_t)(colon - addr);
-	}
-	if (n >= host_len)
-		return -1;
-	memcpy(host, addr, n);
-	host[n] = '\0';
-	return 0;
-}
-
 static struct addrinfo *
 resolve(const char *addr, bool passive)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
 	struct addrinfo *ai = NULL;
-	char host[256];
-	const char *port;
+	char host[256], port[8];
+	uint16_t port_num;
 	int rv;
 
 	if (passive)
 		hints.ai_flags = AI_PASSIVE;
-	if (split_addr(addr, host, sizeof(host), &port) != 0) {
+	if (weft_address_split(addr, host, sizeof(host), &port_num) != 0) {
 		fprintf(stderr, "weft-bench: bad address '%s'\n", addr);
 		return NULL;
 	}
-	rv = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+	snprintf(port, sizeof(port), "%u", (unsigned)port_num);
+	rv = getaddrinfo(host, port, &hints, &ai);
 	if (rv != 0) {
 		fprintf(stderr, "weft-bench: %s: %s\n", addr, gai_strerror(rv));
 		return NULL;
@@ -89,10 +68,7 @@ name_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t n)
 		snprintf(out, n, "?");
 		return;
 	}
-	if (sa->sa_family == AF_INET6)
-		snprintf(out, n, "[%s]:%s", host, port);
-	else
-		snprintf(out, n, "%s:%s", host, port);
+	weft_address_join(host, (uint16_t)strtoul(port, NULL, 10), out, n);
 }
 
 int

@@ -27,6 +27,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <weft/transport.h>
+
 #include "wbench.h"
 
 #define NETNS_DIR "/run/netns"
@@ -304,12 +306,12 @@ make_hosts(netns_run *r)
 		return -1;
 	r->hosts[0] = '\0';
 	for (unsigned i = 0; i < r->n; i++) {
-		char addr[32];
+		char addr[32], hostport[WEFT_ADDRESS_MAX];
 
 		node_addr(i, addr, sizeof(addr));
-		off +=
-		    (size_t)snprintf(r->hosts + off, len - off, "%sn%u@%s:%u",
-		                     i ? "," : "", i, addr, NODE_PORT);
+		weft_address_join(addr, NODE_PORT, hostport, sizeof(hostport));
+		off += (size_t)snprintf(r->hosts + off, len - off, "%sn%u@%s",
+		                        i ? "," : "", i, hostport);
 	}
 	return 0;
 }

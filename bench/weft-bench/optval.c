@@ -2,9 +2,12 @@
 /* optval.c: the values of weft-bench's options: counts, sizes, seconds,
  * lists, and --hosts entries. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <weft/transport.h>
 
 #include "wbench.h"
 
@@ -123,9 +126,8 @@ int
 wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
                uint16_t *port)
 {
-	const char *p = list, *end, *at, *colon;
-	unsigned long v;
-	char *vend;
+	const char *p = list, *end, *at;
+	char addr[300];
 
 	for (unsigned k = 0; k < i && p != NULL; k++)
 		if ((p = strchr(p, ',')) != NULL)
@@ -142,17 +144,10 @@ wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
 	else
 		snprintf(id, 64, "n%u", i);
 	p = at ? at + 1 : p;
-	for (colon = end - 1; colon > p && *colon != ':'; colon--)
-		;
-	if (colon <= p || colon - p >= 256)
+	if (end - p >= (ptrdiff_t)sizeof(addr))
 		return -1;
-	if (*p == '[' && colon[-1] == ']') /* [v6]:port */
-		snprintf(host, 256, "%.*s", (int)(colon - p - 2), p + 1);
-	else
-		snprintf(host, 256, "%.*s", (int)(colon - p), p);
-	v = strtoul(colon + 1, &vend, 10);
-	if (vend != end || vend == colon + 1 || v == 0 || v > 65535)
+	snprintf(addr, sizeof(addr), "%.*s", (int)(end - p), p);
+	if (weft_address_split(addr, host, 256, port) != 0 || *port == 0)
 		return -1;
-	*port = (uint16_t)v;
 	return 0;
 }

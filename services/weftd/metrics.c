@@ -242,6 +242,7 @@ int
 weftd_http_start(struct weftd *d)
 {
 	struct evhttp_bound_socket *bs;
+	char where[WEFT_ADDRESS_MAX];
 
 	if (d->set.metrics.host[0] == '\0')
 		return 0;
@@ -250,8 +251,9 @@ weftd_http_start(struct weftd *d)
 	bs = evhttp_bind_socket_with_handle(d->http, d->set.metrics.host,
 	                                    d->set.metrics.port);
 	if (bs == NULL) {
-		weft_error("weftd: metrics_listen %s:%u: cannot bind",
-		           d->set.metrics.host, d->set.metrics.port);
+		weft_address_join(d->set.metrics.host, d->set.metrics.port,
+		                  where, sizeof(where));
+		weft_error("weftd: metrics_listen %s: cannot bind", where);
 		evhttp_free(d->http);
 		d->http = NULL;
 		return WEFT_EADDRINUSE;

@@ -19,6 +19,7 @@
 #include <weft/transport.h>
 
 #include "tls_test.h"
+#include "transport_int.h"
 
 static weft_loop *loop;
 static tt_pki pki;
@@ -256,7 +257,7 @@ static void
 write_bogus_record(tt_client *c)
 {
 	unsigned char rec[5 + 64] = {0x17, 0x03, 0x03, 0x00, 64};
-	int fd = weft_channel_fd(c->ch);
+	int fd = weft__channel_fd(c->ch);
 
 	memset(rec + 5, 0xa5, 64);
 	assert_int_equal(write(fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));

@@ -13,6 +13,7 @@
 #include <weft/transport.h>
 
 #include "echo.h"
+#include "transport_int.h"
 
 /* ---- Echo server -------------------------------------------------------- */
 
@@ -46,7 +47,7 @@ echo_server_init(weft_channel *ch, void *arg)
 	size_t i;
 
 	atomic_fetch_add(&s->channels, 1);
-	if (getsockopt(weft_channel_fd(ch), IPPROTO_TCP, TCP_NODELAY, &on,
+	if (getsockopt(weft__channel_fd(ch), IPPROTO_TCP, TCP_NODELAY, &on,
 	               &len) == 0 &&
 	    on != 0)
 		atomic_fetch_add(&s->nodelay, 1);

@@ -55,7 +55,7 @@ has_nodelay(weft_channel *ch)
 {
 	int on = 0;
 	socklen_t len = sizeof(on);
-	int fd = weft_channel_fd(ch);
+	int fd = weft__channel_fd(ch);
 
 	return getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 &&
 	       on != 0;

@@ -57,7 +57,8 @@ enum weft_stream_event {
 };
 
 typedef struct weft_stream_ops {
-	/* The kind, for logs and metrics: "tcp", "unix", "tls", "inproc". */
+	/* The kind, for logs and metrics: "socket" (TCP, Unix), "tls",
+	 * "bufferevent" (in-process pairs among others). */
 	const char *name;
 
 	/*

@@ -253,14 +253,6 @@ WEFT_API int weft_channel_new_socket(weft_loop *loop, int fd,
                                      const weft_channel_opts *opts,
                                      weft_channel **out);
 
-/*
- * weft_channel_fd is the socket under a channel over a socket (TCP, Unix,
- * TLS), for socket options; -1 for other channels and once closed (an
- * fd, not an error code). Read and write through the channel, never the
- * fd. Loop thread.
- */
-WEFT_API int weft_channel_fd(weft_channel *ch);
-
 /* ---- Any bufferevent -------------------------------------------------- */
 
 struct bufferevent;
@@ -277,11 +269,6 @@ struct bufferevent;
 WEFT_API int weft_channel_new(weft_loop *loop, struct bufferevent *bev,
                               const weft_channel_opts *opts,
                               weft_channel **out);
-
-/* weft_channel_bev is the bufferevent under a channel made over one (by
- * weft_channel_new, or a TLS transport that uses libevent's OpenSSL
- * bufferevent); NULL for other channels and once closed. Loop thread. */
-WEFT_API struct bufferevent *weft_channel_bev(weft_channel *ch);
 
 /* ---- In-process pair -------------------------------------------------- */
 
