@@ -26,6 +26,7 @@
 #include <weft/tls.h>
 
 #include "baseline.h"
+#include "support/certs.h"
 
 #define VERB_ECHO 16
 #define PER_PEER 500
@@ -278,36 +279,6 @@ test_baseline_and_weft_interoperate(void **state)
 
 #define TLS_CALLS 300
 
-/* gen_certs makes a CA and certificates for ids in dir (a mkdtemp
- * template) with the repository's scripts/gen-certs.sh, found from this
- * file's path; false, with dir removed, where openssl is missing. */
-static bool
-gen_certs(char *dir, const char *ids)
-{
-	const char *self = __FILE__, *tail = strstr(self, "tests/bench/");
-	char cmd[1024];
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %.*sscripts/gen-certs.sh %s %s >/dev/null 2>&1",
-	         tail != NULL ? (int)(tail - self) : 0, self, dir, ids);
-	if (tail != NULL && system("openssl version >/dev/null 2>&1") == 0 &&
-	    system(cmd) == 0)
-		return true;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	return false;
-}
-
-static void
-remove_dir(const char *dir)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-}
-
 /* A request's payload: small, one TLS record and a bit, several records
  * (still the small class), and above weft's large_message (64 KiB: the
  * client's large connection, a second client connection). */
@@ -417,7 +388,7 @@ test_weft_client_over_tls(void **state)
 	tally t;
 
 	(void)state;
-	if (!gen_certs(dir, "n0 c0")) {
+	if (!weft_test_gen_certs(dir, "n0 c0")) {
 		weft_msvc_config_free(cfg);
 		skip();
 	}
@@ -449,7 +420,7 @@ test_weft_client_over_tls(void **state)
 	tls_client_free(&c);
 	wbase_node_free(base);
 	weft_msvc_config_free(cfg);
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 }
 
 /* A client that claims id c0 but presents c1's certificate (which the
@@ -467,7 +438,7 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	tally t;
 
 	(void)state;
-	if (!gen_certs(dir, "n0 c1")) {
+	if (!weft_test_gen_certs(dir, "n0 c1")) {
 		weft_msvc_config_free(cfg);
 		skip();
 	}
@@ -489,7 +460,7 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	tls_client_free(&c);
 	wbase_node_free(base);
 	weft_msvc_config_free(cfg);
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 }
 
 /* ---- The key-value service --------------------------------------------- */

@@ -95,18 +95,6 @@ bool echo_result_set(void *arg);
 void echo_server_closed(weft_server *srv, void *arg);
 
 /*
- * echo_run_until is weft_loop_run_until with a 1 ms ticker on loop, for
- * conditions that other threads make true (the loop would otherwise sleep
- * until its own next event). Returns 0 or WEFT_ETIMEDOUT.
- */
-int echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-                   uint64_t timeout_ms);
-
-/* echo_free_port returns a TCP port on 127.0.0.1 that nobody listens on
- * (bound once, then released). */
-uint16_t echo_free_port(void);
-
-/*
  * echo_loop is the loop of a test that runs on one loop of its own:
  * echo_loop_setup makes it and echo_loop_teardown frees it (and sets it
  * back to NULL). Both are cmocka fixtures; state is not used. The test's
@@ -115,9 +103,5 @@ uint16_t echo_free_port(void);
 extern weft_loop *echo_loop;
 int echo_loop_setup(void **state);
 int echo_loop_teardown(void **state);
-
-/* Generic done-predicates for weft_loop_run_until. */
-bool echo_flag_set(void *flag);   /* *(bool *)flag */
-bool echo_atomic_set(void *flag); /* atomic_load((atomic_int *)flag) */
 
 #endif
