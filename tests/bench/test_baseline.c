@@ -27,6 +27,7 @@
 
 #include "baseline.h"
 #include "support/certs.h"
+#include "support/echo_verb.h"
 
 #define VERB_ECHO 16
 #define PER_PEER 500
@@ -208,14 +209,6 @@ test_unknown_verb_and_dead_peer_fail(void **state)
 /* ---- With weft's messaging service --------------------------------------- */
 
 static void
-msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
-
-static void
 msvc_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 {
 	call *c = arg;
@@ -241,8 +234,9 @@ test_baseline_and_weft_interoperate(void **state)
 	tally_init(&t);
 	assert_int_equal(weft_loop_group_new(1, &group), 0);
 	assert_int_equal(weft_msvc_new(group, cfg, "n1", NULL, &svc), 0);
-	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo", msvc_echo,
-	                                    NULL, WEFT_MSVC_CLIENTS),
+	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo",
+	                                    weft_test_on_echo, NULL,
+	                                    WEFT_MSVC_CLIENTS),
 	                 0);
 	assert_int_equal(weft_msvc_start(svc), 0);
 	assert_int_equal(wbase_node_new(cfg, "n0", &base), 0);
