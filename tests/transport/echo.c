@@ -157,8 +157,10 @@ echo_client_init(weft_channel *ch, void *arg)
 }
 
 bool
-echo_client_done(const echo_client *c)
+echo_client_done(void *arg)
 {
+	const echo_client *c = arg;
+
 	if (c->inactive || (c->connected && c->connect_status != 0))
 		return true;
 	return c->msgs_sent == c->msgs_total && c->bytes_recv == c->bytes_sent;

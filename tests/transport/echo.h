@@ -55,8 +55,10 @@ typedef struct echo_client {
 
 /* echo_client_init is a weft_channel_init_cb; arg is an echo_client. */
 int echo_client_init(weft_channel *ch, void *arg);
-/* echo_client_done: everything sent came back (or the channel died). */
-bool echo_client_done(const echo_client *c);
+/* echo_client_done: everything sent came back (or the channel died); arg
+ * is an echo_client, so that it is also a condition for
+ * weft_test_run_until. */
+bool echo_client_done(void *arg);
 /* echo_client_connected is a weft_connect_cb; arg is an echo_client. */
 void echo_client_connected(weft_channel *ch, int status, void *arg);
 

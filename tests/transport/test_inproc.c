@@ -18,12 +18,6 @@
 #define DEADLINE_MS 20000
 
 static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
-
-static bool
 server_inactive(void *arg)
 {
 	return atomic_load(&((echo_server *)arg)->inactive) > 0;
@@ -44,7 +38,8 @@ test_inproc_echo_100k_messages(void **state)
 	assert_string_equal(weft_channel_peer(a), "inproc");
 	assert_string_equal(weft_channel_peer(b), "inproc");
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 100000);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);

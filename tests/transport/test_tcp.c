@@ -33,12 +33,6 @@
 
 /* ---- Helpers ------------------------------------------------------------ */
 
-static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
-
 static void
 run_for(uint64_t ms)
 {
@@ -108,7 +102,8 @@ run_echo(weft_server *srv, uint64_t msgs)
 
 	connect_client(weft_server_address(srv), &c);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, msgs);
@@ -288,7 +283,8 @@ test_connect_by_name_and_peer_text(void **state)
 	         weft_server_port(srv));
 	connect_client(address, &c);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	snprintf(peer, sizeof(peer), "127.0.0.1:%u", weft_server_port(srv));
 	assert_string_equal(weft_channel_peer(c.ch), peer);
@@ -497,7 +493,8 @@ test_server_close_keeps_connected_clients(void **state)
 	snprintf(address, sizeof(address), "%s", weft_server_address(srv));
 	connect_client(address, &c);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	close_server(srv);
 	/* Connected clients go on; new ones are refused. */
 	c.msgs_total += 1000;
@@ -509,7 +506,8 @@ test_server_close_keeps_connected_clients(void **state)
 	    0);
 	assert_int_equal(late.status, WEFT_ECONNREFUSED);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 1100);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
@@ -665,8 +663,9 @@ test_max_channels_rejects_extra(void **state)
 	for (i = 0; i < 3; i++) {
 		c[i].msgs_total = 10;
 		connect_client(weft_server_address(srv), &c[i]);
-		assert_int_equal(weft_test_run_until(echo_loop, client_done,
-		                                     &c[i], DEADLINE_MS),
+		assert_int_equal(weft_test_run_until(echo_loop,
+		                                     echo_client_done, &c[i],
+		                                     DEADLINE_MS),
 		                 0);
 	}
 	assert_false(c[0].inactive);
@@ -714,7 +713,8 @@ test_init_failure_closes_the_connection(void **state)
 	/* The server refuses the channel: the client sees it close. */
 	connect_client(weft_server_address(srv), &c);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_true(c.inactive);
 	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
 	assert_int_equal(

@@ -43,12 +43,6 @@ teardown(void **state)
 	return 0;
 }
 
-static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
-
 static void
 close_server(weft_server *srv)
 {
@@ -84,7 +78,8 @@ echo_through(const char *addr, uint64_t msgs)
 	assert_int_equal(
 	    weft_connect(echo_loop, addr, &opts, echo_client_connected, &c), 0);
 	assert_int_equal(
-	    weft_test_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
