@@ -6,7 +6,8 @@
  * thread-per-peer baseline (--io=threads), answers the echo verb (and in
  * mix, serves the key-value verbs: weft_kv or the baseline's), and keeps
  * K requests in flight, each slot sending its next request to the next
- * other node in turn. It talks to the coordinator over stdin/stdout:
+ * other node in turn: the load generator weftd's load verb runs too
+ * (services/loadgen). It talks to the coordinator over stdin/stdout:
  *
  *   node -> "port N"            once listening
  *   coord -> "ports P0 P1 ..."  every node's port
@@ -28,9 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
+#include <loadgen.h>
 #include <weft/histogram.h>
 #include <weft/kv.h>
 #include <weft/loop.h>
@@ -51,21 +52,14 @@
 
 typedef struct cnode cnode;
 
-/* One request kept in flight. Its fields are touched only by the thread
- * that runs its reply, and each reply follows the request it answers. */
-typedef struct slot {
-	cnode *node;
-	unsigned index;
-	size_t target;    /* peer index of the request in flight */
-	uint64_t rng;     /* mix: picks the operation and the key */
-	uint64_t sent_ns; /* when it left */
-	uint64_t ok, errors;
-	uint64_t sent, replies,
-	    duplicates; /* all the time, not just the window */
-	bool in_flight;
-	bool put;         /* mix: the request in flight is a put */
-	uint64_t puts_ok; /* mix: of ok, the puts */
-} slot;
+/* What a mix slot keeps beside its wload_slot (of the same index). Its
+ * fields are touched only by the thread that runs the slot's reply, and
+ * each reply follows the request it answers. */
+typedef struct mix_slot {
+	uint64_t rng;     /* picks the operation and the key */
+	bool put;         /* the request in flight is a put */
+	uint64_t puts_ok; /* of the slot's ok, the puts */
+} mix_slot;
 
 /*
  * The round trips, in one pair of histograms per thread that runs replies
@@ -92,8 +86,8 @@ struct cnode {
 	wbase_kv *base_kv; /* mix, --io threads: this member's replica */
 	size_t self;
 	uint8_t *payload;
-	slot *slots;
-	uint64_t window_start_ns, window_end_ns;
+	wload *load;   /* the slots, the pacer and the window */
+	mix_slot *mix; /* by slot index */
 	atomic_uint_fast64_t completed; /* replies, any time */
 	/* A sample of the round trips so far (one reply in PROGRESS_SAMPLE
 	 * of each slot), for the progress lines: counted by the threads
@@ -101,10 +95,6 @@ struct cnode {
 	 * most replies: it takes a lock), read by the main thread each
 	 * second. */
 	wbench_sample so_far;
-	atomic_uint active; /* slots with a request in flight */
-	/* Open loop (--rate): idle slots, taken by the pacer. */
-	pthread_mutex_t free_lock;
-	unsigned *free_ids, nfree;
 	atomic_uint_fast64_t handled; /* requests answered, for --slow */
 	uint64_t slow_every;          /* every Nth is slow; 0: none */
 	/* Answers to the first requests; the main thread sleeps on
@@ -114,8 +104,7 @@ struct cnode {
 	pthread_mutex_t primed_lock;
 	pthread_cond_t primed_cond;
 	atomic_uint loaded, load_failed; /* mix: keys put before the run */
-	atomic_int first_error;
-	pthread_key_t lat_key; /* this thread's thread_lat */
+	pthread_key_t lat_key;           /* this thread's thread_lat */
 	pthread_mutex_t lat_lock;
 	thread_lat *lats; /* every thread's, under lat_lock */
 	bool lat_key_made;
@@ -146,12 +135,6 @@ my_lat(cnode *n)
 	return t;
 }
 
-static uint64_t
-now_ns(void)
-{
-	return weft_now_ns();
-}
-
 static uint16_t
 echo_verb(const cnode *n)
 {
@@ -160,8 +143,10 @@ echo_verb(const cnode *n)
 
 /* next_target picks the next other node after t. */
 static size_t
-next_target(const cnode *n, size_t t)
+next_target(size_t t, void *arg)
 {
+	const cnode *n = arg;
+
 	if (n->o->client && (n->o->kv || n->o->hosts))
 		return (t + 1) % n->o->peers; /* spread over the members */
 	if (n->o->client)
@@ -170,83 +155,35 @@ next_target(const cnode *n, size_t t)
 	return t == n->self ? (t + 1) % n->o->peers : t;
 }
 
-static void slot_send(slot *s);
-static void sleep_until(uint64_t t_ns);
-
-/* slot_free gives an open-loop slot back to the pacer. */
+/* booked keeps a reply's round trip (sent_ns is when the request left
+ * or, in an open loop, when it was meant to) and the progress figures. */
 static void
-slot_free(slot *s)
+booked(wload_slot *s, int status, uint64_t latency_ns, bool in_window,
+       void *arg)
 {
-	cnode *n = s->node;
+	cnode *n = arg;
+	mix_slot *m = &n->mix[s->index];
 
-	pthread_mutex_lock(&n->free_lock);
-	n->free_ids[n->nfree++] = s->index;
-	pthread_mutex_unlock(&n->free_lock);
-	atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
-}
+	if (in_window && status == 0) {
+		thread_lat *t = my_lat(n);
 
-static slot *
-slot_take(cnode *n)
-{
-	slot *s = NULL;
-
-	pthread_mutex_lock(&n->free_lock);
-	if (n->nfree > 0)
-		s = &n->slots[n->free_ids[--n->nfree]];
-	pthread_mutex_unlock(&n->free_lock);
-	return s;
-}
-
-/* slot_done books one reply and sends the next request, until the window
- * closes. */
-static void
-slot_done(slot *s, int status)
-{
-	cnode *n = s->node;
-	uint64_t now = now_ns();
-
-	/* Every request is answered exactly once: a second reply to a slot
-	 * would find nothing in flight. */
-	if (!s->in_flight) {
-		s->duplicates++;
-		return;
-	}
-	s->in_flight = false;
-	s->replies++;
-	/* A put that lost to a concurrent put of the same key (CONFLICT) is
-	 * an answer, not a failure: clients writing the same keys race. */
-	if (status == WEFT_ECONFLICT)
-		status = 0;
-	/* sent_ns is when the request left or, in an open loop, when it was
-	 * meant to: a stall then shows in the latency instead of hiding. */
-	if (now >= n->window_start_ns && now < n->window_end_ns) {
-		if (status == 0) {
-			s->ok++;
-			s->puts_ok += s->put;
-			thread_lat *t = my_lat(n);
-
-			if (t != NULL)
-				weft_histogram_record(s->put ? t->lat_put
-				                             : t->lat,
-				                      now - s->sent_ns);
-		} else {
-			s->errors++;
-		}
-	}
-	if (status != 0) {
-		int zero = 0;
-
-		atomic_compare_exchange_strong(&n->first_error, &zero, status);
+		m->puts_ok += m->put;
+		if (t != NULL)
+			weft_histogram_record(m->put ? t->lat_put : t->lat,
+			                      latency_ns);
 	}
 	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
 	if (status == 0 && s->replies % PROGRESS_SAMPLE == 0)
-		wbench_sample_record(&n->so_far, now - s->sent_ns);
-	if (n->o->rate > 0)
-		slot_free(s);
-	else if (now < n->window_end_ns)
-		slot_send(s);
-	else
-		atomic_fetch_sub_explicit(&n->active, 1, memory_order_release);
+		wbench_sample_record(&n->so_far, latency_ns);
+}
+
+/* reply books one answer. A put that lost to a concurrent put of the same
+ * key (CONFLICT) is an answer, not a failure: clients writing the same
+ * keys race. */
+static void
+reply(wload_slot *s, int status)
+{
+	wload_reply(s, status == WEFT_ECONFLICT ? 0 : status);
 }
 
 static void
@@ -255,7 +192,7 @@ msvc_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	(void)svc;
 	(void)data;
 	(void)len;
-	slot_done(arg, status);
+	reply(arg, status);
 }
 
 static void
@@ -264,7 +201,7 @@ base_reply(wbase_node *b, int status, const void *data, size_t len, void *arg)
 	(void)b;
 	(void)data;
 	(void)len;
-	slot_done(arg, status);
+	reply(arg, status);
 }
 
 /* kv_key names key i. */
@@ -276,60 +213,41 @@ kv_key(char key[16], uint64_t i)
 
 /* kv_send sends a get or a put of a random key, by the run's mix. */
 static int
-kv_send(cnode *n, slot *s)
+kv_send(cnode *n, wload_slot *s)
 {
+	mix_slot *m = &n->mix[s->index];
 	char key[16];
 	size_t len;
 	uint64_t r;
 
-	s->rng ^= s->rng << 13;
-	s->rng ^= s->rng >> 7;
-	s->rng ^= s->rng << 17;
-	r = s->rng;
+	m->rng ^= m->rng << 13;
+	m->rng ^= m->rng >> 7;
+	m->rng ^= m->rng << 17;
+	r = m->rng;
 	len = kv_key(key, (r >> 8) % n->o->keys);
-	s->put = r % 100 >= n->o->read_pct;
-	if (!s->put)
+	m->put = r % 100 >= n->o->read_pct;
+	if (!m->put)
 		return weft_kv_client_get(n->svc, n->peers[s->target], key, len,
 		                          NULL, msvc_reply, s);
 	return weft_kv_client_put(n->svc, n->peers[s->target], key, len,
 	                          n->payload, n->o->size, NULL, msvc_reply, s);
 }
 
-static void
-slot_send(slot *s)
+/* slot_send sends s's request by the run's kind. A refusal is counted by
+ * the generator, which keeps going from a later reply of another slot. */
+static int
+slot_send(wload_slot *s, void *arg)
 {
-	cnode *n = s->node;
-	int rv;
+	cnode *n = arg;
 
-	s->target = next_target(n, s->target);
-	if (n->o->rate <= 0)
-		s->sent_ns = now_ns();
-	s->in_flight = true;
-	s->sent++;
 	if (n->o->kv)
-		rv = kv_send(n, s);
-	else if (n->svc != NULL)
-		rv = weft_msvc_request(n->svc, n->peers[s->target],
-		                       echo_verb(n), n->payload, n->o->size,
-		                       NULL, msvc_reply, s);
-	else
-		rv = wbase_request(n->base, s->target, WBENCH_VERB_ECHO,
-		                   n->payload, n->o->size, 0, base_reply, s);
-	if (rv != 0) {
-		/* Refused at once (overload): count it, then keep going
-		 * from a later reply of another slot. */
-		int zero = 0;
-
-		s->errors++;
-		s->sent--;
-		s->in_flight = false;
-		atomic_compare_exchange_strong(&n->first_error, &zero, rv);
-		if (n->o->rate > 0)
-			slot_free(s);
-		else
-			atomic_fetch_sub_explicit(&n->active, 1,
-			                          memory_order_release);
-	}
+		return kv_send(n, s);
+	if (n->svc != NULL)
+		return weft_msvc_request(n->svc, n->peers[s->target],
+		                         echo_verb(n), n->payload, n->o->size,
+		                         NULL, msvc_reply, s);
+	return wbase_request(n->base, s->target, WBENCH_VERB_ECHO, n->payload,
+	                     n->o->size, 0, base_reply, s);
 }
 
 /* maybe_slow makes every slow_every-th request take slow_ms longer. */
@@ -389,9 +307,7 @@ loaded_cb(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 
 	(void)svc;
 	if (status != 0) {
-		int zero = 0;
-
-		atomic_compare_exchange_strong(&n->first_error, &zero, status);
+		wload_note_error(n->load, status);
 		fprintf(stderr, "weft-bench: loading a key: %s: %.*s\n",
 		        weft_strerror(status), (int)(len < 200 ? len : 200),
 		        data != NULL ? (const char *)data : "");
@@ -413,7 +329,7 @@ preload(cnode *n)
 		               atomic_load(&n->load_failed) >=
 		           64 &&
 		       weft_now_ns() < deadline)
-			sleep_until(weft_now_ns() + 100000u);
+			wload_sleep_until(weft_now_ns() + 100000u);
 		if (weft_kv_client_put(n->svc, n->peers[i % n->o->peers], key,
 		                       len, n->payload, n->o->size, NULL,
 		                       loaded_cb, n) != 0)
@@ -422,7 +338,7 @@ preload(cnode *n)
 	while (atomic_load(&n->loaded) + atomic_load(&n->load_failed) <
 	           n->o->keys &&
 	       weft_now_ns() < deadline)
-		sleep_until(weft_now_ns() + 1000000u);
+		wload_sleep_until(weft_now_ns() + 1000000u);
 	return atomic_load(&n->loaded) == n->o->keys ? 0 : -1;
 }
 
@@ -661,135 +577,16 @@ set_ports(cnode *n, char *line)
 	return 0;
 }
 
-static void
-sleep_until(uint64_t t_ns)
-{
-	uint64_t now = now_ns();
-	struct timespec ts;
-
-	if (now >= t_ns)
-		return;
-	ts.tv_sec = (time_t)((t_ns - now) / 1000000000u);
-	ts.tv_nsec = (long)((t_ns - now) % 1000000000u);
-	nanosleep(&ts, NULL);
-}
-
-/* Process figures: rusage and /proc/self/status. */
-typedef struct usage {
-	uint64_t vcsw, ivcsw, cpu_us;
-	uint64_t rss_kb, threads;
-} usage;
-
-static void
-read_usage(usage *u)
-{
-	struct rusage ru;
-	char line[256];
-	FILE *f;
-
-	getrusage(RUSAGE_SELF, &ru);
-	u->vcsw = (uint64_t)ru.ru_nvcsw;
-	u->ivcsw = (uint64_t)ru.ru_nivcsw;
-	u->cpu_us =
-	    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-	u->rss_kb = (uint64_t)ru.ru_maxrss;
-	u->threads = 0;
-	if ((f = fopen("/proc/self/status", "r")) == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "Threads:", 8) == 0)
-			u->threads = strtoull(line + 8, NULL, 10);
-	fclose(f);
-}
-
-/* run_window starts the slots, ticks each second, reads the process
- * figures when the window opens and closes, and waits for the slots to
- * go idle. */
-static void
-wait_idle(cnode *n)
-{
-	uint64_t deadline = now_ns() + 30000000000u;
-
-	while (atomic_load_explicit(&n->active, memory_order_acquire) > 0 &&
-	       now_ns() < deadline)
-		sleep_until(now_ns() + 1000000u);
-}
-
 /* print_tick tells the coordinator the completions and p99 so far. */
 static void
-print_tick(cnode *n)
+print_tick(void *arg)
 {
+	cnode *n = arg;
+
 	printf("tick %llu %llu\n",
 	       (unsigned long long)atomic_load(&n->completed),
 	       (unsigned long long)wbench_sample_percentile(&n->so_far, 99));
 	fflush(stdout);
-}
-
-/* pace runs an open loop: request k is due at t0 + k / rate and carries
- * that time, even when no slot is free to send it yet. */
-static void
-pace(cnode *n, uint64_t t0, usage *before)
-{
-	double gap_ns = 1e9 / n->o->rate;
-	uint64_t k = 0, tick = t0 + 1000000000u, now;
-	bool opened = false;
-	slot *s;
-
-	while ((now = now_ns()) < n->window_end_ns) {
-		while ((uint64_t)((double)k * gap_ns) <= now - t0 &&
-		       (s = slot_take(n)) != NULL) {
-			s->sent_ns = t0 + (uint64_t)((double)k * gap_ns);
-			atomic_fetch_add(&n->active, 1);
-			slot_send(s);
-			k++;
-		}
-		if (!opened && now >= n->window_start_ns) {
-			read_usage(before);
-			opened = true;
-		}
-		if (now >= tick) {
-			print_tick(n);
-			tick += 1000000000u;
-		}
-		sleep_until(now + 100000u);
-	}
-	if (!opened)
-		read_usage(before);
-}
-
-static void
-run_window(cnode *n, usage *before, usage *after)
-{
-	uint64_t t0 = now_ns(), tick = t0 + 1000000000u;
-	bool opened = false;
-
-	n->window_start_ns = t0 + (uint64_t)(n->o->warmup_s * 1e9);
-	n->window_end_ns =
-	    n->window_start_ns + (uint64_t)(n->o->duration_s * 1e9);
-	if (n->o->rate > 0) {
-		pace(n, t0, before);
-		read_usage(after);
-		wait_idle(n);
-		return;
-	}
-	atomic_store(&n->active, n->o->outstanding);
-	for (unsigned i = 0; i < n->o->outstanding; i++)
-		slot_send(&n->slots[i]);
-	while (tick < n->window_end_ns || !opened) {
-		if (!opened && n->window_start_ns <= tick) {
-			sleep_until(n->window_start_ns);
-			read_usage(before);
-			opened = true;
-			continue;
-		}
-		sleep_until(tick);
-		print_tick(n);
-		tick += 1000000000u;
-	}
-	sleep_until(n->window_end_ns);
-	read_usage(after);
-	wait_idle(n);
 }
 
 /* print_verbs prints a mix client's gets and puts apart: their count
@@ -801,7 +598,7 @@ print_verbs(cnode *n, weft_histogram *lat)
 	uint64_t nputs = 0;
 
 	for (unsigned i = 0; i < n->o->outstanding; i++)
-		nputs += n->slots[i].puts_ok;
+		nputs += n->mix[i].puts_ok;
 	if (!n->o->kv || wbench_hist_new(&put_lat) != 0)
 		return nputs;
 	pthread_mutex_lock(&n->lat_lock);
@@ -819,25 +616,19 @@ print_verbs(cnode *n, weft_histogram *lat)
 }
 
 static void
-report(cnode *n, const usage *before, const usage *after)
+report(cnode *n, const wload_usage *before, const wload_usage *after)
 {
-	uint64_t ok = 0, errors = 0, wakeups = 0, msgs_in = 0, nputs;
-	uint64_t sent = 0, replies = 0, dups = 0;
+	uint64_t wakeups = 0, msgs_in = 0, nputs;
 	weft_histogram *lat = NULL;
+	wload_totals t;
 
 	if (wbench_hist_new(&lat) != 0)
 		lat = NULL; /* then an empty "hist" */
 
-	for (unsigned i = 0; i < n->o->outstanding; i++) {
-		ok += n->slots[i].ok;
-		errors += n->slots[i].errors;
-		sent += n->slots[i].sent;
-		replies += n->slots[i].replies;
-		dups += n->slots[i].duplicates;
-	}
+	wload_get_totals(n->load, &t);
 	pthread_mutex_lock(&n->lat_lock);
-	for (thread_lat *t = n->lats; t != NULL && lat != NULL; t = t->next)
-		weft_histogram_merge(lat, t->lat);
+	for (thread_lat *l = n->lats; l != NULL && lat != NULL; l = l->next)
+		weft_histogram_merge(lat, l->lat);
 	pthread_mutex_unlock(&n->lat_lock);
 	nputs = print_verbs(n, lat);
 	if (n->svc != NULL) {
@@ -856,19 +647,48 @@ report(cnode *n, const usage *before, const usage *after)
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
 	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
 	       "gets=%llu puts=%llu\n",
-	       (unsigned long long)ok, (unsigned long long)errors,
+	       (unsigned long long)t.ok, (unsigned long long)t.errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
 	       (unsigned long long)(after->cpu_us - before->cpu_us),
 	       (unsigned long long)after->rss_kb,
 	       (unsigned long long)after->threads, (unsigned long long)wakeups,
-	       (unsigned long long)msgs_in, atomic_load(&n->first_error),
-	       (unsigned long long)sent, (unsigned long long)replies,
-	       (unsigned long long)dups, (unsigned long long)(ok - nputs),
-	       (unsigned long long)nputs);
+	       (unsigned long long)msgs_in, wload_first_error(n->load),
+	       (unsigned long long)t.sent, (unsigned long long)t.replies,
+	       (unsigned long long)t.duplicates,
+	       (unsigned long long)(t.ok - nputs), (unsigned long long)nputs);
 	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
 	weft_histogram_free(lat);
+}
+
+/* start_load makes the slots: they start spread over the other nodes,
+ * and a mix slot's generator is seeded by the node and the slot. */
+static int
+start_load(cnode *n)
+{
+	static const wload_ops ops = {.send = slot_send,
+	                              .next_target = next_target,
+	                              .booked = booked,
+	                              .tick = print_tick};
+	const wbench_opts *o = n->o;
+	wload_opts lo = {.outstanding = o->outstanding,
+	                 .rate = o->rate,
+	                 .warmup_ns = (uint64_t)(o->warmup_s * 1e9),
+	                 .duration_ns = (uint64_t)(o->duration_s * 1e9),
+	                 .idle_wait_ns = 30000000000u,
+	                 .count_warmup_refusals = true};
+
+	if ((n->mix = calloc(o->outstanding + 1, sizeof(*n->mix))) == NULL ||
+	    wload_new(&lo, &ops, n, &n->load) != 0)
+		return -1;
+	for (unsigned i = 0; i < o->outstanding; i++) {
+		wload_slot_at(n->load, i)->target =
+		    (o->node_index + i) % o->peers;
+		n->mix[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
+		                ((uint64_t)o->node_index << 32) ^ (i + 1);
+	}
+	return 0;
 }
 
 static int
@@ -878,31 +698,18 @@ node_init(cnode *n, const wbench_opts *o)
 	n->o = o;
 	n->self = o->client ? SIZE_MAX : o->node_index;
 	n->payload = calloc(1, o->size ? o->size : 1);
-	n->slots = calloc(o->outstanding + 1, sizeof(*n->slots));
 	n->peers = calloc(o->peers, sizeof(*n->peers));
-	n->free_ids = calloc(o->outstanding + 1, sizeof(*n->free_ids));
-	pthread_mutex_init(&n->free_lock, NULL);
 	pthread_mutex_init(&n->lat_lock, NULL);
 	pthread_mutex_init(&n->primed_lock, NULL);
 	pthread_cond_init(&n->primed_cond, NULL);
-	if (n->payload == NULL || n->slots == NULL || n->peers == NULL ||
-	    n->free_ids == NULL || wbench_sample_init(&n->so_far) != 0 ||
+	if (n->payload == NULL || n->peers == NULL || start_load(n) != 0 ||
+	    wbench_sample_init(&n->so_far) != 0 ||
 	    pthread_key_create(&n->lat_key, NULL) != 0)
 		return -1;
 	n->lat_key_made = true;
 	if (o->slow_fraction > 0)
 		n->slow_every = (uint64_t)(1 / o->slow_fraction + 0.5);
-	for (unsigned i = 0; i < o->outstanding; i++)
-		n->free_ids[n->nfree++] = o->outstanding - 1 - i;
 	wbench_pattern_fill(n->payload, o->size, o->seed);
-	for (unsigned i = 0; i < o->outstanding; i++) {
-		n->slots[i].node = n;
-		n->slots[i].index = i;
-		/* Slots start spread over the other nodes. */
-		n->slots[i].target = (o->node_index + i) % o->peers;
-		n->slots[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
-		                  ((uint64_t)o->node_index << 32) ^ (i + 1);
-	}
 	return make_config(n);
 }
 
@@ -939,18 +746,16 @@ node_fini(cnode *n)
 	pthread_mutex_destroy(&n->lat_lock);
 	pthread_mutex_destroy(&n->primed_lock);
 	pthread_cond_destroy(&n->primed_cond);
-	free(n->slots);
+	wload_free(n->load);
+	free(n->mix);
 	wbench_sample_fini(&n->so_far);
 	free(n->payload);
-	if (n->free_ids != NULL)
-		pthread_mutex_destroy(&n->free_lock);
-	free(n->free_ids);
 }
 
 int
 wbench_cluster_node(const wbench_opts *o)
 {
-	usage before = {0}, after = {0};
+	wload_usage before = {0}, after = {0};
 	char line[65536];
 	uint16_t port;
 	cnode n = {0};
@@ -995,7 +800,7 @@ wbench_cluster_node(const wbench_opts *o)
 	if (fgets(line, sizeof(line), stdin) == NULL ||
 	    strncmp(line, "go", 2) != 0)
 		goto out;
-	run_window(&n, &before, &after);
+	wload_run(n.load, &before, &after);
 	printf("done\n");
 	fflush(stdout);
 	/* Keep answering the others until everyone is done. */

@@ -16,20 +16,23 @@
  * here), the member that asks is not one of the run's targets, and a run
  * is capped by [weftd] load_max_duration and load_max_rate.
  *
+ * The slots, the pacing, the window and the process's figures are the
+ * load generator's (services/loadgen), which weft-bench's cluster nodes
+ * run too; this file holds the verb: its requests, its limits, the run's
+ * thread and what the answer carries.
+ *
  * Threads: the run is driven by a thread of its own (it sleeps between
  * ticks, paces an open loop, and waits for the slots to go idle); the
- * replies arrive on the service's loops. A slot's fields are touched by
- * whoever runs its reply, each reply following its request; the
- * histogram and the idle-slot list are under the run's lock.
+ * replies arrive on the service's loops. The histogram is under the
+ * run's lock.
  */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include <event2/buffer.h>
+#include <loadgen.h>
 #include <msgpack.h>
 #include <weft/histogram.h>
 #include <weft/msgpack_codec.h>
@@ -42,37 +45,21 @@
 #define MAX_PHASE_MS (24u * 3600u * 1000u)
 #define PRIME_TIMEOUT_NS (30ull * NS_PER_S)
 
-typedef struct load_slot {
-	struct weftd_load *run;
-	unsigned index;
-	size_t target;    /* index into run->targets of the request */
-	uint64_t sent_ns; /* sent, or (open loop) meant to be */
-	uint64_t ok, errors;
-	uint64_t sent, replies, duplicates; /* the whole run */
-	bool in_flight;
-} load_slot;
-
-/* A process's figures at one instant. */
-typedef struct usage {
-	uint64_t vcsw, ivcsw, cpu_us, rss_kb, threads;
-	uint64_t wakeups, msgs_in;
-} usage;
-
 struct weftd_load {
 	weft_msvc *svc;
 	uint64_t request_timeout_ms; /* the config's limits */
 	size_t max_frame_bytes;
-	pthread_mutex_t lock; /* hist, free_ids, nfree, busy */
+	pthread_mutex_t lock; /* hist, busy, gen's life */
 	bool busy;            /* a run is in progress */
 	bool joinable;        /* thread ran and is not joined */
 	pthread_t thread;
-	atomic_bool stop;   /* weftd is stopping: end the run */
-	atomic_bool cancel; /* a stop request: end this run */
+	atomic_bool stop; /* weftd is stopping: refuse new runs */
 	uint64_t max_duration_ms;
 	double max_rate;
 	const weft_msvc_peer *requester; /* not a target */
 	/* The run in progress. */
 	weft_msvc_msg *req; /* the detached start request */
+	wload *gen;         /* its slots, kept while replies may come */
 	uint64_t warmup_ms, duration_ms;
 	unsigned outstanding;
 	size_t size;
@@ -80,119 +67,63 @@ struct weftd_load {
 	uint8_t *payload;
 	weft_msvc_peer **targets;
 	size_t ntargets;
-	load_slot *slots;
-	unsigned *free_ids, nfree;
 	weft_histogram *hist;
-	uint64_t window_start_ns, window_end_ns;
-	atomic_uint active;             /* slots with a request in flight */
 	atomic_uint primed;             /* targets that answered */
 	atomic_uint_fast64_t completed; /* successes in the window */
-	atomic_int first_error;
 };
-
-static void slot_send(load_slot *s);
-
-/* ending is true once the run must stop early. */
-static bool
-ending(struct weftd_load *run)
-{
-	return atomic_load_explicit(&run->stop, memory_order_relaxed) ||
-	       atomic_load_explicit(&run->cancel, memory_order_relaxed);
-}
-
-static void
-sleep_until(uint64_t t_ns)
-{
-	uint64_t now = weft_now_ns();
-	struct timespec ts;
-
-	if (now >= t_ns)
-		return;
-	ts.tv_sec = (time_t)((t_ns - now) / NS_PER_S);
-	ts.tv_nsec = (long)((t_ns - now) % NS_PER_S);
-	nanosleep(&ts, NULL);
-}
-
-static void
-note_error(struct weftd_load *run, int status)
-{
-	int zero = 0;
-
-	atomic_compare_exchange_strong(&run->first_error, &zero, status);
-}
-
-/* slot_idle gives a slot back: to the pacer (open loop) or for good. */
-static void
-slot_idle(load_slot *s)
-{
-	struct weftd_load *run = s->run;
-
-	if (run->rate > 0) {
-		pthread_mutex_lock(&run->lock);
-		run->free_ids[run->nfree++] = s->index;
-		pthread_mutex_unlock(&run->lock);
-	}
-	atomic_fetch_sub_explicit(&run->active, 1, memory_order_release);
-}
 
 static void
 on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 {
-	load_slot *s = arg;
-	struct weftd_load *run = s->run;
-	uint64_t now = weft_now_ns();
-
 	(void)svc;
 	(void)data;
 	(void)len;
-	if (!s->in_flight) { /* answered twice: never, but counted */
-		s->duplicates++;
+	wload_reply(arg, status);
+}
+
+static int
+send_echo(wload_slot *s, void *arg)
+{
+	struct weftd_load *run = arg;
+
+	return weft_msvc_request(run->svc, run->targets[s->target],
+	                         WEFTD_VERB_ECHO, run->payload, run->size, NULL,
+	                         on_reply, s);
+}
+
+static size_t
+next_target(size_t t, void *arg)
+{
+	const struct weftd_load *run = arg;
+
+	return (t + 1) % run->ntargets;
+}
+
+/* booked keeps the round trips of the window's successes. */
+static void
+booked(wload_slot *s, int status, uint64_t latency_ns, bool in_window,
+       void *arg)
+{
+	struct weftd_load *run = arg;
+
+	(void)s;
+	if (!in_window || status != 0)
 		return;
-	}
-	s->in_flight = false;
-	s->replies++;
-	if (status != 0)
-		note_error(run, status);
-	if (now >= run->window_start_ns && now < run->window_end_ns) {
-		if (status == 0) {
-			s->ok++;
-			pthread_mutex_lock(&run->lock);
-			weft_histogram_record(run->hist, now - s->sent_ns);
-			pthread_mutex_unlock(&run->lock);
-			atomic_fetch_add_explicit(&run->completed, 1,
-			                          memory_order_relaxed);
-		} else {
-			s->errors++;
-		}
-	}
-	if (run->rate <= 0 && now < run->window_end_ns && !ending(run))
-		slot_send(s);
-	else
-		slot_idle(s);
+	pthread_mutex_lock(&run->lock);
+	weft_histogram_record(run->hist, latency_ns);
+	pthread_mutex_unlock(&run->lock);
+	atomic_fetch_add_explicit(&run->completed, 1, memory_order_relaxed);
 }
 
 static void
-slot_send(load_slot *s)
+read_stats(wload_usage *u, void *arg)
 {
-	struct weftd_load *run = s->run;
-	int rv;
+	const struct weftd_load *run = arg;
+	weft_msvc_stats st;
 
-	s->target = (s->target + 1) % run->ntargets;
-	if (run->rate <= 0)
-		s->sent_ns = weft_now_ns();
-	s->in_flight = true;
-	s->sent++;
-	rv = weft_msvc_request(run->svc, run->targets[s->target],
-	                       WEFTD_VERB_ECHO, run->payload, run->size, NULL,
-	                       on_reply, s);
-	if (rv != 0) { /* refused at once (overload): count it, go idle */
-		s->in_flight = false;
-		s->sent--;
-		if (weft_now_ns() >= run->window_start_ns)
-			s->errors++;
-		note_error(run, rv);
-		slot_idle(s);
-	}
+	weft_msvc_get_stats(run->svc, &st);
+	u->wakeups = st.read_batches;
+	u->msgs_in = st.messages_in;
 }
 
 static void
@@ -206,7 +137,7 @@ on_primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 	if (status == 0)
 		atomic_fetch_add(&run->primed, 1);
 	else
-		note_error(run, status);
+		wload_note_error(run->gen, status);
 }
 
 /* prime asks every other member once, so that every connection (and TLS
@@ -223,101 +154,11 @@ prime(struct weftd_load *run)
 		                      run) == 0)
 			sent++;
 	while (atomic_load(&run->primed) < sent && weft_now_ns() < deadline &&
-	       !ending(run))
-		sleep_until(weft_now_ns() + NS_PER_MS);
+	       !wload_is_stopped(run->gen))
+		wload_sleep_until(weft_now_ns() + NS_PER_MS);
 	if (atomic_load(&run->primed) == run->ntargets)
 		return 0;
 	return WEFT_EPEERDOWN;
-}
-
-static void
-read_usage(const struct weftd_load *run, usage *u)
-{
-	weft_msvc_stats st;
-	struct rusage ru;
-	char line[256];
-	FILE *f;
-
-	getrusage(RUSAGE_SELF, &ru);
-	u->vcsw = (uint64_t)ru.ru_nvcsw;
-	u->ivcsw = (uint64_t)ru.ru_nivcsw;
-	u->cpu_us =
-	    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
-	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-	u->rss_kb = (uint64_t)ru.ru_maxrss;
-	weft_msvc_get_stats(run->svc, &st);
-	u->wakeups = st.read_batches;
-	u->msgs_in = st.messages_in;
-	u->threads = 0;
-	if ((f = fopen("/proc/self/status", "r")) == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "Threads:", 8) == 0)
-			u->threads = strtoull(line + 8, NULL, 10);
-	fclose(f);
-}
-
-/* pace sends request k at t0 + k / rate, stamped with that time even
- * when no slot is free to send it yet, so a stall shows in the latency. */
-static void
-pace(struct weftd_load *run, uint64_t t0, usage *before)
-{
-	double gap_ns = 1e9 / run->rate;
-	bool opened = false;
-	uint64_t k = 0, now;
-
-	while ((now = weft_now_ns()) < run->window_end_ns && !ending(run)) {
-		while ((uint64_t)((double)k * gap_ns) <= now - t0) {
-			load_slot *s = NULL;
-
-			pthread_mutex_lock(&run->lock);
-			if (run->nfree > 0)
-				s = &run->slots[run->free_ids[--run->nfree]];
-			pthread_mutex_unlock(&run->lock);
-			if (s == NULL)
-				break;
-			s->sent_ns = t0 + (uint64_t)((double)k * gap_ns);
-			atomic_fetch_add(&run->active, 1);
-			slot_send(s);
-			k++;
-		}
-		if (!opened && now >= run->window_start_ns) {
-			read_usage(run, before);
-			opened = true;
-		}
-		sleep_until(now + 100000u);
-	}
-	if (!opened)
-		read_usage(run, before);
-}
-
-/* window runs the warm-up and the measured window, then waits for the
- * slots to go idle (as long as a request may take). */
-static void
-window(struct weftd_load *run, usage *before, usage *after)
-{
-	uint64_t t0 = weft_now_ns(), deadline;
-
-	run->window_start_ns = t0 + run->warmup_ms * NS_PER_MS;
-	run->window_end_ns =
-	    run->window_start_ns + run->duration_ms * NS_PER_MS;
-	if (run->rate > 0) {
-		pace(run, t0, before);
-	} else {
-		atomic_store(&run->active, run->outstanding);
-		for (unsigned i = 0; i < run->outstanding; i++)
-			slot_send(&run->slots[i]);
-		while (weft_now_ns() < run->window_start_ns && !ending(run))
-			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
-		read_usage(run, before);
-		while (weft_now_ns() < run->window_end_ns && !ending(run))
-			sleep_until(weft_now_ns() + 10 * NS_PER_MS);
-	}
-	read_usage(run, after);
-	deadline = weft_now_ns() + (run->request_timeout_ms + 5000) * NS_PER_MS;
-	while (atomic_load_explicit(&run->active, memory_order_acquire) > 0 &&
-	       weft_now_ns() < deadline)
-		sleep_until(weft_now_ns() + NS_PER_MS);
 }
 
 #define PACK_KV(pk, key, value)                                                \
@@ -326,29 +167,24 @@ window(struct weftd_load *run, usage *before, usage *after)
 
 /* pack_result packs the run's figures: a map of 16 entries. */
 static int
-pack_result(struct weftd_load *run, const usage *b, const usage *a,
+pack_result(struct weftd_load *run, const wload_usage *b, const wload_usage *a,
             struct evbuffer *out)
 {
-	uint64_t ok = 0, errors = 0, sent = 0, replies = 0, dups = 0;
 	uint64_t value, count, nbuckets = 0;
 	msgpack_packer pk;
 	size_t cursor = 0;
+	wload_totals t;
 	bool good;
 
-	for (unsigned i = 0; i < run->outstanding; i++) {
-		ok += run->slots[i].ok;
-		errors += run->slots[i].errors;
-		sent += run->slots[i].sent;
-		replies += run->slots[i].replies;
-		dups += run->slots[i].duplicates;
-	}
+	wload_get_totals(run->gen, &t);
 	while (weft_histogram_next(run->hist, &cursor, &value, &count))
 		nbuckets++;
 	weft_msgpack_packer_init(&pk, out);
-	good = msgpack_pack_map(&pk, 16) == 0 && PACK_KV(&pk, "ops", ok) &&
-	       PACK_KV(&pk, "errors", errors) && PACK_KV(&pk, "sent", sent) &&
-	       PACK_KV(&pk, "replies", replies) &&
-	       PACK_KV(&pk, "duplicates", dups) &&
+	good = msgpack_pack_map(&pk, 16) == 0 && PACK_KV(&pk, "ops", t.ok) &&
+	       PACK_KV(&pk, "errors", t.errors) &&
+	       PACK_KV(&pk, "sent", t.sent) &&
+	       PACK_KV(&pk, "replies", t.replies) &&
+	       PACK_KV(&pk, "duplicates", t.duplicates) &&
 	       PACK_KV(&pk, "window_ns", run->duration_ms * NS_PER_MS) &&
 	       PACK_KV(&pk, "vcsw", a->vcsw - b->vcsw) &&
 	       PACK_KV(&pk, "ivcsw", a->ivcsw - b->ivcsw) &&
@@ -358,7 +194,7 @@ pack_result(struct weftd_load *run, const usage *b, const usage *a,
 	       PACK_KV(&pk, "wakeups", a->wakeups - b->wakeups) &&
 	       PACK_KV(&pk, "msgs_in", a->msgs_in - b->msgs_in) &&
 	       msgpack_pack_str_with_body(&pk, "first_error", 11) == 0 &&
-	       msgpack_pack_int(&pk, atomic_load(&run->first_error)) == 0 &&
+	       msgpack_pack_int(&pk, wload_first_error(run->gen)) == 0 &&
 	       PACK_KV(&pk, "peers", run->ntargets + 1) &&
 	       msgpack_pack_str_with_body(&pk, "hist", 4) == 0 &&
 	       msgpack_pack_array(&pk, (size_t)(2 * nbuckets)) == 0;
@@ -372,16 +208,14 @@ pack_result(struct weftd_load *run, const usage *b, const usage *a,
 static void
 run_free(struct weftd_load *run)
 {
+	wload_free(run->gen);
 	weft_histogram_free(run->hist);
 	free(run->payload);
 	free(run->targets);
-	free(run->slots);
-	free(run->free_ids);
+	run->gen = NULL;
 	run->hist = NULL;
 	run->payload = NULL;
 	run->targets = NULL;
-	run->slots = NULL;
-	run->free_ids = NULL;
 }
 
 static void *
@@ -389,7 +223,7 @@ run_main(void *arg)
 {
 	struct weftd_load *run = arg;
 	struct evbuffer *out = evbuffer_new();
-	usage before, after;
+	wload_usage before, after;
 	int rv;
 
 	weft_info("weftd: load run: K=%u, %zu B, %s, warm-up %llu ms, "
@@ -404,7 +238,7 @@ run_main(void *arg)
 		weft_msvc_respond_error(run->req, rv,
 		                        "not every member answered");
 	} else {
-		window(run, &before, &after);
+		wload_run(run->gen, &before, &after);
 		if (out == NULL || pack_result(run, &before, &after, out) != 0)
 			weft_msvc_respond_error(run->req, WEFT_ENOMEM, NULL);
 		else
@@ -416,7 +250,7 @@ run_main(void *arg)
 	pthread_mutex_lock(&run->lock);
 	/* Slots still out past the wait keep their memory until the next
 	 * run or weftd_load_free: a late reply must find them. */
-	if (atomic_load(&run->active) == 0)
+	if (wload_active(run->gen) == 0)
 		run_free(run);
 	run->busy = false;
 	pthread_mutex_unlock(&run->lock);
@@ -521,7 +355,17 @@ check_params(const struct weftd_load *run, const params *p)
 static int
 setup_run(struct weftd_load *run, const params *p)
 {
+	static const wload_ops ops = {.send = send_echo,
+	                              .next_target = next_target,
+	                              .booked = booked,
+	                              .read_stats = read_stats};
 	size_t npeers = weft_msvc_peer_count(run->svc);
+	wload_opts lo = {.outstanding = (unsigned)p->outstanding,
+	                 .rate = p->rate,
+	                 .warmup_ns = p->warmup_ms * NS_PER_MS,
+	                 .duration_ns = p->duration_ms * NS_PER_MS,
+	                 .idle_wait_ns =
+	                     (run->request_timeout_ms + 5000) * NS_PER_MS};
 
 	run->warmup_ms = p->warmup_ms;
 	run->duration_ms = p->duration_ms;
@@ -529,19 +373,13 @@ setup_run(struct weftd_load *run, const params *p)
 	run->size = (size_t)p->size;
 	run->rate = p->rate;
 	run->ntargets = 0;
-	run->nfree = 0;
 	atomic_store(&run->primed, 0);
 	atomic_store(&run->completed, 0);
-	atomic_store(&run->first_error, 0);
-	atomic_store(&run->active, 0);
-	atomic_store(&run->cancel, false);
-	run->window_start_ns = run->window_end_ns = UINT64_MAX;
 	run->payload = calloc(1, run->size ? run->size : 1);
 	run->targets = calloc(npeers, sizeof(*run->targets));
-	run->slots = calloc(run->outstanding, sizeof(*run->slots));
-	run->free_ids = calloc(run->outstanding, sizeof(*run->free_ids));
-	if (weft_histogram_new(&run->hist) != 0 || run->payload == NULL ||
-	    run->targets == NULL || run->slots == NULL || run->free_ids == NULL)
+	if (wload_new(&lo, &ops, run, &run->gen) != 0 ||
+	    weft_histogram_new(&run->hist) != 0 || run->payload == NULL ||
+	    run->targets == NULL)
 		return WEFT_ENOMEM;
 	for (size_t i = 0; i < npeers; i++) {
 		weft_msvc_peer *peer = weft_msvc_peer_at(run->svc, i);
@@ -551,15 +389,10 @@ setup_run(struct weftd_load *run, const params *p)
 	}
 	if (run->ntargets == 0)
 		return WEFT_EINVAL;
-	for (unsigned i = 0; i < run->outstanding; i++) {
-		load_slot *s = &run->slots[i];
-
-		s->run = run;
-		s->index = i;
-		/* Spread the first requests over the members. */
-		s->target = (i + run->ntargets - 1) % run->ntargets;
-		run->free_ids[run->nfree++] = run->outstanding - 1 - i;
-	}
+	/* Spread the first requests over the members. */
+	for (unsigned i = 0; i < run->outstanding; i++)
+		wload_slot_at(run->gen, i)->target =
+		    (i + run->ntargets - 1) % run->ntargets;
 	return 0;
 }
 
@@ -585,7 +418,8 @@ start(struct weftd_load *run, weft_msvc_msg *msg, const params *p)
 		pthread_join(run->thread, NULL);
 		run->joinable = false;
 	}
-	if (atomic_load(&run->active) > 0) { /* its late replies may come */
+	if (run->gen != NULL &&
+	    wload_active(run->gen) > 0) { /* its late replies may come */
 		pthread_mutex_unlock(&run->lock);
 		weft_msvc_respond_error(
 		    msg, WEFT_EBUSY, "the last run's requests are still out");
@@ -622,7 +456,7 @@ stop_run(struct weftd_load *run, weft_msvc_msg *msg)
 	pthread_mutex_lock(&run->lock);
 	busy = run->busy;
 	if (busy)
-		atomic_store(&run->cancel, true);
+		wload_stop(run->gen);
 	pthread_mutex_unlock(&run->lock);
 	if (busy)
 		weft_info("weftd: load run stopped by %s",
@@ -739,6 +573,8 @@ weftd_load_stop(struct weftd *d)
 		return;
 	pthread_mutex_lock(&run->lock);
 	atomic_store(&run->stop, true);
+	if (run->busy)
+		wload_stop(run->gen);
 	join = run->joinable;
 	run->joinable = false;
 	pthread_mutex_unlock(&run->lock);

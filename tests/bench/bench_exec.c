@@ -64,28 +64,14 @@ read_json(const char *path, char *text, size_t len)
 	unlink(path);
 }
 
-void
-remove_dir(const char *dir)
+int
+bench_count_of(const char *text, const char *key)
 {
-	char cmd[512];
+	int n = 0;
 
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-}
-
-bool
-gen_certs(char *dir, const char *ids)
-{
-	char cmd[512];
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %s/scripts/gen-certs.sh %s %s >/dev/null 2>&1",
-	         WEFT_SOURCE_DIR, dir, ids);
-	if (system("openssl version >/dev/null 2>&1") == 0 && system(cmd) == 0)
-		return true;
-	remove_dir(dir);
-	return false;
+	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
+		n++;
+	return n;
 }
 
 /* bench_json_value reads the number after key, from where p points. */

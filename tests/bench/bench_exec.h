@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench_exec.h: what the tests that run the weft-bench binary share:
- * running it, reading its JSON, and making certificates for it.
+ * running it and reading its JSON (certificates: support/certs.h).
  * WBENCH_EXE and WEFT_SOURCE_DIR come from CMake.
  */
 #ifndef WEFT_TESTS_BENCH_EXEC_H
@@ -21,10 +21,8 @@ int run_bench_to(char **args, const char *out_path, const char *err_path);
  * it. */
 void read_json(const char *path, char *text, size_t len);
 
-/* gen_certs makes a CA and certificates for ids (space-separated) with
- * scripts/gen-certs.sh in dir, a mkdtemp template; false, with the dir
- * removed, where openssl is missing. */
-bool gen_certs(char *dir, const char *ids);
+/* bench_count_of counts the occurrences of key in text. */
+int bench_count_of(const char *text, const char *key);
 
 /* bench_json_value reads the number after key, from where p points (the
  * key must be there). */
@@ -33,8 +31,5 @@ double bench_json_value(const char *p, const char *key);
 /* check_cluster_run checks one run of a --json report: every request sent
  * was answered exactly once, and the percentiles are ordered. */
 void check_cluster_run(const char *run);
-
-/* remove_dir removes dir and everything in it. */
-void remove_dir(const char *dir);
 
 #endif

@@ -26,6 +26,8 @@
 #include <weft/tls.h>
 
 #include "baseline.h"
+#include "support/certs.h"
+#include "support/echo_verb.h"
 
 #define VERB_ECHO 16
 #define PER_PEER 500
@@ -207,14 +209,6 @@ test_unknown_verb_and_dead_peer_fail(void **state)
 /* ---- With weft's messaging service --------------------------------------- */
 
 static void
-msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
-
-static void
 msvc_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
 {
 	call *c = arg;
@@ -240,8 +234,9 @@ test_baseline_and_weft_interoperate(void **state)
 	tally_init(&t);
 	assert_int_equal(weft_loop_group_new(1, &group), 0);
 	assert_int_equal(weft_msvc_new(group, cfg, "n1", NULL, &svc), 0);
-	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo", msvc_echo,
-	                                    NULL, WEFT_MSVC_CLIENTS),
+	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo",
+	                                    weft_test_on_echo, NULL,
+	                                    WEFT_MSVC_CLIENTS),
 	                 0);
 	assert_int_equal(weft_msvc_start(svc), 0);
 	assert_int_equal(wbase_node_new(cfg, "n0", &base), 0);
@@ -277,36 +272,6 @@ test_baseline_and_weft_interoperate(void **state)
 /* ---- A weft client over TLS ---------------------------------------------- */
 
 #define TLS_CALLS 300
-
-/* gen_certs makes a CA and certificates for ids in dir (a mkdtemp
- * template) with the repository's scripts/gen-certs.sh, found from this
- * file's path; false, with dir removed, where openssl is missing. */
-static bool
-gen_certs(char *dir, const char *ids)
-{
-	const char *self = __FILE__, *tail = strstr(self, "tests/bench/");
-	char cmd[1024];
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(cmd, sizeof(cmd),
-	         "sh %.*sscripts/gen-certs.sh %s %s >/dev/null 2>&1",
-	         tail != NULL ? (int)(tail - self) : 0, self, dir, ids);
-	if (tail != NULL && system("openssl version >/dev/null 2>&1") == 0 &&
-	    system(cmd) == 0)
-		return true;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-	return false;
-}
-
-static void
-remove_dir(const char *dir)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
-}
 
 /* A request's payload: small, one TLS record and a bit, several records
  * (still the small class), and above weft's large_message (64 KiB: the
@@ -417,7 +382,7 @@ test_weft_client_over_tls(void **state)
 	tally t;
 
 	(void)state;
-	if (!gen_certs(dir, "n0 c0")) {
+	if (!weft_test_gen_certs(dir, "n0 c0")) {
 		weft_msvc_config_free(cfg);
 		skip();
 	}
@@ -449,7 +414,7 @@ test_weft_client_over_tls(void **state)
 	tls_client_free(&c);
 	wbase_node_free(base);
 	weft_msvc_config_free(cfg);
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 }
 
 /* A client that claims id c0 but presents c1's certificate (which the
@@ -467,7 +432,7 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	tally t;
 
 	(void)state;
-	if (!gen_certs(dir, "n0 c1")) {
+	if (!weft_test_gen_certs(dir, "n0 c1")) {
 		weft_msvc_config_free(cfg);
 		skip();
 	}
@@ -489,7 +454,7 @@ test_tls_client_with_wrong_certificate_is_refused(void **state)
 	tls_client_free(&c);
 	wbase_node_free(base);
 	weft_msvc_config_free(cfg);
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 }
 
 /* ---- The key-value service --------------------------------------------- */

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "bench_exec.h"
+#include "support/certs.h"
 
 /* each_at_least checks that every number after key in text is at least
  * min, and returns how many there are. */
@@ -28,17 +29,6 @@ each_at_least(const char *text, const char *key, double min)
 
 	for (const char *p = text; (p = strstr(p, key)) != NULL; p++, n++)
 		assert_true(strtod(p + strlen(key), NULL) >= min);
-	return n;
-}
-
-/* count_of counts the occurrences of key in text. */
-static int
-count_of(const char *text, const char *key)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
-		n++;
 	return n;
 }
 
@@ -57,7 +47,7 @@ test_throughput_both_in_two_processes(void **state)
 	read_json(path, text, sizeof(text));
 	/* Median and run of each: the warm-up, then at least the count
 	 * (the receiver may read, and check, a few messages more). */
-	assert_int_equal(count_of(text, "\"warmup\": 500,"), 4);
+	assert_int_equal(bench_count_of(text, "\"warmup\": 500,"), 4);
 	assert_int_equal(each_at_least(text, "\"received\": ", 5500), 4);
 	assert_int_equal(each_at_least(text, "\"measured\": ", 1), 4);
 	assert_non_null(strstr(text, "\"weft\": {"));
@@ -101,7 +91,7 @@ test_tls_throughput_and_latency(void **state)
 
 	(void)state;
 	close(fd);
-	if (!gen_certs(dir, "n0 n1")) {
+	if (!weft_test_gen_certs(dir, "n0 n1")) {
 		unlink(path);
 		skip();
 	}
@@ -113,15 +103,15 @@ test_tls_throughput_and_latency(void **state)
 	assert_non_null(strstr(text, "\"tls_over_plain\""));
 	/* Median and run of each: every message exactly once. */
 	assert_int_equal(each_at_least(text, "\"received\": ", 3300), 4);
-	assert_int_equal(count_of(text, "\"warmup\": 300,"), 4);
-	assert_int_equal(count_of(text, "\"errors\": 0,"), 4);
+	assert_int_equal(bench_count_of(text, "\"warmup\": 300,"), 4);
+	assert_int_equal(bench_count_of(text, "\"errors\": 0,"), 4);
 	assert_int_equal(run_bench(lat), 0);
 	read_json(path, text, sizeof(text));
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 	assert_non_null(strstr(text, "\"weft-tls\": {"));
 	assert_non_null(strstr(text, "\"raw\": {"));
-	assert_int_equal(count_of(text, "\"measured\": 200,"), 4);
-	assert_int_equal(count_of(text, "\"errors\": 0,"), 4);
+	assert_int_equal(bench_count_of(text, "\"measured\": 200,"), 4);
+	assert_int_equal(bench_count_of(text, "\"errors\": 0,"), 4);
 }
 
 /* --csv: a header and one row per run, figures in their columns. */
@@ -140,10 +130,10 @@ test_csv_one_row_per_run(void **state)
 	assert_int_equal(run_bench(args), 0);
 	read_json(path, text, sizeof(text));
 	assert_int_equal(strncmp(text, "workload,impl,tls,size,", 23), 0);
-	assert_int_equal(count_of(text, "\n"), 5);
-	assert_int_equal(count_of(text, "\nlatency,weft,0,64,"), 2);
-	assert_int_equal(count_of(text, "\nlatency,raw,0,64,"), 2);
-	assert_int_equal(count_of(text, ",0\n"), 4); /* no errors */
+	assert_int_equal(bench_count_of(text, "\n"), 5);
+	assert_int_equal(bench_count_of(text, "\nlatency,weft,0,64,"), 2);
+	assert_int_equal(bench_count_of(text, "\nlatency,raw,0,64,"), 2);
+	assert_int_equal(bench_count_of(text, ",0\n"), 4); /* no errors */
 }
 
 static void

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "bench_exec.h"
+#include "support/certs.h"
 
 static int
 lines_of(const char *text)
@@ -163,11 +164,11 @@ test_cluster_over_tls(void **state)
 
 	(void)state;
 	close(fd);
-	if (!gen_certs(dir, "n0 n1 n2"))
+	if (!weft_test_gen_certs(dir, "n0 n1 n2"))
 		skip();
 	assert_int_equal(run_bench(args), 0);
 	read_json(path, text, sizeof(text));
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
 	check_cluster_run(strstr(text, "\"io\": \"loop\""));
 	check_cluster_run(strstr(text, "\"io\": \"threads\""));
@@ -194,7 +195,7 @@ test_rpc_and_mix_over_tls(void **state)
 
 	(void)state;
 	close(fd);
-	if (!gen_certs(dir, "n0 n1 n2 --client c0 --client c1")) {
+	if (!weft_test_gen_certs(dir, "n0 n1 n2 --client c0 --client c1")) {
 		unlink(path);
 		skip();
 	}
@@ -205,7 +206,7 @@ test_rpc_and_mix_over_tls(void **state)
 	check_cluster_run(strstr(text, "\"io\": \"threads\""));
 	assert_int_equal(run_bench(mix), 0);
 	read_json(path, text, sizeof(text));
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
 	check_mix_runs(text);
 }

@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,12 +29,11 @@
 
 #include "bench_exec.h"
 #include "support/ports.h"
-
-extern char **environ;
+#include "support/weftd_proc.h"
 
 typedef struct node {
 	pid_t pid;
-	FILE *out; /* its standard output */
+	int out_fd; /* the read end of its standard output */
 	unsigned port;
 } node;
 
@@ -65,29 +63,20 @@ kill_live(void **state)
 	return 0;
 }
 
-/* start_weftd starts node id of config and reads its ready line. */
+/* start_weftd starts node id of config (its stderr the test's) and reads
+ * the port from its ready line. */
 static void
 start_weftd(node *n, const char *config, const char *id)
 {
-	char *argv[] = {WEFTD_EXE, "--config", (char *)config,
-	                "--id",    (char *)id, NULL};
-	posix_spawn_file_actions_t fa;
+	char *argv[] = {WEFTD_PATH, "--config", (char *)config,
+	                "--id",     (char *)id, NULL};
 	char line[256];
-	int fds[2];
 
-	assert_int_equal(pipe(fds), 0);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_addclose(&fa, fds[0]);
-	assert_int_equal(
-	    posix_spawn(&n->pid, WEFTD_EXE, &fa, NULL, argv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
+	n->pid = wt_spawn(argv, "/dev/stderr", &n->out_fd);
 	track(n->pid, true);
-	close(fds[1]);
-	n->out = fdopen(fds[0], "r");
-	assert_non_null(n->out);
 	/* "weftd ready node=ID port=P metrics=..." */
-	assert_non_null(fgets(line, sizeof(line), n->out));
+	assert_true(wt_read_line(n->out_fd, line, sizeof(line), WT_READY_MS) >
+	            0);
 	assert_non_null(strstr(line, "port="));
 	n->port = (unsigned)atoi(strstr(line, "port=") + 5);
 	assert_true(n->port > 0);
@@ -96,12 +85,10 @@ start_weftd(node *n, const char *config, const char *id)
 static void
 stop_weftd(node *n)
 {
-	int status;
-
 	kill(n->pid, SIGTERM);
-	assert_int_equal(waitpid(n->pid, &status, 0), n->pid);
+	assert_true(wt_wait_exit(n->pid, WT_EXIT_MS) != -1);
 	track(n->pid, false);
-	fclose(n->out);
+	close(n->out_fd);
 }
 
 /* --clients: local clients' load on two weftd nodes. */
@@ -149,13 +136,6 @@ test_hosts_drives_weftd_nodes(void **state)
 	assert_int_equal(strcmp(text + n - 3, ",0\n"), 0);
 }
 
-/* free_port returns a loopback port that was free a moment ago. */
-static unsigned
-free_port(void)
-{
-	return weft_test_free_port();
-}
-
 /* A cluster of three weftd nodes on fixed loopback ports, and a member
  * c0 (the coordinator: weft-bench or the test) that they list. */
 typedef struct trio {
@@ -178,11 +158,11 @@ trio_start(trio *t, const char *weftd_section)
 	f = fdopen(fd, "w");
 	fputs("[cluster]\nname = wbmesh\n", f);
 	for (unsigned i = 0; i < 3; i++) {
-		t->ports[i] = free_port();
+		t->ports[i] = weft_test_free_port();
 		fprintf(f, "[node n%u]\nhost = 127.0.0.1\nport = %u\n", i,
 		        t->ports[i]);
 	}
-	t->coordinator_port = free_port();
+	t->coordinator_port = weft_test_free_port();
 	snprintf(t->coordinator, sizeof(t->coordinator), "c0@127.0.0.1:%u",
 	         t->coordinator_port);
 	fprintf(f, "[node c0]\nhost = 127.0.0.1\nport = %u\n",
@@ -270,7 +250,7 @@ kill_later(void *arg)
 	kill(k->victim->pid, SIGKILL);
 	waitpid(k->victim->pid, NULL, 0);
 	track(k->victim->pid, false);
-	fclose(k->victim->out);
+	close(k->victim->out_fd);
 	k->victim->pid = 0;
 	return NULL;
 }
@@ -577,7 +557,7 @@ check_netns_run(char *tls_dir)
 	char *args[] = {"cluster",
 	                "--netns",
 	                "--weftd",
-	                WEFTD_EXE,
+	                WEFTD_PATH,
 	                "--peers",
 	                "3",
 	                "--outstanding",

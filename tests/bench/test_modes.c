@@ -21,16 +21,6 @@
 
 #include "bench_exec.h"
 
-static int
-count_of(const char *text, const char *key)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
-		n++;
-	return n;
-}
-
 /* The three figures of Kudu's experiment and the fourth corner, in one
  * command: every call answered once, the server's own figures there. */
 static void
@@ -49,12 +39,13 @@ test_rpc_sync_and_async_clients_inline_and_pool(void **state)
 	close(mkstemp(path));
 	assert_int_equal(run_bench(args), 0);
 	read_json(path, text, sizeof(text));
-	assert_int_equal(count_of(text, "\"io\": \"loop\""), 4);
-	assert_int_equal(count_of(text, "\"client\": \"sync\""), 2);
-	assert_int_equal(count_of(text, "\"client\": \"async\""), 2);
-	assert_int_equal(count_of(text, "\"handlers\": \"pool\""), 2);
-	assert_int_equal(count_of(text, "\"handlers\": \"inline\""), 2);
-	assert_int_equal(count_of(text, "\"srv_cpu_us_per_op\": null"), 0);
+	assert_int_equal(bench_count_of(text, "\"io\": \"loop\""), 4);
+	assert_int_equal(bench_count_of(text, "\"client\": \"sync\""), 2);
+	assert_int_equal(bench_count_of(text, "\"client\": \"async\""), 2);
+	assert_int_equal(bench_count_of(text, "\"handlers\": \"pool\""), 2);
+	assert_int_equal(bench_count_of(text, "\"handlers\": \"inline\""), 2);
+	assert_int_equal(bench_count_of(text, "\"srv_cpu_us_per_op\": null"),
+	                 0);
 	for (p = strstr(text, "{\"peers\""); p != NULL;
 	     p = strstr(p + 1, "{\"peers\"")) {
 		check_cluster_run(p);

@@ -17,16 +17,7 @@
 #include <cmocka.h>
 
 #include "bench_exec.h"
-
-static int
-count_of(const char *text, const char *key)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
-		n++;
-	return n;
-}
+#include "support/certs.h"
 
 static void
 test_smoke_standalone_and_cluster(void **state)
@@ -46,8 +37,9 @@ test_smoke_standalone_and_cluster(void **state)
 	assert_int_equal(run_bench_to(args, out, NULL), 0);
 	read_json(path, text, sizeof(text));
 	/* Two node counts, two I/O models, two client counts. */
-	assert_int_equal(count_of(text, "{\"nodes\": "), 8);
-	assert_int_equal(count_of(text, "\"clients\": 3, \"keys\": 600,"), 4);
+	assert_int_equal(bench_count_of(text, "{\"nodes\": "), 8);
+	assert_int_equal(bench_count_of(text, "\"clients\": 3, \"keys\": 600,"),
+	                 4);
 	for (p = strstr(text, "{\"nodes\": "); p != NULL;
 	     p = strstr(p + 1, "{\"nodes\": ")) {
 		double keys = bench_json_value(p, "\"keys\": ");
@@ -58,12 +50,12 @@ test_smoke_standalone_and_cluster(void **state)
 		assert_true(bench_json_value(p, "\"duplicates\": ") == 0);
 		assert_true(bench_json_value(p, "\"unexpected\": ") == 0);
 	}
-	assert_int_equal(count_of(text, "\"errors\": 0}"), 32);
+	assert_int_equal(bench_count_of(text, "\"errors\": 0}"), 32);
 	read_json(out, text, sizeof(text));
-	assert_int_equal(count_of(text, "created 200 keys in "), 4);
-	assert_int_equal(count_of(text, "got 600 keys in "), 4);
-	assert_int_equal(count_of(text, " ms/op "), 40);
-	assert_int_equal(count_of(text, "client CPU user "), 8);
+	assert_int_equal(bench_count_of(text, "created 200 keys in "), 4);
+	assert_int_equal(bench_count_of(text, "got 600 keys in "), 4);
+	assert_int_equal(bench_count_of(text, " ms/op "), 40);
+	assert_int_equal(bench_count_of(text, "client CPU user "), 8);
 }
 
 /* The smoke test and a YCSB workload over mutual TLS: each client
@@ -87,22 +79,25 @@ test_smoke_and_ycsb_over_tls(void **state)
 
 	(void)state;
 	close(mkstemp(path));
-	if (!gen_certs(dir, "n0 n1 n2 --client c0 --client c1")) {
+	if (!weft_test_gen_certs(dir, "n0 n1 n2 --client c0 --client c1")) {
 		unlink(path);
 		skip();
 	}
 	assert_int_equal(run_bench_to(smoke, "/dev/null", NULL), 0);
 	read_json(path, text, sizeof(text));
 	assert_non_null(strstr(text, "\"tls\": true"));
-	assert_int_equal(count_of(text, "\"unexpected\": 0,"), 2);
-	assert_int_equal(count_of(text, "\"sent\": 800, \"replies\": 800,"), 2);
+	assert_int_equal(bench_count_of(text, "\"unexpected\": 0,"), 2);
+	assert_int_equal(
+	    bench_count_of(text, "\"sent\": 800, \"replies\": 800,"), 2);
 	assert_int_equal(run_bench_to(ycsb, "/dev/null", NULL), 0);
 	read_json(path, text, sizeof(text));
-	remove_dir(dir);
+	weft_test_remove_dir(dir);
 	assert_non_null(strstr(text, "\"tls\": true"));
-	assert_int_equal(count_of(text, "\"SCAN\": {\"operations\": "), 2);
+	assert_int_equal(bench_count_of(text, "\"SCAN\": {\"operations\": "),
+	                 2);
 	assert_null(strstr(text, "UNEXPECTED_STATE"));
-	assert_int_equal(count_of(text, "\"lost\": 0, \"duplicates\": 0}"), 2);
+	assert_int_equal(
+	    bench_count_of(text, "\"lost\": 0, \"duplicates\": 0}"), 2);
 }
 
 int

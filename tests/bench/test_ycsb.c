@@ -110,16 +110,6 @@ test_distributions_draw_in_range_with_their_skew(void **state)
 		assert_true(ycsb_chooser_next(&ch, &rng, 10) < 10);
 }
 
-static int
-count_of(const char *text, const char *key)
-{
-	int n = 0;
-
-	for (const char *p = text; (p = strstr(p, key)) != NULL; p++)
-		n++;
-	return n;
-}
-
 /* check_runs checks every run of a --json report: requests answered once
  * each, nothing but OK returned, something measured. */
 static void
@@ -127,7 +117,7 @@ check_runs(const char *text, int runs)
 {
 	const char *p = text;
 
-	assert_int_equal(count_of(text, "{\"workload\": \""), runs);
+	assert_int_equal(bench_count_of(text, "{\"workload\": \""), runs);
 	while ((p = strstr(p, "{\"workload\": \"")) != NULL) {
 		const char *run = strstr(p, "\"run\": {");
 
@@ -176,9 +166,10 @@ test_workloads_a_to_f_on_the_loop(void **state)
 		assert_true(ops > 594 && ops < 606);
 	}
 	/* Each loaded every record, then ran its mix. */
-	assert_int_equal(count_of(text, "\"load\": {\"runtime_ms\": "), 6);
-	assert_int_equal(count_of(text, "\"INSERT\": {\"operations\": 300,"),
+	assert_int_equal(bench_count_of(text, "\"load\": {\"runtime_ms\": "),
 	                 6);
+	assert_int_equal(
+	    bench_count_of(text, "\"INSERT\": {\"operations\": 300,"), 6);
 	assert_non_null(strstr(text, "\"SCAN\": {\"operations\": "));
 	assert_non_null(strstr(text, "\"READ-MODIFY-WRITE\": {\"operations\""));
 	assert_non_null(strstr(text, "\"weft_version\": "));
@@ -206,9 +197,10 @@ test_workloads_on_the_baseline_in_ycsb_form(void **state)
 	check_runs(text, 3);
 	read_json(out, text, sizeof(text));
 	/* The records are loaded once, then each workload runs on them. */
-	assert_int_equal(count_of(text, "# load phase\n"), 1);
-	assert_int_equal(count_of(text, "[OVERALL], RunTime(ms), "), 4);
-	assert_int_equal(count_of(text, "[OVERALL], Throughput(ops/sec), "), 4);
+	assert_int_equal(bench_count_of(text, "# load phase\n"), 1);
+	assert_int_equal(bench_count_of(text, "[OVERALL], RunTime(ms), "), 4);
+	assert_int_equal(
+	    bench_count_of(text, "[OVERALL], Throughput(ops/sec), "), 4);
 	assert_non_null(strstr(text, "[READ], Operations, "));
 	assert_non_null(strstr(text, "[READ], AverageLatency(us), "));
 	assert_non_null(strstr(text, "[READ], MinLatency(us), "));

@@ -23,6 +23,7 @@
 
 #include "alloc_count.h"
 #include "fixture.h"
+#include "support/wire.h"
 
 #define HDR WEFT_ENVELOPE_HEADER_BYTES
 
@@ -51,16 +52,6 @@ static const unsigned char form_tag[F_FORMS] = {0,    0xcc, 0xcd, 0xce, 0xcf,
 static const size_t form_width[F_FORMS] = {0, 1, 2, 4, 8, 1, 2, 4, 8};
 
 static size_t
-put_be(unsigned char *p, uint64_t v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * (n - 1 - i)));
-	return n;
-}
-
-static size_t
 put_int(unsigned char *p, enum form f, uint64_t v)
 {
 	if (f == F_FIXINT) {
@@ -68,7 +59,7 @@ put_int(unsigned char *p, enum form f, uint64_t v)
 		return 1;
 	}
 	p[0] = form_tag[f];
-	return 1 + put_be(p + 1, v, form_width[f]);
+	return 1 + weft_test_put_be(p + 1, v, form_width[f]);
 }
 
 /* Array header forms: fixarray, array 16, array 32. */
@@ -80,7 +71,7 @@ put_array(unsigned char *p, int form, uint32_t n)
 		return 1;
 	}
 	p[0] = form == 1 ? 0xdc : 0xdd;
-	return 1 + put_be(p + 1, n, form == 1 ? 2 : 4);
+	return 1 + weft_test_put_be(p + 1, n, form == 1 ? 2 : 4);
 }
 
 /* Bin header forms: bin 8, 16, 32. */
@@ -88,7 +79,7 @@ static size_t
 put_bin(unsigned char *p, int form, size_t n)
 {
 	p[0] = (unsigned char)(0xc4 + form);
-	return 1 + put_be(p + 1, n, (size_t)1 << form);
+	return 1 + weft_test_put_be(p + 1, n, (size_t)1 << form);
 }
 
 /* One way to write an envelope: forms of the array, the five integers

@@ -16,47 +16,10 @@
 #include <weft/frame.h>
 
 #include "fixture.h"
+#include "support/wire.h"
 
 static const size_t sizes[] = {0, 1, 5, 64, 300, 4200, 3, 0};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
-
-static void
-put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
-static uint32_t
-get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Byte j of frame i's payload. */
-static unsigned char
-pattern(size_t i, size_t j)
-{
-	return (unsigned char)(i * 31 + j * 7 + 1);
-}
-
-/* Appends a frame of len pattern bytes to buf at *off; returns its size. */
-static size_t
-put_frame(unsigned char *buf, size_t i, size_t len, bool crc)
-{
-	size_t j;
-
-	put_be32(buf, (uint32_t)len);
-	for (j = 0; j < len; j++)
-		buf[4 + j] = pattern(i, j);
-	if (!crc)
-		return 4 + len;
-	put_be32(buf + 4 + len, weft_crc32c(0, buf, 4 + len));
-	return 8 + len;
-}
 
 static size_t
 build_stream(unsigned char *buf, bool crc)
@@ -64,7 +27,7 @@ build_stream(unsigned char *buf, bool crc)
 	size_t i, n = 0;
 
 	for (i = 0; i < NSIZES; i++)
-		n += put_frame(buf + n, i, sizes[i], crc);
+		n += weft_test_put_frame(buf + n, i, sizes[i], crc);
 	return n;
 }
 
@@ -79,7 +42,7 @@ check_frames(fx *f)
 		assert_int_equal(f->lens[i], sizes[i]);
 		fx_msg(f, i, got);
 		for (j = 0; j < sizes[i]; j++)
-			assert_int_equal(got[j], pattern(i, j));
+			assert_int_equal(got[j], weft_test_frame_byte(i, j));
 	}
 }
 
@@ -172,7 +135,7 @@ test_byte_runs_written_leave_as_frames(void **state)
 	(void)state;
 	for (i = 0; i < NSIZES; i++) {
 		for (j = 0; j < sizes[i]; j++)
-			payload[j] = pattern(i, j);
+			payload[j] = weft_test_frame_byte(i, j);
 		run.data = payload;
 		run.len = sizes[i];
 		lens[i] = sizes[i];
@@ -199,7 +162,7 @@ test_many_frames_in_one_read(void **state)
 
 	(void)state;
 	for (i = 0; i < 2000; i++)
-		n += put_frame(stream + n, i, 64, true);
+		n += weft_test_put_frame(stream + n, i, 64, true);
 	fx_send(f, stream, n);
 	assert_int_equal(f->msgs, 2000);
 	assert_int_equal(f->read_completes, 1);
@@ -265,7 +228,7 @@ check_rejected_header(uint32_t claim, size_t max)
 	f->stats_name = "frame";
 	f->input_at_error = 1;
 	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
-	put_be32(hdr, claim);
+	weft_test_put_be32(hdr, claim);
 	/* Only the header: the codec must not wait for the payload. */
 	fx_send(f, hdr, sizeof(hdr));
 	assert_int_equal(f->errors, 1);
@@ -301,7 +264,7 @@ test_frame_at_the_limit_accepted(void **state)
 	fx *f = frame_fixture(1024, false);
 
 	(void)state;
-	fx_send(f, buf, put_frame(buf, 0, 1024, false));
+	fx_send(f, buf, weft_test_put_frame(buf, 0, 1024, false));
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->errors, 0);
 	fx_free(f);
@@ -316,7 +279,7 @@ test_truncated_frame_at_close(void **state)
 
 	(void)state;
 	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
-	put_frame(buf, 0, 100, false);
+	weft_test_put_frame(buf, 0, 100, false);
 	fx_send(f, buf, 4 + 50);
 	assert_int_equal(f->msgs, 0);
 	fx_peer_close(f);
@@ -336,7 +299,7 @@ test_local_close_inside_a_frame_is_no_error(void **state)
 	fx *f = frame_fixture(0, false);
 
 	(void)state;
-	put_frame(buf, 0, 100, false);
+	weft_test_put_frame(buf, 0, 100, false);
 	fx_send(f, buf, 4 + 50);
 	weft_channel_close(f->ch);
 	fx_run_until_inactive(f);
@@ -351,7 +314,7 @@ test_clean_close_is_no_error(void **state)
 	fx *f = frame_fixture(0, false);
 
 	(void)state;
-	fx_send(f, buf, put_frame(buf, 0, 10, false));
+	fx_send(f, buf, weft_test_put_frame(buf, 0, 10, false));
 	fx_peer_close(f);
 	fx_run_until_inactive(f);
 	assert_int_equal(f->msgs, 1);
@@ -368,7 +331,7 @@ check_bad_crc(size_t len)
 	fx *f = frame_fixture(0, true);
 
 	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
-	n = put_frame(buf, 0, len, true);
+	n = weft_test_put_frame(buf, 0, len, true);
 	fx_send(f, buf, n);
 	assert_int_equal(f->msgs, 1);
 	buf[4 + len / 2] ^= 0x10;
@@ -399,14 +362,15 @@ check_encoded(struct evbuffer *buf, const size_t *lens, size_t n, bool crc)
 
 	for (i = 0; i < n; i++) {
 		assert_true(evbuffer_copyout(buf, frame, 4) == 4);
-		len = get_be32(frame);
+		len = weft_test_get_be32(frame);
 		assert_int_equal(len, lens[i]);
 		total = 4 + len + (crc ? 4 : 0);
 		assert_true(evbuffer_remove(buf, frame, total) == (int)total);
 		for (j = 0; j < len; j++)
-			assert_int_equal(frame[4 + j], pattern(i, j));
+			assert_int_equal(frame[4 + j],
+			                 weft_test_frame_byte(i, j));
 		if (crc)
-			assert_int_equal(get_be32(frame + 4 + len),
+			assert_int_equal(weft_test_get_be32(frame + 4 + len),
 			                 weft_crc32c(0, frame, 4 + len));
 	}
 	assert_int_equal(evbuffer_get_length(buf), 0);
@@ -418,7 +382,7 @@ fill(struct evbuffer *b, size_t i, size_t len)
 	size_t j;
 
 	for (j = 0; j < len; j++) {
-		unsigned char c = pattern(i, j);
+		unsigned char c = weft_test_frame_byte(i, j);
 
 		evbuffer_add(b, &c, 1);
 	}
@@ -557,7 +521,7 @@ reserve_commit_frames(bool crc)
 			p = weft_ctx_reserve(end, lens[i] + 33);
 			assert_non_null(p);
 			for (j = 0; j < lens[i]; j++)
-				p[j] = pattern(i, j);
+				p[j] = weft_test_frame_byte(i, j);
 			weft_ctx_commit(end, lens[i], fx_write_cb, f);
 		}
 		total += 4 + lens[i] + (crc ? 4 : 0);
@@ -616,15 +580,15 @@ test_removed_mid_batch_passes_the_rest_on(void **state)
 	assert_int_equal(
 	    weft_pipeline_add_last(f->ch, "switch", &switcher, NULL), 0);
 	fx_start(f);
-	n = put_frame(buf, 0, 10, false);
-	n += put_frame(buf + n, 1, 10, false);
+	n = weft_test_put_frame(buf, 0, 10, false);
+	n += weft_test_put_frame(buf + n, 1, 10, false);
 	fx_send(f, buf, n);
 	/* The first frame, then the second one's raw bytes. */
 	assert_int_equal(f->msgs, 2);
 	assert_int_equal(f->lens[0], 10);
 	assert_int_equal(f->lens[1], 14);
 	fx_msg(f, 1, raw);
-	assert_int_equal(get_be32(raw), 10);
+	assert_int_equal(weft_test_get_be32(raw), 10);
 	fx_free(f);
 }
 

@@ -21,44 +21,7 @@
 
 #include "alloc_count.h"
 #include "fixture.h"
-
-static void
-put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
-static uint32_t
-get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Byte j of frame i's payload. */
-static unsigned char
-pattern(size_t i, size_t j)
-{
-	return (unsigned char)(i * 31 + j * 7 + 1);
-}
-
-/* Writes frame i of len pattern bytes at buf; returns its size. */
-static size_t
-put_frame(unsigned char *buf, size_t i, size_t len, bool crc)
-{
-	size_t j;
-
-	put_be32(buf, (uint32_t)len);
-	for (j = 0; j < len; j++)
-		buf[4 + j] = pattern(i, j);
-	if (!crc)
-		return 4 + len;
-	put_be32(buf + 4 + len, weft_crc32c(0, buf, 4 + len));
-	return 8 + len;
-}
+#include "support/wire.h"
 
 /* Checks that f received frames 0..n-1 of the given lengths, in order. */
 static void
@@ -73,7 +36,7 @@ check_frames(fx *f, const size_t *lens, size_t n)
 		assert_true(lens[i] <= sizeof(got));
 		fx_msg(f, i, got);
 		for (j = 0; j < lens[i]; j++)
-			assert_int_equal(got[j], pattern(i, j));
+			assert_int_equal(got[j], weft_test_frame_byte(i, j));
 	}
 }
 
@@ -133,7 +96,7 @@ build_switched(unsigned char *buf)
 	bool crc = false;
 
 	for (i = 0; i < NMIXED; i++) {
-		n += put_frame(buf + n, i, mixed[i], crc);
+		n += weft_test_put_frame(buf + n, i, mixed[i], crc);
 		for (k = 0; k < 3; k++)
 			if (switches[k] == i)
 				crc = !crc;
@@ -196,8 +159,8 @@ test_wrong_crc_after_switching_on_is_rejected(void **state)
 	fx_start(f);
 	/* Frame 0 switches the CRC on; frame 1 comes with a wrong one, in
 	 * the same read. */
-	n = put_frame(buf, 0, 20, false);
-	n += put_frame(buf + n, 1, 20, true);
+	n = weft_test_put_frame(buf, 0, 20, false);
+	n += weft_test_put_frame(buf + n, 1, 20, true);
 	buf[n - 1] ^= 1;
 	fx_send(f, buf, n);
 	assert_int_equal(f->msgs, 1);
@@ -223,10 +186,10 @@ test_frame_without_crc_after_switching_off_is_accepted(void **state)
 	assert_int_equal(
 	    weft_pipeline_add_last(f->ch, "switch", &switch_handler, &sw), 0);
 	fx_start(f);
-	n = put_frame(buf, 0, 20, true);
-	n += put_frame(buf + n, 1, 30, false);
+	n = weft_test_put_frame(buf, 0, 20, true);
+	n += weft_test_put_frame(buf + n, 1, 30, false);
 	fx_send(f, buf, n);
-	fx_send(f, buf + n, put_frame(buf + n, 2, 40, false));
+	fx_send(f, buf + n, weft_test_put_frame(buf + n, 2, 40, false));
 	check_frames(f, lens, 3);
 	assert_int_equal(f->errors, 0);
 	fx_free(f);
@@ -240,11 +203,11 @@ take_frame(struct evbuffer *buf, size_t i, size_t len, bool crc)
 	size_t j, total = 4 + len + (crc ? 4 : 0);
 
 	assert_true(evbuffer_remove(buf, frame, total) == (int)total);
-	assert_int_equal(get_be32(frame), len);
+	assert_int_equal(weft_test_get_be32(frame), len);
 	for (j = 0; j < len; j++)
-		assert_int_equal(frame[4 + j], pattern(i, j));
+		assert_int_equal(frame[4 + j], weft_test_frame_byte(i, j));
 	if (crc)
-		assert_int_equal(get_be32(frame + 4 + len),
+		assert_int_equal(weft_test_get_be32(frame + 4 + len),
 		                 weft_crc32c(0, frame, 4 + len));
 }
 
@@ -254,7 +217,7 @@ write_pattern(weft_ctx *end, struct evbuffer *b, size_t i, size_t len)
 	size_t j;
 
 	for (j = 0; j < len; j++) {
-		unsigned char c = pattern(i, j);
+		unsigned char c = weft_test_frame_byte(i, j);
 
 		evbuffer_add(b, &c, 1);
 	}
@@ -305,7 +268,7 @@ test_quiet_codec_fails_without_logging(void **state)
 	(void)state;
 	f->stats_name = "frame";
 	fx_start(f);
-	put_be32(hdr, 17);
+	weft_test_put_be32(hdr, 17);
 	fx_send(f, hdr, sizeof(hdr));
 	assert_int_equal(f->errors, 1);
 	assert_int_equal(f->last_error, WEFT_ETOOBIG);
@@ -324,7 +287,7 @@ fail_one(void)
 	unsigned char hdr[4];
 	fx *f = fixture(&o);
 
-	put_be32(hdr, 17);
+	weft_test_put_be32(hdr, 17);
 	fx_start(f);
 	fx_send(f, hdr, sizeof(hdr));
 	assert_int_equal(f->errors, 1);
@@ -431,9 +394,9 @@ test_limit_raised_after_the_first_frame(void **state)
 	    weft_pipeline_add_last(f->ch, "raise", &raise_handler, &seen), 0);
 	fx_start(f);
 	/* The 8000-byte frame waits behind the one that raises the limit. */
-	n = put_frame(buf, 0, 4096, false);
-	n += put_frame(buf + n, 1, 8000, false);
-	n += put_frame(buf + n, 2, 100, false);
+	n = weft_test_put_frame(buf, 0, 4096, false);
+	n += weft_test_put_frame(buf + n, 1, 8000, false);
+	n += weft_test_put_frame(buf + n, 2, 100, false);
 	fx_send(f, buf, n);
 	check_frames(f, lens, 3);
 	assert_int_equal(f->errors, 0);
@@ -448,7 +411,7 @@ test_limit_lowered_applies_to_the_waiting_frame(void **state)
 
 	(void)state;
 	fx_start(f);
-	put_frame(buf, 0, 600, false);
+	weft_test_put_frame(buf, 0, 600, false);
 	fx_send(f, buf, 100);
 	assert_int_equal(f->errors, 0);
 	assert_int_equal(weft_frame_codec_set_max(f->ch, "frame", 500), 0);
@@ -473,7 +436,7 @@ check_too_short(size_t min, uint32_t claim)
 	f->stats_name = "frame";
 	weft_codec_get_totals(WEFT_CODEC_FRAME, &before);
 	fx_start(f);
-	put_be32(hdr, claim);
+	weft_test_put_be32(hdr, claim);
 	fx_send(f, hdr, sizeof(hdr));
 	assert_int_equal(f->errors, 1);
 	assert_int_equal(f->last_error, WEFT_EPROTO);
@@ -503,12 +466,12 @@ test_frames_below_the_minimum_are_rejected(void **state)
 	/* At the minimum: accepted. */
 	f = fixture(&o);
 	fx_start(f);
-	fx_send(f, buf, put_frame(buf, 0, 8, false));
+	fx_send(f, buf, weft_test_put_frame(buf, 0, 8, false));
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->errors, 0);
 	/* Raised while running, for the next frame. */
 	assert_int_equal(weft_frame_codec_set_min(f->ch, "frame", 9), 0);
-	fx_send(f, buf, put_frame(buf, 0, 8, false));
+	fx_send(f, buf, weft_test_put_frame(buf, 0, 8, false));
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->last_error, WEFT_EPROTO);
 	fx_free(f);
@@ -612,7 +575,7 @@ pause_after_every_frame(bool emit_bytes, bool crc)
 	fx_start(f);
 	for (i = 0; i < 40; i++) {
 		lens[i] = i % 9 == 4 ? 5000 : fx_rand(&seed) % 200;
-		n += put_frame(stream + n, i, lens[i], crc);
+		n += weft_test_put_frame(stream + n, i, lens[i], crc);
 	}
 	/* In two reads, the second while the receiver is paused. */
 	half = n / 2 + 3;
@@ -676,7 +639,7 @@ stream_ends_while_paused(size_t tail)
 	    weft_pipeline_add_last(f->ch, "pause", &pause_once_handler, &p), 0);
 	fx_start(f);
 	for (i = 0; i < 4; i++)
-		n += put_frame(buf + n, i, 20, false);
+		n += weft_test_put_frame(buf + n, i, 20, false);
 	fx_send(f, buf, 3 * 24 + tail);
 	assert_int_equal(f->msgs, 1);
 	fx_peer_close(f);
@@ -717,7 +680,7 @@ test_incomplete_frame_is_reported_after_each_batch(void **state)
 
 	(void)state;
 	fx_start(f);
-	n = put_frame(buf, 0, 100, true);
+	n = weft_test_put_frame(buf, 0, 100, true);
 	/* Fewer than 4 length bytes: the size is not known yet. */
 	fx_send(f, buf, 2);
 	assert_int_equal(f->events, 1);
@@ -730,7 +693,7 @@ test_incomplete_frame_is_reported_after_each_batch(void **state)
 	assert_int_equal(f->partial_total, 108);
 	/* The rest, and the start of the next frame, in one batch: the
 	 * event after it is about the second frame. */
-	put_frame(buf + n, 1, 100, true);
+	weft_test_put_frame(buf + n, 1, 100, true);
 	fx_send(f, buf + 10, n - 10 + 5);
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->events, 3);
@@ -766,9 +729,9 @@ test_no_incomplete_event_while_paused(void **state)
 	assert_int_equal(
 	    weft_pipeline_add_last(f->ch, "pause", &pause_handler, &p), 0);
 	fx_start(f);
-	n = put_frame(buf, 0, 20, false);
-	n += put_frame(buf + n, 1, 20, false);
-	put_frame(buf + n, 2, 20, false);
+	n = weft_test_put_frame(buf, 0, 20, false);
+	n += weft_test_put_frame(buf + n, 1, 20, false);
+	weft_test_put_frame(buf + n, 2, 20, false);
 	fx_send(f, buf, n + 10);
 	assert_int_equal(f->msgs, 1);
 	assert_int_equal(f->events, 0);
@@ -830,7 +793,7 @@ test_small_frames_across_chains_come_contiguous(void **state)
 	(void)state;
 	fx_start(f);
 	for (i = 0; i < 4; i++)
-		n += put_frame(buf + n, i, lens[i], true);
+		n += weft_test_put_frame(buf + n, i, lens[i], true);
 	/* Chains end inside frame 1 (small), inside frame 2 (large), and
 	 * inside frame 3's length field. */
 	ends[0] = 108 + 50;
@@ -862,7 +825,7 @@ large_frames_in_chains(bool emit_bytes)
 
 	fx_start(f);
 	for (i = 0; i < 4; i++)
-		n += put_frame(buf + n, i, lens[i], true);
+		n += weft_test_put_frame(buf + n, i, lens[i], true);
 	/* Frames 0 and 1 in the first chain, frame 2 across both. */
 	ends[0] = 18 + 20008 + 100;
 	ends[1] = n;
@@ -900,7 +863,7 @@ test_frames_in_place_allocate_nothing(void **state)
 	alloc_count_setup();
 	fx_start(f);
 	for (i = 0; i < 2000; i++)
-		n += put_frame(stream + n, i, 64, true);
+		n += weft_test_put_frame(stream + n, i, 64, true);
 	assert_int_equal(bufferevent_write(f->peer, stream, n), 0);
 	alloc_count_start();
 	assert_int_equal(weft_loop_run_until(f->loop, got_2000, f, 5000), 0);

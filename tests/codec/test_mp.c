@@ -15,15 +15,7 @@
 
 #include <weft/mp.h>
 
-static size_t
-put_be(unsigned char *p, uint64_t v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * (n - 1 - i)));
-	return n;
-}
+#include "support/wire.h"
 
 /* Every encoding of the non-negative v there is; returns how many, each
  * in enc[k] of len[k] bytes. */
@@ -46,7 +38,7 @@ uint_encodings(uint64_t v, unsigned char enc[9][9], size_t len[9])
 		if (w == 8 && i >= 4 && v >> 63 != 0)
 			continue;
 		enc[k][0] = tags[i];
-		len[k] = 1 + put_be(enc[k] + 1, v, w);
+		len[k] = 1 + weft_test_put_be(enc[k] + 1, v, w);
 		k++;
 	}
 	return k;
@@ -186,7 +178,7 @@ sized_encoding(unsigned char *p, int type, int form, uint32_t n)
 		p[0] = arr_tags[form];
 		w = form == 1 ? 2 : 4;
 	}
-	return 1 + put_be(p + 1, n, w);
+	return 1 + weft_test_put_be(p + 1, n, w);
 }
 
 static int

@@ -23,6 +23,7 @@
 #include <weft/transport.h>
 
 #include "../transport/echo.h"
+#include "support/wait.h"
 
 #define DEADLINE_MS 30000
 #define CLIENTS 4
@@ -126,18 +127,19 @@ setup(void **state)
 		    weft_connect(echo_loop, weft_server_address(f->srv), &copts,
 		                 echo_result_cb, &f->connects[i]),
 		    0);
-		assert_int_equal(echo_run_until(echo_loop, echo_result_set,
-		                                &f->connects[i], DEADLINE_MS),
+		assert_int_equal(weft_test_run_until(echo_loop, echo_result_set,
+		                                     &f->connects[i],
+		                                     DEADLINE_MS),
 		                 0);
 		assert_int_equal(f->connects[i].status, 0);
 		/* One at a time, so that accepted[i] is sinks[i]'s peer. */
 		f->want_accepted = i + 1;
-		assert_int_equal(
-		    echo_run_until(echo_loop, accepted_enough, f, DEADLINE_MS),
-		    0);
+		assert_int_equal(weft_test_run_until(echo_loop, accepted_enough,
+		                                     f, DEADLINE_MS),
+		                 0);
 	}
 	assert_int_equal(
-	    echo_run_until(echo_loop, group_has_all, f, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, group_has_all, f, DEADLINE_MS), 0);
 	*state = f;
 	return 0;
 }
@@ -155,9 +157,9 @@ teardown(void **state)
 		if (!f->sinks[i].inactive)
 			weft_channel_close(f->sinks[i].ch);
 	weft_server_close(f->srv, echo_server_closed, &closed);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_atomic_set,
+	                                     &closed, DEADLINE_MS),
+	                 0);
 	weft_loop_group_free(f->loops);
 	echo_loop_teardown(NULL);
 	free(f);
@@ -216,20 +218,20 @@ test_write_reaches_every_member_across_loops(void **state)
 	                 0);
 	assert_int_equal(evbuffer_get_length(buf), 0); /* moved out */
 	assert_int_equal(d.calls, 0);                  /* never inside */
-	assert_int_equal(echo_run_until(echo_loop, done_once, &d, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, done_once, &d, DEADLINE_MS), 0);
 	assert_int_equal(d.status, 0);
 	assert_int_equal(d.failures, 0);
-	assert_int_equal(echo_run_until(echo_loop, sinks_have, &h, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, sinks_have, &h, DEADLINE_MS), 0);
 	for (i = 0; i < CLIENTS; i++) {
 		assert_int_equal(f->sinks[i].bytes, 100000);
 		assert_int_equal(f->sinks[i].mismatches, 0);
 	}
 	/* Once: nothing more comes. */
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_flag_set, &(bool){false}, 50),
-	    WEFT_ETIMEDOUT);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &(bool){false}, 50),
+	                 WEFT_ETIMEDOUT);
 	assert_int_equal(d.calls, 1);
 	evbuffer_free(buf);
 }
@@ -260,9 +262,9 @@ test_members_join_and_leave(void **state)
 	                 WEFT_EINVAL);
 	/* A member that closes leaves by itself. */
 	weft_channel_close(f->sinks[1].ch);
-	assert_int_equal(
-	    echo_run_until(echo_loop, group_has_all_but_one, f, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, group_has_all_but_one,
+	                                     f, DEADLINE_MS),
+	                 0);
 	assert_false(weft_channel_group_contains(f->group,
 	                                         atomic_load(&f->accepted[1])));
 	evbuffer_free(buf);
@@ -295,16 +297,16 @@ test_close_empties_the_group(void **state)
 
 	weft_channel_group_close(f->group);
 	assert_int_equal(
-	    echo_run_until(echo_loop, group_is_empty, f, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, group_is_empty, f, DEADLINE_MS), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, sinks_inactive, f, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, sinks_inactive, f, DEADLINE_MS), 0);
 	/* An empty group's write ends at once, but not inside the call. */
 	assert_int_equal(weft_channel_group_write(f->group, buf, echo_loop,
 	                                          on_group_done, &d),
 	                 0);
 	assert_int_equal(d.calls, 0);
-	assert_int_equal(echo_run_until(echo_loop, done_once, &d, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, done_once, &d, DEADLINE_MS), 0);
 	assert_int_equal(d.failures, 0);
 	evbuffer_free(buf);
 }
@@ -327,19 +329,19 @@ test_a_member_closing_during_a_write(void **state)
 	assert_int_equal(weft_channel_group_write(f->group, buf, echo_loop,
 	                                          on_group_done, &d),
 	                 0);
-	assert_int_equal(echo_run_until(echo_loop, sinks_have, &h, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, sinks_have, &h, DEADLINE_MS), 0);
 	/* Loopback buffers hold a few MiB: member 0's write is stuck. */
 	assert_int_equal(d.calls, 0);
 	assert_true(f->sinks[0].bytes < BIG);
 	weft_channel_close(f->sinks[0].ch);
-	assert_int_equal(echo_run_until(echo_loop, done_once, &d, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, done_once, &d, DEADLINE_MS), 0);
 	assert_int_equal(d.status, 0);
 	assert_int_equal(d.failures, 1);
-	assert_int_equal(
-	    echo_run_until(echo_loop, group_has_all_but_one, f, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, group_has_all_but_one,
+	                                     f, DEADLINE_MS),
+	                 0);
 	assert_false(weft_channel_group_contains(f->group,
 	                                         atomic_load(&f->accepted[0])));
 	for (i = 1; i < CLIENTS; i++)

@@ -22,6 +22,8 @@
 #include <weft/channel.h>
 #include <weft/transport.h>
 
+#include "support/wait.h"
+
 struct fixture {
 	weft_loop *loop;
 	weft_channel *ch;         /* the channel under test */
@@ -1324,19 +1326,13 @@ all_ended(void *arg)
 	       2 * WRITERS * WRITES;
 }
 
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 /* Runs the loop for ms, whatever happens. */
 static void
 run_for(struct fixture *f, int ms)
 {
-	assert_int_equal(weft_loop_run_until(f->loop, never, NULL, ms),
-	                 WEFT_ETIMEDOUT);
+	assert_int_equal(
+	    weft_loop_run_until(f->loop, weft_test_never, NULL, ms),
+	    WEFT_ETIMEDOUT);
 }
 
 static void

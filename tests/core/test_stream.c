@@ -22,6 +22,8 @@
 #include <weft/loop.h>
 #include <weft/stream.h>
 
+#include "support/wait.h"
+
 /* A stream in memory: what the test puts in wire_in is read, what the
  * channel writes goes to wire_out while room allows. */
 struct mem_stream {
@@ -171,18 +173,11 @@ on_written(weft_channel *ch, int status, void *arg)
 	sc->write_status = status;
 }
 
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 /* Runs the loop for ms, whatever happens. */
 static void
 spin(struct scene *sc, uint64_t ms)
 {
-	weft_loop_run_until(sc->loop, never, NULL, ms);
+	weft_loop_run_until(sc->loop, weft_test_never, NULL, ms);
 }
 
 /* Makes the scene's stream and channel on loop (its thread). */

@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "cluster.h"
+#include "support/echo_verb.h"
 
 weft_loop *test_loop;
 
@@ -115,14 +116,6 @@ node_index(weft_msvc *svc)
 }
 
 static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
-
-static void
 on_sink(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	struct cluster *cl = arg;
@@ -196,7 +189,7 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 {
 	int rv = weft_msvc_on_peer_event(svc, on_peer_event, cl);
 
-	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, cl,
+	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", weft_test_on_echo, cl,
 	                         WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_SINK, "sink", on_sink, cl,
 	                         WEFT_MSVC_CLIENTS);
@@ -204,12 +197,13 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	                         WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_SLOW, "slow", on_slow, cl,
 	                         WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
-	rv |= weft_msvc_register(svc, VERB_ECHO_BLOCK, "echo_block", on_echo,
-	                         cl, WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
-	rv |= weft_msvc_register(svc, VERB_MEMBERS, "members_echo", on_echo, cl,
-	                         0);
+	rv |= weft_msvc_register(svc, VERB_ECHO_BLOCK, "echo_block",
+	                         weft_test_on_echo, cl,
+	                         WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_MEMBERS, "members_echo",
+	                         weft_test_on_echo, cl, 0);
 	rv |= weft_msvc_register(svc, VERB_MEMBERS_BLOCK, "members_block",
-	                         on_echo, cl, WEFT_MSVC_BLOCKING);
+	                         weft_test_on_echo, cl, WEFT_MSVC_BLOCKING);
 	return rv;
 }
 

@@ -23,29 +23,7 @@
 #include <weft/crc32c.h>
 
 #include "rawpeer.h"
-
-static void
-put_be32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static void
-put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static uint32_t
-get_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
+#include "support/wire.h"
 
 bool
 rp_try_connect(rawpeer *p, uint16_t port, SSL_CTX *tls, const char *sni)
@@ -221,13 +199,13 @@ rp_frame(struct evbuffer *out, const void *body, size_t n, bool crc)
 	uint8_t h[4], t[4];
 	uint32_t c;
 
-	put_be32(h, (uint32_t)n);
+	weft_test_put_be32(h, (uint32_t)n);
 	evbuffer_add(out, h, 4);
 	evbuffer_add(out, body, n);
 	if (crc) {
 		c = weft_crc32c(0, h, 4);
 		c = weft_crc32c(c, body, n);
-		put_be32(t, c);
+		weft_test_put_be32(t, c);
 		evbuffer_add(out, t, 4);
 	}
 }
@@ -251,16 +229,16 @@ rp_envelope_at(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
 	assert_non_null(b);
 	b[0] = 0x96;
 	b[1] = 0xcf;
-	put_be64(b + 2, id);
+	weft_test_put_be64(b + 2, id);
 	b[10] = 0xce;
-	put_be32(b + 11, verb);
+	weft_test_put_be32(b + 11, verb);
 	b[15] = (uint8_t)flags;
 	b[16] = 0xcf;
-	put_be64(b + 17, created_ms);
+	weft_test_put_be64(b + 17, created_ms);
 	b[25] = 0xcf;
-	put_be64(b + 26, expires_ms);
+	weft_test_put_be64(b + 26, expires_ms);
 	b[34] = 0xc6;
-	put_be32(b + 35, (uint32_t)len);
+	weft_test_put_be32(b + 35, (uint32_t)len);
 	if (len > 0)
 		memcpy(b + 39, payload, len);
 	rp_frame(out, b, 39 + len, crc);
@@ -292,7 +270,7 @@ read_frame(rawpeer *p, bool crc, int timeout_ms)
 		return -2;
 	if (!read_exact(p, h, 4, timeout_ms))
 		return -1;
-	n = get_be32(h);
+	n = weft_test_get_be32(h);
 	if (n > (64u << 20))
 		return -1;
 	if (n > p->rcap) {
@@ -306,7 +284,7 @@ read_frame(rawpeer *p, bool crc, int timeout_ms)
 	if (crc) {
 		if (!read_exact(p, t, 4, timeout_ms))
 			return -1;
-		assert_int_equal(get_be32(t),
+		assert_int_equal(weft_test_get_be32(t),
 		                 weft_crc32c(weft_crc32c(0, h, 4), p->rbuf, n));
 	}
 	return n;

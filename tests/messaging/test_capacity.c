@@ -22,6 +22,7 @@
 #include <weft/messaging.h>
 
 #include "cluster.h"
+#include "support/wait.h"
 
 #define WAIT_MS 10000
 #define MAX_PENDING 4
@@ -130,19 +131,6 @@ wait_thread(void *arg)
 	return NULL;
 }
 
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
-static bool
-flag_set(void *arg)
-{
-	return atomic_load((_Atomic int *)arg) != 0;
-}
-
 static void
 test_wait_returns_when_a_request_ends(void **state)
 {
@@ -156,9 +144,9 @@ test_wait_returns_when_a_request_ends(void **state)
 	                 WEFT_ETIMEDOUT);
 	assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
 	/* Still full: the waiter stays. */
-	assert_false(test_wait(flag_set, &w.done, 100));
+	assert_false(test_wait(weft_test_atomic_set, &w.done, 100));
 	answer_one(cl, 0);
-	assert_true(test_wait(flag_set, &w.done, WAIT_MS));
+	assert_true(test_wait(weft_test_atomic_set, &w.done, WAIT_MS));
 	pthread_join(th, NULL);
 	assert_int_equal(w.rv, 0);
 	/* The room it saw is there. */
@@ -226,7 +214,7 @@ test_callback_runs_once_when_a_request_ends(void **state)
 	answer_one(cl, 1);
 	t.want = 2;
 	assert_true(test_wait(tally_complete, &t, WAIT_MS));
-	assert_false(test_wait(never, NULL, 50));
+	assert_false(test_wait(weft_test_never, NULL, 50));
 	assert_int_equal(atomic_load(&c.calls), 1);
 
 	/* With room already, it runs soon, but not inside the call. */
@@ -252,20 +240,20 @@ test_stop_lets_every_waiter_go(void **state)
 	fill(cl, &t);
 	assert_int_equal(on_capacity(cl->svc[0], &c), 0);
 	assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
-	assert_false(test_wait(flag_set, &w.done, 50));
+	assert_false(test_wait(weft_test_atomic_set, &w.done, 50));
 	weft_msvc_stop(cl->svc[0], 0);
 	pthread_join(th, NULL);
 	assert_int_equal(w.rv, WEFT_ESHUTDOWN);
 	assert_true(test_wait(called, &c, WAIT_MS));
 	assert_int_equal(atomic_load(&c.status), WEFT_ESHUTDOWN);
 	assert_true(test_wait(tally_complete, &t, WAIT_MS));
-	assert_false(test_wait(never, NULL, 50));
+	assert_false(test_wait(weft_test_never, NULL, 50));
 	assert_int_equal(atomic_load(&c.calls), 1);
 	/* Stopped: refused at once, no callback. */
 	assert_int_equal(weft_msvc_wait_capacity(cl->svc[0], 1000),
 	                 WEFT_ESHUTDOWN);
 	assert_int_equal(on_capacity(cl->svc[0], &c), WEFT_ESHUTDOWN);
-	assert_false(test_wait(never, NULL, 50));
+	assert_false(test_wait(weft_test_never, NULL, 50));
 	assert_int_equal(atomic_load(&c.calls), 1);
 }
 
@@ -297,7 +285,7 @@ test_wait_is_refused_on_a_service_loop(void **state)
 	assert_int_equal(weft_loop_post(weft_loop_group_at(cl->groups[0], 0),
 	                                wait_on_loop, &o),
 	                 0);
-	assert_true(test_wait(flag_set, &o.done, WAIT_MS));
+	assert_true(test_wait(weft_test_atomic_set, &o.done, WAIT_MS));
 	assert_int_equal(o.rv, WEFT_EBUSY);
 }
 

@@ -19,6 +19,7 @@
 
 #include "cluster.h"
 #include "rawpeer.h"
+#include "support/wait.h"
 
 #define NODES 3
 #define SHIFTED 2 /* n3 */
@@ -38,13 +39,6 @@ tune(weft_msvc_limits *l)
 	l->heartbeat_interval_ms = 100;
 	l->heartbeat_misses = 3;
 	l->request_timeout_ms = 1000;
-}
-
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
 }
 
 static bool
@@ -141,7 +135,7 @@ run_shifted(int64_t offset_ms)
 	client = client_start(&group, offset_ms);
 	for (r = 0; r < ROUNDS; r++) {
 		one_round(client, &t);
-		test_wait(never, NULL, ROUND_MS);
+		test_wait(weft_test_never, NULL, ROUND_MS);
 	}
 	assert_true(test_wait(tally_complete, &t, 5000));
 	/* Each node saw each other come up once: no flapping. */

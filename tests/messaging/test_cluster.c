@@ -15,6 +15,7 @@
 #include <event2/buffer.h>
 
 #include "cluster.h"
+#include "support/wait.h"
 
 static struct cluster cl;
 
@@ -327,13 +328,6 @@ count_refused(enum weft_log_level level, const char *line, void *arg)
 		atomic_fetch_add(&refused_lines, 1);
 }
 
-static bool
-nothing(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 /*
  * Where nobody listens, the dial is refused: what waited for it ends with
  * "peer down" at once, not when it expires, and so does what is sent
@@ -367,7 +361,7 @@ test_unreachable_peer_fails_fast(void **state)
 	/* Redials every 10-20 ms: the log says so once, not every time. */
 	atomic_store(&refused_lines, 0);
 	atomic_store(&counting, true);
-	test_wait(nothing, NULL, 300);
+	test_wait(weft_test_never, NULL, 300);
 	atomic_store(&counting, false);
 	assert_int_equal(atomic_load(&refused_lines), 0);
 	/* The real address: it comes back by itself, and answers. */

@@ -21,6 +21,8 @@
 
 #include <weft/messaging.h>
 
+#include "support/echo_verb.h"
+
 #define VERB_ECHO 16
 #define VERB_EVIL 17
 #define EVIL_NAME "evil\"verb\\name\nX"
@@ -31,14 +33,6 @@ struct pair {
 	weft_loop_group *groups[2];
 	weft_msvc *svc[2];
 };
-
-static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
 
 static void
 pair_start(struct pair *p)
@@ -58,11 +52,12 @@ pair_start(struct pair *p)
 		    weft_msvc_new(p->groups[i], cfg, ids[i], NULL, &p->svc[i]),
 		    0);
 		assert_int_equal(weft_msvc_register(p->svc[i], VERB_ECHO,
-		                                    "echo", on_echo, NULL, 0),
+		                                    "echo", weft_test_on_echo,
+		                                    NULL, 0),
 		                 0);
 		assert_int_equal(weft_msvc_register(p->svc[i], VERB_EVIL,
-		                                    EVIL_NAME, on_echo, NULL,
-		                                    0),
+		                                    EVIL_NAME,
+		                                    weft_test_on_echo, NULL, 0),
 		                 0);
 		assert_int_equal(weft_msvc_start(p->svc[i]), 0);
 	}

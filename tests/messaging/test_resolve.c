@@ -18,18 +18,11 @@
 #include <weft/messaging.h>
 
 #include "support/dns_server.h"
+#include "support/echo_verb.h"
 
 #define NAME "b.weft.test"
 #define VERB_ECHO 16
 #define WAIT_MS 10000
-
-static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
 
 /* Node b of a two-node cluster whose b is NAME:port; it listens on
  * 127.0.0.1 (a name that only our DNS server knows cannot be bound). */
@@ -47,8 +40,9 @@ start_b(weft_loop_group *group, uint16_t port, uint16_t a_port)
 	weft_msvc_config_limits(cfg)->reconnect_max_ms = 100;
 	assert_int_equal(weft_msvc_new(group, cfg, "b", &opts, &svc), 0);
 	weft_msvc_config_free(cfg);
-	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo", on_echo,
-	                                    NULL, WEFT_MSVC_INLINE),
+	assert_int_equal(weft_msvc_register(svc, VERB_ECHO, "echo",
+	                                    weft_test_on_echo, NULL,
+	                                    WEFT_MSVC_INLINE),
 	                 0);
 	assert_int_equal(weft_msvc_start(svc), 0);
 	return svc;

@@ -21,6 +21,7 @@
 #include <weft/messaging.h>
 
 #include "cluster.h"
+#include "support/wait.h"
 
 #define WAIT_MS 10000
 
@@ -178,12 +179,6 @@ try_waiting_on_a_loop(weft_loop *loop, int status, void *arg)
 	test_poke();
 }
 
-static bool
-flag_set(void *arg)
-{
-	return atomic_load((_Atomic int *)arg) != 0;
-}
-
 /* On a service loop, waiting would stop the loop that delivers the
  * answer: all three refuse. */
 static void
@@ -195,7 +190,7 @@ test_waits_are_refused_on_a_service_loop(void **state)
 	assert_int_equal(weft_loop_post(weft_loop_group_at(cl->groups[0], 0),
 	                                try_waiting_on_a_loop, &o),
 	                 0);
-	assert_true(test_wait(flag_set, &o.done, WAIT_MS));
+	assert_true(test_wait(weft_test_atomic_set, &o.done, WAIT_MS));
 	assert_int_equal(o.call, WEFT_EBUSY);
 	assert_int_equal(o.wait_up, WEFT_EBUSY);
 	assert_int_equal(o.future_wait, WEFT_EBUSY);

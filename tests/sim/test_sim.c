@@ -17,6 +17,8 @@
 
 #include <weft/sim.h>
 
+#include "support/echo_verb.h"
+
 #define VERB_ECHO 16
 #define VERB_HOLD 17
 #define VERB_SINK 18
@@ -36,14 +38,6 @@ struct world {
 	pthread_mutex_t lock;
 	weft_msvc_msg *held;
 };
-
-static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
 
 static void
 on_hold(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
@@ -123,8 +117,8 @@ on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 
 	(void)sim;
 	atomic_fetch_add(&w->starts, 1);
-	if ((rv = weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, w,
-	                             WEFT_MSVC_CLIENTS)) != 0 ||
+	if ((rv = weft_msvc_register(svc, VERB_ECHO, "echo", weft_test_on_echo,
+	                             w, WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_register(svc, VERB_HOLD, "hold", on_hold, w,
 	                             WEFT_MSVC_CLIENTS)) != 0 ||
 	    (rv = weft_msvc_register(svc, VERB_SINK, "sink", on_sink, w,

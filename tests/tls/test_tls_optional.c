@@ -13,6 +13,7 @@
 #include <cmocka.h>
 #include <event2/buffer.h>
 
+#include "support/wait.h"
 #include "tls_test.h"
 
 static weft_loop *loop;
@@ -94,7 +95,8 @@ test_silent_and_vanishing_clients_are_dropped(void **state)
 	                 0);
 	/* Says nothing: dropped at the deadline. */
 	fd = tt_raw_connect(s.port);
-	assert_int_equal(tt_run_until(loop, tt_raw_closed, &fd, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, tt_raw_closed, &fd, 5000),
+	                 0);
 	close(fd);
 	assert_int_equal(tt_run_failures(loop, &s, 1), 0);
 	/* Leaves before its first byte. */

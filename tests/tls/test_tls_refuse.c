@@ -18,6 +18,7 @@
 #include <event2/bufferevent.h>
 #include <weft/transport.h>
 
+#include "support/wait.h"
 #include "tls_test.h"
 #include "transport_int.h"
 
@@ -202,7 +203,8 @@ test_plaintext_client_on_tls_port_is_dropped_quickly(void **state)
 	start = weft_now_ns();
 	assert_int_equal(send(fd, hello, sizeof(hello) - 1, 0),
 	                 (ssize_t)sizeof(hello) - 1);
-	assert_int_equal(tt_run_until(loop, tt_raw_closed, &fd, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, tt_raw_closed, &fd, 5000),
+	                 0);
 	/* Dropped on its first bytes, long before the handshake timeout. */
 	assert_true(weft_now_ns() - start < 2000000000ull);
 	assert_true(tt_log_contains("wrong version number"));
@@ -225,7 +227,8 @@ test_silent_client_is_dropped_at_the_handshake_timeout(void **state)
 	                 0);
 	fd = tt_raw_connect(s.port);
 	start = weft_now_ns();
-	assert_int_equal(tt_run_until(loop, tt_raw_closed, &fd, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, tt_raw_closed, &fd, 5000),
+	                 0);
 	took = weft_now_ns() - start;
 	assert_true(took >= 150000000ull && took < 3000000000ull);
 	close(fd);
@@ -284,11 +287,12 @@ test_garbage_after_the_handshake_closes_with_the_reason(void **state)
 		if (i == 1) {
 			assert_int_equal(tt_send(&c, 0, 256 << 10), 0);
 			assert_int_equal(
-			    tt_run_until(loop, client_drained, &c, 5000), 0);
+			    weft_test_run_until(loop, client_drained, &c, 5000),
+			    0);
 		}
 		write_bogus_record(&c);
-		assert_int_equal(tt_run_until(loop, server_saw_error, &s, 5000),
-		                 0);
+		assert_int_equal(
+		    weft_test_run_until(loop, server_saw_error, &s, 5000), 0);
 		assert_int_equal(s.error, WEFT_ETLS);
 		assert_true(tt_log_contains("TLS: error:"));
 		assert_true(tt_log_contains("bad record mac") ||

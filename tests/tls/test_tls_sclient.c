@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "support/wait.h"
 #include "tls_test.h"
 
 #define LINE "hello from s_client\n"
@@ -161,7 +162,7 @@ talk(tt_server *s, const char *extra)
 	sclient_start(&c, s->port, extra);
 	assert_int_equal(write(c.in, LINE, strlen(LINE)),
 	                 (ssize_t)strlen(LINE));
-	assert_int_equal(tt_run_until(loop, sclient_poll, &c, 10000), 0);
+	assert_int_equal(weft_test_run_until(loop, sclient_poll, &c, 10000), 0);
 	echoed = strstr(c.got, LINE) != NULL;
 	sclient_stop(&c);
 	return echoed;
@@ -305,7 +306,8 @@ test_s_client_sees_close_notify_when_the_server_closes(void **state)
 	sclient_start(&c, s.port, with_cert(opts, sizeof(opts), more));
 	assert_int_equal(write(c.in, LINE, strlen(LINE)),
 	                 (ssize_t)strlen(LINE));
-	assert_int_equal(tt_run_until(loop, sclient_closed, &c, 10000), 0);
+	assert_int_equal(weft_test_run_until(loop, sclient_closed, &c, 10000),
+	                 0);
 	assert_non_null(strstr(c.got, LINE));
 	assert_true(msgs_say("<<< TLS 1.3, Alert"));
 	assert_true(msgs_say("warning close_notify"));

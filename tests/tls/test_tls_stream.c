@@ -27,6 +27,7 @@
 #include <openssl/ssl.h>
 #include <weft/stream.h>
 
+#include "support/wait.h"
 #include "tls_int.h"
 #include "tls_test.h"
 
@@ -67,7 +68,7 @@ all_gone(void *arg)
 static void
 server_stop_when_idle(tt_server *s)
 {
-	assert_int_equal(tt_run_until(loop, all_gone, s, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, all_gone, s, 5000), 0);
 	tt_server_stop(loop, s);
 }
 
@@ -224,7 +225,8 @@ peer_start(peer *p, uint16_t port, int fd, int (*script)(peer *),
 static void
 peer_finish(peer *p)
 {
-	assert_int_equal(tt_run_until(loop, peer_done, p, TT_DEADLINE_MS), 0);
+	assert_int_equal(
+	    weft_test_run_until(loop, peer_done, p, TT_DEADLINE_MS), 0);
 	pthread_join(p->thread, NULL);
 	SSL_free(p->ssl);
 	if (p->fd >= 0)
@@ -294,7 +296,7 @@ mc_connect(mem_client *m, uint16_t port)
 	SSL_set_bio(m->ssl, m->in, m->out);
 	SSL_set_connect_state(m->ssl);
 	m->fd = tt_raw_connect(port);
-	assert_int_equal(tt_run_until(loop, mc_handshake, m, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, mc_handshake, m, 5000), 0);
 }
 
 static bool
@@ -341,7 +343,7 @@ mc_expect_echo(mem_client *m, uint64_t off, size_t len)
 	struct mc_wait w = {m, len};
 	size_t i;
 
-	assert_int_equal(tt_run_until(loop, mc_received, &w, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, mc_received, &w, 5000), 0);
 	assert_int_equal(m->ngot, len);
 	for (i = 0; i < len; i++)
 		assert_int_equal(m->got[i], tt_pattern(off + i));
@@ -368,7 +370,8 @@ test_a_record_split_at_every_byte_arrives_whole(void **state)
 		n = mc_record(&m, off, len, rec, sizeof(rec));
 		assert_int_equal(send(m.fd, rec, k, 0), (ssize_t)k);
 		m.ticks = 0;
-		assert_int_equal(tt_run_until(loop, mc_two_ticks, &m, 5000), 0);
+		assert_int_equal(
+		    weft_test_run_until(loop, mc_two_ticks, &m, 5000), 0);
 		assert_int_equal(send(m.fd, rec + k, n - k, 0),
 		                 (ssize_t)(n - k));
 		mc_expect_echo(&m, off, len);
@@ -379,7 +382,8 @@ test_a_record_split_at_every_byte_arrives_whole(void **state)
 	for (i = 0; i < n; i++) {
 		assert_int_equal(send(m.fd, rec + i, 1, 0), 1);
 		m.ticks = 0;
-		assert_int_equal(tt_run_until(loop, mc_two_ticks, &m, 5000), 0);
+		assert_int_equal(
+		    weft_test_run_until(loop, mc_two_ticks, &m, 5000), 0);
 	}
 	mc_expect_echo(&m, off, len);
 	assert_int_equal(s.error, 0);
@@ -436,7 +440,8 @@ forge_one(tt_server *s)
 	n = mc_record(&m, 0, 100, rec, sizeof(rec));
 	rec[n - 3] ^= 0x10;
 	assert_int_equal(send(m.fd, rec, n, 0), (ssize_t)n);
-	assert_int_equal(tt_run_until(loop, closed_count, &gone, 5000), 0);
+	assert_int_equal(weft_test_run_until(loop, closed_count, &gone, 5000),
+	                 0);
 	SSL_free(m.ssl);
 	close(m.fd);
 }
@@ -683,17 +688,11 @@ test_records_start_small_then_grow_to_full_size(void **state)
 
 /* ---- A reset under a write ---------------------------------------------- */
 
-static bool
-flag_is_set(void *arg)
-{
-	return *(const bool *)arg;
-}
-
 /* run_flag_for runs the loop until *flag or ms passed. */
 static void
 run_flag_for(const bool *flag, uint64_t ms)
 {
-	(void)tt_run_until(loop, flag_is_set, (void *)flag, ms);
+	(void)weft_test_run_until(loop, weft_test_flag_set, (void *)flag, ms);
 }
 
 static int
@@ -824,7 +823,8 @@ test_a_read_past_its_budget_waits_for_the_next_turn(void **state)
 	assert_non_null(b.got = evbuffer_new());
 	assert_int_equal(weft_connect(loop, addr, &co, budget_connected, &b),
 	                 0);
-	assert_int_equal(tt_run_until(loop, budget_connect_done, &b, 5000), 0);
+	assert_int_equal(
+	    weft_test_run_until(loop, budget_connect_done, &b, 5000), 0);
 	assert_int_equal(b.status, 0);
 	/* 2 MiB echoed: the server's writes fill the client's socket and
 	 * OpenSSL's read-ahead buffer far past the client's budget. */

@@ -23,6 +23,7 @@
 #include <openssl/x509v3.h>
 #include <weft/transport.h>
 
+#include "support/wait.h"
 #include "tls_int.h"
 #include "tls_test.h"
 
@@ -414,7 +415,7 @@ tt_run_failures(weft_loop *loop, tt_server *s, uint64_t n)
 {
 	struct failures_wait w = {s, n};
 
-	return tt_run_until(loop, failures_reached, &w, 5000);
+	return weft_test_run_until(loop, failures_reached, &w, 5000);
 }
 
 /* ---- Client ------------------------------------------------------------- */
@@ -565,39 +566,11 @@ tt_check(tt_client *c, uint64_t len)
 
 /* ---- Running the loop --------------------------------------------------- */
 
-static bool
-flag_set(void *arg)
-{
-	return *(const bool *)arg;
-}
-
 int
 tt_run_flag(weft_loop *loop, const bool *flag)
 {
-	return weft_loop_run_until(loop, flag_set, (void *)flag,
+	return weft_loop_run_until(loop, weft_test_flag_set, (void *)flag,
 	                           TT_DEADLINE_MS);
-}
-
-static void
-tick(weft_timer *timer, void *arg)
-{
-	(void)timer;
-	(void)arg;
-}
-
-int
-tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-             uint64_t timeout_ms)
-{
-	weft_timer *ticker;
-	int rv;
-
-	if ((rv = weft_timer_new(loop, tick, NULL, &ticker)) != 0)
-		return rv;
-	weft_timer_start(ticker, 1, 1);
-	rv = weft_loop_run_until(loop, done, arg, timeout_ms);
-	weft_timer_free(ticker);
-	return rv;
 }
 
 struct bytes_wait {

@@ -144,11 +144,6 @@ uint8_t tt_pattern(uint64_t i);
 
 /* tt_run runs loop until *flag or the deadline. Returns 0 or an error. */
 int tt_run_flag(weft_loop *loop, const bool *flag);
-/* tt_run_until runs loop until done(arg) or the deadline, waking up every
- * millisecond (for conditions the loop's own events do not signal).
- * Returns 0 or WEFT_ETIMEDOUT. */
-int tt_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-                 uint64_t timeout_ms);
 /* tt_run_bytes runs loop until c received at least n bytes or went
  * inactive. */
 int tt_run_bytes(weft_loop *loop, tt_client *c, uint64_t n);
@@ -167,7 +162,7 @@ void tt_echo_check(weft_loop *loop, uint16_t port, weft_tls_ctx *tls, size_t n);
  * returns it (the caller closes it); fails the running cmocka test if it
  * cannot. */
 int tt_raw_connect(uint16_t port);
-/* tt_raw_closed, for tt_run_until with arg an int *fd: skips what the
+/* tt_raw_closed, for weft_test_run_until with arg an int *fd: skips what the
  * peer sent and tells whether it closed (or reset) the socket. */
 bool tt_raw_closed(void *arg);
 

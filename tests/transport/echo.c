@@ -158,8 +158,10 @@ echo_client_init(weft_channel *ch, void *arg)
 }
 
 bool
-echo_client_done(const echo_client *c)
+echo_client_done(void *arg)
 {
+	const echo_client *c = arg;
+
 	if (c->inactive || (c->connected && c->connect_status != 0))
 		return true;
 	return c->msgs_sent == c->msgs_total && c->bytes_recv == c->bytes_sent;
@@ -264,18 +266,6 @@ echo_server_closed(weft_server *srv, void *arg)
 	atomic_fetch_add((atomic_int *)arg, 1);
 }
 
-bool
-echo_flag_set(void *flag)
-{
-	return *(bool *)flag;
-}
-
-bool
-echo_atomic_set(void *flag)
-{
-	return atomic_load((atomic_int *)flag) != 0;
-}
-
 weft_loop *echo_loop;
 
 int
@@ -292,43 +282,4 @@ echo_loop_teardown(void **state)
 	weft_loop_free(echo_loop);
 	echo_loop = NULL;
 	return 0;
-}
-
-static void
-tick(weft_timer *timer, void *arg)
-{
-	(void)timer;
-	(void)arg;
-}
-
-int
-echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-               uint64_t timeout_ms)
-{
-	weft_timer *ticker;
-	int rv;
-
-	if (weft_timer_new(loop, tick, NULL, &ticker) != 0)
-		abort();
-	weft_timer_start(ticker, 1, 1);
-	rv = weft_loop_run_until(loop, done, arg, timeout_ms);
-	weft_timer_free(ticker);
-	return rv;
-}
-
-uint16_t
-echo_free_port(void)
-{
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len) != 0)
-		abort();
-	close(fd);
-	return ntohs(sin.sin_port);
 }

@@ -55,8 +55,10 @@ typedef struct echo_client {
 
 /* echo_client_init is a weft_channel_init_cb; arg is an echo_client. */
 int echo_client_init(weft_channel *ch, void *arg);
-/* echo_client_done: everything sent came back (or the channel died). */
-bool echo_client_done(const echo_client *c);
+/* echo_client_done: everything sent came back (or the channel died); arg
+ * is an echo_client, so that it is also a condition for
+ * weft_test_run_until. */
+bool echo_client_done(void *arg);
 /* echo_client_connected is a weft_connect_cb; arg is an echo_client. */
 void echo_client_connected(weft_channel *ch, int status, void *arg);
 
@@ -95,18 +97,6 @@ bool echo_result_set(void *arg);
 void echo_server_closed(weft_server *srv, void *arg);
 
 /*
- * echo_run_until is weft_loop_run_until with a 1 ms ticker on loop, for
- * conditions that other threads make true (the loop would otherwise sleep
- * until its own next event). Returns 0 or WEFT_ETIMEDOUT.
- */
-int echo_run_until(weft_loop *loop, bool (*done)(void *), void *arg,
-                   uint64_t timeout_ms);
-
-/* echo_free_port returns a TCP port on 127.0.0.1 that nobody listens on
- * (bound once, then released). */
-uint16_t echo_free_port(void);
-
-/*
  * echo_loop is the loop of a test that runs on one loop of its own:
  * echo_loop_setup makes it and echo_loop_teardown frees it (and sets it
  * back to NULL). Both are cmocka fixtures; state is not used. The test's
@@ -115,9 +105,5 @@ uint16_t echo_free_port(void);
 extern weft_loop *echo_loop;
 int echo_loop_setup(void **state);
 int echo_loop_teardown(void **state);
-
-/* Generic done-predicates for weft_loop_run_until. */
-bool echo_flag_set(void *flag);   /* *(bool *)flag */
-bool echo_atomic_set(void *flag); /* atomic_load((atomic_int *)flag) */
 
 #endif

@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 #include <weft/stream.h>
 
+#include "support/wait.h"
 #include "tls_test.h"
 #include "transport_int.h"
 
@@ -128,7 +129,8 @@ run_backend(const weft__backend *server, const weft__backend *client,
 	/* A plaintext client speaks first, as a sniffing server waits for. */
 	if (m[1].done && m[1].status == 0)
 		assert_int_equal(write(cfd, "x", 1), 1);
-	assert_int_equal(tt_run_until(loop, both_made, m, TT_DEADLINE_MS), 0);
+	assert_int_equal(
+	    weft_test_run_until(loop, both_made, m, TT_DEADLINE_MS), 0);
 	for (i = 0; i < 2; i++) {
 		assert_int_equal(m[i].status, 0);
 		assert_non_null(m[i].s);
@@ -370,13 +372,15 @@ echo_over(weft_tls_ctx *srv_tls, int mode, weft_tls_ctx *tls, const char *kind)
 	assert_int_equal(weft__connect_start(loop, address, &co, &counting,
 	                                     on_connect, &r, NULL),
 	                 0);
-	assert_int_equal(tt_run_until(loop, connected, &r, TT_DEADLINE_MS), 0);
+	assert_int_equal(
+	    weft_test_run_until(loop, connected, &r, TT_DEADLINE_MS), 0);
 	assert_int_equal(r.status, 0);
 	assert_string_equal(weft_channel_stream(r.ch)->ops->name, kind);
 	evbuffer_add(out, "hello", 5);
 	assert_int_equal(weft_channel_write(r.ch, out, NULL, NULL), 0);
 	evbuffer_free(out);
-	assert_int_equal(tt_run_until(loop, echoed, &r, TT_DEADLINE_MS), 0);
+	assert_int_equal(weft_test_run_until(loop, echoed, &r, TT_DEADLINE_MS),
+	                 0);
 	assert_int_equal(evbuffer_get_length(r.in), 5);
 	assert_memory_equal(evbuffer_pullup(r.in, 5), "hello", 5);
 	assert_int_equal(listens, 1);
@@ -386,7 +390,7 @@ echo_over(weft_tls_ctx *srv_tls, int mode, weft_tls_ctx *tls, const char *kind)
 	weft_channel_unref(r.ch);
 	weft_server_close(srv, on_server_closed, &srv_closed);
 	assert_int_equal(
-	    tt_run_until(loop, closed, &srv_closed, TT_DEADLINE_MS), 0);
+	    weft_test_run_until(loop, closed, &srv_closed, TT_DEADLINE_MS), 0);
 	evbuffer_free(r.in);
 }
 

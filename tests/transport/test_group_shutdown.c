@@ -20,6 +20,7 @@
 #include <event2/buffer.h>
 
 #include "echo.h"
+#include "support/wait.h"
 
 #define DEADLINE_MS 20000
 #define PAYLOAD_BYTES (8u << 20)
@@ -139,11 +140,11 @@ start(fixture *f)
 	assert_int_equal(weft_connect(f->client, weft_server_address(f->srv),
 	                              &copts, client_connected, &f->c),
 	                 0);
-	assert_int_equal(
-	    echo_run_until(f->main, echo_atomic_set, &f->b.wrote, DEADLINE_MS),
-	    0);
-	assert_int_equal(echo_run_until(f->main, echo_atomic_set,
-	                                &f->c.connected, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(f->main, weft_test_atomic_set,
+	                                     &f->b.wrote, DEADLINE_MS),
+	                 0);
+	assert_int_equal(weft_test_run_until(f->main, weft_test_atomic_set,
+	                                     &f->c.connected, DEADLINE_MS),
 	                 0);
 	assert_int_equal(atomic_load(&f->c.connected), 1);
 }
@@ -203,8 +204,8 @@ test_shutdown_delivers_pending_writes(void **state)
 	/* The server closed after the data: the client reads it all, then
 	 * sees EOF, while the stopped group still exists (a stopping loop
 	 * runs libevent's finalizers, which close the sockets). */
-	assert_int_equal(echo_run_until(f->main, echo_atomic_set,
-	                                &f->c.inactive, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(f->main, weft_test_atomic_set,
+	                                     &f->c.inactive, DEADLINE_MS),
 	                 0);
 	finish_server(f);
 	finish(f);
@@ -274,7 +275,7 @@ test_shutdown_ends_pending_connects(void **state)
 	                              &opts, on_pending_connect, result),
 	                 0);
 	/* Let the connect get going, then shut down. */
-	echo_run_until(main, echo_atomic_set, &result[0], 100);
+	weft_test_run_until(main, weft_test_atomic_set, &result[0], 100);
 	assert_int_equal(atomic_load(&result[0]), 0);
 	weft_loop_group_shutdown(group, 1000);
 	assert_int_equal(atomic_load(&result[0]), 1);

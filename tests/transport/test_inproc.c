@@ -13,14 +13,9 @@
 #include <event2/buffer.h>
 
 #include "echo.h"
+#include "support/wait.h"
 
 #define DEADLINE_MS 20000
-
-static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
 
 static bool
 server_inactive(void *arg)
@@ -43,7 +38,8 @@ test_inproc_echo_100k_messages(void **state)
 	assert_string_equal(weft_channel_peer(a), "inproc");
 	assert_string_equal(weft_channel_peer(b), "inproc");
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 100000);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
@@ -51,7 +47,8 @@ test_inproc_echo_100k_messages(void **state)
 	/* Closing one end is EOF for the other. */
 	weft_channel_close(a);
 	assert_int_equal(
-	    echo_run_until(echo_loop, server_inactive, &es, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, server_inactive, &es, DEADLINE_MS),
+	    0);
 	assert_true(c.inactive);
 }
 
@@ -73,8 +70,8 @@ test_close_delivers_what_was_written_first(void **state)
 	evbuffer_add(buf, bytes, sizeof(bytes));
 	assert_int_equal(weft_channel_write(a, buf, NULL, NULL), 0);
 	weft_channel_close(a);
-	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
-	                                &sink.inactive, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &sink.inactive, DEADLINE_MS),
 	                 0);
 	assert_int_equal(sink.bytes, sizeof(bytes));
 	assert_int_equal(sink.mismatches, 0);
@@ -156,20 +153,21 @@ test_paused_reader_makes_writer_unwritable(void **state)
 	assert_int_equal(w.unwritable, 1);
 	assert_false(weft_channel_is_writable(a));
 	/* The reader does not read: nothing drains. */
-	assert_int_equal(echo_run_until(echo_loop, became_writable, &w, 50),
-	                 WEFT_ETIMEDOUT);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, became_writable, &w, 50),
+	    WEFT_ETIMEDOUT);
 	assert_int_equal(sink.bytes, 0);
 	assert_int_equal(w.write.calls, 0);
 	weft_channel_set_auto_read(b, true);
-	assert_int_equal(echo_run_until(echo_loop, all_read, &x, DEADLINE_MS),
-	                 0);
+	assert_int_equal(
+	    weft_test_run_until(echo_loop, all_read, &x, DEADLINE_MS), 0);
 	assert_int_equal(w.writable, 1);
 	assert_true(weft_channel_is_writable(a));
 	assert_int_equal(w.write.status, 0);
 	assert_int_equal(sink.mismatches, 0);
 	weft_channel_close(b);
-	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
-	                                &sink.inactive, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &sink.inactive, DEADLINE_MS),
 	                 0);
 	evbuffer_free(buf);
 	free(bytes);
@@ -195,7 +193,7 @@ test_init_failure_closes_both(void **state)
 	                 WEFT_EPROTO);
 	assert_null(a);
 	assert_null(b);
-	echo_run_until(echo_loop, echo_flag_set, &(bool){false}, 20);
+	weft_test_run_until(echo_loop, weft_test_flag_set, &(bool){false}, 20);
 	weft_loop_get_stats(echo_loop, &st);
 	assert_int_equal(st.channels_open, 0);
 }

@@ -20,6 +20,7 @@
 
 #include "echo.h"
 #include "support/dns_server.h"
+#include "support/wait.h"
 
 #define NAME "peer.weft.test"
 #define WAIT_MS 10000
@@ -63,7 +64,8 @@ teardown(void **state)
 	struct fixture *f = *state;
 
 	weft_server_close(f->srv, echo_server_closed, &f->closed);
-	echo_run_until(echo_loop, echo_atomic_set, &f->closed, WAIT_MS);
+	weft_test_run_until(echo_loop, weft_test_atomic_set, &f->closed,
+	                    WAIT_MS);
 	echo_loop_teardown(NULL);
 	dns_server_stop(&f->dns);
 	unsetenv("WEFT_RESOLV_CONF");
@@ -105,8 +107,9 @@ test_name_resolves_without_blocking_the_loop(void **state)
 	                              echo_result_cb, &o.connect),
 	                 0);
 	assert_int_equal(weft_timer_start(t, 20, 0), 0);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &o.connect, WAIT_MS), 0);
+	assert_int_equal(weft_test_run_until(echo_loop, echo_result_set,
+	                                     &o.connect, WAIT_MS),
+	                 0);
 	assert_true(o.timer_fired);
 	assert_true(o.timer_before_connect);
 	assert_int_equal(o.connect.calls, 1);
@@ -130,7 +133,8 @@ test_every_connect_resolves_again(void **state)
 	    weft_connect(echo_loop, f->address, NULL, echo_result_cb, &first),
 	    0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &first, WAIT_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &first, WAIT_MS),
+	    0);
 	assert_int_equal(first.status, WEFT_ECONNREFUSED);
 	queries = dns_server_a_queries(&f->dns);
 	assert_true(queries >= 1);
@@ -139,7 +143,8 @@ test_every_connect_resolves_again(void **state)
 	    weft_connect(echo_loop, f->address, NULL, echo_result_cb, &second),
 	    0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &second, WAIT_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &second, WAIT_MS),
+	    0);
 	assert_int_equal(second.status, 0);
 	assert_true(dns_server_a_queries(&f->dns) > queries);
 	weft_channel_close(second.ch);
@@ -156,7 +161,7 @@ test_unknown_name_fails_with_eaddr(void **state)
 	assert_int_equal(
 	    weft_connect(echo_loop, address, NULL, echo_result_cb, &r), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, WAIT_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, WAIT_MS), 0);
 	assert_int_equal(r.calls, 1);
 	assert_int_equal(r.status, WEFT_EADDR);
 }
@@ -193,29 +198,32 @@ test_connect_ends_while_the_name_resolves(void **state)
 	                              echo_result_cb, &timed_out),
 	                 0);
 	/* Both are resolving once the server has both queries. */
-	assert_int_equal(echo_run_until(echo_loop, queries_reached,
-	                                &(struct queries){&f->dns, before + 2},
-	                                WAIT_MS),
+	assert_int_equal(weft_test_run_until(
+	                     echo_loop, queries_reached,
+	                     &(struct queries){&f->dns, before + 2}, WAIT_MS),
 	                 0);
 	weft_connect_cancel(req);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &canceled, WAIT_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &canceled, WAIT_MS),
+	    0);
 	assert_int_equal(canceled.status, WEFT_ECANCELED);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &timed_out, WAIT_MS), 0);
+	assert_int_equal(weft_test_run_until(echo_loop, echo_result_set,
+	                                     &timed_out, WAIT_MS),
+	                 0);
 	assert_int_equal(timed_out.status, WEFT_ETIMEDOUT);
 	before = dns_server_a_queries(&f->dns);
 	assert_int_equal(
 	    weft_connect(echo_loop, f->address, NULL, echo_result_cb, &freed),
 	    0);
-	assert_int_equal(echo_run_until(echo_loop, queries_reached,
-	                                &(struct queries){&f->dns, before + 1},
-	                                WAIT_MS),
+	assert_int_equal(weft_test_run_until(
+	                     echo_loop, queries_reached,
+	                     &(struct queries){&f->dns, before + 1}, WAIT_MS),
 	                 0);
 	/* The server is closed, and the loop freed, with the name still
 	 * resolving: the connect ends with ESHUTDOWN. */
 	weft_server_close(f->srv, echo_server_closed, &f->closed);
-	echo_run_until(echo_loop, echo_atomic_set, &f->closed, WAIT_MS);
+	weft_test_run_until(echo_loop, weft_test_atomic_set, &f->closed,
+	                    WAIT_MS);
 	f->srv = NULL;
 	echo_loop_teardown(NULL);
 	assert_int_equal(freed.calls, 1);

@@ -30,6 +30,7 @@
 #include <weft/transport.h>
 
 #include "echo.h"
+#include "support/wait.h"
 
 static _Atomic int pause_lines;
 
@@ -87,13 +88,6 @@ hold_connections(uint16_t port, int n, int *ctl)
 	return pid;
 }
 
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 static void
 test_out_of_descriptors_pauses_in_one_line(void **state)
 {
@@ -118,7 +112,7 @@ test_out_of_descriptors_pauses_in_one_line(void **state)
 	child = hold_connections(weft_server_port(srv), 40, &ctl);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
 	/* About ten pauses of 100 ms each. */
-	weft_loop_run_until(loop, never, NULL, 1100);
+	weft_loop_run_until(loop, weft_test_never, NULL, 1100);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
 	weft_log_set_sink(NULL, NULL);
 	close(ctl);

@@ -25,29 +25,18 @@
 #include <weft/transport.h>
 
 #include "echo.h"
+#include "support/ports.h"
+#include "support/wait.h"
 #include "transport_int.h"
 
 #define DEADLINE_MS 20000
 
 /* ---- Helpers ------------------------------------------------------------ */
 
-static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
-
-static bool
-never(void *arg)
-{
-	(void)arg;
-	return false;
-}
-
 static void
 run_for(uint64_t ms)
 {
-	echo_run_until(echo_loop, never, NULL, ms);
+	weft_test_run_until(echo_loop, weft_test_never, NULL, ms);
 }
 
 static bool
@@ -84,9 +73,9 @@ close_server(weft_server *srv)
 	/* Idempotent: a second close before the first ends is ignored. */
 	weft_server_close(srv, echo_server_closed, &closed);
 	assert_int_equal(atomic_load(&closed), 0);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_atomic_set,
+	                                     &closed, DEADLINE_MS),
+	                 0);
 	run_for(10);
 	assert_int_equal(atomic_load(&closed), 1);
 }
@@ -113,16 +102,17 @@ run_echo(weft_server *srv, uint64_t msgs)
 
 	connect_client(weft_server_address(srv), &c);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, msgs);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
 	assert_int_equal(c.mismatches, 0);
 	weft_channel_close(c.ch);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &c.inactive, DEADLINE_MS),
+	                 0);
 }
 
 /* A listener whose accept queue is full: further SYNs go unanswered. */
@@ -259,7 +249,7 @@ test_echo_ipv4_100k_messages_over_group(void **state)
 		connect_client(weft_server_address(srv), &c[i]);
 	}
 	assert_int_equal(
-	    echo_run_until(echo_loop, clients_done, c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, clients_done, c, DEADLINE_MS), 0);
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(c[i].connect_status, 0);
 		assert_false(c[i].inactive);
@@ -271,11 +261,11 @@ test_echo_ipv4_100k_messages_over_group(void **state)
 	assert_int_equal(atomic_load(&es.per_loop[0]), 2);
 	assert_int_equal(atomic_load(&es.per_loop[1]), 2);
 	assert_int_equal(
-	    echo_run_until(echo_loop, four_inactive, &es, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, four_inactive, &es, DEADLINE_MS), 0);
 	weft_server_close(srv, echo_server_closed, &closed);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_atomic_set,
+	                                     &closed, DEADLINE_MS),
+	                 0);
 	weft_loop_group_free(es.group);
 }
 
@@ -293,7 +283,8 @@ test_connect_by_name_and_peer_text(void **state)
 	         weft_server_port(srv));
 	connect_client(address, &c);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	snprintf(peer, sizeof(peer), "127.0.0.1:%u", weft_server_port(srv));
 	assert_string_equal(weft_channel_peer(c.ch), peer);
@@ -313,12 +304,14 @@ test_connect_refused(void **state)
 	char address[64];
 
 	(void)state;
-	snprintf(address, sizeof(address), "127.0.0.1:%u", echo_free_port());
+	snprintf(address, sizeof(address), "127.0.0.1:%u",
+	         weft_test_free_port());
 	assert_int_equal(
 	    weft_connect(echo_loop, address, NULL, echo_result_cb, &r), 0);
 	assert_int_equal(r.calls, 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS),
+	    0);
 	assert_int_equal(r.status, WEFT_ECONNREFUSED);
 	assert_null(r.ch);
 	run_for(20);
@@ -339,7 +332,8 @@ test_connect_timeout(void **state)
 	assert_int_equal(
 	    weft_connect(echo_loop, fl.address, &opts, echo_result_cb, &r), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS),
+	    0);
 	assert_int_equal(r.status, WEFT_ETIMEDOUT);
 	assert_true(weft_now_ns() - start >= 150u * 1000000u);
 	run_for(20);
@@ -370,9 +364,9 @@ test_connect_cancel(void **state)
 	assert_int_equal(inflight.calls, 0);
 	weft_connect_cancel(req);
 	assert_int_equal(inflight.calls, 0);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &inflight, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, echo_result_set,
+	                                     &inflight, DEADLINE_MS),
+	                 0);
 	run_for(20);
 	assert_int_equal(queued.calls, 1);
 	assert_int_equal(queued.status, WEFT_ECANCELED);
@@ -499,7 +493,8 @@ test_server_close_keeps_connected_clients(void **state)
 	snprintf(address, sizeof(address), "%s", weft_server_address(srv));
 	connect_client(address, &c);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	close_server(srv);
 	/* Connected clients go on; new ones are refused. */
 	c.msgs_total += 1000;
@@ -507,18 +502,20 @@ test_server_close_keeps_connected_clients(void **state)
 	assert_int_equal(
 	    weft_connect(echo_loop, address, NULL, echo_result_cb, &late), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &late, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &late, DEADLINE_MS),
+	    0);
 	assert_int_equal(late.status, WEFT_ECONNREFUSED);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_false(c.inactive);
 	assert_int_equal(c.msgs_sent, 1100);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
 	assert_int_equal(c.mismatches, 0);
 	weft_channel_close(c.ch);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &c.inactive, DEADLINE_MS),
+	                 0);
 	run_for(20);
 	assert_int_equal(atomic_load(&es.inactive), 1);
 }
@@ -540,7 +537,7 @@ test_client_connects_and_closes_at_once(void **state)
 	}
 	w = (stats_wait){.srv = srv, .accepted = 20, .open = 0};
 	assert_int_equal(
-	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	run_echo(srv, 1000);
 	close_server(srv);
 }
@@ -565,7 +562,7 @@ test_client_half_closes(void **state)
 	/* The server takes EOF as the end: its channel goes away. */
 	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
 	assert_int_equal(
-	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	assert_int_equal(atomic_load(&es.inactive), 1);
 	/* What the client gets back is a prefix of what it sent, then EOF. */
 	while ((n = recv(fd, got + total, sizeof(got) - total, 0)) > 0)
@@ -626,21 +623,21 @@ test_many_connects_at_once(void **state)
 		                              echo_result_cb, &r[i]),
 		                 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, all_connected, r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, all_connected, r, DEADLINE_MS), 0);
 	for (i = 0; i < 200; i++) {
 		assert_int_equal(r[i].status, 0);
 		assert_int_equal(r[i].calls, 1);
 		weft_channel_close(r[i].ch);
 	}
-	assert_int_equal(echo_run_until(echo_loop, server_inactive_reached, &gw,
-	                                DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, server_inactive_reached,
+	                                     &gw, DEADLINE_MS),
 	                 0);
 	assert_int_equal(atomic_load(&es.channels), 200);
 	assert_int_equal(atomic_load(&es.per_loop[0]), 100);
 	weft_server_close(srv, echo_server_closed, &closed);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_atomic_set,
+	                                     &closed, DEADLINE_MS),
+	                 0);
 	weft_loop_group_free(es.group);
 	free(r);
 }
@@ -666,9 +663,10 @@ test_max_channels_rejects_extra(void **state)
 	for (i = 0; i < 3; i++) {
 		c[i].msgs_total = 10;
 		connect_client(weft_server_address(srv), &c[i]);
-		assert_int_equal(
-		    echo_run_until(echo_loop, client_done, &c[i], DEADLINE_MS),
-		    0);
+		assert_int_equal(weft_test_run_until(echo_loop,
+		                                     echo_client_done, &c[i],
+		                                     DEADLINE_MS),
+		                 0);
 	}
 	assert_false(c[0].inactive);
 	assert_false(c[1].inactive);
@@ -715,11 +713,12 @@ test_init_failure_closes_the_connection(void **state)
 	/* The server refuses the channel: the client sees it close. */
 	connect_client(weft_server_address(srv), &c);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_true(c.inactive);
 	w = (stats_wait){.srv = srv, .accepted = 1, .open = 0};
 	assert_int_equal(
-	    echo_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, stats_reached, &w, DEADLINE_MS), 0);
 	weft_server_get_stats(srv, &st);
 	assert_int_equal(st.setup_failures, 1);
 	assert_int_equal(atomic_load(&server_inits), 1);
@@ -728,7 +727,8 @@ test_init_failure_closes_the_connection(void **state)
 	                              &copts, echo_result_cb, &r),
 	                 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS),
+	    0);
 	assert_int_equal(r.status, WEFT_EPROTO);
 	assert_null(r.ch);
 	assert_int_equal(atomic_load(&client_inits), 1);
@@ -857,7 +857,7 @@ test_water_marks_pause_and_resume_writer(void **state)
 	                              &copts, echo_result_cb, &r),
 	                 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, flood_blocked, &f, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, flood_blocked, &f, DEADLINE_MS), 0);
 	assert_int_equal(r.status, 0);
 	/* The kernel's buffers take a few MiB first; once they are full the
 	 * writer stays unwritable: wait until nothing moves for 100 ms. */
@@ -876,11 +876,12 @@ test_water_marks_pause_and_resume_writer(void **state)
 	writable_before = f.writable_events;
 	resume_flood = &f;
 	weft_channel_set_auto_read(sink.ch, true);
-	assert_int_equal(echo_run_until(echo_loop, flood_resumed,
-	                                &writable_before, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, flood_resumed,
+	                                     &writable_before, DEADLINE_MS),
 	                 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, flood_received, &fs, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, flood_received, &fs, DEADLINE_MS),
+	    0);
 	assert_int_equal(sink.mismatches, 0);
 	/* Reads take what the socket has, up to max_read_bytes each. */
 	fprintf(stderr, "sink: %llu bytes in %llu reads; sent %llu\n",
@@ -888,8 +889,8 @@ test_water_marks_pause_and_resume_writer(void **state)
 	        (unsigned long long)f.sent);
 	assert_true(sink.reads < sink.bytes / 16384);
 	weft_channel_close(f.ch);
-	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
-	                                &sink.inactive, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &sink.inactive, DEADLINE_MS),
 	                 0);
 	close_server(srv);
 }
@@ -972,17 +973,18 @@ small_writes(bool one_flush)
 	                              &copts, echo_result_cb, &r),
 	                 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS),
+	    0);
 	assert_int_equal(r.status, 0);
 	if (!one_flush)
 		write_small(r.ch, NULL);
 	assert_int_equal(
-	    echo_run_until(echo_loop, sink_has, &sink, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, sink_has, &sink, DEADLINE_MS), 0);
 	assert_int_equal(sink.mismatches, 0);
 	assert_true(sink.reads < 100);
 	weft_channel_close(r.ch);
-	assert_int_equal(echo_run_until(echo_loop, echo_flag_set,
-	                                &sink.inactive, DEADLINE_MS),
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &sink.inactive, DEADLINE_MS),
 	                 0);
 	close_server(srv);
 }
@@ -1045,7 +1047,8 @@ test_accept_emfile_pauses_then_recovers(void **state)
 		n++;
 	assert_true(n < 64);
 	assert_int_equal(
-	    echo_run_until(echo_loop, accept_error_seen, srv, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, accept_error_seen, srv, DEADLINE_MS),
+	    0);
 	run_for(250);
 	weft_server_get_stats(srv, &st);
 	/* One error per 100 ms pause, not thousands. */
@@ -1055,7 +1058,7 @@ test_accept_emfile_pauses_then_recovers(void **state)
 		close(dummies[--n]);
 	assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, one_channel, &es, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, one_channel, &es, DEADLINE_MS), 0);
 	close(fd);
 	close_server(srv);
 }

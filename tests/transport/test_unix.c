@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "echo.h"
+#include "support/wait.h"
 
 #define DEADLINE_MS 20000
 
@@ -42,21 +43,15 @@ teardown(void **state)
 	return 0;
 }
 
-static bool
-client_done(void *arg)
-{
-	return echo_client_done(arg);
-}
-
 static void
 close_server(weft_server *srv)
 {
 	atomic_int closed = 0;
 
 	weft_server_close(srv, echo_server_closed, &closed);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_atomic_set, &closed, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_atomic_set,
+	                                     &closed, DEADLINE_MS),
+	                 0);
 }
 
 static weft_server *
@@ -83,16 +78,17 @@ echo_through(const char *addr, uint64_t msgs)
 	assert_int_equal(
 	    weft_connect(echo_loop, addr, &opts, echo_client_connected, &c), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, client_done, &c, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_client_done, &c, DEADLINE_MS),
+	    0);
 	assert_int_equal(c.connect_status, 0);
 	assert_false(c.inactive);
 	assert_int_equal(c.bytes_recv, c.bytes_sent);
 	assert_int_equal(c.mismatches, 0);
 	assert_string_equal(weft_channel_peer(c.ch), addr);
 	weft_channel_close(c.ch);
-	assert_int_equal(
-	    echo_run_until(echo_loop, echo_flag_set, &c.inactive, DEADLINE_MS),
-	    0);
+	assert_int_equal(weft_test_run_until(echo_loop, weft_test_flag_set,
+	                                     &c.inactive, DEADLINE_MS),
+	                 0);
 }
 
 static void
@@ -186,7 +182,8 @@ test_connect_to_missing_path_is_refused(void **state)
 	assert_int_equal(
 	    weft_connect(echo_loop, address, NULL, echo_result_cb, &r), 0);
 	assert_int_equal(
-	    echo_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS), 0);
+	    weft_test_run_until(echo_loop, echo_result_set, &r, DEADLINE_MS),
+	    0);
 	assert_int_equal(r.status, WEFT_ECONNREFUSED);
 	assert_int_equal(r.calls, 1);
 }

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "procs.h"
+#include "support/weftd_proc.h"
 
 #define NODES 2
 #define WAIT_MS 10000

@@ -28,7 +28,7 @@
 
 #include <weft/kv.h>
 
-#include "procs.h"
+#include "support/weftd_proc.h"
 #include "weftd_proto.h"
 
 #define NODES 3

@@ -20,7 +20,8 @@
 
 #include <weft/kv.h>
 
-#include "procs.h"
+#include "support/ports.h"
+#include "support/weftd_proc.h"
 
 #define NODES 3
 #define RUN_MS 3000
@@ -83,7 +84,7 @@ run_shifted(const char *lib, const char *shift)
 	assert_non_null(mkdtemp(dir));
 	snprintf(config, sizeof(config), "%s/cluster.ini", dir);
 	for (i = 0; i < NODES; i++)
-		ports[i] = wt_free_port();
+		ports[i] = weft_test_free_port();
 	n = wt_config_begin(text, sizeof(text), "weftd-clock", ids, ports,
 	                    NODES);
 	snprintf(text + n, sizeof(text) - (size_t)n,

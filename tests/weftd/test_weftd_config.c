@@ -18,7 +18,8 @@
 
 #include <cmocka.h>
 
-#include "procs.h"
+#include "support/ports.h"
+#include "support/weftd_proc.h"
 #include "weftd_proto.h"
 
 struct fixture {
@@ -38,7 +39,7 @@ setup(void **state)
 	assert_non_null(mkdtemp(f->dir));
 	snprintf(f->config, sizeof(f->config), "%s/c.ini", f->dir);
 	snprintf(f->err, sizeof(f->err), "%s/stderr", f->dir);
-	f->port = wt_free_port();
+	f->port = weft_test_free_port();
 	*state = f;
 	return 0;
 }
@@ -206,7 +207,7 @@ static void
 test_per_node_weftd_section_overrides_the_shared_one(void **state)
 {
 	struct fixture *f = *state;
-	uint16_t mport = wt_free_port();
+	uint16_t mport = weft_test_free_port();
 	char extra[512], out[256], want[64];
 
 	snprintf(extra, sizeof(extra),

@@ -41,7 +41,8 @@
 
 #include <weft/kv.h>
 
-#include "procs.h"
+#include "support/ports.h"
+#include "support/weftd_proc.h"
 
 #define NODES 3
 #define SLOTS 24         /* requests kept in flight */
@@ -508,7 +509,7 @@ setup(void **state)
 	int i;
 
 	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
+		f->ports[i] = weft_test_free_port();
 	write_config(f, local);
 	cluster_start(f);
 	*state = f;

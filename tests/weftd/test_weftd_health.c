@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "procs.h"
+#include "support/weftd_proc.h"
 
 #define NODES 3
 #define WAIT_MS 10000

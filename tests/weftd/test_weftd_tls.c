@@ -21,7 +21,8 @@
 #include <weft/kv.h>
 #include <weft/tls.h>
 
-#include "procs.h"
+#include "support/ports.h"
+#include "support/weftd_proc.h"
 #include "weftd_proto.h"
 
 #define NODES 3
@@ -132,7 +133,7 @@ setup(void **state)
 	snprintf(f->config, sizeof(f->config), "%s/cluster.ini", f->dir);
 	make_certs(f);
 	for (i = 0; i < NODES; i++)
-		f->ports[i] = wt_free_port();
+		f->ports[i] = weft_test_free_port();
 	write_config(f);
 	for (i = 0; i < NODES; i++)
 		node_start(f, i);

@@ -28,8 +28,8 @@
 #include <weft/kv.h>
 #include <weft/tls.h>
 
-#include "procs.h"
 #include "rawpeer.h"
+#include "support/weftd_proc.h"
 #include "tls_test.h"
 
 #define NODES 3

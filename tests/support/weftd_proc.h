@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* procs.h: weftd and weft-kv processes for the weftd tests, their
+/* weftd_proc.h: weftd and weft-kv processes for tests, their
  * configuration, and the test's own client service. Helpers assert with
- * cmocka, so call them from the test's thread (except wt_call_done). */
-#ifndef WEFTD_TEST_PROCS_H
-#define WEFTD_TEST_PROCS_H
+ * cmocka, so call them from the test's thread (except wt_call_done).
+ * Programs link weft_test_weftd, which defines WEFTD_PATH and
+ * WEFT_KV_PATH for them too. */
+#ifndef WEFT_TEST_WEFTD_PROC_H
+#define WEFT_TEST_WEFTD_PROC_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -34,8 +36,6 @@ struct wt_proc {
 
 uint64_t wt_ms_since(uint64_t start_ns);
 void wt_pause_ms(long ms);
-/* A port that was free a moment ago on 127.0.0.1. */
-uint16_t wt_free_port(void);
 void wt_write_file(const char *path, const char *text);
 /* Reads one line (without its newline) within the deadline; returns its
  * length, or -1. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* procs.c: weftd and weft-kv processes for the weftd tests. */
+/* weftd_proc.c: weftd and weft-kv processes for tests (see
+ * weftd_proc.h). */
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,8 +25,8 @@
 
 #include <weft/core.h>
 
-#include "procs.h"
-#include "support/ports.h"
+#include "ports.h"
+#include "weftd_proc.h"
 
 uint64_t
 wt_ms_since(uint64_t start_ns)
@@ -39,12 +40,6 @@ wt_pause_ms(long ms)
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
 	nanosleep(&ts, NULL);
-}
-
-uint16_t
-wt_free_port(void)
-{
-	return weft_test_free_port();
 }
 
 void
@@ -344,7 +339,7 @@ wt_scratch_new(const char *prefix, char *dir, size_t dir_cap, char *config,
 	assert_non_null(mkdtemp(dir));
 	snprintf(config, config_cap, "%s/cluster.ini", dir);
 	for (i = 0; i < n; i++)
-		ports[i] = wt_free_port();
+		ports[i] = weft_test_free_port();
 }
 
 int
