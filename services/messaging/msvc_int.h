@@ -685,6 +685,10 @@ weft__msvc_peer_left(const weft_msvc_peer *peer)
 /* weft__msvc_member_index is the slot of the member id in svc->peers, or
  * -1 when it is not a member (never was, or removed). Any thread. */
 ssize_t weft__msvc_member_index(weft_msvc *svc, const char *id);
+/* weft__msvc_member_admitted is weft__msvc_member_index for a HELLO: a
+ * member that is leaving is let in too while it owes this node answers.
+ * Any thread. */
+ssize_t weft__msvc_member_admitted(weft_msvc *svc, const char *id);
 /* weft__msvc_member_gate ends out (just opened in slot, for a request)
  * if its peer left: true then, with *rv what emit returns. Home loop. */
 bool weft__msvc_member_gate(weft_msvc_peer *peer, struct weft__msvc_out *out,

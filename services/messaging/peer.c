@@ -593,6 +593,7 @@ weft__msvc_peer_dialed_us(weft_msvc_peer *peer)
 {
 	weft__msvc_peer_touch(peer);
 	if (peer->is_client || atomic_load(&peer->up) ||
+	    weft__msvc_peer_left(peer) ||
 	    peer->svc->cfg->limits.connections[WEFT_MSVC_URGENT] == 0 ||
 	    !atomic_exchange(&peer->down, false))
 		return;
