@@ -423,6 +423,24 @@ WEFT_API int weft_msvc_config_read(const weft_msvc_config *cfg,
                                    size_t errlen);
 
 /*
+ * weft_msvc_config_check_change checks that cfg, the configuration read
+ * again while node node_id runs with old (NULL: a client, no node of its
+ * own), differs from old only in what a running node can take: its
+ * members (the [node ID] sections of the others, added, removed, or with
+ * another host or port) and the sections other nodes have of their own
+ * ([NAME ID], ID not node_id). Anything else (the cluster's name, this
+ * node's own address, [limits], [tls], the components' sections, a key
+ * added, removed or written differently) needs a restart. Returns 0, or
+ * WEFT_ECONFIG with "FILE:LINE: [section] key: ..." about the first such
+ * difference in err (just "FILE" for a removed key), or WEFT_EINVAL. Any
+ * thread, while no other thread changes old or cfg.
+ */
+WEFT_API int weft_msvc_config_check_change(const weft_msvc_config *old,
+                                           const weft_msvc_config *cfg,
+                                           const char *node_id, char *err,
+                                           size_t errlen);
+
+/*
  * weft_msvc_config_where writes where key of section was set, "FILE:LINE",
  * into buf (just "FILE" when it was not set; "<config>" for a config built
  * in code), for messages about values that are well-formed but do not fit
