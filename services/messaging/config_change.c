@@ -65,15 +65,17 @@ check_kept(const weft_msvc_config *old, const weft_msvc_config *cfg,
 		if ((b = find_kv(cfg, a)) == NULL) {
 			at_line(cfg, 0, at, sizeof(at));
 			snprintf(err, errlen,
-			         "%s: [%s] %s: removed (it was '%s'); " NEEDS_RESTART,
+			         "%s: [%s] %s: removed (it was "
+			         "'%s'); " NEEDS_RESTART,
 			         at, a->section, a->key, a->value);
 			return WEFT_ECONFIG;
 		}
 		if (strcmp(a->value, b->value) != 0) {
 			at_line(cfg, b->line, at, sizeof(at));
-			snprintf(err, errlen,
-			         "%s: [%s] %s: '%s' (it is '%s'); " NEEDS_RESTART,
-			         at, b->section, b->key, b->value, a->value);
+			snprintf(
+			    err, errlen,
+			    "%s: [%s] %s: '%s' (it is '%s'); " NEEDS_RESTART,
+			    at, b->section, b->key, b->value, a->value);
 			return WEFT_ECONFIG;
 		}
 	}
@@ -123,9 +125,10 @@ check_self(const weft_msvc_config *old, const weft_msvc_config *cfg,
 	if (strcmp(old->nodes[i].host, cfg->nodes[j].host) != 0 ||
 	    old->nodes[i].port != cfg->nodes[j].port) {
 		at_line(cfg, cfg->nodes[j].line, at, sizeof(at));
-		snprintf(err, errlen,
-		         "%s: [node %s]: this node's own address " NEEDS_RESTART,
-		         at, node_id);
+		snprintf(
+		    err, errlen,
+		    "%s: [node %s]: this node's own address " NEEDS_RESTART, at,
+		    node_id);
 		return WEFT_ECONFIG;
 	}
 	return 0;
@@ -133,8 +136,8 @@ check_self(const weft_msvc_config *old, const weft_msvc_config *cfg,
 
 int
 weft_msvc_config_check_change(const weft_msvc_config *old,
-                              const weft_msvc_config *cfg,
-                              const char *node_id, char *err, size_t errlen)
+                              const weft_msvc_config *cfg, const char *node_id,
+                              char *err, size_t errlen)
 {
 	char at[300];
 	int rv;
@@ -143,8 +146,10 @@ weft_msvc_config_check_change(const weft_msvc_config *old,
 		return WEFT_EINVAL;
 	if (strcmp(old->cluster, cfg->cluster) != 0) {
 		at_line(cfg, 0, at, sizeof(at));
-		snprintf(err, errlen, "%s: [cluster] name: '%s' (it is '%s'); "
-		         NEEDS_RESTART, at, cfg->cluster, old->cluster);
+		snprintf(
+		    err, errlen,
+		    "%s: [cluster] name: '%s' (it is '%s'); " NEEDS_RESTART, at,
+		    cfg->cluster, old->cluster);
 		return WEFT_ECONFIG;
 	}
 	if (node_id != NULL &&

@@ -678,9 +678,9 @@ struct weft__msvc_close_task {
 static inline bool
 weft__msvc_peer_left(const weft_msvc_peer *peer)
 {
-	return atomic_load_explicit(
-	           &((weft_msvc_peer *)peer)->member_state,
-	           memory_order_relaxed) != WEFT__MSVC_MEMBER_ACTIVE;
+	return atomic_load_explicit(&((weft_msvc_peer *)peer)->member_state,
+	                            memory_order_relaxed) !=
+	       WEFT__MSVC_MEMBER_ACTIVE;
 }
 /* weft__msvc_member_index is the slot of the member id in svc->peers, or
  * -1 when it is not a member (never was, or removed). Any thread. */

@@ -157,9 +157,8 @@ weftd_reload(struct weftd *d, const char *why)
 
 	file_stamp(d->config_path, &d->stamp);
 	rv = weftd_config_load(d->config_path, &cfg, err, sizeof(err));
-	if (rv == 0 &&
-	    (rv = weft_msvc_config_check_change(in_force(d), cfg, d->id, err,
-	                                        sizeof(err))) != 0)
+	if (rv == 0 && (rv = weft_msvc_config_check_change(
+	                    in_force(d), cfg, d->id, err, sizeof(err))) != 0)
 		weft_msvc_config_free(cfg);
 	if (rv != 0) {
 		weft_log_limited(&d->reload_log, WEFT_LOG_ERROR,
@@ -193,8 +192,7 @@ weftd_reload_start(struct weftd *d)
 {
 	int rv;
 
-	d->reload_log =
-	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(REFUSED_LOG_MS);
+	d->reload_log = (weft_log_limit)WEFT_LOG_LIMIT_INIT(REFUSED_LOG_MS);
 	file_stamp(d->config_path, &d->stamp);
 	if ((rv = weft_timer_new(d->main_loop, on_watch, d, &d->watch_timer)) !=
 	    0)

@@ -56,7 +56,7 @@ on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 static void
 outsider_start(struct outsider *o, struct cluster *cl)
 {
-	char id[8];
+	char id[16];
 	int i;
 
 	assert_int_equal(weft_msvc_config_new("test", &o->cfg), 0);
@@ -75,10 +75,10 @@ outsider_start(struct outsider *o, struct cluster *cl)
 	assert_int_equal(weft_msvc_start(o->svc), 0);
 	for (i = 0; i < 2; i++) {
 		snprintf(id, sizeof(id), "n%d", i + 1);
-		assert_int_equal(weft_msvc_set_peer_addr(
-		                     o->svc, id, "127.0.0.1",
-		                     weft_msvc_port(cl->svc[i])),
-		                 0);
+		assert_int_equal(
+		    weft_msvc_set_peer_addr(o->svc, id, "127.0.0.1",
+		                            weft_msvc_port(cl->svc[i])),
+		    0);
 	}
 }
 
@@ -158,8 +158,8 @@ test_added_member_is_dialed_and_up_without_traffic(void **state)
 	assert_true(atomic_load(&cl.last_join) < atomic_load(&cl.last_up));
 	/* And it serves: n3 accepts n1 (its config), n1 now accepts n3's
 	 * connection for the answer. */
-	assert_int_equal(weft_msvc_request(cl.svc[0], w.peer, VERB_ECHO, "x",
-	                                   1, NULL, tally_cb, &t),
+	assert_int_equal(weft_msvc_request(cl.svc[0], w.peer, VERB_ECHO, "x", 1,
+	                                   NULL, tally_cb, &t),
 	                 0);
 	assert_true(test_wait(tally_complete, &t, WAIT_MS));
 	assert_int_equal(atomic_load(&t.ok), 1);
@@ -239,8 +239,8 @@ test_removed_member_drains_then_closes(void **state)
 	/* Four requests n2 holds, with deadlines past the drain's. */
 	for (i = 0; i < 4; i++)
 		assert_int_equal(weft_msvc_request(cl.svc[0], peer, VERB_HOLD,
-		                                   "h", 1, &long_opts,
-		                                   tally_cb, &t),
+		                                   "h", 1, &long_opts, tally_cb,
+		                                   &t),
 		                 0);
 	assert_true(test_wait(held, &cl, WAIT_MS));
 	assert_int_equal(weft_msvc_member_remove(cl.svc[0], "n2"), 0);
@@ -281,9 +281,8 @@ test_removed_member_drains_then_closes(void **state)
 	assert_int_equal(r.rv, 0);
 	assert_ptr_equal(weft_msvc_peer_find(cl.svc[0], "n2"), peer);
 	assert_int_equal(weft_msvc_peer_count(cl.svc[0]), 2);
-	assert_int_equal(weft_msvc_call(cl.svc[0], peer, VERB_ECHO, "y", 1,
-	                                NULL, NULL),
-	                 0);
+	assert_int_equal(
+	    weft_msvc_call(cl.svc[0], peer, VERB_ECHO, "y", 1, NULL, NULL), 0);
 	assert_int_equal(atomic_load(&cl.joins), 1);
 	assert_int_equal(atomic_load(&cl.leaves), 1);
 	cluster_stop(&cl);
@@ -345,9 +344,8 @@ sender(void *arg)
 		if (rv == 0) {
 			atomic_store(&race->was_accepted[k], true);
 			atomic_fetch_add(&race->accepted, 1);
-		}
-		else if (rv == WEFT_ENOTMEMBER || rv == WEFT_EPEERDOWN ||
-		         rv == WEFT_EOVERLOAD) {
+		} else if (rv == WEFT_ENOTMEMBER || rv == WEFT_EPEERDOWN ||
+		           rv == WEFT_EOVERLOAD) {
 			atomic_fetch_add(&race->refused, 1);
 			sched_yield(); /* not spin while it is away */
 		} else
@@ -362,6 +360,19 @@ race_done(void *arg)
 	struct race *race = arg;
 
 	return atomic_load(&race->done) == atomic_load(&race->accepted);
+}
+
+struct accepted_wait {
+	struct race *race;
+	int target;
+};
+
+static bool
+accepted_more(void *arg)
+{
+	struct accepted_wait *w = arg;
+
+	return atomic_load(&w->race->accepted) >= w->target;
 }
 
 static void
@@ -383,8 +394,13 @@ test_remove_and_add_race_with_senders(void **state)
 	for (i = 0; i < SENDERS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, sender, &race),
 		                 0);
-	/* Remove and add back while they send, a bounded number of times. */
+	/* Remove and add back while they send, a bounded number of times,
+	 * each time once requests are going through again. */
 	while (rounds < 3) {
+		struct accepted_wait w = {
+		    .race = &race, .target = atomic_load(&race.accepted) + 50};
+
+		assert_true(test_wait(accepted_more, &w, WAIT_MS));
 		assert_int_equal(weft_msvc_member_remove(cl.svc[0], "n2"), 0);
 		assert_true(test_wait(readded, &r, WAIT_MS));
 		assert_int_equal(r.rv, 0);
