@@ -149,7 +149,7 @@ apply(struct weftd *d, const weft_msvc_config *cfg)
 }
 
 void
-weftd_reload(struct weftd *d, const char *why)
+weftd_reload(struct weftd *d, const char *why, bool signalled)
 {
 	weft_msvc_config *cfg;
 	char err[640];
@@ -161,10 +161,17 @@ weftd_reload(struct weftd *d, const char *why)
 	                    in_force(d), cfg, d->id, err, sizeof(err))) != 0)
 		weft_msvc_config_free(cfg);
 	if (rv != 0) {
-		weft_log_limited(&d->reload_log, WEFT_LOG_ERROR,
-		                 "weftd: %s: %s refused, the configuration in "
-		                 "force stays: %s",
-		                 why, d->config_path, err);
+		/* A signal is someone asking: each is answered. A file that
+		 * an editor saves again and again is a line per interval. */
+		if (signalled)
+			weft_error("weftd: %s: %s refused, the configuration "
+			           "in force stays: %s",
+			           why, d->config_path, err);
+		else
+			weft_log_limited(&d->reload_log, WEFT_LOG_ERROR,
+			                 "weftd: %s: %s refused, the "
+			                 "configuration in force stays: %s",
+			                 why, d->config_path, err);
 		return;
 	}
 	weft_info("weftd: %s: %s read again", why, d->config_path);
@@ -182,7 +189,7 @@ on_watch(weft_timer *t, void *arg)
 	(void)t;
 	file_stamp(d->config_path, &now);
 	if (memcmp(&now, &d->stamp, sizeof(now)) != 0)
-		weftd_reload(d, "file changed");
+		weftd_reload(d, "file changed", false);
 	else if (d->reload_retry)
 		d->reload_retry = !apply(d, in_force(d));
 }

@@ -385,7 +385,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGHUP:
 		weftd_tls_reload(d);
-		weftd_reload(d, "SIGHUP");
+		weftd_reload(d, "SIGHUP", true);
 		break;
 	default:
 		d->stop_signal = (int)sig;

@@ -74,8 +74,8 @@ struct weftd {
 	weft_msvc_config *applied;
 	struct weftd_stamp stamp;
 	weft_timer *watch_timer;
-	bool reload_retry; /* an add to try again */
-	weft_log_limit reload_log;
+	bool reload_retry;         /* an add to try again */
+	weft_log_limit reload_log; /* refusals of a changed file */
 };
 
 /* metrics.c: the Prometheus text of the whole node. */
@@ -166,10 +166,11 @@ void weftd_load_stop(struct weftd *d);
 void weftd_load_free(struct weftd *d);
 
 /* reload.c: the file read again on SIGHUP (weftd_reload, why says what
- * asked) and when it changes on disk, its members applied; start after
- * the service, on the main loop, stop before the service stops. */
+ * asked, signalled whether a signal did) and when it changes on disk, its
+ * members applied; start after the service, on the main loop, stop
+ * before the service stops. */
 int weftd_reload_start(struct weftd *d);
-void weftd_reload(struct weftd *d, const char *why);
+void weftd_reload(struct weftd *d, const char *why, bool signalled);
 void weftd_reload_stop(struct weftd *d);
 
 /* settings.c. weftd_config_load reads the file with every section checked
