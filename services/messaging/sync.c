@@ -307,6 +307,8 @@ wait_up_status(weft_msvc *svc, weft_msvc_peer *peer, bool was_down,
 		return 0;
 	if (atomic_load(&svc->stopping))
 		return WEFT_ESHUTDOWN;
+	if (weft__msvc_peer_left(peer))
+		return WEFT_ENOTMEMBER;
 	if (weft_msvc_peer_is_down(peer) &&
 	    (!was_down || atomic_load(&peer->failed_dials) != failed_dials))
 		return WEFT_EPEERDOWN;

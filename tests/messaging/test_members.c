@@ -253,6 +253,8 @@ test_removed_member_drains_then_closes(void **state)
 	assert_int_equal(
 	    weft_msvc_send(cl.svc[0], peer, VERB_SINK, "x", 1, NULL),
 	    WEFT_ENOTMEMBER);
+	assert_int_equal(weft_msvc_peer_wait_up(cl.svc[0], peer, WAIT_MS),
+	                 WEFT_ENOTMEMBER);
 	assert_true(test_wait(left_once, &cl, WAIT_MS));
 	assert_true(atomic_load(&cl.last_down) < atomic_load(&cl.last_leave));
 	assert_false(weft_msvc_peer_is_up(peer));

@@ -885,7 +885,8 @@ WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
  * it failed, or it was marked down, during the wait (for a peer known down
  * already, that is its next redial, due within one reconnect back-off);
  * WEFT_ETIMEDOUT; WEFT_ESHUTDOWN (the service is not started, or
- * stopping); WEFT_EINVAL (this node itself, or not one of svc's members);
+ * stopping); WEFT_ENOTMEMBER (the member was removed, before or during
+ * the wait); WEFT_EINVAL (this node itself, or not one of svc's members);
  * or WEFT_EBUSY on one of the service's loops. Any other thread.
  */
 WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
