@@ -277,8 +277,10 @@ close_unless_up(struct weft__msvc_outbound *o)
 static void
 close_conn(struct weft__msvc_outbound *o)
 {
-	close_unless_up(o);
-	weft__msvc_conn_close(&o->conn, "member removed");
+	if (o->conn.state == WEFT__MSVC_UP)
+		weft__msvc_conn_close(&o->conn, "member removed");
+	else
+		close_unless_up(o);
 }
 
 static bool

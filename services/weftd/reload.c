@@ -161,6 +161,7 @@ weftd_reload(struct weftd *d, const char *why, bool signalled)
 	                    in_force(d), cfg, d->id, err, sizeof(err))) != 0)
 		weft_msvc_config_free(cfg);
 	if (rv != 0) {
+		d->reloads_refused++;
 		/* A signal is someone asking: each is answered. A file that
 		 * an editor saves again and again is a line per interval. */
 		if (signalled)
@@ -174,6 +175,7 @@ weftd_reload(struct weftd *d, const char *why, bool signalled)
 			                 why, d->config_path, err);
 		return;
 	}
+	d->reloads_applied++;
 	weft_info("weftd: %s: %s read again", why, d->config_path);
 	d->reload_retry = !apply(d, cfg);
 	weft_msvc_config_free(d->applied);

@@ -76,6 +76,7 @@ struct weftd {
 	weft_timer *watch_timer;
 	bool reload_retry;         /* an add to try again */
 	weft_log_limit reload_log; /* refusals of a changed file */
+	uint64_t reloads_applied, reloads_refused;
 };
 
 /* metrics.c: the Prometheus text of the whole node. */

@@ -218,6 +218,63 @@ test_change_a_node_cannot_take_is_refused(void **state)
 	assert_true(metrics_show(f, 0, line, true));
 }
 
+/* How many times needle is in path past offset. */
+static int
+count_from(const char *path, long offset, const char *needle)
+{
+	static char text[1 << 18];
+	FILE *fp = fopen(path, "r");
+	const char *at;
+	size_t n;
+	int count = 0;
+
+	assert_non_null(fp);
+	assert_int_equal(fseek(fp, offset, SEEK_SET), 0);
+	n = fread(text, 1, sizeof(text) - 1, fp);
+	fclose(fp);
+	text[n] = '\0';
+	for (at = text; (at = strstr(at, needle)) != NULL; at++)
+		count++;
+	return count;
+}
+
+static void
+test_broken_file_on_disk_is_logged_at_a_limited_rate(void **state)
+{
+	struct fixture *f = *state;
+	long at1 = wt_file_size(f->p[0].err_path);
+
+	/* Saved broken twice, no signal: both refused, one line. */
+	write_config(f, f->config, 2, NULL, "[node n3]\nhots = x\nport = 1\n");
+	assert_true(metrics_show(
+	    f, 0,
+	    "weftd_config_reloads_total{node=\"n1\",result=\"refused\"} 1",
+	    true));
+	write_config(f, f->config, 2, NULL, "[node n3]\nhost = x\nprt = 1\n");
+	assert_true(metrics_show(
+	    f, 0,
+	    "weftd_config_reloads_total{node=\"n1\",result=\"refused\"} 2",
+	    true));
+	assert_int_equal(
+	    count_from(f->p[0].err_path, at1,
+	               "refused, the configuration in force stays"),
+	    1);
+	/* A signal is answered whatever the rate. */
+	assert_int_equal(kill(f->p[0].pid, SIGHUP), 0);
+	assert_true(metrics_show(
+	    f, 0,
+	    "weftd_config_reloads_total{node=\"n1\",result=\"refused\"} 3",
+	    true));
+	assert_int_equal(
+	    count_from(f->p[0].err_path, at1,
+	               "refused, the configuration in force stays"),
+	    2);
+	assert_true(metrics_show(
+	    f, 0,
+	    "weftd_config_reloads_total{node=\"n1\",result=\"applied\"} 0",
+	    true));
+}
+
 int
 main(void)
 {
@@ -228,6 +285,9 @@ main(void)
 	        test_node_removed_from_the_file_leaves, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_change_a_node_cannot_take_is_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_broken_file_on_disk_is_logged_at_a_limited_rate, setup,
+	        teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
