@@ -592,8 +592,8 @@ WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
  * An id that was removed and has drained becomes a member again, with the
  * same peer and the new address. Returns 0; WEFT_EEXIST (already a
  * member: weft_msvc_set_peer_addr changes an address); WEFT_EBUSY (removed
- * and still draining: add it again once weft_msvc_peer_find no longer
- * finds it and its drain is over, within request_timeout); WEFT_EINVAL (a
+ * and still draining, which ends at most request_timeout after the remove
+ * and its connections' close: add it again then); WEFT_EINVAL (a
  * bad id, this node's own id, a NULL or empty host, port 0);
  * WEFT_EOVERLOAD (1024 member entries, removed ones included, exist);
  * WEFT_ESHUTDOWN (not started, or stopping); WEFT_ENOMEM. Any thread.
