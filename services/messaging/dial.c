@@ -75,6 +75,13 @@ weft__msvc_dial_lost(struct weft__msvc_conn *c, int status)
 	ob->retry_plain = false;
 	if (ob->reply_timer != NULL)
 		weft_timer_stop(ob->reply_timer);
+	if (weft__msvc_peer_left(peer)) {
+		/* Removed (members.c): not dialed again. */
+		c->state = WEFT__MSVC_IDLE;
+		weft__msvc_fail_conn_pending(c, WEFT_ENOTMEMBER);
+		weft__msvc_conn_fail_backlog(c, WEFT_ENOTMEMBER);
+		return;
+	}
 	weft__msvc_fail_conn_pending(c, WEFT_EPEERDOWN);
 	if (atomic_load(&c->svc->stopping)) {
 		/* Not dialed again: what waits for it (sent while it was
@@ -156,7 +163,8 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	char addr[WEFT_ADDRESS_MAX];
 	int rv;
 
-	if (c->state != WEFT__MSVC_IDLE || atomic_load(&svc->stopped))
+	if (c->state != WEFT__MSVC_IDLE || atomic_load(&svc->stopped) ||
+	    weft__msvc_peer_left(peer))
 		return;
 	pthread_mutex_lock(&peer->addr_lock);
 	weft_address_join(peer->host, peer->port, addr, sizeof(addr));

@@ -287,7 +287,7 @@ proven_member(struct weft__msvc_conn *c)
 	if (!weft_tls_is_active(c->ch) ||
 	    weft_tls_peer_identity(c->ch, id, sizeof(id)) != 0)
 		return false;
-	m = weft__msvc_config_find(svc->cfg, id);
+	m = weft__msvc_member_admitted(svc, id);
 	return m >= 0 && !(svc->member && (uint32_t)m == svc->self_index);
 }
 

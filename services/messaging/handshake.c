@@ -111,7 +111,7 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 	                 ? h->max_version
 	                 : WEFT__MSVC_VERSION_MAX;
 
-	*member = weft__msvc_config_find(svc->cfg, h->id);
+	*member = weft__msvc_member_admitted(svc, h->id);
 	if (v < h->min_version || v < WEFT__MSVC_VERSION_MIN)
 		return *why = "unsupported version", WEFT__MSVC_R_VERSION;
 	if (strcmp(h->cluster, svc->cfg->cluster) != 0)

@@ -407,7 +407,7 @@ dump_node(weft_msvc *svc, struct evbuffer *out)
 static bool
 is_remote(const weft_msvc_peer *peer)
 {
-	return !peer->is_self;
+	return !peer->is_self && !weft__msvc_peer_left(peer);
 }
 
 static void
@@ -464,7 +464,7 @@ dump_peer_latency(weft_msvc *svc, struct evbuffer *out)
 /* One gauge per remote peer, value(ps[p]) for each: what the table of
  * counters above cannot hold (signed, or not a count). */
 static void
-dump_peer_gauge(weft_msvc *svc, const weft_msvc_peer_stats *ps,
+dump_peer_gauge(weft_msvc *svc, const weft_msvc_peer_stats *ps, size_t n,
                 struct evbuffer *out, const char *name, const char *help,
                 double (*value)(const weft_msvc_peer_stats *))
 {
@@ -473,7 +473,7 @@ dump_peer_gauge(weft_msvc *svc, const weft_msvc_peer_stats *ps,
 
 	evbuffer_add_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help,
 	                    name);
-	for (p = 0; p < svc->npeers; p++) {
+	for (p = 0; p < n; p++) {
 		if (!is_remote(svc->peers[p]))
 			continue;
 		labels(lb, sizeof(lb), "node", svc->id, "peer",
@@ -497,14 +497,14 @@ clock_skew_exceeded(const weft_msvc_peer_stats *ps)
 
 /* Each peer's clock as this node estimates it. */
 static void
-dump_peer_clock(weft_msvc *svc, const weft_msvc_peer_stats *ps,
+dump_peer_clock(weft_msvc *svc, const weft_msvc_peer_stats *ps, size_t n,
                 struct evbuffer *out)
 {
-	dump_peer_gauge(svc, ps, out, "weft_msvc_peer_clock_offset_seconds",
+	dump_peer_gauge(svc, ps, n, out, "weft_msvc_peer_clock_offset_seconds",
 	                "The peer's wall clock minus this node's, as "
 	                "estimated (0 until known).",
 	                clock_offset_s);
-	dump_peer_gauge(svc, ps, out, "weft_msvc_peer_clock_skew_exceeded",
+	dump_peer_gauge(svc, ps, n, out, "weft_msvc_peer_clock_skew_exceeded",
 	                "Whether the peer's clock is further off than "
 	                "max_clock_skew (1) or not (0).",
 	                clock_skew_exceeded);
@@ -515,18 +515,19 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 {
 	weft_msvc_peer_stats *ps;
 	char lb[320];
-	size_t i, p;
+	/* Members added meanwhile are in the next dump. */
+	size_t i, p, n = atomic_load(&svc->npeers);
 
-	if ((ps = calloc(svc->npeers ? svc->npeers : 1, sizeof(*ps))) == NULL)
+	if ((ps = calloc(n ? n : 1, sizeof(*ps))) == NULL)
 		return;
-	for (p = 0; p < svc->npeers; p++)
+	for (p = 0; p < n; p++)
 		weft_msvc_peer_get_stats(svc->peers[p], &ps[p]);
 	dump_peer_up(svc, out);
 	for (i = 0; i < N(peer_metrics); i++) {
 		const struct metric *m = &peer_metrics[i];
 
 		header(out, "peer", m);
-		for (p = 0; p < svc->npeers; p++) {
+		for (p = 0; p < n; p++) {
 			if (!is_remote(svc->peers[p]))
 				continue;
 			labels(lb, sizeof(lb), "node", svc->id, "peer",
@@ -539,7 +540,7 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 		}
 	}
 	dump_peer_latency(svc, out);
-	dump_peer_clock(svc, ps, out);
+	dump_peer_clock(svc, ps, n, out);
 	free(ps);
 }
 

@@ -479,6 +479,16 @@ struct weft_msvc_peer {
 	double snap_sum_ns;
 	struct weft__msvc_pstats st;
 	struct weft__msvc_clock clock;
+	/* members.c. Any thread: WEFT__MSVC_MEMBER_*. */
+	_Atomic int member_state;
+	_Atomic uint32_t close_left; /* loops yet to close its inbound */
+	weft_task join_task, leave_task;
+	struct weft__msvc_close_task *close_tasks; /* one per loop */
+	/* Home loop only. */
+	bool awaiting_join; /* added, its joined event not yet told */
+	bool drain_closing; /* left: its connections are closing */
+	uint64_t drain_deadline_ns;
+	weft_timer *drain_timer;
 };
 
 struct weft__msvc_verb {
@@ -556,8 +566,13 @@ struct weft_msvc {
 	_Atomic uint16_t port;
 	struct weft__msvc_loop *loops;
 	uint32_t nloops;
+	/* Room for WEFT__MSVC_MAX_NODES, so it never moves; a peer is
+	 * written into its slot before npeers counts it (members.c). */
 	weft_msvc_peer **peers;
-	uint32_t npeers;
+	_Atomic uint32_t npeers;
+	pthread_mutex_t members_lock; /* adds and removes, one at a time */
+	weft_msvc_member_cb member_cb;
+	void *member_cb_arg;
 	struct weft__msvc_verb *verbs; /* WEFT_MSVC_MAX_VERBS */
 	weft_msvc_peer_cb peer_cb;
 	void *peer_cb_arg;
@@ -608,6 +623,49 @@ struct weft_msvc {
 	pthread_cond_t capacity_cond; /* CLOCK_MONOTONIC */
 	TAILQ_HEAD(, weft__msvc_capacity) capacity_list;
 };
+
+/* members.c: members added and removed at run time. */
+enum {
+	WEFT__MSVC_MEMBER_ACTIVE = 0,
+	WEFT__MSVC_MEMBER_LEAVING, /* removed, draining */
+	WEFT__MSVC_MEMBER_GONE,    /* removed and drained */
+};
+
+/* Closing a leaving member's connections to us on one loop. */
+struct weft__msvc_close_task {
+	weft_task task;
+	weft_msvc_peer *peer;
+	struct weft__msvc_loop *ml;
+};
+
+/* weft__msvc_peer_left: the member was removed. Any thread. */
+static inline bool
+weft__msvc_peer_left(const weft_msvc_peer *peer)
+{
+	return atomic_load_explicit(&((weft_msvc_peer *)peer)->member_state,
+	                            memory_order_relaxed) !=
+	       WEFT__MSVC_MEMBER_ACTIVE;
+}
+/* weft__msvc_member_index is the slot of the member id in svc->peers, or
+ * -1 when it is not a member (never was, or removed). Any thread. */
+ssize_t weft__msvc_member_index(weft_msvc *svc, const char *id);
+/* weft__msvc_member_admitted is weft__msvc_member_index for a HELLO: a
+ * member that is leaving is let in too while it owes this node answers.
+ * Any thread. */
+ssize_t weft__msvc_member_admitted(weft_msvc *svc, const char *id);
+/* weft__msvc_member_gate ends out (just opened in slot, for a request)
+ * if its peer left: true then, with *rv what emit returns. Home loop. */
+bool weft__msvc_member_gate(weft_msvc_peer *peer, struct weft__msvc_out *out,
+                            uint32_t slot, bool heap, int *rv);
+/* At stop: the drain's timer stops (shutdown), and is freed (teardown).
+ * Home loop. */
+void weft__msvc_member_stop(weft_msvc_peer *peer);
+void weft__msvc_member_free_timers(weft_msvc_peer *peer);
+/* service.c: a member's peer, made and freed. */
+int weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
+                          const char *host, uint16_t port,
+                          weft_msvc_peer **out);
+void weft__msvc_peer_free(weft_msvc_peer *peer);
 
 /* sync.c: blocking calls for threads that are not the service's. */
 void weft__msvc_sync_init(weft_msvc *svc);

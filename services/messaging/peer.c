@@ -223,6 +223,8 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	weft__msvc_peer_touch(peer);
 	if (request && (rv = open_slot(peer, out, &slot)) != 0)
 		return rv;
+	if (weft__msvc_member_gate(peer, out, slot, heap, &rv))
+		return rv;
 	/* A peer known to be down fails what is sent to it at once: a
 	 * one-way message here, a request within a millisecond (its
 	 * callback never runs inside the call). Its heartbeats still go, to
@@ -434,6 +436,10 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 {
 	weft_msvc *svc = peer->svc;
 
+	/* A member added is up only after its joined event, and one
+	 * removed never again (members.c). */
+	if (up && (peer->awaiting_join || weft__msvc_peer_left(peer)))
+		return;
 	atomic_store(&peer->down, !up);
 	if (atomic_exchange(&peer->up, up) == up)
 		return;
@@ -562,7 +568,8 @@ weft__msvc_hb_start(weft_msvc_peer *peer)
 void
 weft__msvc_peer_touch(weft_msvc_peer *peer)
 {
-	if (peer->used || peer->is_client || peer->is_self)
+	if (peer->used || peer->is_client || peer->is_self ||
+	    weft__msvc_peer_left(peer))
 		return;
 	peer->used = true;
 	if (!atomic_load(&peer->svc->stopping))
@@ -581,6 +588,7 @@ weft__msvc_peer_dialed_us(weft_msvc_peer *peer)
 {
 	weft__msvc_peer_touch(peer);
 	if (peer->is_client || atomic_load(&peer->up) ||
+	    weft__msvc_peer_left(peer) ||
 	    peer->svc->cfg->limits.connections[WEFT_MSVC_URGENT] == 0 ||
 	    !atomic_exchange(&peer->down, false))
 		return;

@@ -65,8 +65,8 @@ peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 	return 0;
 }
 
-static void
-peer_free(weft_msvc_peer *peer)
+void
+weft__msvc_peer_free(weft_msvc_peer *peer)
 {
 	uint32_t cls, i;
 
@@ -84,27 +84,31 @@ peer_free(weft_msvc_peer *peer)
 	pthread_mutex_destroy(&peer->addr_lock);
 	pthread_mutex_destroy(&peer->snap_lock);
 	free(peer->host);
+	free(peer->close_tasks);
 	free(peer);
 }
 
-static int
-member_new(weft_msvc *svc, uint32_t index, weft_msvc_peer **out)
+/* Makes member index of svc; *out is set (to be freed) even when this
+ * fails. */
+int
+weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
+                      const char *host, uint16_t port, weft_msvc_peer **out)
 {
-	const struct weft__msvc_node *node = &svc->cfg->nodes[index];
 	weft_msvc_peer *peer;
 	uint32_t cls, i, n;
 	int rv;
 
+	*out = NULL;
 	if ((peer = calloc(1, sizeof(*peer))) == NULL)
 		return WEFT_ENOMEM;
 	*out = peer;
-	if ((rv = peer_init_common(svc, peer, node->id)) != 0)
+	if ((rv = peer_init_common(svc, peer, id)) != 0)
 		return rv;
 	peer->index = index;
 	peer->is_self = svc->member && index == svc->self_index;
 	peer->home = &svc->loops[index % svc->nloops];
-	peer->port = node->port;
-	if ((peer->host = strdup(node->host)) == NULL)
+	peer->port = port;
+	if ((peer->host = strdup(host)) == NULL)
 		return WEFT_ENOMEM;
 	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
 		n = svc->cfg->limits.connections[cls];
@@ -130,7 +134,7 @@ weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
 	if ((peer = calloc(1, sizeof(*peer))) == NULL)
 		return WEFT_ENOMEM;
 	if (peer_init_common(svc, peer, id) != 0) {
-		peer_free(peer);
+		weft__msvc_peer_free(peer);
 		return WEFT_ENOMEM;
 	}
 	peer->index = UINT32_MAX;
@@ -146,7 +150,7 @@ void
 weft__msvc_peer_unref(weft_msvc_peer *peer)
 {
 	if (atomic_fetch_sub(&peer->refs, 1) == 1)
-		peer_free(peer);
+		weft__msvc_peer_free(peer);
 }
 
 /* ---- Creating and starting --------------------------------------------- */
@@ -193,6 +197,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
 	pthread_mutex_init(&svc->addr_lock, NULL);
+	pthread_mutex_init(&svc->members_lock, NULL);
 	weft__msvc_rate_init(svc);
 	svc->log_reject =
 	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_LOG_LIMIT_MS);
@@ -210,7 +215,8 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 		return WEFT_EINVAL;
 	svc->verbs = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*svc->verbs));
 	svc->loops = calloc(svc->nloops, sizeof(*svc->loops));
-	svc->peers = calloc(svc->cfg->nodes_len, sizeof(*svc->peers));
+	/* Members added at run time take the slots past the configured. */
+	svc->peers = calloc(WEFT__MSVC_MAX_NODES, sizeof(*svc->peers));
 	if (svc->verbs == NULL || svc->loops == NULL || svc->peers == NULL)
 		return WEFT_ENOMEM;
 	return 0;
@@ -238,8 +244,13 @@ weft_msvc_new(weft_loop_group *group, const weft_msvc_config *cfg,
 		svc->loops[i].index = i;
 	}
 	for (i = 0; i < svc->cfg->nodes_len; i++) {
-		svc->npeers = i + 1;
-		if ((rv = member_new(svc, i, &svc->peers[i])) != 0)
+		const struct weft__msvc_node *node = &svc->cfg->nodes[i];
+
+		rv = weft__msvc_member_new(svc, i, node->id, node->host,
+		                           node->port, &svc->peers[i]);
+		if (svc->peers[i] != NULL)
+			svc->npeers = i + 1;
+		if (rv != 0)
 			goto err_free;
 	}
 	on_each_loop(svc, loop_setup);
@@ -360,6 +371,7 @@ loop_shutdown(struct weft__msvc_loop *ml)
 			continue;
 		if (peer->hb_timer != NULL)
 			weft_timer_stop(peer->hb_timer);
+		weft__msvc_member_stop(peer);
 		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
 			for (i = 0; i < svc->cfg->limits.connections[cls];
 			     i++) {
@@ -406,6 +418,7 @@ loop_teardown(struct weft__msvc_loop *ml)
 		if (peer->hb_timer != NULL)
 			weft_timer_free(peer->hb_timer);
 		peer->hb_timer = NULL;
+		weft__msvc_member_free_timers(peer);
 		free_conn_timers(peer);
 	}
 	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
@@ -582,7 +595,7 @@ free_all(weft_msvc *svc)
 	uint32_t i;
 
 	for (i = 0; i < svc->npeers; i++)
-		peer_free(svc->peers[i]);
+		weft__msvc_peer_free(svc->peers[i]);
 	if (svc->verbs != NULL)
 		for (i = 0; i < WEFT_MSVC_MAX_VERBS; i++)
 			free(svc->verbs[i].name);
@@ -597,6 +610,7 @@ free_all(weft_msvc *svc)
 	pthread_mutex_destroy(&svc->pool.lock);
 	pthread_cond_destroy(&svc->pool.cond);
 	pthread_mutex_destroy(&svc->addr_lock);
+	pthread_mutex_destroy(&svc->members_lock);
 	free(svc->addrs);
 	weft__msvc_rate_fini(svc);
 	free(svc);
@@ -682,6 +696,8 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		out->expires_ms = opts->deadline_ms;
 	if (out->expires_ms != 0 && out->expires_ms <= out->created_ms)
 		return WEFT_EEXPIRED;
+	if (weft__msvc_peer_left(peer))
+		return WEFT_ENOTMEMBER;
 	if (!request && atomic_load_explicit(&peer->down, memory_order_relaxed))
 		return WEFT_EPEERDOWN;
 	out->timeout_ms =
@@ -864,7 +880,7 @@ weft_msvc_peer_at(weft_msvc *svc, size_t i)
 weft_msvc_peer *
 weft_msvc_peer_find(weft_msvc *svc, const char *id)
 {
-	ssize_t i = weft__msvc_config_find(svc->cfg, id);
+	ssize_t i = weft__msvc_member_index(svc, id);
 
 	return i >= 0 ? svc->peers[i] : NULL;
 }

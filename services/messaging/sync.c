@@ -303,6 +303,9 @@ static int
 wait_up_status(weft_msvc *svc, weft_msvc_peer *peer, bool was_down,
                uint64_t failed_dials)
 {
+	/* Removed: it may look up a moment longer, until its loop says. */
+	if (weft__msvc_peer_left(peer))
+		return WEFT_ENOTMEMBER;
 	if (weft_msvc_peer_is_up(peer))
 		return 0;
 	if (atomic_load(&svc->stopping))
@@ -327,6 +330,8 @@ weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
 		return WEFT_EINVAL;
 	if (weft__msvc_on_own_loop(svc))
 		return WEFT_EBUSY;
+	if (weft__msvc_peer_left(peer))
+		return WEFT_ENOTMEMBER;
 	if (weft_msvc_peer_is_up(peer))
 		return 0;
 	/* Read before the dial starts, so that its failure is seen. */

@@ -164,7 +164,7 @@ list_add(char *list, size_t cap, const char *id)
 static void
 check_quorum(struct weftd *d, struct check *c)
 {
-	size_t i, n = weft_msvc_peer_count(d->svc);
+	size_t i, n = weft_msvc_peer_count(d->svc), members = 0;
 	uint32_t need = weft_kv_write_quorum(d->kv), up = 0;
 	char down[160] = "";
 
@@ -172,6 +172,10 @@ check_quorum(struct weftd *d, struct check *c)
 	for (i = 0; i < n; i++) {
 		weft_msvc_peer *p = weft_msvc_peer_at(d->svc, i);
 
+		/* A member removed at run time is not one to wait for. */
+		if (!weft_msvc_peer_is_member(p))
+			continue;
+		members++;
 		if (weft_msvc_peer_is_self(p) || weft_msvc_peer_is_up(p))
 			up++;
 		else
@@ -180,7 +184,7 @@ check_quorum(struct weftd *d, struct check *c)
 	c->ok = up >= need;
 	snprintf(c->why, sizeof(c->why),
 	         "%u of %zu members up, %u needed for the write quorum%s%s%s",
-	         up, n, need, down[0] ? " (down: " : "", down,
+	         up, members, need, down[0] ? " (down: " : "", down,
 	         down[0] ? ")" : "");
 }
 

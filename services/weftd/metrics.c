@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* metrics.c: the node's HTTP endpoint: its counters in Prometheus text
  * (/metrics) and its health (/livez, /readyz: health.c). */
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,8 +32,16 @@ dump_daemon(struct weftd *d, struct evbuffer *out)
 	        "weftd_info{node=\"%s\",cluster=\"%s\",version=\"%s\"} 1\n"
 	        "# HELP weftd_uptime_seconds Time since start.\n"
 	        "# TYPE weftd_uptime_seconds gauge\n"
-	        "weftd_uptime_seconds{node=\"%s\"} %.3f\n",
-	        node, cluster, weft_version(), node, up) < 0)
+	        "weftd_uptime_seconds{node=\"%s\"} %.3f\n"
+	        "# HELP weftd_config_reloads_total The configuration file read "
+	        "again (SIGHUP, or changed on disk), by outcome.\n"
+	        "# TYPE weftd_config_reloads_total counter\n"
+	        "weftd_config_reloads_total{node=\"%s\",result=\"applied\"} "
+	        "%" PRIu64 "\n"
+	        "weftd_config_reloads_total{node=\"%s\",result=\"refused\"} "
+	        "%" PRIu64 "\n",
+	        node, cluster, weft_version(), node, up, node,
+	        d->reloads_applied, node, d->reloads_refused) < 0)
 		return WEFT_ENOMEM;
 	return weft_metrics_dump_process(out);
 }

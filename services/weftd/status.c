@@ -31,6 +31,8 @@ member_state(weft_msvc_peer *peer)
 {
 	if (weft_msvc_peer_is_self(peer))
 		return "self";
+	if (!weft_msvc_peer_is_member(peer))
+		return "removed";
 	if (weft_msvc_peer_is_up(peer))
 		return "up";
 	/* Neither: not dialed yet, or dialed and not answered yet. */

@@ -385,6 +385,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGHUP:
 		weftd_tls_reload(d);
+		weftd_reload(d, "SIGHUP", true);
 		break;
 	default:
 		d->stop_signal = (int)sig;
@@ -453,6 +454,7 @@ static void
 teardown(struct weftd *d)
 {
 	remove_signals(d);
+	weftd_reload_stop(d);
 	weftd_http_stop(d);
 	weftd_health_stop(d);
 	weftd_load_stop(d);
@@ -509,7 +511,8 @@ main(int argc, char **argv)
 			rv = WEFTD_EXIT_CONFIG;
 		goto out;
 	}
-	if (weftd_http_start(&d) != 0 || weftd_health_start(&d) != 0)
+	if (weftd_http_start(&d) != 0 || weftd_health_start(&d) != 0 ||
+	    weftd_reload_start(&d) != 0)
 		goto out;
 	print_ready(&d);
 	weft_loop_run(d.main_loop);

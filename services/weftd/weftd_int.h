@@ -39,6 +39,11 @@ enum {
 	WEFTD_SIGNALS
 };
 
+/* What tells a changed file (reload.c). */
+struct weftd_stamp {
+	uint64_t dev, ino, size, mtime_ns;
+};
+
 /* One node: everything main() builds, freed in reverse. */
 struct weftd {
 	const char *config_path;
@@ -64,6 +69,14 @@ struct weftd {
 	uint64_t started_ns;
 	int stop_signal;
 	_Atomic bool ready; /* READY=1 sent, STOPPING=1 not yet */
+	/* reload.c, main loop: the file read again, the members from the
+	 * last one accepted (NULL: still cfg's). */
+	weft_msvc_config *applied;
+	struct weftd_stamp stamp;
+	weft_timer *watch_timer;
+	bool reload_retry;         /* an add to try again */
+	weft_log_limit reload_log; /* refusals of a changed file */
+	uint64_t reloads_applied, reloads_refused;
 };
 
 /* metrics.c: the Prometheus text of the whole node. */
@@ -152,6 +165,14 @@ const char *weftd_load_decode(const void *data, size_t len,
                               struct weftd_load_params *p);
 void weftd_load_stop(struct weftd *d);
 void weftd_load_free(struct weftd *d);
+
+/* reload.c: the file read again on SIGHUP (weftd_reload, why says what
+ * asked, signalled whether a signal did) and when it changes on disk, its
+ * members applied; start after the service, on the main loop, stop
+ * before the service stops. */
+int weftd_reload_start(struct weftd *d);
+void weftd_reload(struct weftd *d, const char *why, bool signalled);
+void weftd_reload_stop(struct weftd *d);
 
 /* settings.c. weftd_config_load reads the file with every section checked
  * ([weftd], [kv] and the messaging service's); 0, WEFT_ECONFIG, WEFT_EIO or

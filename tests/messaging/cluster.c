@@ -181,6 +181,21 @@ on_peer_event(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
 	(void)svc;
 	(void)peer;
 	atomic_fetch_add(up ? &cl->ups : &cl->downs, 1);
+	atomic_store(up ? &cl->last_up : &cl->last_down,
+	             atomic_fetch_add(&cl->event_seq, 1) + 1);
+	test_poke();
+}
+
+static void
+on_member_event(weft_msvc *svc, weft_msvc_peer *peer, bool joined, void *arg)
+{
+	struct cluster *cl = arg;
+
+	(void)svc;
+	(void)peer;
+	atomic_fetch_add(joined ? &cl->joins : &cl->leaves, 1);
+	atomic_store(joined ? &cl->last_join : &cl->last_leave,
+	             atomic_fetch_add(&cl->event_seq, 1) + 1);
 	test_poke();
 }
 
@@ -188,6 +203,8 @@ static int
 register_verbs(struct cluster *cl, weft_msvc *svc)
 {
 	int rv = weft_msvc_on_peer_event(svc, on_peer_event, cl);
+
+	rv |= weft_msvc_on_member_event(svc, on_member_event, cl);
 
 	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", weft_test_on_echo, cl,
 	                         WEFT_MSVC_CLIENTS);

@@ -44,7 +44,11 @@ struct cluster {
 	_Atomic int held_count;
 	_Atomic bool slow_release;
 	_Atomic int slow_running;
-	_Atomic int ups, downs; /* peer events seen */
+	_Atomic int ups, downs;    /* peer events seen */
+	_Atomic int joins, leaves; /* member events seen */
+	/* The order of events: each takes the next number. */
+	_Atomic int event_seq;
+	_Atomic int last_up, last_down, last_join, last_leave;
 };
 
 /* The test thread's waiter. */

@@ -441,6 +441,91 @@ test_check_holds_the_members_within_the_file_limit(void **state)
 	weft_msvc_config_free(cfg);
 }
 
+/* The configuration in force for the change tests, and what it may
+ * become: each "then" with whether a running n1 takes it and, if not, what
+ * the message must say. */
+static const char change_base[] = "[cluster]\nname = c\n"
+                                  "[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+                                  "[node n2]\nhost = 10.0.0.2\nport = 7002\n"
+                                  "[limits]\nrequest_timeout = 2s\n"
+                                  "[weftd n2]\nshutdown_timeout = 1s\n";
+
+static void
+test_check_change_takes_members_and_refuses_the_rest(void **state)
+{
+	static const struct {
+		const char *then;
+		const char *refused; /* NULL: taken */
+	} cases[] = {
+	    /* A member added, moved, removed; another node's own section. */
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[node n2]\nhost = 10.0.0.9\nport = 7002\n"
+	     "[node n3]\nhost = 10.0.0.3\nport = 7003\n"
+	     "[limits]\nrequest_timeout = 2s\n"
+	     "[weftd n2]\nshutdown_timeout = 3s\n",
+	     NULL},
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[limits]\nrequest_timeout = 2s\n",
+	     NULL},
+	    /* A limit changed: its line in the new file. */
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[node n2]\nhost = 10.0.0.2\nport = 7002\n"
+	     "[limits]\nrequest_timeout = 3s\n",
+	     "new.ini:10: [limits] request_timeout: '3s' (it is '2s')"},
+	    /* Written differently is a change too. */
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[limits]\nrequest_timeout = 2000ms\n",
+	     "new.ini:7: [limits] request_timeout"},
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n",
+	     "new.ini: [limits] request_timeout: removed"},
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[limits]\nrequest_timeout = 2s\nloops = 2\n",
+	     "new.ini:8: [limits] loops: added"},
+	    /* This node's own: its address, its removal, its section. */
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7009\n"
+	     "[limits]\nrequest_timeout = 2s\n",
+	     "new.ini:3: [node n1]: this node's own address"},
+	    {"[cluster]\nname = c\n[node n2]\nhost = 10.0.0.2\nport = 7002\n"
+	     "[limits]\nrequest_timeout = 2s\n",
+	     "[node n1]: removed, but it is this node"},
+	    {"[cluster]\nname = c\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[limits]\nrequest_timeout = 2s\n"
+	     "[weftd n1]\nshutdown_timeout = 3s\n",
+	     "new.ini:9: [weftd n1] shutdown_timeout: added"},
+	    {"[cluster]\nname = d\n[node n1]\nhost = 10.0.0.1\nport = 7001\n"
+	     "[limits]\nrequest_timeout = 2s\n",
+	     "[cluster] name: 'd' (it is 'c')"},
+	};
+	weft_msvc_config *old, *cfg;
+	char err[512];
+	size_t i;
+	int rv;
+
+	(void)state;
+	assert_int_equal(weft_msvc_config_parse(change_base, "old.ini", &old,
+	                                        err, sizeof(err)),
+	                 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(weft_msvc_config_parse(cases[i].then,
+		                                        "new.ini", &cfg, err,
+		                                        sizeof(err)),
+		                 0);
+		err[0] = '\0';
+		rv = weft_msvc_config_check_change(old, cfg, "n1", err,
+		                                   sizeof(err));
+		if (cases[i].refused == NULL) {
+			assert_int_equal(rv, 0);
+		} else {
+			assert_int_equal(rv, WEFT_ECONFIG);
+			if (strstr(err, cases[i].refused) == NULL)
+				fail_msg("case %zu: '%s' lacks '%s'", i, err,
+				         cases[i].refused);
+		}
+		weft_msvc_config_free(cfg);
+	}
+	weft_msvc_config_free(old);
+}
+
 int
 main(void)
 {
@@ -454,6 +539,8 @@ main(void)
 	    cmocka_unit_test(test_build_in_code),
 	    cmocka_unit_test(
 	        test_check_holds_the_members_within_the_file_limit),
+	    cmocka_unit_test(
+	        test_check_change_takes_members_and_refuses_the_rest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

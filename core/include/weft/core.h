@@ -75,7 +75,8 @@ extern "C" {
 	X(EBUSY, -24, "busy")                                                  \
 	X(EREMOTE, -25, "remote error")                                        \
 	X(EPERM, -26, "not permitted")                                         \
-	X(ECONFLICT, -27, "superseded by a newer version")
+	X(ECONFLICT, -27, "superseded by a newer version")                     \
+	X(ENOTMEMBER, -28, "not a member of the cluster")
 
 enum weft_errno {
 #define WEFT__ERRNO_ENUM(name, value, msg) WEFT_##name = (value),

@@ -423,6 +423,24 @@ WEFT_API int weft_msvc_config_read(const weft_msvc_config *cfg,
                                    size_t errlen);
 
 /*
+ * weft_msvc_config_check_change checks that cfg, the configuration read
+ * again while node node_id runs with old (NULL: a client, no node of its
+ * own), differs from old only in what a running node can take: its
+ * members (the [node ID] sections of the others, added, removed, or with
+ * another host or port) and the sections other nodes have of their own
+ * ([NAME ID], ID not node_id). Anything else (the cluster's name, this
+ * node's own address, [limits], [tls], the components' sections, a key
+ * added, removed or written differently) needs a restart. Returns 0, or
+ * WEFT_ECONFIG with "FILE:LINE: [section] key: ..." about the first such
+ * difference in err (just "FILE" for a removed key), or WEFT_EINVAL. Any
+ * thread, while no other thread changes old or cfg.
+ */
+WEFT_API int weft_msvc_config_check_change(const weft_msvc_config *old,
+                                           const weft_msvc_config *cfg,
+                                           const char *node_id, char *err,
+                                           size_t errlen);
+
+/*
  * weft_msvc_config_where writes where key of section was set, "FILE:LINE",
  * into buf (just "FILE" when it was not set; "<config>" for a config built
  * in code), for messages about values that are well-formed but do not fit
@@ -524,12 +542,16 @@ WEFT_API bool weft_msvc_is_member(const weft_msvc *svc);
  * thread. */
 WEFT_API uint16_t weft_msvc_port(const weft_msvc *svc);
 
-/* weft_msvc_peer_count is the number of members (this node included);
- * weft_msvc_peer_at returns member i in config order. Any thread. */
+/* weft_msvc_peer_count is the number of member entries (this node
+ * included): the configured members, then those added at run time, in
+ * that order, a member removed keeping its entry (weft_msvc_peer_is_member
+ * is false for it, and adding its id again makes it a member again);
+ * weft_msvc_peer_at returns entry i. weft_msvc_members lists only the
+ * members. Any thread. */
 WEFT_API size_t weft_msvc_peer_count(const weft_msvc *svc);
 WEFT_API weft_msvc_peer *weft_msvc_peer_at(weft_msvc *svc, size_t i);
-/* weft_msvc_peer_find returns the member with that id, or NULL. Any
- * thread. */
+/* weft_msvc_peer_find returns the member with that id, or NULL (none, or
+ * removed). Any thread. */
 WEFT_API weft_msvc_peer *weft_msvc_peer_find(weft_msvc *svc, const char *id);
 /* weft_msvc_peer_id returns the member's node id, which lives as long as
  * the service. Any thread. */
@@ -560,6 +582,61 @@ WEFT_API bool weft_msvc_peer_is_down(const weft_msvc_peer *peer);
  */
 WEFT_API int weft_msvc_set_peer_addr(weft_msvc *svc, const char *id,
                                      const char *host, uint16_t port);
+
+/* ---- Members added and removed at run time (members.c) ---------------- */
+
+/*
+ * weft_msvc_member_add makes id a member, dialed at host:port (strings
+ * copied), while the service runs. On the member's loop, its joined event
+ * runs first (weft_msvc_on_member_event), then it is dialed and watched by
+ * heartbeats at once, without waiting for traffic: it is reported up
+ * (weft_msvc_on_peer_event) when it answers, and down if it does not. Its
+ * peer is weft_msvc_peer_find(svc, id) as soon as this returns. With TLS
+ * it must prove id with its certificate, as a configured member does.
+ * An id that was removed and has drained becomes a member again, with the
+ * same peer and the new address. Returns 0; WEFT_EEXIST (already a
+ * member: weft_msvc_set_peer_addr changes an address); WEFT_EBUSY (removed
+ * and still draining, which ends at most request_timeout after the remove
+ * and its connections' close: add it again then); WEFT_EINVAL (a
+ * bad id, this node's own id, a NULL or empty host, port 0);
+ * WEFT_EOVERLOAD (1024 member entries, removed ones included, exist);
+ * WEFT_ESHUTDOWN (not started, or stopping); WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_member_add(weft_msvc *svc, const char *id,
+                                  const char *host, uint16_t port);
+
+/*
+ * weft_msvc_member_remove ends id's membership while the service runs.
+ * From its return, weft_msvc_peer_find no longer finds it, and sends and
+ * requests to its peer (which stays valid until weft_msvc_free) fail at
+ * once with WEFT_ENOTMEMBER; those handed over by other threads before
+ * and not yet written end with WEFT_ENOTMEMBER too (a request's callback
+ * then runs with it, exactly once). On the member's loop it is reported
+ * down (if it was up) and then left (weft_msvc_on_member_event); requests
+ * already written to it may be answered until request_timeout has passed
+ * (its connections stay open, and answers to what it asked still go to
+ * it), after which those still pending end with WEFT_ENOTMEMBER; then
+ * every connection to and from it is closed, ours writing what they hold
+ * first, and it is refused as an unknown node if it dials again. Returns
+ * 0, WEFT_ENOTFOUND (not a member, or removed already), WEFT_EINVAL (this
+ * node's own id: stop the service instead), WEFT_ESHUTDOWN (not started,
+ * or stopping) or WEFT_ENOMEM. Any thread.
+ */
+WEFT_API int weft_msvc_member_remove(weft_msvc *svc, const char *id);
+
+/*
+ * weft_msvc_members stores up to cap of the current members' peers (this
+ * node included) in out and returns how many there are (more than cap:
+ * call again with more room). A member added or removed meanwhile may or
+ * may not be in the list. The peers stay valid until weft_msvc_free. Any
+ * thread.
+ */
+WEFT_API size_t weft_msvc_members(weft_msvc *svc, weft_msvc_peer **out,
+                                  size_t cap);
+
+/* weft_msvc_peer_is_member is false for a member removed (and for a
+ * client). Any thread. */
+WEFT_API bool weft_msvc_peer_is_member(const weft_msvc_peer *peer);
 
 /*
  * A verb handler. msg is borrowed until the handler returns. For a request
@@ -812,7 +889,8 @@ WEFT_API int weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
  * it failed, or it was marked down, during the wait (for a peer known down
  * already, that is its next redial, due within one reconnect back-off);
  * WEFT_ETIMEDOUT; WEFT_ESHUTDOWN (the service is not started, or
- * stopping); WEFT_EINVAL (this node itself, or not one of svc's members);
+ * stopping); WEFT_ENOTMEMBER (the member was removed, before or during
+ * the wait); WEFT_EINVAL (this node itself, or not one of svc's members);
  * or WEFT_EBUSY on one of the service's loops. Any other thread.
  */
 WEFT_API int weft_msvc_peer_wait_up(weft_msvc *svc, weft_msvc_peer *peer,
@@ -870,6 +948,19 @@ typedef void (*weft_msvc_peer_cb)(weft_msvc *svc, weft_msvc_peer *peer, bool up,
  * only. Returns 0 or WEFT_EBUSY. */
 WEFT_API int weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb,
                                      void *arg);
+
+/* A membership change, on the member's loop: joined (weft_msvc_member_add;
+ * before the member's first up event), or left (weft_msvc_member_remove;
+ * after its last down event, if it was up). Runs exactly once per add and
+ * per remove that returned 0, even when the service stops meanwhile; the
+ * configured members join without an event. */
+typedef void (*weft_msvc_member_cb)(weft_msvc *svc, weft_msvc_peer *peer,
+                                    bool joined, void *arg);
+
+/* weft_msvc_on_member_event sets the membership callback. Before
+ * weft_msvc_start only. Returns 0 or WEFT_EBUSY. */
+WEFT_API int weft_msvc_on_member_event(weft_msvc *svc, weft_msvc_member_cb cb,
+                                       void *arg);
 
 /* Counters for one peer. Read at any time from any thread; each field is
  * exact, the set is not a single snapshot. */
