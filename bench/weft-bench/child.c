@@ -215,31 +215,18 @@ wbench_timespec_in(clockid_t clock, uint64_t ns, struct timespec *ts)
 }
 
 void
-wbench_sleep_until(uint64_t t_ns)
-{
-	uint64_t now = wbench_now_ns();
-	struct timespec ts;
-
-	if (now >= t_ns)
-		return;
-	ts.tv_sec = (time_t)((t_ns - now) / 1000000000u);
-	ts.tv_nsec = (long)((t_ns - now) % 1000000000u);
-	nanosleep(&ts, NULL);
-}
-
-void
 wbench_child_window(uint64_t start_ns, uint64_t end_ns, void (*tick)(void *arg),
                     void *arg, wbench_rusage *before, wbench_rusage *after)
 {
 	uint64_t next = wbench_now_ns() + 1000000000u;
 
-	wbench_sleep_until(start_ns);
+	wload_sleep_until(start_ns);
 	wbench_rusage_read(before);
 	for (; next < end_ns; next += 1000000000u) {
-		wbench_sleep_until(next);
+		wload_sleep_until(next);
 		tick(arg);
 	}
-	wbench_sleep_until(end_ns);
+	wload_sleep_until(end_ns);
 	wbench_rusage_read(after);
 }
 

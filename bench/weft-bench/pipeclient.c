@@ -291,7 +291,7 @@ prime(pclient *c)
 	    0)
 		return -1;
 	while (atomic_load(&c->primed) == 0 && wbench_now_ns() < deadline)
-		wbench_sleep_until(wbench_now_ns() + 1000000u);
+		wload_sleep_until(wbench_now_ns() + 1000000u);
 	return atomic_load(&c->primed) == 1 ? 0 : -1;
 }
 
@@ -323,7 +323,7 @@ run_window(pclient *c, wbench_rusage *before, wbench_rusage *after)
 	deadline = wbench_now_ns() + IDLE_TIMEOUT_NS;
 	while (atomic_load_explicit(&c->active, memory_order_acquire) > 0 &&
 	       wbench_now_ns() < deadline)
-		wbench_sleep_until(wbench_now_ns() + 1000000u);
+		wload_sleep_until(wbench_now_ns() + 1000000u);
 	return 0;
 }
 

@@ -180,14 +180,14 @@ run_window(client *c, wbench_rusage *before, wbench_rusage *after)
 			rv = -1;
 			break;
 		}
-	wbench_sleep_until(c->window_start_ns);
+	wload_sleep_until(c->window_start_ns);
 	wbench_rusage_read(before);
 	while (tick < c->window_end_ns) {
-		wbench_sleep_until(tick);
+		wload_sleep_until(tick);
 		print_tick(c);
 		tick += 1000000000u;
 	}
-	wbench_sleep_until(c->window_end_ns);
+	wload_sleep_until(c->window_end_ns);
 	wbench_rusage_read(after);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(c->callers[i].thread, NULL);

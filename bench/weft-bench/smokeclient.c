@@ -201,7 +201,7 @@ run_phase(smoke *sm, enum smoke_phase ph)
 	while (atomic_load_explicit(&sm->active, memory_order_acquire) > 0) {
 		if (wbench_now_ns() > deadline)
 			return 0;
-		wbench_sleep_until(wbench_now_ns() + 200000u);
+		wload_sleep_until(wbench_now_ns() + 200000u);
 	}
 	return wbench_now_ns() - t0;
 }

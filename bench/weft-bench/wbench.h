@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "loadgen.h"
+
 enum wbench_workload {
 	WBENCH_THROUGHPUT,
 	WBENCH_LATENCY,
@@ -656,8 +658,6 @@ int wbench_call_wait(wbench_call *c, uint64_t timeout_ms);
 void wbench_call_counts(wbench_call *c, uint64_t *replies,
                         uint64_t *duplicates);
 
-/* wbench_sleep_until sleeps until weft_now_ns() reaches t_ns. */
-void wbench_sleep_until(uint64_t t_ns);
 /* wbench_timespec_in sets *ts to ns nanoseconds from now on clock, for
  * pthread_cond_timedwait on a condition variable of that clock. */
 void wbench_timespec_in(clockid_t clock, uint64_t ns, struct timespec *ts);

@@ -525,7 +525,7 @@ run_phase(yclient *c, enum phase ph)
 			print_tick(c);
 			tick += 1000000000u;
 		}
-		wbench_sleep_until(wbench_now_ns() + 1000000u);
+		wload_sleep_until(wbench_now_ns() + 1000000u);
 	}
 	return 0;
 }

@@ -111,6 +111,20 @@ weft_msvc_on_member_event(weft_msvc *svc, weft_msvc_member_cb cb, void *arg)
 	return 0;
 }
 
+/* Enters svc for a change of its members: false before it starts and
+ * from its stop on (then nothing is entered). */
+static bool
+enter_running(weft_msvc *svc)
+{
+	if (!weft__msvc_enter(svc))
+		return false;
+	if (!atomic_load(&svc->started)) {
+		weft__msvc_leave(svc);
+		return false;
+	}
+	return true;
+}
+
 static void
 tell(weft_msvc_peer *peer, bool joined)
 {
@@ -222,12 +236,8 @@ weft_msvc_member_add(weft_msvc *svc, const char *id, const char *host,
 	    host == NULL || host[0] == '\0' || port == 0 ||
 	    strcmp(id, svc->id) == 0)
 		return WEFT_EINVAL;
-	if (!weft__msvc_enter(svc))
+	if (!enter_running(svc))
 		return WEFT_ESHUTDOWN;
-	if (!atomic_load(&svc->started)) {
-		weft__msvc_leave(svc);
-		return WEFT_ESHUTDOWN;
-	}
 	pthread_mutex_lock(&svc->members_lock);
 	if ((peer = find_any(svc, id)) == NULL)
 		rv = join_new(svc, id, host, port);
@@ -438,12 +448,8 @@ weft_msvc_member_remove(weft_msvc *svc, const char *id)
 
 	if (svc == NULL || id == NULL)
 		return WEFT_EINVAL;
-	if (!weft__msvc_enter(svc))
+	if (!enter_running(svc))
 		return WEFT_ESHUTDOWN;
-	if (!atomic_load(&svc->started)) {
-		weft__msvc_leave(svc);
-		return WEFT_ESHUTDOWN;
-	}
 	pthread_mutex_lock(&svc->members_lock);
 	if ((i = weft__msvc_member_index(svc, id)) < 0) {
 		rv = WEFT_ENOTFOUND;

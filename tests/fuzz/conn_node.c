@@ -7,14 +7,7 @@
 #include <unistd.h>
 
 #include "conn_node.h"
-
-static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
+#include "support/echo_verb.h"
 
 static void
 on_hold(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
@@ -114,8 +107,9 @@ conn_node_start(struct conn_node *n)
 		weft_msvc_handler_cb cb;
 		unsigned flags;
 	} verbs[] = {
-	    {VERB_ECHO, "echo", on_echo, WEFT_MSVC_INLINE | WEFT_MSVC_CLIENTS},
-	    {VERB_ECHO_BLOCK, "echo_block", on_echo,
+	    {VERB_ECHO, "echo", weft_test_on_echo,
+	     WEFT_MSVC_INLINE | WEFT_MSVC_CLIENTS},
+	    {VERB_ECHO_BLOCK, "echo_block", weft_test_on_echo,
 	     WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS},
 	    {VERB_HOLD, "hold", on_hold, WEFT_MSVC_INLINE | WEFT_MSVC_CLIENTS},
 	    {VERB_SINK, "sink", on_sink, WEFT_MSVC_INLINE | WEFT_MSVC_CLIENTS},

@@ -23,6 +23,7 @@
 #include <weft/messaging.h>
 
 #include "cluster.h"
+#include "support/echo_verb.h"
 
 #define WAIT_MS 10000
 /* The drain's bound in these tests (request_timeout). */
@@ -46,14 +47,6 @@ struct outsider {
 };
 
 static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
-
-static void
 outsider_start(struct outsider *o, struct cluster *cl)
 {
 	char id[16];
@@ -69,8 +62,9 @@ outsider_start(struct outsider *o, struct cluster *cl)
 	assert_int_equal(weft_loop_group_new(1, &o->group), 0);
 	assert_int_equal(weft_msvc_new(o->group, o->cfg, "n3", NULL, &o->svc),
 	                 0);
-	assert_int_equal(weft_msvc_register(o->svc, VERB_ECHO, "echo", on_echo,
-	                                    NULL, WEFT_MSVC_CLIENTS),
+	assert_int_equal(weft_msvc_register(o->svc, VERB_ECHO, "echo",
+	                                    weft_test_on_echo, NULL,
+	                                    WEFT_MSVC_CLIENTS),
 	                 0);
 	assert_int_equal(weft_msvc_start(o->svc), 0);
 	for (i = 0; i < 2; i++) {

@@ -23,6 +23,7 @@
 #include <weft/sim.h>
 
 #include "sim_int.h" /* the route n1 dials n3 through */
+#include "support/echo_verb.h"
 
 #define VERB_ECHO 16
 #define SENDERS 2
@@ -49,14 +50,6 @@ struct ledger {
 static struct ledger the_ledger;
 
 static void
-on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	(void)svc;
-	(void)arg;
-	weft_msvc_respond(msg, weft_msvc_msg_data(msg), weft_msvc_msg_len(msg));
-}
-
-static void
 on_member(weft_msvc *svc, weft_msvc_peer *peer, bool joined, void *arg)
 {
 	struct ledger *l = arg;
@@ -73,7 +66,8 @@ on_start(weft_sim *sim, uint32_t e, weft_msvc *svc, void *arg)
 	int rv;
 
 	(void)sim;
-	rv = weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, NULL, 0);
+	rv = weft_msvc_register(svc, VERB_ECHO, "echo", weft_test_on_echo, NULL,
+	                        0);
 	if (rv == 0 && e == 0)
 		rv = weft_msvc_on_member_event(svc, on_member, arg);
 	return rv;
