@@ -12,7 +12,6 @@
  * the message is malformed or holds no SRV answer (c-ares 1.18 parses the
  * records but drops their TTLs).
  */
-int weft__srv_min_ttl(const unsigned char *abuf, size_t alen,
-                      uint32_t *ttl_s);
+int weft__srv_min_ttl(const unsigned char *abuf, size_t alen, uint32_t *ttl_s);
 
 #endif

@@ -268,8 +268,8 @@ propose(weft_dns_discovery *d, const struct target *t, uint64_t now)
 	if (moved &&
 	    weft_msvc_set_peer_addr(d->svc, k->id, k->host, k->port) == 0) {
 		d->st.moved++;
-		weft_info("dns discovery: %s: member %s now at %s:%u",
-		          d->qname, k->id, k->host, k->port);
+		weft_info("dns discovery: %s: member %s now at %s:%u", d->qname,
+		          k->id, k->host, k->port);
 	}
 }
 
@@ -290,8 +290,8 @@ sweep(weft_dns_discovery *d, uint64_t now)
 			continue;
 		}
 		if (now - k->seen_ns < grace_ns) {
-			uint64_t left = (grace_ns - (now - k->seen_ns)) /
-			                1000000;
+			uint64_t left =
+			    (grace_ns - (now - k->seen_ns)) / 1000000;
 
 			next = left < next ? left : next;
 			i++;
@@ -328,8 +328,8 @@ apply(weft_dns_discovery *d, const struct ares_srv_reply *srv)
 		                 "members; only the first %zd are taken "
 		                 "(max_members)",
 		                 d->qname, n, take);
-	grown = realloc(d->known, (d->nknown + (size_t)take + 1) *
-	                              sizeof(*d->known));
+	grown = realloc(d->known,
+	                (d->nknown + (size_t)take + 1) * sizeof(*d->known));
 	if (grown == NULL) {
 		free(t);
 		return d->min_ms;
@@ -430,9 +430,8 @@ open_channel(weft_dns_discovery *d, const char *servers)
 		d->channel = NULL;
 		return rv == ARES_ENOMEM ? WEFT_ENOMEM : WEFT_EIO;
 	}
-	if (servers != NULL &&
-	    (rv = ares_set_servers_ports_csv(d->channel, servers)) !=
-	        ARES_SUCCESS) {
+	if (servers != NULL && (rv = ares_set_servers_ports_csv(
+	                            d->channel, servers)) != ARES_SUCCESS) {
 		weft_error("dns discovery: bad servers '%s': %s", servers,
 		           ares_strerror(rv));
 		return WEFT_EINVAL;
@@ -450,8 +449,8 @@ weft_dns_discovery_new(weft_msvc *svc, weft_loop *loop,
 	size_t len;
 	int rv;
 
-	if (svc == NULL || loop == NULL || opts == NULL ||
-	    opts->name == NULL || opts->name[0] == '\0' || out == NULL)
+	if (svc == NULL || loop == NULL || opts == NULL || opts->name == NULL ||
+	    opts->name[0] == '\0' || out == NULL)
 		return WEFT_EINVAL;
 	if ((d = calloc(1, sizeof(*d))) == NULL)
 		return WEFT_ENOMEM;

@@ -37,7 +37,8 @@ weft__srv_min_ttl(const unsigned char *abuf, size_t alen, uint32_t *ttl_s)
 	qd = (unsigned)abuf[4] << 8 | abuf[5];
 	an = (unsigned)abuf[6] << 8 | abuf[7];
 	for (i = 0; i < qd; i++)
-		if ((off = skip_name(abuf, alen, off)) == 0 || (off += 4) > alen)
+		if ((off = skip_name(abuf, alen, off)) == 0 ||
+		    (off += 4) > alen)
 			return -1;
 	for (i = 0; i < an; i++) {
 		unsigned type, rdlen;
