@@ -60,7 +60,7 @@ static weft_msvc *
 start_node(struct fixture *f, int i, int nodes_known)
 {
 	weft_msvc_config *cfg;
-	char id[8];
+	char id[16];
 	int j;
 
 	assert_int_equal(weft_msvc_config_new("dns", &cfg), 0);
