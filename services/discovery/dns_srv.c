@@ -34,6 +34,8 @@
 #define LOG_INTERVAL_MS 10000
 /* c-ares keeps a socket or two per server. */
 #define MAX_SOCKETS 16
+/* The header's TC flag (RFC 1035 4.1.1), in its third byte. */
+#define TC_BIT 0x02
 
 /* A member seen in an answer. */
 struct known {
@@ -371,6 +373,15 @@ on_answer(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 	if (status == ARES_EDESTRUCTION || d->freeing)
 		return;
 	d->querying = false;
+	/* Truncated even over TCP: more than one message holds (64 KiB, a
+	 * few thousand records). Not "nobody is there": no answer. */
+	if ((status == ARES_SUCCESS || status == ARES_ENODATA) && alen > 2 &&
+	    (abuf[2] & TC_BIT)) {
+		log_failure(d, "the answer is truncated (more records than a "
+		               "DNS message holds)");
+		weft_timer_start(d->query_timer, d->min_ms, 0);
+		return;
+	}
 	if (status == ARES_SUCCESS &&
 	    ares_parse_srv_reply(abuf, alen, &srv) != ARES_SUCCESS)
 		status = ARES_EBADRESP;

@@ -280,23 +280,41 @@ test_server_down_removes_nobody(void **state)
 	assert_int_equal(lines, 1);
 }
 
+/* A huge answer (more than fits UDP: it comes again over TCP), with a
+ * record naming n1 itself and one of "." among them. */
+#define HUGE_ANSWER 1000
+
+/* Adds n SRV records for m0000, m0001 ... at one go. */
+static void
+add_many(struct fixture *f, int n)
+{
+	char **recs = calloc((size_t)n, sizeof(*recs));
+	int i;
+
+	assert_non_null(recs);
+	for (i = 0; i < n; i++) {
+		assert_non_null(recs[i] = malloc(96));
+		snprintf(recs[i], 96, "%s 1 IN SRV 0 0 %d m%04d.weft.test.",
+		         SRV_NAME, 1000 + i % 1000, i);
+	}
+	assert_int_equal(
+	    unbound_add_many(&f->dns, (const char *const *)recs, (size_t)n), 0);
+	for (i = 0; i < n; i++)
+		free(recs[i]);
+	free(recs);
+}
+
 static void
 test_self_empty_and_too_many_ignored(void **state)
 {
 	struct fixture *f = *state;
 	weft_dns_discovery_stats st;
 	char rec[256];
-	int i;
 
 	set_records(f, "n1");
 	snprintf(rec, sizeof(rec), "%s 1 IN SRV 0 0 1 .", SRV_NAME);
 	assert_int_equal(unbound_add(&f->dns, rec), 0);
-	for (i = 0; i < 40; i++) {
-		snprintf(rec, sizeof(rec),
-		         "%s 1 IN SRV 0 0 %d m%02d.weft.test.", SRV_NAME,
-		         1000 + i, i);
-		assert_int_equal(unbound_add(&f->dns, rec), 0);
-	}
+	add_many(f, HUGE_ANSWER);
 	atomic_store(&cap_lines, 0);
 	discover(f, 8000, 8);
 	wait_two_answers(f);
@@ -307,10 +325,34 @@ test_self_empty_and_too_many_ignored(void **state)
 	assert_int_equal(st.members, 8);
 	assert_int_equal(weft_msvc_members(f->svc[0], NULL, 0), 9);
 	/* The first 8 by name, whatever order the answer had. */
-	assert_non_null(weft_msvc_peer_find(f->svc[0], "m00"));
-	assert_non_null(weft_msvc_peer_find(f->svc[0], "m07"));
-	assert_null(weft_msvc_peer_find(f->svc[0], "m08"));
+	assert_non_null(weft_msvc_peer_find(f->svc[0], "m0000"));
+	assert_non_null(weft_msvc_peer_find(f->svc[0], "m0007"));
+	assert_null(weft_msvc_peer_find(f->svc[0], "m0008"));
 	assert_int_equal(atomic_load(&cap_lines), 1);
+}
+
+/* 10,000 records: more than a DNS message holds, truncated even over
+ * TCP. That is no answer, not an empty one: nobody leaves. */
+static void
+test_truncated_answer_removes_nobody(void **state)
+{
+	struct fixture *f = *state;
+	weft_dns_discovery_stats st;
+	uint64_t failures;
+
+	set_records(f, "n2");
+	discover(f, 500, 0);
+	wait_member_up(f, "n2");
+	failures = stats(f).failures;
+	add_many(f, 10000);
+	assert_int_equal(
+	    weft_test_run_until(f->loop, weft_test_never, NULL, 2000),
+	    WEFT_ETIMEDOUT);
+	st = stats(f);
+	assert_true(st.failures > failures);
+	assert_int_equal(st.removed, 0);
+	assert_int_equal(st.added, 1);
+	assert_non_null(weft_msvc_peer_find(f->svc[0], "n2"));
 }
 
 /* Malformed messages: cut anywhere, the TTL reader refuses them. */
@@ -344,6 +386,8 @@ main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_self_empty_and_too_many_ignored, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_truncated_answer_removes_nobody, setup, teardown),
 	    cmocka_unit_test(test_ttl_of_malformed_answers),
 	};
 

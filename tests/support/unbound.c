@@ -44,7 +44,7 @@ unbound_available(void)
 /* Runs argv with its output in the server's log; its exit status, or
  * -1. */
 static int
-run(struct unbound_server *u, char *const argv[], pid_t *bg)
+run_in(struct unbound_server *u, char *const argv[], const char *in, pid_t *bg)
 {
 	posix_spawn_file_actions_t fa;
 	char log[128];
@@ -53,7 +53,7 @@ run(struct unbound_server *u, char *const argv[], pid_t *bg)
 
 	snprintf(log, sizeof(log), "%s/out.log", u->dir);
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, 1, log,
 	                                 O_WRONLY | O_CREAT | O_APPEND, 0600);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);
@@ -69,6 +69,12 @@ run(struct unbound_server *u, char *const argv[], pid_t *bg)
 		if (errno != EINTR)
 			return -1;
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int
+run(struct unbound_server *u, char *const argv[], pid_t *bg)
+{
+	return run_in(u, argv, "/dev/null", bg);
 }
 
 static int
@@ -154,6 +160,28 @@ int
 unbound_add(struct unbound_server *u, const char *record)
 {
 	return control(u, "local_data", record);
+}
+
+int
+unbound_add_many(struct unbound_server *u, const char *const *records, size_t n)
+{
+	char *const argv[] = {(char *)UNBOUND_CONTROL, "-c", u->conf,
+	                      "local_datas", NULL};
+	char path[128];
+	FILE *f;
+	size_t i;
+	int rv;
+
+	snprintf(path, sizeof(path), "%s/records.txt", u->dir);
+	if ((f = fopen(path, "w")) == NULL)
+		return -1;
+	for (i = 0; i < n; i++)
+		fprintf(f, "%s\n", records[i]);
+	if (fclose(f) != 0)
+		return -1;
+	rv = run_in(u, argv, path, NULL);
+	unlink(path);
+	return rv == 0 ? 0 : -1;
 }
 
 int

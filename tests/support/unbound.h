@@ -35,6 +35,10 @@ void unbound_start(struct unbound_server *u, const char *zone,
  * name. 0, or -1 when unbound-control failed. */
 int unbound_add(struct unbound_server *u, const char *record);
 int unbound_remove(struct unbound_server *u, const char *name);
+/* unbound_add_many adds n records at once (unbound-control local_datas);
+ * 0 or -1. */
+int unbound_add_many(struct unbound_server *u, const char *const *records,
+                     size_t n);
 /* unbound_stop ends the server (SIGTERM, waited for) and keeps its
  * directory for unbound_free; idempotent. */
 void unbound_stop(struct unbound_server *u);
