@@ -115,17 +115,14 @@ teardown(void **state)
 	return 0;
 }
 
-/* Whether n1's /metrics shows (want) or not (!want) peer up, within the
+/* Whether n1's /metrics shows (want) or not (!want) needle, within the
  * wait. */
 static bool
-n1_sees_up(struct fixture *f, const char *peer, bool want)
+n1_metrics_has(struct fixture *f, const char *needle, bool want)
 {
 	static char buf[65536];
-	char needle[128];
 	uint64_t start = weft_now_ns();
 
-	snprintf(needle, sizeof(needle),
-	         "weft_msvc_peer_up{node=\"n1\",peer=\"%s\"} 1\n", peer);
 	do {
 		wt_http_ask(f->p[0].metrics_port, "GET", "/metrics", buf,
 		            sizeof(buf));
@@ -134,6 +131,23 @@ n1_sees_up(struct fixture *f, const char *peer, bool want)
 		wt_pause_ms(50);
 	} while (wt_ms_since(start) < WAIT_MS);
 	return false;
+}
+
+static bool
+n1_metrics_show(struct fixture *f, const char *needle)
+{
+	return n1_metrics_has(f, needle, true);
+}
+
+/* Whether n1 reports peer up (want) or not. */
+static bool
+n1_sees_up(struct fixture *f, const char *peer, bool want)
+{
+	char needle[128];
+
+	snprintf(needle, sizeof(needle),
+	         "weft_msvc_peer_up{node=\"n1\",peer=\"%s\"} 1\n", peer);
+	return n1_metrics_has(f, needle, want);
 }
 
 static void
@@ -155,6 +169,10 @@ test_members_follow_the_records(void **state)
 	set_records(f, "123");
 	assert_true(wt_file_contains(err, "member n3 added", WAIT_MS));
 	assert_true(n1_sees_up(f, "n3", true));
+	assert_true(n1_metrics_show(
+	    f, "weftd_dns_discovery_total{node=\"n1\",event=\"added\"} 2\n"));
+	assert_true(
+	    n1_metrics_show(f, "weftd_dns_discovery_members{node=\"n1\"} 2\n"));
 
 	/* A record removed: n3 leaves after the grace. */
 	set_records(f, "12");
