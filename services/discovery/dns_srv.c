@@ -235,7 +235,8 @@ collect(weft_dns_discovery *d, const struct ares_srv_reply *srv,
 	return (ssize_t)j;
 }
 
-/* Proposes one target; false when it must be tried again later. */
+/* Proposes one target. An add refused while the id still drains from a
+ * removal (WEFT_EBUSY) is tried again at the next answer. */
 static void
 propose(weft_dns_discovery *d, const struct target *t, uint64_t now)
 {

@@ -39,7 +39,8 @@ typedef struct weft_dns_discovery_opts {
 	/* How long a member missing from the answers stays: 30 s. */
 	uint64_t grace_ms;
 	/* The bounds of the time between queries, whatever the TTL says:
-	 * 1 s and 5 min. A failed query is tried again after min_ms. */
+	 * 1 s and 5 min. A failed query is tried again after
+	 * min_interval_ms. */
 	uint64_t min_interval_ms, max_interval_ms;
 	/* At most this many members taken from one answer: 256. */
 	uint32_t max_members;
