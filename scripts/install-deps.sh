@@ -41,6 +41,8 @@ required=(
 	iproute2       # ip, for the network namespace test (skipped elsewhere)
 	libfaketime    # shifts one weftd's clock in test_weftd_clock
 	curl           # the fault scripts read a node's /metrics
+	libc-ares-dev  # DNS SRV discovery (services/discovery, weftd)
+	unbound        # the DNS server the discovery tests start on loopback
 )
 optional=(
 	clang-format

@@ -406,12 +406,49 @@ has_key(const struct section *s, const char *key)
 	return false;
 }
 
+static const weft_msvc_conf_section *
+find_component(const struct parse *p, const char *name, const char **node);
+
+/* [cluster]: its name, and the keys of a component section also named
+ * "cluster" (weftd's discovery), kept for weft_msvc_config_read. */
 static void
 read_cluster(struct parse *p, const struct section *s)
 {
 	struct cluster_text c = {NULL};
+	const weft_msvc_conf_section *cs;
+	const char *node = NULL;
+	char msg[sizeof(p->msg)];
+	void *scratch;
+	size_t i;
+	int rv = 0;
 
-	if (!apply(p, s, cluster_keys, N(cluster_keys), &c) || c.name == NULL)
+	cs = find_component(p, "cluster", &node);
+	if ((scratch = calloc(1, cs && cs->size ? cs->size : 1)) == NULL) {
+		fail(p, 0, WEFT_ENOMEM, "out of memory");
+		return;
+	}
+	for (i = 0; i < s->n && rv == 0; i++) {
+		const struct entry *e = &s->entries[i];
+
+		if (cs == NULL || strcmp(e->key, "name") == 0)
+			rv = weft__conf_apply(s->name, cluster_keys,
+			                      N(cluster_keys), e->key, e->value,
+			                      &c, msg, sizeof(msg));
+		else
+			rv = weft__conf_apply(s->name, cs->keys, cs->nkeys,
+			                      e->key, e->value, scratch, msg,
+			                      sizeof(msg));
+		if (rv != 0)
+			fail(p, e->line, WEFT_ECONFIG, "%s", msg);
+		else if (cs != NULL && strcmp(e->key, "name") != 0 &&
+		         weft__msvc_config_add_extra(p->cfg, s->name, e->key,
+		                                     e->value, e->line) != 0) {
+			fail(p, 0, WEFT_ENOMEM, "out of memory");
+			rv = WEFT_ENOMEM;
+		}
+	}
+	free(scratch);
+	if (rv != 0 || c.name == NULL)
 		return;
 	strcpy(p->cfg->cluster, c.name);
 	p->have_name = true;

@@ -11,6 +11,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
+#include <weft/discovery.h>
 #include <weft/metrics.h>
 #include <weft/tls.h>
 
@@ -87,12 +88,61 @@ dump_tls(struct weftd *d, struct evbuffer *out)
 	return 0;
 }
 
+/* dump_dns: what DNS SRV discovery did, with discovery = dns-srv. */
+static int
+dump_dns(struct weftd *d, struct evbuffer *out)
+{
+	char node[2 * WEFT_MSVC_MAX_ID + 1];
+	weft_dns_discovery_stats st;
+	static const char *const events[] = {
+	    "query",   "answer", "failure", "added",
+	    "removed", "moved",  "ignored",
+	};
+	uint64_t counts[sizeof(events) / sizeof(events[0])];
+	size_t i;
+
+	if (d->dns == NULL)
+		return 0;
+	weft_dns_discovery_stats_get(d->dns, &st);
+	weft_metrics_escape(node, sizeof(node), d->id);
+	counts[0] = st.queries;
+	counts[1] = st.answers;
+	counts[2] = st.failures;
+	counts[3] = st.added;
+	counts[4] = st.removed;
+	counts[5] = st.moved;
+	counts[6] = st.ignored;
+	if (evbuffer_add_printf(
+	        out, "# HELP weftd_dns_discovery_total DNS SRV "
+	             "discovery's queries, answers, failures, "
+	             "members proposed and targets ignored.\n"
+	             "# TYPE weftd_dns_discovery_total counter\n") < 0)
+		return WEFT_ENOMEM;
+	for (i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+		if (evbuffer_add_printf(out,
+		                        "weftd_dns_discovery_total{node=\"%s\","
+		                        "event=\"%s\"} %" PRIu64 "\n",
+		                        node, events[i], counts[i]) < 0)
+			return WEFT_ENOMEM;
+	}
+	if (evbuffer_add_printf(out,
+	                        "# HELP weftd_dns_discovery_members Members "
+	                        "the SRV records currently propose.\n"
+	                        "# TYPE weftd_dns_discovery_members gauge\n"
+	                        "weftd_dns_discovery_members{node=\"%s\"} "
+	                        "%u\n",
+	                        node, st.members) < 0)
+		return WEFT_ENOMEM;
+	return 0;
+}
+
 int
 weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
 {
 	int rv;
 
-	if ((rv = dump_daemon(d, out)) != 0 || (rv = dump_tls(d, out)) != 0)
+	if ((rv = dump_daemon(d, out)) != 0 || (rv = dump_tls(d, out)) != 0 ||
+	    (rv = dump_dns(d, out)) != 0)
 		return rv;
 	if ((rv = weft_msvc_metrics_dump(d->svc, out)) != 0)
 		return rv;

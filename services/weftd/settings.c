@@ -50,12 +50,60 @@ const weft_msvc_conf_section weftd_config_section = {
     .per_node = true,
 };
 
+/* [cluster]'s keys beside the name (docs/WEFTD.md, "Changing the
+ * cluster"): where the members come from. */
+static const char *const discoveries[] = {"file", "static", "dns-srv", NULL};
+#define CLUSTER_KEY(type, name, field, ...)                                    \
+	WEFT_MSVC_CONF_KEY(type, name, struct weftd_cluster, field, __VA_ARGS__)
+static const weft_msvc_conf_key cluster_keys[] = {
+    CLUSTER_KEY(CHOICE, "discovery", discovery, .choices = discoveries),
+    CLUSTER_KEY(STRING, "dns_name", dns_name),
+    CLUSTER_KEY(STRING, "dns_service", dns_service),
+    CLUSTER_KEY(STRING, "dns_servers", dns_servers),
+    CLUSTER_KEY(DURATION, "dns_grace", dns_grace_ms, .min = 1,
+                .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
+    CLUSTER_KEY(U32, "dns_max_members", dns_max_members, .min = 1, .max = 1023,
+                .why = "a cluster has at most 1024 member entries"),
+};
+
+const weft_msvc_conf_section weftd_cluster_section = {
+    .name = "cluster",
+    .keys = cluster_keys,
+    .nkeys = sizeof(cluster_keys) / sizeof(cluster_keys[0]),
+    .size = sizeof(struct weftd_cluster),
+};
+
+int
+weftd_cluster_read(const weft_msvc_config *cfg, struct weftd_cluster *c,
+                   char *err, size_t errlen)
+{
+	char where[300];
+	int rv;
+
+	memset(c, 0, sizeof(*c));
+	c->discovery = WEFTD_DISCOVERY_FILE;
+	if ((rv = weft_msvc_config_read(cfg, &weftd_cluster_section, NULL, c,
+	                                err, errlen)) != 0)
+		return rv;
+	if (c->discovery == WEFTD_DISCOVERY_DNS_SRV &&
+	    (c->dns_name == NULL || c->dns_name[0] == '\0')) {
+		weft_msvc_config_where(cfg, "cluster", "discovery", where,
+		                       sizeof(where));
+		snprintf(err, errlen,
+		         "%s: [cluster] discovery: dns-srv needs dns_name",
+		         where);
+		return WEFT_ECONFIG;
+	}
+	return 0;
+}
+
 int
 weftd_config_load(const char *path, weft_msvc_config **out, char *err,
                   size_t errlen)
 {
 	static const weft_msvc_conf_section *const sections[] = {
-	    &weftd_config_section, &weft_kv_config_section};
+	    &weftd_config_section, &weft_kv_config_section,
+	    &weftd_cluster_section};
 	const weft_msvc_config_opts opts = {
 	    .sections = sections,
 	    .nsections = sizeof(sections) / sizeof(sections[0]),

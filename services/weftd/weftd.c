@@ -178,6 +178,7 @@ load_config(struct weftd *d)
 	 * files: starting and --check-config run the same checks, so that a
 	 * configuration the check passes cannot be refused at start. */
 	if (weftd_settings_load(d, err, sizeof(err)) != 0 ||
+	    weftd_cluster_read(d->cfg, &d->cluster, err, sizeof(err)) != 0 ||
 	    weft_kv_config_check(d->cfg, err, sizeof(err)) != 0 ||
 	    weft_msvc_config_check(d->cfg, err, sizeof(err)) != 0 ||
 	    weftd_tls_open(d, err, sizeof(err)) != 0) {
@@ -385,7 +386,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGHUP:
 		weftd_tls_reload(d);
-		weftd_reload(d, "SIGHUP", true);
+		if (d->cluster.discovery == WEFTD_DISCOVERY_FILE)
+			weftd_reload(d, "SIGHUP", true);
 		break;
 	default:
 		d->stop_signal = (int)sig;
@@ -454,6 +456,7 @@ static void
 teardown(struct weftd *d)
 {
 	remove_signals(d);
+	weftd_discovery_stop(d);
 	weftd_reload_stop(d);
 	weftd_http_stop(d);
 	weftd_health_stop(d);
@@ -512,7 +515,9 @@ main(int argc, char **argv)
 		goto out;
 	}
 	if (weftd_http_start(&d) != 0 || weftd_health_start(&d) != 0 ||
-	    weftd_reload_start(&d) != 0)
+	    (d.cluster.discovery == WEFTD_DISCOVERY_FILE &&
+	     weftd_reload_start(&d) != 0) ||
+	    weftd_discovery_start(&d) != 0)
 		goto out;
 	print_ready(&d);
 	weft_loop_run(d.main_loop);

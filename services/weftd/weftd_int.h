@@ -31,6 +31,28 @@ struct weftd_settings {
 };
 extern const weft_msvc_conf_section weftd_config_section;
 
+/* [cluster]'s discovery keys (settings.c), in the order of its choices. */
+enum weftd_discovery {
+	WEFTD_DISCOVERY_FILE,
+	WEFTD_DISCOVERY_STATIC,
+	WEFTD_DISCOVERY_DNS_SRV
+};
+struct weftd_cluster {
+	int discovery;           /* enum weftd_discovery */
+	const char *dns_name;    /* borrowed from the config */
+	const char *dns_service; /* NULL: _weft._tcp */
+	const char *dns_servers; /* NULL: /etc/resolv.conf */
+	uint64_t dns_grace_ms;   /* 0: the provider's default */
+	uint32_t dns_max_members;
+};
+extern const weft_msvc_conf_section weftd_cluster_section;
+/* weftd_cluster_read reads [cluster]'s discovery keys into c; 0 or
+ * WEFT_ECONFIG (message in err). */
+int weftd_cluster_read(const weft_msvc_config *cfg, struct weftd_cluster *c,
+                       char *err, size_t errlen);
+
+struct weft_dns_discovery;
+
 enum {
 	WEFTD_SIG_TERM,
 	WEFTD_SIG_INT,
@@ -53,6 +75,7 @@ struct weftd {
 	weft_msvc_config *cfg;
 	bool check_only; /* --check-config */
 	struct weftd_settings set;
+	struct weftd_cluster cluster;
 	/* Runtime. */
 	weft_loop *main_loop; /* the main thread's: signals and HTTP */
 	weft_loop_group *group;
@@ -77,6 +100,8 @@ struct weftd {
 	bool reload_retry;         /* an add to try again */
 	weft_log_limit reload_log; /* refusals of a changed file */
 	uint64_t reloads_applied, reloads_refused;
+	/* discovery.c, main loop: the DNS SRV provider, or NULL. */
+	struct weft_dns_discovery *dns;
 };
 
 /* metrics.c: the Prometheus text of the whole node. */
@@ -173,6 +198,13 @@ void weftd_load_free(struct weftd *d);
 int weftd_reload_start(struct weftd *d);
 void weftd_reload(struct weftd *d, const char *why, bool signalled);
 void weftd_reload_stop(struct weftd *d);
+
+/* discovery.c: with discovery = dns-srv, the DNS SRV provider on the
+ * main loop (its servers from $WEFT_DNS_SERVERS, else dns_servers, else
+ * /etc/resolv.conf); nothing otherwise. Start after the service, stop
+ * before it stops. 0 or a WEFT_E code. */
+int weftd_discovery_start(struct weftd *d);
+void weftd_discovery_stop(struct weftd *d);
 
 /* settings.c. weftd_config_load reads the file with every section checked
  * ([weftd], [kv] and the messaging service's); 0, WEFT_ECONFIG, WEFT_EIO or

@@ -217,6 +217,62 @@ static const weft_msvc_config_opts app_opts = {
 	"[cluster]\nname = c\n[node a]\nhost = 127.0.0.1\nport = 1\n"          \
 	"[node b]\nhost = 127.0.0.1\nport = 2\n"
 
+/* [cluster] takes the keys of a component section named "cluster" (as
+ * weftd's discovery), checked against it; without one, only name. */
+struct cluster_extra {
+	const char *discovery;
+	uint64_t grace_ms;
+};
+static const weft_msvc_conf_key cluster_extra_keys[] = {
+    WEFT_MSVC_CONF_KEY(STRING, "discovery", struct cluster_extra, discovery),
+    WEFT_MSVC_CONF_KEY(DURATION, "grace", struct cluster_extra, grace_ms),
+};
+static const weft_msvc_conf_section cluster_extra_section = {
+    .name = "cluster",
+    .keys = cluster_extra_keys,
+    .nkeys = 2,
+    .size = sizeof(struct cluster_extra),
+};
+
+static void
+test_cluster_section_takes_a_component_keys(void **state)
+{
+	static const weft_msvc_conf_section *const sections[] = {
+	    &cluster_extra_section};
+	static const weft_msvc_config_opts opts = {
+	    .sections = sections, .nsections = 1, .strict = true};
+	struct cluster_extra c = {NULL, 0};
+	weft_msvc_config *cfg;
+	char err[256] = "";
+
+	(void)state;
+	assert_int_equal(weft_msvc_config_parse_opts(
+	                     "[cluster]\ndiscovery = dns\n"
+	                     "name = c\ngrace = 2s\n"
+	                     "[node a]\nhost = 127.0.0.1\nport = 1\n",
+	                     "x.ini", &opts, &cfg, err, sizeof(err)),
+	                 0);
+	assert_string_equal(weft_msvc_config_cluster(cfg), "c");
+	assert_int_equal(weft_msvc_config_read(cfg, &cluster_extra_section,
+	                                       NULL, &c, err, sizeof(err)),
+	                 0);
+	assert_string_equal(c.discovery, "dns");
+	assert_int_equal(c.grace_ms, 2000);
+	weft_msvc_config_free(cfg);
+	/* A key neither knows, at its line. */
+	assert_int_equal(
+	    weft_msvc_config_parse_opts("[cluster]\nname = c\ngrase = 2s\n",
+	                                "x.ini", &opts, &cfg, err, sizeof(err)),
+	    WEFT_ECONFIG);
+	assert_non_null(strstr(err, "x.ini:3:"));
+	/* Without the component, its keys are unknown. */
+	assert_int_equal(
+	    weft_msvc_config_parse_opts("[cluster]\nname = c\ngrace = 2s\n",
+	                                "x.ini", NULL, &cfg, err, sizeof(err)),
+	    WEFT_ECONFIG);
+	assert_non_null(strstr(err, "x.ini:3:"));
+}
+
 /* The same grammar in every section: what [limits] takes, [app] takes. */
 static void
 test_one_grammar_for_every_section(void **state)
@@ -537,6 +593,7 @@ main(void)
 	    cmocka_unit_test(test_read_reports_file_and_line),
 	    cmocka_unit_test(test_load_file_and_missing_file),
 	    cmocka_unit_test(test_build_in_code),
+	    cmocka_unit_test(test_cluster_section_takes_a_component_keys),
 	    cmocka_unit_test(
 	        test_check_holds_the_members_within_the_file_limit),
 	    cmocka_unit_test(
