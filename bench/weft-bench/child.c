@@ -236,8 +236,6 @@ void
 wbench_rusage_read(wbench_rusage *u)
 {
 	struct rusage ru;
-	char line[256];
-	FILE *f;
 
 	getrusage(RUSAGE_SELF, &ru);
 	u->vcsw = (uint64_t)ru.ru_nvcsw;
@@ -247,13 +245,7 @@ wbench_rusage_read(wbench_rusage *u)
 	u->sys_us = (uint64_t)ru.ru_stime.tv_sec * 1000000u +
 	            (uint64_t)ru.ru_stime.tv_usec;
 	u->rss_kb = (uint64_t)ru.ru_maxrss;
-	u->threads = 0;
-	if ((f = fopen("/proc/self/status", "r")) == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "Threads:", 8) == 0)
-			u->threads = strtoull(line + 8, NULL, 10);
-	fclose(f);
+	u->threads = wload_threads();
 }
 
 void

@@ -143,12 +143,26 @@ wload_sleep_until(uint64_t t_ns)
 	nanosleep(&ts, NULL);
 }
 
+uint64_t
+wload_threads(void)
+{
+	uint64_t n = 0;
+	char line[256];
+	FILE *f;
+
+	if ((f = fopen("/proc/self/status", "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "Threads:", 8) == 0)
+			n = strtoull(line + 8, NULL, 10);
+	fclose(f);
+	return n;
+}
+
 void
 wload_read_usage(wload_usage *u)
 {
 	struct rusage ru;
-	char line[256];
-	FILE *f;
 
 	memset(u, 0, sizeof(*u));
 	getrusage(RUSAGE_SELF, &ru);
@@ -158,12 +172,7 @@ wload_read_usage(wload_usage *u)
 	    (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
 	    (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 	u->rss_kb = (uint64_t)ru.ru_maxrss;
-	if ((f = fopen("/proc/self/status", "r")) == NULL)
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "Threads:", 8) == 0)
-			u->threads = strtoull(line + 8, NULL, 10);
-	fclose(f);
+	u->threads = wload_threads();
 }
 
 static void

@@ -50,6 +50,10 @@ typedef struct wload_usage {
 	uint64_t wakeups, msgs_in;
 } wload_usage;
 
+/* wload_threads is the process's thread count (/proc/self/status), 0
+ * when it cannot be read. Any thread. */
+uint64_t wload_threads(void);
+
 /* The per-slot counters summed over the slots. */
 typedef struct wload_totals {
 	uint64_t ok, errors, sent, replies, duplicates;
