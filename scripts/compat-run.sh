@@ -21,16 +21,33 @@ if ! git -C "$root" cat-file -e "$rev^{commit}" 2>/dev/null; then
 	exit 77
 fi
 src=$(mktemp -d)
-trap 'rm -rf "$src"' EXIT
-git -C "$root" archive "$rev" | tar -x -C "$src"
-cmake -S "$src" -B "$old" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$old" -j"$(nproc)" --target weftd weft-kv >/dev/null
+log=$(mktemp)
+trap 'rm -rf "$src" "$log"' EXIT
+# fail WHAT: says on standard output (where CI's log is read) which step
+# failed, with the end of what it printed.
+fail() {
+	echo "compat-run.sh: $1 failed; its last lines:"
+	tail -n 40 "$log"
+	exit 1
+}
 
-line=$(bash "$root/scripts/skew-run.sh" "$build" +0 "$seconds" "$old" "$old")
+git -C "$root" archive "$rev" | tar -x -C "$src" || fail "git archive $rev"
+rm -rf "$old"
+cmake -S "$src" -B "$old" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log" 2>&1 ||
+	fail "configuring $rev"
+cmake --build "$old" -j"$(nproc)" --target weftd weft-kv >"$log" 2>&1 ||
+	fail "building $rev"
+
+rc=0
+line=$(bash "$root/scripts/skew-run.sh" "$build" +0 "$seconds" "$old" \
+	"$old" 2>"$log") || rc=$?
+[ $rc -ne 77 ] || { cat "$log"; exit 77; }
 echo "compat with $rev (n3 and weft-kv of $rev): $line"
+[ $rc -eq 0 ] || fail "the mixed cluster (skew-run.sh exited $rc)"
 if [[ $line =~ requests\ ([0-9]+)\ served,\ ([0-9]+)\ failed ]] &&
 	[ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ]; then
 	exit 0
 fi
-echo "compat-run.sh: a node of this build failed a node or client of $rev" >&2
+echo "compat-run.sh: a node of this build failed a node or client of $rev"
+tail -n 40 "$log"
 exit 1

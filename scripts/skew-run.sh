@@ -16,7 +16,7 @@
 # CLIENT_BUILD_DIR, the puts and gets use that build's weft-kv. Prints one
 # line: peer down transitions logged, requests served and failed, and
 # what each node's /metrics says (expired on arrival, n1's view of n3's
-# clock).
+# clock). Exits 1 if a node exited before the end of the run.
 set -euo pipefail
 
 build=${1:?usage: skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]}
@@ -36,7 +36,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-base=$((20000 + RANDOM % 20000))
+# Ports below the kernel's ephemeral range (32768 up, by default), so no
+# outgoing connection of this run or another holds one of them.
+base=$((20000 + RANDOM % 12000))
 {
 	printf '[cluster]\nname = skew\n'
 	for i in 1 2 3; do
@@ -102,8 +104,19 @@ while [ $SECONDS -lt $end ]; do
 	n=$((n + 1))
 done
 
+# A node that is gone by now (crashed, or exited) fails the run: its
+# standard error's end is shown, and the line says which.
+gone=""
+for i in 1 2 3; do
+	if ! kill -0 "${pids[$((i - 1))]}" 2>/dev/null; then
+		gone="$gone n$i"
+		echo "skew-run.sh: n$i exited during the run; its last lines:" >&2
+		tail -n 20 "$dir/n$i.err" >&2
+	fi
+done
+
 metric() { # node name [label filter]
-	curl -s "http://127.0.0.1:$((base + 10 + $1))/metrics" |
+	{ curl -s "http://127.0.0.1:$((base + 10 + $1))/metrics" || true; } |
 		{ grep "^$2{" || true; } | { grep -- "${3:-}" || true; } |
 		awk '{s += $2} END {print s + 0}'
 }
@@ -117,4 +130,5 @@ skewlog=$(cat "$dir"/n*.err | grep -c "clock is .* ms" || true)
 echo "n3 clock $offset s: peer down transitions $downs;" \
 	"requests $ok served, $failed failed;" \
 	"expired on arrival $expired; n1 sees n3's clock at ${seen} s;" \
-	"clock warnings $skewlog"
+	"clock warnings $skewlog${gone:+; exited:$gone}"
+[ -z "$gone" ]
