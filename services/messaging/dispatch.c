@@ -276,6 +276,7 @@ worker_main(void *arg)
 	weft_msvc *svc = arg;
 	struct weft__msvc_pool *pool = &svc->pool;
 	weft_msvc_msg *msg;
+	bool last;
 
 	pthread_mutex_lock(&pool->lock);
 	for (;;) {
@@ -291,7 +292,12 @@ worker_main(void *arg)
 		run_job(msg);
 		pthread_mutex_lock(&pool->lock);
 	}
+	last = --pool->live == 0;
 	pthread_mutex_unlock(&pool->lock);
+	/* The last worker out moves a stop on; the thread is joined later,
+	 * by weft_msvc_free. */
+	if (last)
+		weft__msvc_stop_kick(svc);
 	return NULL;
 }
 
@@ -319,13 +325,15 @@ weft__msvc_pool_start(weft_msvc *svc)
 
 	if ((pool->threads = calloc(n, sizeof(*pool->threads))) == NULL)
 		return WEFT_ENOMEM;
+	pthread_mutex_lock(&pool->lock);
 	for (i = 0; i < n; i++) {
 		if (pthread_create(&pool->threads[i], NULL, worker_main, svc) !=
 		    0)
 			break;
 		pthread_setname_np(pool->threads[i], "weft-msvc-work");
 	}
-	pool->n = i;
+	pool->n = pool->live = i;
+	pthread_mutex_unlock(&pool->lock);
 	if (i == 0) {
 		free(pool->threads);
 		pool->threads = NULL;
@@ -334,17 +342,35 @@ weft__msvc_pool_start(weft_msvc *svc)
 	return 0;
 }
 
-/* Stops the workers after the jobs queued so far. */
 void
-weft__msvc_pool_stop(weft_msvc *svc)
+weft__msvc_pool_quit(weft_msvc *svc)
 {
 	struct weft__msvc_pool *pool = &svc->pool;
-	uint32_t i;
 
 	pthread_mutex_lock(&pool->lock);
 	pool->stopping = true;
 	pthread_cond_broadcast(&pool->cond);
 	pthread_mutex_unlock(&pool->lock);
+}
+
+bool
+weft__msvc_pool_idle(weft_msvc *svc)
+{
+	struct weft__msvc_pool *pool = &svc->pool;
+	bool idle;
+
+	pthread_mutex_lock(&pool->lock);
+	idle = pool->live == 0;
+	pthread_mutex_unlock(&pool->lock);
+	return idle;
+}
+
+void
+weft__msvc_pool_join(weft_msvc *svc)
+{
+	struct weft__msvc_pool *pool = &svc->pool;
+	uint32_t i;
+
 	for (i = 0; i < pool->n; i++)
 		pthread_join(pool->threads[i], NULL);
 	free(pool->threads);

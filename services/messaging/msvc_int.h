@@ -359,8 +359,8 @@ struct weft__msvc_loop {
 	weft_loop *loop;
 	uint32_t index;
 	bool hooked; /* on_group_shutdown is the loop's shutdown hook */
-	/* What the stopping thread runs on this loop and waits for
-	 * (service.c, on_each_loop): posted without allocation. */
+	/* What weft__msvc_each_loop runs on this loop: posted without
+	 * allocation. */
 	weft_task each_task;
 	void (*each_fn)(struct weft__msvc_loop *ml);
 	struct weft__msvc_slot **chunks; /* slots, in chunks that never move */
@@ -525,7 +525,44 @@ struct weft__msvc_pool {
 	struct weft_msvc_msg *head, *tail;
 	pthread_t *threads;
 	uint32_t n;
+	uint32_t live; /* workers that have not ended */
 	bool stopping;
+};
+
+/*
+ * The stop (stop.c): stages driven by events, never by a thread that
+ * waits. Whoever changes what a stage waits for (a loop done with the
+ * stage's task, the last request answered, the last connection closed,
+ * the last API caller gone, the last worker out, a deadline's timer)
+ * kicks; the kick that finds no run under way posts one to the first
+ * loop, and a run goes on while kicks keep coming.
+ */
+enum weft__msvc_stop_stage {
+	WEFT__MSVC_STOP_NONE,       /* not stopping */
+	WEFT__MSVC_STOP_CALLERS,    /* API calls under way return */
+	WEFT__MSVC_STOP_HEARTBEATS, /* each loop ends its heartbeats */
+	WEFT__MSVC_STOP_DRAIN,    /* requests and queues drain, to a deadline */
+	WEFT__MSVC_STOP_GUARD,    /* each loop stops its door and guards */
+	WEFT__MSVC_STOP_CALLERS2, /* calls that began before stopped */
+	WEFT__MSVC_STOP_SHUTDOWN, /* each loop ends what is left, closes */
+	WEFT__MSVC_STOP_CLOSE,    /* connections close, to their linger */
+	WEFT__MSVC_STOP_WORKERS,  /* the workers end */
+	WEFT__MSVC_STOP_TEARDOWN, /* each loop frees its state */
+	WEFT__MSVC_STOP_DONE,
+};
+
+struct weft__msvc_stop {
+	_Atomic bool armed;       /* the fields below are set: kicks count */
+	_Atomic uint32_t kicks;   /* asked for; the one from 0 runs */
+	_Atomic uint32_t kickers; /* kicks under way: free waits for them */
+	enum weft__msvc_stop_stage stage; /* the run's alone */
+	bool on_loop; /* this run is a task of the first loop, which runs */
+	uint64_t drain_deadline_ns, close_deadline_ns;
+	weft_task task;
+	weft_timer *timer; /* on the first loop: a deadline to look again at */
+	weft_msvc_stop_cb cb;
+	void *cb_arg;
+	bool done; /* under wait_lock: weft_msvc_stop returns */
 };
 
 /* An inbound message as a handler sees it. */
@@ -602,16 +639,21 @@ struct weft_msvc {
 	_Atomic uint32_t paused_conns;
 	_Atomic uint64_t key_rr;
 	struct weft__msvc_pool pool;
+	struct weft__msvc_stop stop;
 	struct weft__msvc_nstats st;
 	/* A bad connection is one line, not one per connection. */
 	weft_log_limit log_reject;
 	/* Clients' clocks past max_clock_skew: one line for them all, each
 	 * client being a peer of its own (clock.c). */
 	weft_log_limit log_client_clock;
-	/* Synchronous waits for stop and start. */
+	/* weft__msvc_each_loop: loops yet to run the task, and what runs
+	 * after the last. */
+	_Atomic uint32_t each_left;
+	void (*each_done)(weft_msvc *svc);
+	/* Waits for new and start (each_waiting) and for stop (stop.done). */
 	pthread_mutex_t wait_lock;
-	pthread_cond_t wait_cond; /* CLOCK_MONOTONIC, for timed waits */
-	uint32_t wait_count;
+	pthread_cond_t wait_cond;
+	bool each_waiting;
 	/* sync.c: threads waiting for a peer to come up (monotonic). */
 	pthread_mutex_t sync_lock;
 	pthread_cond_t sync_cond;
@@ -690,12 +732,29 @@ void weft__msvc_capacity_returned(weft_msvc *svc);
 void weft__msvc_capacity_stop(weft_msvc *svc);
 
 /* service.c */
-/* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed wake
- * weft_msvc_stop when what it waits for holds: no request pending, no
- * inbound bytes in flight and nothing queued for a member; no connect in
- * progress and no connection left open. Any thread. */
+/* weft__msvc_each_loop runs fn(ml) on each loop's thread (at once on a
+ * loop that no longer takes tasks) and done(svc) after the last, on the
+ * thread that ran it. One at a time. Any thread. */
+void weft__msvc_each_loop(weft_msvc *svc,
+                          void (*fn)(struct weft__msvc_loop *ml),
+                          void (*done)(weft_msvc *svc));
+
+/* stop.c */
+/* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed kick the stop
+ * when what it waits for holds: no request pending, no inbound bytes in
+ * flight and nothing queued for a member; no connect in progress and no
+ * connection left open. weft__msvc_stop_kick asks the stop to look again
+ * at what its stage waits for; nothing before the stop begins. Any
+ * thread. */
 void weft__msvc_wake_if_quiet(weft_msvc *svc);
 void weft__msvc_wake_if_closed(weft_msvc *svc);
+void weft__msvc_stop_kick(weft_msvc *svc);
+/* weft__msvc_stop_loop_init, on each loop's thread at weft_msvc_new:
+ * the group's shutdown hook, and on the first loop the stop's timer.
+ * Returns 0 or WEFT_ENOMEM. weft__msvc_stop_fini waits for kicks still
+ * under way on other threads, before the service is freed. */
+int weft__msvc_stop_loop_init(struct weft__msvc_loop *ml);
+void weft__msvc_stop_fini(weft_msvc *svc);
 
 /* weft__msvc_drained is called where svc->pending, svc->inflight or a
  * peer's queued_bytes has just reached 0; weft__msvc_closed where a
@@ -920,8 +979,15 @@ void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 
 /* dispatch.c: handlers, responses, the worker pool. */
 void weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env);
+/* The pool's workers start with weft_msvc_start; weft__msvc_pool_quit
+ * asks them to end after the jobs queued so far (the last one out kicks
+ * the stop), weft__msvc_pool_idle is true once they have, and
+ * weft__msvc_pool_join waits for their threads and frees them (not from
+ * one of them). */
 int weft__msvc_pool_start(weft_msvc *svc);
-void weft__msvc_pool_stop(weft_msvc *svc);
+void weft__msvc_pool_quit(weft_msvc *svc);
+bool weft__msvc_pool_idle(weft_msvc *svc);
+void weft__msvc_pool_join(weft_msvc *svc);
 void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
 int weft__msvc_error_status_to_wire(int status);
 int weft__msvc_wire_to_error_status(int code);

@@ -9,36 +9,31 @@
 
 #include "msvc_int.h"
 
-/* ---- Running a task on every loop and waiting for it ------------------- */
+/* ---- Running a task on every loop ------------------------------------ */
 
 static void
 each_task(weft_loop *loop, int status, void *arg)
 {
 	struct weft__msvc_loop *ml = arg;
 	weft_msvc *svc = ml->svc;
+	void (*done)(weft_msvc * svc) = svc->each_done;
 
 	(void)loop;
 	(void)status;
 	ml->each_fn(ml);
-	pthread_mutex_lock(&svc->wait_lock);
-	svc->wait_count--;
-	pthread_cond_broadcast(&svc->wait_cond);
-	pthread_mutex_unlock(&svc->wait_lock);
+	if (atomic_fetch_sub(&svc->each_left, 1) == 1)
+		done(svc);
 }
 
-/* Runs fn(ml) on each loop's thread and returns when all are done; the
- * task is each loop's own, so this cannot run out of memory, and it runs
- * inline only when a loop no longer takes tasks (it has stopped). Not from
- * one of the loops, and one call at a time (new, start and stop). */
-static void
-on_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml))
+void
+weft__msvc_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml),
+                     void (*done)(weft_msvc *svc))
 {
 	struct weft__msvc_loop *ml;
 	uint32_t i;
 
-	pthread_mutex_lock(&svc->wait_lock);
-	svc->wait_count = svc->nloops;
-	pthread_mutex_unlock(&svc->wait_lock);
+	svc->each_done = done;
+	atomic_store(&svc->each_left, svc->nloops);
 	for (i = 0; i < svc->nloops; i++) {
 		ml = &svc->loops[i];
 		ml->each_fn = fn;
@@ -46,8 +41,29 @@ on_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml))
 		if (weft_loop_post_task(ml->loop, &ml->each_task) != 0)
 			each_task(NULL, 0, ml);
 	}
+}
+
+static void
+each_loop_returned(weft_msvc *svc)
+{
 	pthread_mutex_lock(&svc->wait_lock);
-	while (svc->wait_count > 0)
+	svc->each_waiting = false;
+	pthread_cond_broadcast(&svc->wait_cond);
+	pthread_mutex_unlock(&svc->wait_lock);
+}
+
+/* Runs fn(ml) on each loop's thread and returns when all are done: for
+ * new and start, which set the loops up before they carry any traffic.
+ * Not from one of the loops. */
+static void
+on_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml))
+{
+	pthread_mutex_lock(&svc->wait_lock);
+	svc->each_waiting = true;
+	pthread_mutex_unlock(&svc->wait_lock);
+	weft__msvc_each_loop(svc, fn, each_loop_returned);
+	pthread_mutex_lock(&svc->wait_lock);
+	while (svc->each_waiting)
 		pthread_cond_wait(&svc->wait_cond, &svc->wait_lock);
 	pthread_mutex_unlock(&svc->wait_lock);
 }
@@ -155,16 +171,12 @@ weft__msvc_peer_unref(weft_msvc_peer *peer)
 
 /* ---- Creating and starting --------------------------------------------- */
 
-static void on_group_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg);
-
 static void
 loop_setup(struct weft__msvc_loop *ml)
 {
 	if (weft__msvc_loop_init(ml->svc, ml) != 0 ||
-	    weft_loop_on_shutdown(ml->loop, on_group_shutdown, ml) != 0)
+	    weft__msvc_stop_loop_init(ml) != 0)
 		ml->init_failed = true;
-	else
-		ml->hooked = true;
 }
 
 static int
@@ -339,7 +351,8 @@ weft_msvc_start(weft_msvc *svc)
 		return rv;
 	weft__msvc_guard_init(svc);
 	if (svc->member && (rv = listen_on(svc)) != 0) {
-		weft__msvc_pool_stop(svc);
+		weft__msvc_pool_quit(svc);
+		weft__msvc_pool_join(svc);
 		return rv;
 	}
 	on_each_loop(svc, weft__msvc_guard_loop_start);
@@ -347,253 +360,13 @@ weft_msvc_start(weft_msvc *svc)
 	return 0;
 }
 
-/* ---- Stopping ---------------------------------------------------------- */
-
-static bool
-loop_is_home(const weft_msvc_peer *peer, const struct weft__msvc_loop *ml)
-{
-	return peer->home == ml;
-}
-
-/* First stage on each loop: end everything that is in flight. */
-static void
-loop_shutdown(struct weft__msvc_loop *ml)
-{
-	weft_msvc *svc = ml->svc;
-	struct weft__msvc_outbound *o;
-	struct weft__msvc_inbound *in;
-	weft_msvc_peer *peer;
-	uint32_t p, cls, i;
-
-	for (p = 0; p < svc->npeers; p++) {
-		peer = svc->peers[p];
-		if (!loop_is_home(peer, ml))
-			continue;
-		if (peer->hb_timer != NULL)
-			weft_timer_stop(peer->hb_timer);
-		weft__msvc_member_stop(peer);
-		for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
-			for (i = 0; i < svc->cfg->limits.connections[cls];
-			     i++) {
-				o = &peer->conns[cls][i];
-				weft__msvc_conn_purge_backlog(&o->conn, true);
-				if (o->backoff != NULL)
-					weft_timer_stop(o->backoff);
-				if (o->reply_timer != NULL)
-					weft_timer_stop(o->reply_timer);
-				weft__msvc_conn_close(&o->conn,
-				                      "shutting down");
-			}
-	}
-	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
-	LIST_FOREACH(in, &ml->inbound, link)
-	{
-		weft__msvc_conn_close(&in->conn, "shutting down");
-	}
-}
-
-/* Timers belong to their loop: freed there, not by weft_msvc_free. */
-static void
-free_conn_timers(weft_msvc_peer *peer)
-{
-	uint32_t cls, i;
-
-	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++)
-		for (i = 0; i < peer->svc->cfg->limits.connections[cls]; i++)
-			weft__msvc_conn_free_timers(&peer->conns[cls][i].conn);
-}
-
-/* Last stage: free what must be freed on the loop thread. */
-static void
-loop_teardown(struct weft__msvc_loop *ml)
-{
-	weft_msvc *svc = ml->svc;
-	uint32_t p;
-
-	for (p = 0; p < svc->npeers; p++) {
-		weft_msvc_peer *peer = svc->peers[p];
-
-		if (!loop_is_home(peer, ml))
-			continue;
-		if (peer->hb_timer != NULL)
-			weft_timer_free(peer->hb_timer);
-		peer->hb_timer = NULL;
-		weft__msvc_member_free_timers(peer);
-		free_conn_timers(peer);
-	}
-	weft__msvc_fail_all_pending(ml, WEFT_ESHUTDOWN);
-	if (ml->hooked)
-		weft_loop_remove_shutdown(ml->loop, on_group_shutdown, ml);
-	ml->hooked = false;
-	weft__msvc_loop_fini(ml);
-}
-
-/* Heartbeats in flight end when the stop begins (none starts after it):
- * nobody waits for them, and one sent to a peer that had just gone held
- * the drain for its whole timeout. */
-static void
-loop_end_heartbeats(struct weft__msvc_loop *ml)
-{
-	weft__msvc_fail_internal_pending(ml, WEFT_ESHUTDOWN);
-}
-
-/*
- * The group shuts down under a running service (weft_loop_group_shutdown
- * before weft_msvc_stop): on each loop, before the loop closes its
- * channels, the service stops taking work, and what this loop holds ends
- * at once: its heartbeats, its pending requests (WEFT_ESHUTDOWN, each
- * callback once), its queued messages and its connections. The loop's
- * own shutdown then lets the connections' writes drain. weft_msvc_stop
- * (or weft_msvc_free) afterwards frees what is left.
- */
-static void
-on_group_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
-{
-	struct weft__msvc_loop *ml = arg;
-	weft_msvc *svc = ml->svc;
-
-	(void)loop;
-	(void)deadline_ns;
-	ml->hooked = false;
-	atomic_store(&svc->stopping, true);
-	atomic_store(&svc->stopped, true);
-	weft__msvc_sync_notify(svc);
-	weft__msvc_capacity_stop(svc);
-	loop_end_heartbeats(ml);
-	loop_shutdown(ml);
-}
-
-/* ---- What stop waits for --------------------------------------------- */
-
-/* The loads are sequentially consistent: see weft__msvc_drained. */
-static bool
-is_quiet(weft_msvc *svc)
-{
-	uint32_t p;
-
-	if (atomic_load(&svc->pending) != 0 || atomic_load(&svc->inflight) != 0)
-		return false;
-	for (p = 0; p < svc->npeers; p++)
-		if (atomic_load(&svc->peers[p]->queued_bytes) != 0)
-			return false;
-	return true;
-}
-
-static bool
-is_closed(weft_msvc *svc)
-{
-	uint32_t i;
-
-	if (atomic_load(&svc->st.connections_open) != 0)
-		return false;
-	for (i = 0; i < svc->nloops; i++)
-		if (atomic_load(&svc->loops[i].connects_in_progress) != 0 ||
-		    atomic_load(&svc->loops[i].inbound_len) != 0)
-			return false;
-	return true;
-}
-
-/* Taking the lock orders the wake-up after a waiter's check or before
- * it: a waiter that saw the condition false is already asleep. */
-static void
-wake_stop(weft_msvc *svc)
-{
-	pthread_mutex_lock(&svc->wait_lock);
-	pthread_cond_broadcast(&svc->wait_cond);
-	pthread_mutex_unlock(&svc->wait_lock);
-}
-
-void
-weft__msvc_wake_if_quiet(weft_msvc *svc)
-{
-	if (is_quiet(svc))
-		wake_stop(svc);
-}
-
-void
-weft__msvc_wake_if_closed(weft_msvc *svc)
-{
-	if (is_closed(svc))
-		wake_stop(svc);
-}
-
-/* Sleeps until done(svc) or deadline_ns (weft_now_ns() based), woken by
- * the loops and workers as the counts it looks at reach 0; returns
- * done(svc). Not from one of the loops. */
-static bool
-wait_until(weft_msvc *svc, bool (*done)(weft_msvc *svc), uint64_t deadline_ns)
-{
-	struct timespec at = {
-	    .tv_sec = (time_t)(deadline_ns / 1000000000u),
-	    .tv_nsec = (long)(deadline_ns % 1000000000u),
-	};
-	bool ok;
-
-	pthread_mutex_lock(&svc->wait_lock);
-	/* Not 0: ETIMEDOUT, the deadline passed (or it cannot be kept). */
-	while (!(ok = done(svc)) &&
-	       pthread_cond_timedwait(&svc->wait_cond, &svc->wait_lock, &at) ==
-	           0)
-		;
-	pthread_mutex_unlock(&svc->wait_lock);
-	return ok || done(svc);
-}
-
-/* Waits for the API calls in progress to return (weft__msvc_leave wakes
- * it): none starts once stopping is set. */
-static void
-wait_callers(weft_msvc *svc)
-{
-	pthread_mutex_lock(&svc->wait_lock);
-	while (atomic_load(&svc->callers) > 0)
-		pthread_cond_wait(&svc->wait_cond, &svc->wait_lock);
-	pthread_mutex_unlock(&svc->wait_lock);
-}
-
-void
-weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms)
-{
-	uint64_t now = weft_now_ns(), deadline = UINT64_MAX;
-
-	if (timeout_ms < (UINT64_MAX - now) / 1000000)
-		deadline = now + timeout_ms * 1000000;
-	if (atomic_exchange(&svc->stop_called, true))
-		return;
-	atomic_store(&svc->stopping, true);
-	weft__msvc_sync_notify(svc); /* waiters for a peer give up */
-	weft__msvc_capacity_stop(svc);
-	wait_callers(svc);
-	/* The listener stays open while draining, but new handshakes are
-	 * answered SHUTTING_DOWN (so dialers know, rather than wait), but
-	 * for members that owe us answers: they reply on their own
-	 * connections. */
-	if (atomic_load(&svc->started)) {
-		on_each_loop(svc, loop_end_heartbeats);
-		wait_until(svc, is_quiet, deadline);
-	}
-	on_each_loop(svc, weft__msvc_guard_loop_stop);
-	if (svc->server != NULL)
-		weft_server_close(svc->server, NULL, NULL);
-	svc->server = NULL;
-	atomic_store(&svc->stopped, true);
-	wait_callers(svc);
-	on_each_loop(svc, loop_shutdown);
-	/* Channels close within their linger time; wait a little longer. */
-	if (!wait_until(svc, is_closed,
-	                weft_now_ns() +
-	                    (WEFT__MSVC_LINGER_MS + 1000) * 1000000ull))
-		weft_warn("msvc %s: connections still closing at shutdown",
-		          svc->id);
-	if (svc->pool.threads != NULL)
-		weft__msvc_pool_stop(svc);
-	on_each_loop(svc, loop_teardown);
-}
-
 static void
 free_all(weft_msvc *svc)
 {
 	uint32_t i;
 
+	weft__msvc_stop_fini(svc);
+	weft__msvc_pool_join(svc);
 	for (i = 0; i < svc->npeers; i++)
 		weft__msvc_peer_free(svc->peers[i]);
 	if (svc->verbs != NULL)
@@ -744,16 +517,13 @@ weft__msvc_enter(weft_msvc *svc)
 	return true;
 }
 
-/* The last caller to leave a stopping service wakes weft_msvc_stop. */
+/* The last caller to leave a stopping service moves its stop on. */
 void
 weft__msvc_leave(weft_msvc *svc)
 {
 	if (atomic_fetch_sub(&svc->callers, 1) == 1 &&
-	    atomic_load(&svc->stopping)) {
-		pthread_mutex_lock(&svc->wait_lock);
-		pthread_cond_broadcast(&svc->wait_cond);
-		pthread_mutex_unlock(&svc->wait_lock);
-	}
+	    atomic_load(&svc->stopping))
+		weft__msvc_stop_kick(svc);
 }
 
 static int

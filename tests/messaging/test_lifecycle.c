@@ -2,8 +2,9 @@
 /*
  * test_lifecycle.c: a peer stopped in the middle of a load and started
  * again (every callback runs exactly once, traffic resumes), graceful
- * shutdown with messages in flight, and a stop that returns as soon as
- * what it waits for is done.
+ * shutdown with messages in flight, a stop that returns as soon as what
+ * it waits for is done, and a stop begun without waiting, from the
+ * service's own loops and callbacks.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -463,6 +464,163 @@ test_stop_ends_an_unanswered_request_at_its_deadline(void **state)
 	cluster_stop(&cl); /* answers the held request, too late */
 }
 
+/* ---- A stop begun without waiting -------------------------------------- */
+
+/* What weft_msvc_stop_async's callback saw. */
+struct async_stop {
+	_Atomic int calls;
+	_Atomic bool on_first_loop;
+	uint64_t completed_at_cb, issued_at_cb;
+	weft_loop *first_loop;
+	int begun; /* weft_msvc_stop_async's return */
+};
+
+static struct async_stop astop;
+
+static void
+on_stopped(weft_msvc *svc, void *arg)
+{
+	struct async_stop *a = arg;
+	weft_msvc_stats st;
+
+	weft_msvc_get_stats(svc, &st);
+	assert_int_equal(st.pending_requests, 0);
+	astop.completed_at_cb = atomic_load(&load.completed);
+	astop.issued_at_cb = atomic_load(&load.issued);
+	atomic_store(&a->on_first_loop, weft_loop_in_thread(a->first_loop));
+	atomic_fetch_add(&a->calls, 1);
+	test_poke();
+}
+
+static bool
+async_stopped(void *arg)
+{
+	(void)arg;
+	return atomic_load(&astop.calls) > 0;
+}
+
+/* Begun on a loop of the service: with a synchronous stop this thread
+ * would wait for tasks that it alone can run. */
+static void
+stop_from_loop(weft_loop *loop, int status, void *arg)
+{
+	(void)loop;
+	(void)status;
+	astop.begun = weft_msvc_stop_async(arg, 1000, on_stopped, &astop);
+}
+
+/* n1's stop is begun on one of n1's own loops while requests are in
+ * flight from n1's loops (each answer sends the next) and from another
+ * thread: the call returns at once, every request accepted has had its
+ * callback, exactly once, by the time the stop's callback runs (once, on
+ * n1's first loop), and the service then refuses work and is freed. */
+static void
+test_stop_begun_on_a_loop_with_requests_in_flight(void **state)
+{
+	weft_loop *loop;
+	pthread_t t;
+	int i;
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	memset(&astop, 0, sizeof(astop));
+	load.verb = VERB_ECHO_BLOCK;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	astop.first_loop = weft_loop_group_at(cl.groups[0], 0);
+	for (i = 0; i < 64; i++)
+		issue(cl.svc[0]);
+	assert_true(test_wait(ok_since_mark, (void *)500, 5000));
+	assert_int_equal(pthread_create(&t, NULL, requester_main, NULL), 0);
+	assert_true(test_wait(ok_since_mark, (void *)1000, 5000));
+	/* The last loop: not the one the callback runs on. */
+	loop = weft_loop_group_at(cl.groups[0],
+	                          weft_loop_group_size(cl.groups[0]) - 1);
+	assert_int_equal(weft_loop_post(loop, stop_from_loop, cl.svc[0]), 0);
+	assert_true(test_wait(async_stopped, NULL, 10000));
+	pthread_join(t, NULL);
+	atomic_store(&load.stop, true);
+	assert_int_equal(astop.begun, 0);
+	assert_int_equal(atomic_load(&astop.calls), 1);
+	assert_true(atomic_load(&astop.on_first_loop));
+	assert_int_equal(astop.completed_at_cb, astop.issued_at_cb);
+	assert_int_equal(atomic_load(&load.completed),
+	                 atomic_load(&load.issued));
+	print_message("stop begun on a loop: %llu answered, %llu failed (shut "
+	              "down %d), %llu refused at once\n",
+	              (unsigned long long)atomic_load(&load.ok),
+	              (unsigned long long)atomic_load(&load.failed),
+	              atomic_load(&load.by_status[-WEFT_ESHUTDOWN]),
+	              (unsigned long long)atomic_load(&load.refused));
+	/* One stop: a second is refused, a synchronous one waits for the
+	 * first (it has ended) and returns. */
+	assert_int_equal(weft_msvc_stop_async(cl.svc[0], 0, on_stopped, &astop),
+	                 WEFT_EBUSY);
+	weft_msvc_stop(cl.svc[0], 0);
+	assert_int_equal(atomic_load(&astop.calls), 1);
+	assert_int_equal(weft_msvc_send(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                VERB_SINK, "x", 1, NULL),
+	                 WEFT_ESHUTDOWN);
+	cluster_stop(&cl);
+}
+
+/* A stop begun from a request's own callback, on the loop that ran it,
+ * with another request held by the peer: the held one ends with
+ * WEFT_ESHUTDOWN at the stop's deadline, before the stop's callback. */
+static void
+stop_in_reply(weft_msvc *svc, int status, const void *data, size_t len,
+              void *arg)
+{
+	(void)status;
+	(void)data;
+	(void)len;
+	(void)arg;
+	astop.begun = weft_msvc_stop_async(svc, 200, on_stopped, &astop);
+}
+
+static void
+test_stop_begun_in_a_callback_waits_for_its_deadline(void **state)
+{
+	struct tally t = {.want = 1};
+
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	memset(&astop, 0, sizeof(astop));
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	astop.first_loop = weft_loop_group_at(cl.groups[0], 0);
+	request_held(&t);
+	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
+	                                   VERB_ECHO, "q", 1, NULL,
+	                                   stop_in_reply, NULL),
+	                 0);
+	assert_true(test_wait(async_stopped, NULL, 10000));
+	assert_int_equal(astop.begun, 0);
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(atomic_load(&t.status_counts[-WEFT_ESHUTDOWN]), 1);
+	assert_int_equal(atomic_load(&astop.calls), 1);
+	cluster_stop(&cl); /* answers the held request, too late */
+}
+
+/* The group shut down first: the loops run no more, and a stop begun
+ * afterwards does not wait for its deadline (nothing would drain): it
+ * ends on the thread that ends its last stage (this one, or the last
+ * worker out), long before the deadline of 60 s. */
+static void
+test_stop_begun_after_the_group_shut_down_does_not_wait_for_its_deadline(
+    void **state)
+{
+	(void)state;
+	memset(&load, 0, sizeof(load));
+	memset(&astop, 0, sizeof(astop));
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	astop.first_loop = weft_loop_group_at(cl.groups[0], 0);
+	weft_loop_group_shutdown(cl.groups[0], 1000);
+	assert_int_equal(
+	    weft_msvc_stop_async(cl.svc[0], 60000, on_stopped, &astop), 0);
+	assert_true(test_wait(async_stopped, NULL, 10000));
+	assert_int_equal(atomic_load(&astop.calls), 1);
+	cluster_stop(&cl);
+}
+
 int
 main(void)
 {
@@ -477,6 +635,11 @@ main(void)
 	    cmocka_unit_test(test_stop_waits_for_a_request_pending_at_the_peer),
 	    cmocka_unit_test(
 	        test_stop_ends_an_unanswered_request_at_its_deadline),
+	    cmocka_unit_test(test_stop_begun_on_a_loop_with_requests_in_flight),
+	    cmocka_unit_test(
+	        test_stop_begun_in_a_callback_waits_for_its_deadline),
+	    cmocka_unit_test(
+	        test_stop_begun_after_the_group_shut_down_does_not_wait_for_its_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);

@@ -498,7 +498,9 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
  * every request still
  * pending ends with WEFT_ESHUTDOWN, unsent messages are dropped and
  * counted, and all connections close. Returns when every callback has
- * run. Idempotent. Not from one of the service's loops or workers. Call
+ * run (it is weft_msvc_stop_async and a wait for its end). Idempotent: a
+ * second call waits for the first stop to end. Not from one of the
+ * service's loops or workers. Call
  * it before the group's loops are shut down to drain; a group shut down
  * first (weft_loop_group_shutdown) stops the service on each loop from
  * the loop's shutdown hook: API calls fail with WEFT_ESHUTDOWN from then
@@ -507,6 +509,25 @@ WEFT_API int weft_msvc_start(weft_msvc *svc);
  * weft_msvc_free afterwards frees the rest.
  */
 WEFT_API void weft_msvc_stop(weft_msvc *svc, uint64_t timeout_ms);
+
+/* Runs once when a stop begun by weft_msvc_stop_async has ended: every
+ * callback of the service has run, its connections are closed and its
+ * workers have ended. */
+typedef void (*weft_msvc_stop_cb)(weft_msvc *svc, void *arg);
+
+/*
+ * weft_msvc_stop_async begins the stop weft_msvc_stop describes and
+ * returns at once; cb (if not NULL) runs when it has ended, on the
+ * service's first loop (or, when the loops no longer run, on the thread
+ * that ended it). No thread waits on another meanwhile: each stage is
+ * moved on by what it waits for. From any thread, the service's loops,
+ * workers and handlers included. Free the service after cb has run, from
+ * a thread that is not one of its loops or workers (weft_msvc_free also
+ * waits for the stop to end). Returns 0, or WEFT_EBUSY when a stop has
+ * begun already (cb is then not called).
+ */
+WEFT_API int weft_msvc_stop_async(weft_msvc *svc, uint64_t timeout_ms,
+                                  weft_msvc_stop_cb cb, void *arg);
 
 /* weft_msvc_wall_ms is svc's wall clock, ms since the Unix epoch: the
  * clock its deadlines are in (the system's, unless the options' test
