@@ -21,6 +21,10 @@
 
 static struct cluster cl;
 
+/* How long a load may take to show progress: a bound for a loaded
+ * machine under a sanitizer, not a speed (a wait ends when it holds). */
+#define PROGRESS_MS 30000
+
 /* A closed-loop load from n1 to n2: each answer sends the next request. */
 struct load {
 	_Atomic bool stop;
@@ -264,9 +268,9 @@ test_group_shutdown_stops_the_service_with_requests_in_flight(void **state)
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
 	for (i = 0; i < 64; i++)
 		issue(cl.svc[0]);
-	assert_true(test_wait(ok_since_mark, (void *)500, 5000));
+	assert_true(test_wait(ok_since_mark, (void *)500, PROGRESS_MS));
 	assert_int_equal(pthread_create(&t, NULL, requester_main, NULL), 0);
-	assert_true(test_wait(ok_since_mark, (void *)1000, 5000));
+	assert_true(test_wait(ok_since_mark, (void *)1000, PROGRESS_MS));
 	weft_loop_group_shutdown(cl.groups[0], 1000);
 	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&load.completed),
@@ -529,9 +533,9 @@ test_stop_begun_on_a_loop_with_requests_in_flight(void **state)
 	astop.first_loop = weft_loop_group_at(cl.groups[0], 0);
 	for (i = 0; i < 64; i++)
 		issue(cl.svc[0]);
-	assert_true(test_wait(ok_since_mark, (void *)500, 5000));
+	assert_true(test_wait(ok_since_mark, (void *)500, PROGRESS_MS));
 	assert_int_equal(pthread_create(&t, NULL, requester_main, NULL), 0);
-	assert_true(test_wait(ok_since_mark, (void *)1000, 5000));
+	assert_true(test_wait(ok_since_mark, (void *)1000, PROGRESS_MS));
 	/* The last loop: not the one the callback runs on. */
 	loop = weft_loop_group_at(cl.groups[0],
 	                          weft_loop_group_size(cl.groups[0]) - 1);
