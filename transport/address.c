@@ -274,6 +274,23 @@ format_unix(const struct sockaddr_un *sun, socklen_t len, char *buf,
 	snprintf(buf, size, UNIX_PREFIX "%.*s", (int)path_len, sun->sun_path);
 }
 
+int
+weft__addr_of_fd(int fd, bool peer, char *buf, size_t size)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	int rv;
+
+	if (fd < 0)
+		return WEFT_ENOTSUP;
+	rv = peer ? getpeername(fd, (struct sockaddr *)&sa, &salen)
+	          : getsockname(fd, (struct sockaddr *)&sa, &salen);
+	if (rv != 0)
+		return WEFT_ENOTSUP;
+	weft__addr_format((struct sockaddr *)&sa, salen, buf, size);
+	return 0;
+}
+
 void
 weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
                   size_t size)

@@ -122,19 +122,8 @@ static int
 bev_address(weft_stream *base, bool peer, char *buf, size_t len)
 {
 	struct bev_stream *s = (struct bev_stream *)base;
-	evutil_socket_t fd = bufferevent_getfd(s->bev);
-	struct sockaddr_storage sa;
-	socklen_t salen = sizeof(sa);
-	int rv;
 
-	if (fd < 0)
-		return WEFT_ENOTSUP;
-	rv = peer ? getpeername(fd, (struct sockaddr *)&sa, &salen)
-	          : getsockname(fd, (struct sockaddr *)&sa, &salen);
-	if (rv != 0)
-		return WEFT_ENOTSUP;
-	weft__addr_format((struct sockaddr *)&sa, salen, buf, len);
-	return 0;
+	return weft__addr_of_fd(bufferevent_getfd(s->bev), peer, buf, len);
 }
 
 static const weft_stream_ops bev_ops = {

@@ -182,17 +182,8 @@ sock_close(weft_stream *base, bool graceful)
 static int
 sock_address(weft_stream *base, bool peer, char *buf, size_t len)
 {
-	struct sock_stream *s = (struct sock_stream *)base;
-	struct sockaddr_storage sa;
-	socklen_t salen = sizeof(sa);
-	int rv;
-
-	rv = peer ? getpeername(s->fd, (struct sockaddr *)&sa, &salen)
-	          : getsockname(s->fd, (struct sockaddr *)&sa, &salen);
-	if (rv != 0)
-		return WEFT_ENOTSUP;
-	weft__addr_format((struct sockaddr *)&sa, salen, buf, len);
-	return 0;
+	return weft__addr_of_fd(((struct sock_stream *)base)->fd, peer, buf,
+	                        len);
 }
 
 static const weft_stream_ops sock_ops = {

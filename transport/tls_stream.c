@@ -667,17 +667,8 @@ tls_close(weft_stream *base, bool graceful)
 static int
 tls_address(weft_stream *base, bool peer, char *buf, size_t len)
 {
-	struct tls_stream *s = (struct tls_stream *)base;
-	struct sockaddr_storage sa;
-	socklen_t salen = sizeof(sa);
-	int rv;
-
-	rv = peer ? getpeername(s->fd, (struct sockaddr *)&sa, &salen)
-	          : getsockname(s->fd, (struct sockaddr *)&sa, &salen);
-	if (rv != 0)
-		return WEFT_ENOTSUP;
-	weft__addr_format((struct sockaddr *)&sa, salen, buf, len);
-	return 0;
+	return weft__addr_of_fd(((struct tls_stream *)base)->fd, peer, buf,
+	                        len);
 }
 
 static int

@@ -141,6 +141,11 @@ void weft__resolve_cancel(weft__resolve *r);
 void weft__addr_format(const struct sockaddr *sa, socklen_t len, char *buf,
                        size_t size);
 
+/* weft__addr_of_fd writes the address of fd's own end (peer false) or
+ * of its peer's as weft__addr_format does. Returns 0, or WEFT_ENOTSUP
+ * when fd has none (not a socket, or no longer connected). */
+int weft__addr_of_fd(int fd, bool peer, char *buf, size_t size);
+
 /* weft__addr_is_tcp is true for AF_INET and AF_INET6. */
 bool weft__addr_is_tcp(int family);
 
