@@ -140,6 +140,10 @@ static const optdef opt_table[] = {
     {"clients", O_CLIENTS, OS, "C[,C..]",
      "clients, each a session (connection) of its own, in one\n"
      "process (default 1,10,20)"},
+    {"sessions", O_SESSIONS, OM | BIT(WBENCH_CLUSTER_NODE), "S",
+     "sessions per client process, each a connection of its own to\n"
+     "one member with --outstanding requests in flight (default:\n"
+     "one connection to every member)"},
     {"mixes", O_MIXES, OM, "R[,R..]", "percent of gets (default 100,99,50,0)"},
     {"keys", O_KEYS, OM, "K", "keys, loaded first (default 20000)"},
     {"keys", O_KEYS, OS, "N", "keys each client creates (default 10000)"},

@@ -201,6 +201,8 @@ series_opt(wbench_opts *o, int code, const char *arg)
 	case O_MIXES:
 		return wbench_parse_list(arg, 0, 100, o->mix_list, 8,
 		                         &o->nmix_list);
+	case O_SESSIONS:
+		return set_unsigned(arg, 1, 100000, &o->sessions);
 	case O_KEYS:
 		o->keys_given = true;
 		return set_unsigned(arg, 1, 100000000, &o->keys);
@@ -546,6 +548,10 @@ wbench__opts_finish(wbench_opts *o)
 		return check_rpc(o);
 	case WBENCH_MIX:
 		mix_defaults(o);
+		/* A session's id is its own (cIsK); the test certificates
+		 * name clients cI only. */
+		if (o->sessions > 0 && o->tls_dir != NULL)
+			return fail(o, "--sessions: not with --tls");
 		return 0;
 	case WBENCH_YCSB:
 		return check_ycsb(o);

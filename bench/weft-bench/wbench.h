@@ -114,6 +114,9 @@ typedef struct wbench_opts {
 	unsigned read_pct;               /* cluster-node: share of gets */
 	unsigned mix_list[8], nmix_list; /* mix: --mixes 100,99,50,0 */
 	unsigned keys;                   /* mix: --keys */
+	/* mix: sessions per client process, each a client service of its
+	 * own bound to one member; 0: one service over every member */
+	unsigned sessions;
 	/* --tls DIR: ca.crt, nI.crt, nI.key. Throughput and latency: the
 	 * measuring half is n0, the load half n1 (weft halves only). */
 	const char *tls_dir;
@@ -459,6 +462,10 @@ typedef struct wbench_cresult {
 	double p50_us, p95_us, p99_us, p999_us, max_us;
 	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
 	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
+	/* The members' RSS, per member, and their threads; the client
+	 * processes' RSS, all of them (mix --sessions reports both). */
+	double member_rss_mb, client_rss_mb;
+	uint64_t member_threads;
 	uint64_t threads;
 	int first_error;
 	double up_ms;            /* start to every connection up */
