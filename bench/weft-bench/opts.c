@@ -213,6 +213,10 @@ static const optdef opt_table[] = {
      "(default 32)"},
     {"scan-length", O_SCAN_LENGTH, OY | BIT(WBENCH_YCSB_CLIENT), "N",
      "workload e: scans of 1 to N records, uniform (default 100)"},
+    {"sessions", O_SESSIONS, OY | BIT(WBENCH_YCSB_CLIENT), "S",
+     "sessions per client process, each a client service of its\n"
+     "own connected to every member; the threads are spread over\n"
+     "them (default 1)"},
     {"node", O_NODE, ON, "I", NULL},
     {"client-index", O_CLIENT_INDEX, ON, "I", NULL},
     {"kv", O_KV, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},

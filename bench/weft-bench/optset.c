@@ -500,6 +500,11 @@ check_ycsb(wbench_opts *o)
 		o->client_list[0] = o->threads;
 	if (o->records < o->client_list[0])
 		return fail(o, "--records: at least one per client");
+	if (o->sessions > 0 &&
+	    o->threads < (uint64_t)o->sessions * o->client_list[0])
+		return fail(o, "--threads: at least one per session");
+	if (o->sessions > 0 && o->tls_dir != NULL)
+		return fail(o, "--sessions: not with --tls");
 	if (o->size < 16)
 		return fail(o, "--size: 16 bytes or more (a record starts "
 		               "with its key number and its writer's stamp)");

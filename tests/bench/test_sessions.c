@@ -5,7 +5,8 @@
  * against one key-value node, on both I/O models, for about a second.
  * Every session connects, every request is answered exactly once, and
  * the baseline holds two threads per session connection where weft's
- * node holds a few. No speed is asserted.
+ * node holds a few. Then a short YCSB run over sessions with its --md
+ * table in the form of HBASE-11297's comparison. No speed is asserted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,11 +60,62 @@ test_mix_900_sessions_against_one_node(void **state)
 	assert_int_equal(bench_count_of(text, "\n| 1 | 99% | "), 2);
 }
 
+/* YCSB over 100 sessions in two client processes, on both I/O models:
+ * every request answered once with its own record's value, and the
+ * --md file has each workload's run-phase lines side by side. */
+static void
+test_ycsb_over_sessions_with_md_side_by_side(void **state)
+{
+	char path[] = "/tmp/wbench-sess-XXXXXX";
+	char md[] = "/tmp/wbench-sess-md-XXXXXX";
+	static char text[65536];
+	const char *p = text;
+	char *args[] = {
+	    "ycsb",   "--workload",   "a,f",  "--peers",   "1",   "--clients",
+	    "2",      "--sessions",   "50",   "--threads", "100", "--records",
+	    "400",    "--operations", "4000", "--size",    "128", "--quiet",
+	    "--json", path,           "--md", md,          NULL};
+
+	(void)state;
+	close(mkstemp(path));
+	close(mkstemp(md));
+	assert_int_equal(run_bench_to(args, "/dev/null", NULL), 0);
+	read_json(path, text, sizeof(text));
+	assert_int_equal(bench_count_of(text, "{\"workload\": \""), 4);
+	while ((p = strstr(p, "{\"workload\": \"")) != NULL) {
+		assert_true(bench_json_value(p, "\"sent\": ") >= 4000);
+		assert_true(bench_json_value(p, "\"sent\": ") ==
+		            bench_json_value(p, "\"replies\": "));
+		assert_true(bench_json_value(p, "\"lost\": ") == 0);
+		assert_true(bench_json_value(p, "\"duplicates\": ") == 0);
+		p++;
+	}
+	assert_null(strstr(text, "NOT_FOUND"));
+	assert_null(strstr(text, "UNEXPECTED_STATE"));
+	read_json(md, text, sizeof(text));
+	assert_int_equal(
+	    bench_count_of(text, "|  | weft (loop) | baseline (threads) |\n"),
+	    2);
+	assert_non_null(strstr(text, "**Workload A, 1 nodes**"));
+	assert_non_null(strstr(text, "**Workload F, 1 nodes**"));
+	assert_int_equal(bench_count_of(text, "| [OVERALL] RunTime(ms) | "), 2);
+	assert_int_equal(
+	    bench_count_of(text, "| [OVERALL] Throughput(ops/sec) | "), 2);
+	assert_non_null(strstr(text, "| [READ] Operations | "));
+	assert_non_null(strstr(text, "| [UPDATE] MinLatency(us) | "));
+	assert_non_null(strstr(text, "| [UPDATE] MaxLatency(us) | "));
+	assert_non_null(strstr(text, "| [READ] AverageLatency(us) | "));
+	assert_non_null(strstr(text, "| [READ] 95thPercentileLatency(us) | "));
+	assert_non_null(
+	    strstr(text, "| [READ-MODIFY-WRITE] 99thPercentileLatency(us) | "));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_mix_900_sessions_against_one_node),
+	    cmocka_unit_test(test_ycsb_over_sessions_with_md_side_by_side),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
