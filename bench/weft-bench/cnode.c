@@ -406,18 +406,14 @@ wait_primed(cnode *n, unsigned want, uint64_t deadline)
 static int
 prime_sessions(cnode *n)
 {
-	uint64_t deadline = weft_now_ns() + 120000000000u;
+	wbench_primer p;
 
-	for (unsigned k = 0; k < n->nsess; k++) {
-		if (k >= PRIME_SESSIONS &&
-		    wait_primed(n, k - PRIME_SESSIONS + 1, deadline) != 0)
+	wbench_primer_init(&p, PRIME_SESSIONS, 120000);
+	for (unsigned k = 0; k < n->nsess; k++)
+		if (wbench_primer_ask(&p, n->sess[k].svc, n->sess[k].peer,
+		                      echo_verb(n)) != 0)
 			return -1;
-		if (weft_msvc_request(n->sess[k].svc, n->sess[k].peer,
-		                      echo_verb(n), "", 0, NULL, msvc_primed,
-		                      n) != 0)
-			return -1;
-	}
-	return wait_primed(n, n->nsess, deadline);
+	return wbench_primer_wait(&p);
 }
 
 /* prime asks every other node once and waits for the answers, so that

@@ -146,6 +146,8 @@ static const optdef opt_table[] = {
      "one connection to every member)"},
     {"mixes", O_MIXES, OM, "R[,R..]", "percent of gets (default 100,99,50,0)"},
     {"keys", O_KEYS, OM, "K", "keys, loaded first (default 20000)"},
+    {"sessions", O_SESSIONS, OS, "S",
+     "sessions of the one client process, the same as --clients S"},
     {"keys", O_KEYS, OS, "N", "keys each client creates (default 10000)"},
     {"keys", O_KEYS, ON, "N", NULL},
     {"hosts", O_HOSTS, OC, "[ID@]H:P,..",

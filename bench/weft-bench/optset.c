@@ -523,7 +523,13 @@ check_smoke(wbench_opts *o)
 		o->peer_list[1] = 3;
 		o->npeer_list = 2;
 	}
-	if (!o->clients_given) {
+	if (o->sessions > 0 && o->clients_given)
+		return fail(o, "--sessions: the same as one --clients count, "
+		               "not both");
+	if (o->sessions > 0) {
+		o->client_list[0] = o->sessions;
+		o->nclient_list = 1;
+	} else if (!o->clients_given) {
 		o->client_list[0] = 1;
 		o->client_list[1] = 10;
 		o->client_list[2] = 20;

@@ -665,6 +665,25 @@ int wbench_call_wait(wbench_call *c, uint64_t timeout_ms);
 void wbench_call_counts(wbench_call *c, uint64_t *replies,
                         uint64_t *duplicates);
 
+/*
+ * A primer asks each of many (service, member) pairs once, a window of
+ * them at a time, so that every session's connections are up before the
+ * clock starts without a thousand dials and handshakes at once.
+ * wbench_primer_ask waits for room in the window, then sends an empty
+ * request of verb; wbench_primer_wait waits for every answer. Both return
+ * -1 once a request failed or the primer's time is up. One asking thread.
+ */
+typedef struct wbench_primer {
+	unsigned window, asked;
+	uint64_t deadline_ns;
+	_Atomic unsigned answered, failed;
+} wbench_primer;
+
+void wbench_primer_init(wbench_primer *p, unsigned window, uint64_t timeout_ms);
+int wbench_primer_ask(wbench_primer *p, struct weft_msvc *svc,
+                      struct weft_msvc_peer *peer, uint32_t verb);
+int wbench_primer_wait(wbench_primer *p);
+
 /* wbench_timespec_in sets *ts to ns nanoseconds from now on clock, for
  * pthread_cond_timedwait on a condition variable of that clock. */
 void wbench_timespec_in(clockid_t clock, uint64_t ns, struct timespec *ts);

@@ -98,7 +98,6 @@ struct yclient {
 	/* Read by the main thread. */
 	atomic_uint active; /* slots with an operation going */
 	atomic_uint_fast64_t completed;
-	atomic_uint primed, prime_failed;
 	wbench_sample so_far;
 };
 
@@ -523,50 +522,21 @@ client_stop(yclient *c)
 	wbench_sample_fini(&c->so_far);
 }
 
-static void
-primed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
-{
-	yclient *c = arg;
-
-	(void)svc;
-	(void)data;
-	(void)len;
-	atomic_fetch_add(status == 0 ? &c->primed : &c->prime_failed, 1);
-}
-
-/* prime_wait waits until at most in_flight of the asked primes are
- * unanswered; -1 if one failed or the minute is up. */
-static int
-prime_wait(yclient *c, unsigned asked, unsigned in_flight, uint64_t deadline)
-{
-	while (atomic_load(&c->prime_failed) == 0 &&
-	       asked - atomic_load(&c->primed) > in_flight) {
-		if (wbench_now_ns() > deadline)
-			return -1;
-		wload_sleep_until(wbench_now_ns() + 1000000u);
-	}
-	return atomic_load(&c->prime_failed) == 0 ? 0 : -1;
-}
-
 /* prime asks every member once through every session, PRIME_WINDOW at
  * a time, so that every connection is up. */
 static int
 prime(yclient *c)
 {
-	uint64_t deadline = wbench_now_ns() + 60000000000u;
-	unsigned asked = 0;
+	wbench_primer p;
 
+	wbench_primer_init(&p, PRIME_WINDOW, 60000);
 	for (unsigned k = 0; k < c->nsess; k++)
-		for (unsigned i = 0; i < c->o->peers; i++) {
-			if (prime_wait(c, asked, PRIME_WINDOW - 1, deadline) !=
-			        0 ||
-			    weft_msvc_request(
-			        c->sess[k].svc, c->sess[k].nodes[i],
-			        WBENCH_VERB_ECHO, "", 0, NULL, primed, c) != 0)
+		for (unsigned i = 0; i < c->o->peers; i++)
+			if (wbench_primer_ask(&p, c->sess[k].svc,
+			                      c->sess[k].nodes[i],
+			                      WBENCH_VERB_ECHO) != 0)
 				return -1;
-			asked++;
-		}
-	return prime_wait(c, asked, 0, deadline);
+	return wbench_primer_wait(&p);
 }
 
 /* address points every session at the members of the "ports" line. */

@@ -5,8 +5,9 @@
  * against one key-value node, on both I/O models, for about a second.
  * Every session connects, every request is answered exactly once, and
  * the baseline holds two threads per session connection where weft's
- * node holds a few. Then a short YCSB run over sessions with its --md
- * table in the form of HBASE-11297's comparison. No speed is asserted.
+ * node holds a few; the smoke test's 900 sessions likewise. Then a
+ * short YCSB run over sessions with its --md table in the form of
+ * HBASE-11297's comparison. No speed is asserted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,6 +59,36 @@ test_mix_900_sessions_against_one_node(void **state)
 	assert_non_null(strstr(text, "| member RSS MB | member threads | "
 	                             "client RSS MB |\n"));
 	assert_int_equal(bench_count_of(text, "\n| 1 | 99% | "), 2);
+}
+
+/* smoke --sessions 900: one client process of 900 sessions, each with
+ * one request at a time, creates, sets, gets and deletes its keys on
+ * both I/O models, every request answered once. */
+static void
+test_smoke_900_sessions_against_one_node(void **state)
+{
+	char path[] = "/tmp/wbench-sess-XXXXXX";
+	static char text[65536];
+	char *args[] = {
+	    "smoke",      "--peers", "1",      "--io", "both",
+	    "--sessions", "900",     "--keys", "2",    "--outstanding",
+	    "1",          "--quiet", "--json", path,   NULL};
+	const char *p;
+
+	(void)state;
+	close(mkstemp(path));
+	assert_int_equal(run_bench_to(args, "/dev/null", NULL), 0);
+	read_json(path, text, sizeof(text));
+	assert_int_equal(
+	    bench_count_of(text, "\"clients\": 900, \"keys\": 1800,"), 2);
+	for (p = strstr(text, "{\"nodes\": "); p != NULL;
+	     p = strstr(p + 1, "{\"nodes\": ")) {
+		assert_true(bench_json_value(p, "\"sent\": ") == 4 * 1800);
+		assert_true(bench_json_value(p, "\"replies\": ") == 4 * 1800);
+		assert_true(bench_json_value(p, "\"duplicates\": ") == 0);
+		assert_true(bench_json_value(p, "\"unexpected\": ") == 0);
+	}
+	assert_int_equal(bench_count_of(text, "\"errors\": 0}"), 8);
 }
 
 /* YCSB over 50 sessions in two client processes, on both I/O models:
@@ -115,6 +146,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_mix_900_sessions_against_one_node),
+	    cmocka_unit_test(test_smoke_900_sessions_against_one_node),
 	    cmocka_unit_test(test_ycsb_over_sessions_with_md_side_by_side),
 	};
 
