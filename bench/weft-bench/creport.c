@@ -388,9 +388,10 @@ md_header(const wbench_opts *o, FILE *f)
 		        "msgs/wake-up | errors |%s\n"
 		        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 		        "---|---|---|---|%s\n",
-		        o->sessions > 0 ? " member RSS MB | member threads | "
-		                          "client RSS MB |"
-		                        : "",
+		        o->sessions > 0
+		            ? " RSS MB per member | threads per member | "
+		              "client RSS MB |"
+		            : "",
 		        o->sessions > 0 ? "---|---|---|" : "");
 	else
 		fputs("| P | io | ops/s | p50 ms | p99 ms | p99.9 ms | "
@@ -432,7 +433,7 @@ md_row(const wbench_opts *o, const cresult *r, FILE *f)
 	        r->msgs_per_wakeup, (unsigned long long)r->errors);
 	if (o->workload == WBENCH_MIX && o->sessions > 0)
 		fprintf(f, " %.1f | %llu | %.1f |", r->member_rss_mb,
-		        (unsigned long long)r->member_threads,
+		        (unsigned long long)r->member_threads / r->peers,
 		        r->client_rss_mb);
 	fputc('\n', f);
 }
