@@ -27,8 +27,8 @@
  * threads are too dear for the baseline's 3,600). */
 #ifndef SESSIONS_PER_CLIENT
 #define SESSIONS_PER_CLIENT 300
+#define SESSIONS 900
 #endif
-#define SESSIONS (3 * SESSIONS_PER_CLIENT)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
