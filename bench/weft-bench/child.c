@@ -7,6 +7,7 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,61 @@ wbench_client_set_ports(weft_msvc *svc, const char *line, unsigned npeers,
 			return -1;
 	}
 	return 0;
+}
+
+/* ---- Priming ------------------------------------------------------------- */
+
+void
+wbench_primer_init(wbench_primer *p, unsigned window, uint64_t timeout_ms)
+{
+	p->window = window ? window : 1;
+	p->asked = 0;
+	p->deadline_ns = wbench_now_ns() + timeout_ms * 1000000u;
+	atomic_init(&p->answered, 0);
+	atomic_init(&p->failed, 0);
+}
+
+static void
+primer_reply(weft_msvc *svc, int status, const void *data, size_t len,
+             void *arg)
+{
+	wbench_primer *p = arg;
+
+	(void)svc;
+	(void)data;
+	(void)len;
+	atomic_fetch_add(status == 0 ? &p->answered : &p->failed, 1);
+}
+
+/* primer_until waits until at most in_flight requests are unanswered. */
+static int
+primer_until(wbench_primer *p, unsigned in_flight)
+{
+	while (atomic_load(&p->failed) == 0 &&
+	       p->asked - atomic_load(&p->answered) > in_flight) {
+		if (wbench_now_ns() > p->deadline_ns)
+			return -1;
+		wload_sleep_until(wbench_now_ns() + 1000000u);
+	}
+	return atomic_load(&p->failed) == 0 ? 0 : -1;
+}
+
+int
+wbench_primer_ask(wbench_primer *p, weft_msvc *svc, weft_msvc_peer *peer,
+                  uint32_t verb)
+{
+	if (primer_until(p, p->window - 1) != 0 ||
+	    weft_msvc_request(svc, peer, verb, "", 0, NULL, primer_reply, p) !=
+	        0)
+		return -1;
+	p->asked++;
+	return 0;
+}
+
+int
+wbench_primer_wait(wbench_primer *p)
+{
+	return primer_until(p, 0);
 }
 
 /* ---- Blocking calls ------------------------------------------------------ */

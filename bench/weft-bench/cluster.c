@@ -137,6 +137,8 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 		wbench_argv_add(a, "--kv");
 		wbench_argv_addf(a, "--read-pct", "%d", c->pt.read_pct);
 		wbench_argv_addf(a, "--keys", "%u", o->keys);
+		if (client && o->sessions > 0)
+			wbench_argv_addf(a, "--sessions", "%u", o->sessions);
 	}
 	if (o->hosts != NULL) { /* nodes elsewhere: clients only */
 		wbench_argv_addf(a, "--hosts", "%s", o->hosts);
@@ -344,6 +346,7 @@ static void
 merge(cluster *c, cresult *r)
 {
 	uint64_t vcsw = 0, ivcsw = 0, cpu = 0, rss = 0, wakeups = 0, in = 0;
+	uint64_t member_rss = 0;
 	double ops;
 
 	memset(r, 0, sizeof(*r));
@@ -362,6 +365,10 @@ merge(cluster *c, cresult *r)
 		ivcsw += k->ivcsw;
 		cpu += k->cpu_us;
 		rss += k->rss_kb;
+		if (i < c->members) {
+			member_rss += k->rss_kb;
+			r->member_threads += k->threads;
+		}
 		r->threads += k->threads;
 		wakeups += k->wakeups;
 		in += k->msgs_in;
@@ -379,6 +386,8 @@ merge(cluster *c, cresult *r)
 	r->cpu_us_per_op = (double)cpu / ops;
 	r->rss_mb = (double)rss / 1024;
 	r->rss_mb_per_node = r->rss_mb / c->n;
+	r->member_rss_mb = (double)member_rss / 1024 / c->members;
+	r->client_rss_mb = (double)(rss - member_rss) / 1024;
 	r->msgs_per_wakeup = wakeups ? (double)in / (double)wakeups : 0;
 	merge_server(c, r);
 	if (c->pt.read_pct >= 0)

@@ -42,7 +42,14 @@
 #include "wbench.h"
 #include "weftd_proto.h"
 
-#define PRIME_WINDOW 4     /* first requests in flight per node */
+#define PRIME_WINDOW 4 /* first requests in flight per node */
+/* mix --sessions: first requests in flight per client process, each
+ * dialing a session's two connections (small and urgent); well under
+ * the nodes' handshake slots with a few such processes at once. */
+#define PRIME_SESSIONS 32
+/* What a node grants clients: connections, and handshakes at once. */
+#define WBENCH_NODE_MAX_CLIENTS 4096
+#define WBENCH_NODE_MAX_HANDSHAKES 512
 #define PROGRESS_SAMPLE 16 /* replies per slot for one progress sample */
 /* mix: a replica's time to acknowledge a write, both key-value services.
  * Their default, 2 s, is too short for a shared two-core machine running
@@ -51,6 +58,15 @@
 #define REPLICATE_TIMEOUT_MS 10000
 
 typedef struct cnode cnode;
+
+/* mix --sessions: one client service per session, all on the process's
+ * one loop, each bound to one member (as a ZooKeeper client session is
+ * to its server). Slot i belongs to session i / --outstanding. */
+typedef struct session {
+	weft_msvc *svc;
+	weft_msvc_peer *peer; /* its member */
+	size_t member;
+} session;
 
 /* What a mix slot keeps beside its wload_slot (of the same index). Its
  * fields are touched only by the thread that runs the slot's reply, and
@@ -82,6 +98,8 @@ struct cnode {
 	weft_tls_ctx *tls;
 	weft_kv *kv;            /* mix: this member's replica */
 	weft_msvc_peer **peers; /* by node index, for svc */
+	session *sess;          /* mix --sessions; NULL otherwise */
+	unsigned nsess;
 	wbase_node *base;
 	wbase_kv *base_kv; /* mix, --io threads: this member's replica */
 	size_t self;
@@ -147,6 +165,8 @@ next_target(size_t t, void *arg)
 {
 	const cnode *n = arg;
 
+	if (n->nsess > 0)
+		return t; /* a session asks its own member */
 	if (n->o->client && (n->o->kv || n->o->hosts))
 		return (t + 1) % n->o->peers; /* spread over the members */
 	if (n->o->client)
@@ -211,14 +231,30 @@ kv_key(char key[16], uint64_t i)
 	return (size_t)snprintf(key, 16, "k%07llu", (unsigned long long)i);
 }
 
+/* slot_count is the number of slots: --outstanding per session. */
+static unsigned
+slot_count(const cnode *n)
+{
+	return n->o->outstanding * (n->nsess > 0 ? n->nsess : 1);
+}
+
 /* kv_send sends a get or a put of a random key, by the run's mix. */
 static int
 kv_send(cnode *n, wload_slot *s)
 {
 	mix_slot *m = &n->mix[s->index];
+	weft_msvc *svc = n->svc;
+	weft_msvc_peer *peer = n->peers[s->target];
 	char key[16];
 	size_t len;
 	uint64_t r;
+
+	if (n->nsess > 0) {
+		const session *ss = &n->sess[s->index / n->o->outstanding];
+
+		svc = ss->svc;
+		peer = ss->peer;
+	}
 
 	m->rng ^= m->rng << 13;
 	m->rng ^= m->rng >> 7;
@@ -227,10 +263,10 @@ kv_send(cnode *n, wload_slot *s)
 	len = kv_key(key, (r >> 8) % n->o->keys);
 	m->put = r % 100 >= n->o->read_pct;
 	if (!m->put)
-		return weft_kv_client_get(n->svc, n->peers[s->target], key, len,
-		                          NULL, msvc_reply, s);
-	return weft_kv_client_put(n->svc, n->peers[s->target], key, len,
-	                          n->payload, n->o->size, NULL, msvc_reply, s);
+		return weft_kv_client_get(svc, peer, key, len, NULL, msvc_reply,
+		                          s);
+	return weft_kv_client_put(svc, peer, key, len, n->payload, n->o->size,
+	                          NULL, msvc_reply, s);
 }
 
 /* slot_send sends s's request by the run's kind. A refusal is counted by
@@ -324,15 +360,20 @@ preload(cnode *n)
 
 	for (unsigned i = 0; i < n->o->keys; i++) {
 		size_t len = kv_key(key, i);
+		weft_msvc *svc = n->svc;
+		weft_msvc_peer *peer = n->peers[i % n->o->peers];
 
+		if (n->nsess > 0) {
+			svc = n->sess[i % n->nsess].svc;
+			peer = n->sess[i % n->nsess].peer;
+		}
 		while (i - atomic_load(&n->loaded) -
 		               atomic_load(&n->load_failed) >=
 		           64 &&
 		       weft_now_ns() < deadline)
 			wload_sleep_until(weft_now_ns() + 100000u);
-		if (weft_kv_client_put(n->svc, n->peers[i % n->o->peers], key,
-		                       len, n->payload, n->o->size, NULL,
-		                       loaded_cb, n) != 0)
+		if (weft_kv_client_put(svc, peer, key, len, n->payload,
+		                       n->o->size, NULL, loaded_cb, n) != 0)
 			return -1;
 	}
 	while (atomic_load(&n->loaded) + atomic_load(&n->load_failed) <
@@ -359,6 +400,22 @@ wait_primed(cnode *n, unsigned want, uint64_t deadline)
 	return atomic_load(&n->primed) >= want ? 0 : -1;
 }
 
+/* prime_sessions asks every session's member once through the session,
+ * PRIME_SESSIONS at a time, so that each session's connections are up
+ * before the clock starts. */
+static int
+prime_sessions(cnode *n)
+{
+	wbench_primer p;
+
+	wbench_primer_init(&p, PRIME_SESSIONS, 120000);
+	for (unsigned k = 0; k < n->nsess; k++)
+		if (wbench_primer_ask(&p, n->sess[k].svc, n->sess[k].peer,
+		                      echo_verb(n)) != 0)
+			return -1;
+	return wbench_primer_wait(&p);
+}
+
 /* prime asks every other node once and waits for the answers, so that
  * connection set-up (dials, handshakes) stays out of the measurement. A
  * few at a time: P nodes dialing everyone at once over TLS would pile up
@@ -372,6 +429,9 @@ prime(cnode *n)
 {
 	uint64_t deadline = weft_now_ns() + 120000000000u;
 	unsigned want = n->o->peers - 1, asked = 0;
+
+	if (n->nsess > 0)
+		return prime_sessions(n);
 
 	for (unsigned k = 0; k < n->o->peers; k++) {
 		size_t i =
@@ -439,6 +499,14 @@ make_config(cnode *n)
 	lim = weft_msvc_config_limits(n->cfg);
 	lim->loops = 1;
 	lim->connect_timeout_ms = 30000;
+	/* Every client dials from 127.0.0.1, two connections (small and
+	 * urgent) per mix session: the defaults (1024 clients, 64 per
+	 * address, 128 handshakes at once) refuse 900 sessions. Below the
+	 * file limit weft-bench raises to its hard limit (20,000 here), so
+	 * the service need not lower them. */
+	lim->max_clients = WBENCH_NODE_MAX_CLIENTS;
+	lim->max_clients_per_address = WBENCH_NODE_MAX_CLIENTS;
+	lim->max_handshakes = WBENCH_NODE_MAX_HANDSHAKES;
 	if (n->o->probe) {
 		/* rpc --probe: the members keep the default heartbeats and
 		 * request timeout, whose misses the run counts, and take
@@ -509,12 +577,44 @@ start_baseline(cnode *n, const char *id)
 	return wbase_node_port(n->base);
 }
 
+/* start_sessions starts a client's sessions, a client service each on
+ * the one loop, with ids cIsK and one worker thread (they run no
+ * handler). Session K of client I is bound to member (I * S + K) mod N,
+ * so that the sessions of all clients spread evenly over the members.
+ * Returns 0 or -1. */
+static int
+start_sessions(cnode *n)
+{
+	const wbench_opts *o = n->o;
+	char id[32];
+
+	weft_msvc_config_limits(n->cfg)->worker_threads = 1;
+	if ((n->sess = calloc(n->nsess, sizeof(*n->sess))) == NULL ||
+	    weft_loop_group_new(1, &n->group) != 0)
+		return -1;
+	for (unsigned k = 0; k < n->nsess; k++) {
+		session *ss = &n->sess[k];
+
+		snprintf(id, sizeof(id), "c%us%u", o->node_index, k);
+		ss->member = ((size_t)o->node_index * n->nsess + k) % o->peers;
+		if (weft_msvc_new(n->group, n->cfg, id, &(weft_msvc_opts){0},
+		                  &ss->svc) != 0 ||
+		    weft_msvc_start(ss->svc) != 0)
+			return -1;
+	}
+	n->svc = n->sess[0].svc;
+	return 0;
+}
+
 /* start_service starts the node's service; returns its port or 0. */
 static uint16_t
 start_service(cnode *n)
 {
 	weft_msvc_opts mo = {0};
 	char id[16];
+
+	if (n->nsess > 0)
+		return start_sessions(n) == 0 ? 1 : 0;
 
 	snprintf(id, sizeof(id), "%s%u", n->o->client ? "c" : "n",
 	         n->o->node_index);
@@ -541,15 +641,60 @@ start_service(cnode *n)
 	return n->o->client ? 1 : weft_msvc_port(n->svc);
 }
 
+/* set_session_ports points every session at its member: port, from
+ * the "ports" line, or the member's --hosts entry. */
+static int
+set_session_ports(cnode *n, const uint16_t *ports)
+{
+	char id[64], host[256];
+	uint16_t hport;
+
+	for (unsigned k = 0; k < n->nsess; k++) {
+		session *ss = &n->sess[k];
+
+		snprintf(id, sizeof(id), "n%zu", ss->member);
+		if (n->o->hosts != NULL) {
+			if (wbench_host_at(n->o->hosts, (unsigned)ss->member,
+			                   id, host, &hport) != 0)
+				return -1;
+		} else
+			weft_msvc_set_peer_addr(ss->svc, id, "127.0.0.1",
+			                        ports[ss->member]);
+		if ((ss->peer = weft_msvc_peer_find(ss->svc, id)) == NULL)
+			return -1;
+	}
+	return 0;
+}
+
 /* set_ports reads "ports P0 P1 ..." and points the service at every
  * node. */
 static int
 set_ports(cnode *n, char *line)
 {
 	char *p = line + 5, *end, id[16];
+	uint16_t *ports;
+	int rv;
 
 	if (strncmp(line, "ports", 5) != 0)
 		return -1;
+	if (n->nsess > 0) {
+		if ((ports = calloc(n->o->peers, sizeof(*ports))) == NULL)
+			return -1;
+		for (unsigned i = 0; n->o->hosts == NULL && i < n->o->peers;
+		     i++) {
+			unsigned long port = strtoul(p, &end, 10);
+
+			if (end == p || port == 0 || port > 65535) {
+				free(ports);
+				return -1;
+			}
+			p = end;
+			ports[i] = (uint16_t)port;
+		}
+		rv = set_session_ports(n, ports);
+		free(ports);
+		return rv;
+	}
 	for (unsigned i = 0; n->o->hosts != NULL && i < n->o->peers; i++) {
 		char hid[64], host[256];
 		uint16_t hport;
@@ -597,7 +742,7 @@ print_verbs(cnode *n, weft_histogram *lat)
 	weft_histogram *put_lat;
 	uint64_t nputs = 0;
 
-	for (unsigned i = 0; i < n->o->outstanding; i++)
+	for (unsigned i = 0; i < slot_count(n); i++)
 		nputs += n->mix[i].puts_ok;
 	if (!n->o->kv || wbench_hist_new(&put_lat) != 0)
 		return nputs;
@@ -631,13 +776,20 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 		weft_histogram_merge(lat, l->lat);
 	pthread_mutex_unlock(&n->lat_lock);
 	nputs = print_verbs(n, lat);
-	if (n->svc != NULL) {
+	for (unsigned k = 0; k < n->nsess; k++) {
+		weft_msvc_stats st;
+
+		weft_msvc_get_stats(n->sess[k].svc, &st);
+		wakeups += st.read_batches;
+		msgs_in += st.messages_in;
+	}
+	if (n->svc != NULL && n->nsess == 0) {
 		weft_msvc_stats st;
 
 		weft_msvc_get_stats(n->svc, &st);
 		wakeups = st.read_batches;
 		msgs_in = st.messages_in;
-	} else {
+	} else if (n->svc == NULL) {
 		wbase_stats st;
 
 		wbase_node_get_stats(n->base, &st);
@@ -672,17 +824,17 @@ start_load(cnode *n)
 	                              .booked = booked,
 	                              .tick = print_tick};
 	const wbench_opts *o = n->o;
-	wload_opts lo = {.outstanding = o->outstanding,
+	wload_opts lo = {.outstanding = slot_count(n),
 	                 .rate = o->rate,
 	                 .warmup_ns = (uint64_t)(o->warmup_s * 1e9),
 	                 .duration_ns = (uint64_t)(o->duration_s * 1e9),
 	                 .idle_wait_ns = 30000000000u,
 	                 .count_warmup_refusals = true};
 
-	if ((n->mix = calloc(o->outstanding + 1, sizeof(*n->mix))) == NULL ||
+	if ((n->mix = calloc(slot_count(n) + 1, sizeof(*n->mix))) == NULL ||
 	    wload_new(&lo, &ops, n, &n->load) != 0)
 		return -1;
-	for (unsigned i = 0; i < o->outstanding; i++) {
+	for (unsigned i = 0; i < slot_count(n); i++) {
 		wload_slot_at(n->load, i)->target =
 		    (o->node_index + i) % o->peers;
 		n->mix[i].rng = (o->seed + 1) * 0x9e3779b97f4a7c15ull ^
@@ -697,6 +849,7 @@ node_init(cnode *n, const wbench_opts *o)
 	memset(n, 0, sizeof(*n));
 	n->o = o;
 	n->self = o->client ? SIZE_MAX : o->node_index;
+	n->nsess = o->client && o->kv ? o->sessions : 0;
 	n->payload = calloc(1, o->size ? o->size : 1);
 	n->peers = calloc(o->peers, sizeof(*n->peers));
 	pthread_mutex_init(&n->lat_lock, NULL);
@@ -716,6 +869,17 @@ node_init(cnode *n, const wbench_opts *o)
 static void
 node_fini(cnode *n)
 {
+	if (n->sess != NULL) {
+		for (unsigned k = 0; k < n->nsess; k++)
+			if (n->sess[k].svc != NULL)
+				weft_msvc_stop(n->sess[k].svc, 1000);
+		if (n->group != NULL)
+			weft_loop_group_shutdown(n->group, 1000);
+		for (unsigned k = 0; k < n->nsess; k++)
+			weft_msvc_free(n->sess[k].svc);
+		free(n->sess);
+		n->svc = NULL;
+	}
 	if (n->svc != NULL) {
 		weft_msvc_stop(n->svc, 1000);
 		/* Its connections are freed with their loops stopped. */

@@ -16,7 +16,16 @@ typedef wbench_cresult cresult;
 static void
 print_shape(const wbench_opts *o, FILE *out)
 {
-	if (o->workload == WBENCH_MIX)
+	if (o->workload == WBENCH_MIX && o->sessions > 0)
+		fprintf(out,
+		        "weft-bench mix: the replicated key-value service "
+		        "on N nodes (--io: weft's service or the\n  "
+		        "thread-per-peer baseline's), %u client processes "
+		        "x %u sessions (each weft's service,\n  bound to one "
+		        "node) x %u requests in flight, %u keys,",
+		        o->client_list[0], o->sessions, o->outstanding,
+		        o->keys);
+	else if (o->workload == WBENCH_MIX)
 		fprintf(out,
 		        "weft-bench mix: the replicated key-value service "
 		        "on N nodes (--io: weft's service or the\n  "
@@ -128,6 +137,15 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 		fprintf(out, " %9.0f %9.1f %9.0f %9.1f", r->get_ops_per_s,
 		        r->get_p99_us, r->put_ops_per_s, r->put_p99_us);
 	fputc('\n', out);
+	if (o->workload == WBENCH_MIX && o->sessions > 0)
+		fprintf(out,
+		        "       members %.1f MB and %llu threads each, "
+		        "clients %.1f MB (%.0f KB per session)\n",
+		        r->member_rss_mb,
+		        (unsigned long long)r->member_threads / r->peers,
+		        r->client_rss_mb,
+		        r->client_rss_mb * 1024 /
+		            ((double)o->sessions * o->client_list[0]));
 	if (r->runs > 1) {
 		char what[64];
 
@@ -240,6 +258,12 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	        ", \"rss_mb\": %.2f, \"rss_mb_per_node\": %.3f, "
 	        "\"threads\": %llu",
 	        r->rss_mb, r->rss_mb_per_node, (unsigned long long)r->threads);
+	if (o->sessions > 0)
+		fprintf(f,
+		        ", \"sessions\": %u, \"member_rss_mb\": %.1f, "
+		        "\"client_rss_mb\": %.1f, \"member_threads\": %llu",
+		        o->sessions, r->member_rss_mb, r->client_rss_mb,
+		        (unsigned long long)r->member_threads);
 	json_fig(f, "msgs_per_wakeup", "%.3f", r->msgs_per_wakeup,
 	         r->msgs_per_wakeup > 0);
 	json_fig(f, "up_ms", "%.1f", r->up_ms, r->up_ms > 0);
@@ -357,13 +381,18 @@ md_header(const wbench_opts *o, FILE *f)
 		      "---|\n",
 		      f);
 	else if (o->workload == WBENCH_MIX)
-		fputs("| nodes | gets | io | ops/s | gets/s | get p99 ms | "
-		      "puts/s | put p99 ms | p50 ms | p99 ms | p99.9 ms | "
-		      "ctx-sw/op | CPU us/op | RSS MB (per node) | threads | "
-		      "msgs/wake-up | errors |\n"
-		      "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-		      "---|---|---|---|\n",
-		      f);
+		fprintf(f,
+		        "| nodes | gets | io | ops/s | gets/s | get p99 ms | "
+		        "puts/s | put p99 ms | p50 ms | p99 ms | p99.9 ms | "
+		        "ctx-sw/op | CPU us/op | RSS MB (per node) | threads | "
+		        "msgs/wake-up | errors |%s\n"
+		        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+		        "---|---|---|---|%s\n",
+		        o->sessions > 0
+		            ? " RSS MB per member | threads per member | "
+		              "client RSS MB |"
+		            : "",
+		        o->sessions > 0 ? "---|---|---|" : "");
 	else
 		fputs("| P | io | ops/s | p50 ms | p99 ms | p99.9 ms | "
 		      "ctx-sw/op | CPU us/op | RSS MB (per node) | threads | "
@@ -397,11 +426,16 @@ md_row(const wbench_opts *o, const cresult *r, FILE *f)
 		        r->put_p99_us / 1e3);
 	fprintf(f,
 	        "%.2f | %.2f | %.2f | %.3f | %.2f | %.1f (%.2f) | %llu | "
-	        "%.1f | %llu |\n",
+	        "%.1f | %llu |",
 	        r->p50_us / 1e3, r->p99_us / 1e3, r->p999_us / 1e3,
 	        r->vcsw_per_op + r->ivcsw_per_op, r->cpu_us_per_op, r->rss_mb,
 	        r->rss_mb_per_node, (unsigned long long)r->threads,
 	        r->msgs_per_wakeup, (unsigned long long)r->errors);
+	if (o->workload == WBENCH_MIX && o->sessions > 0)
+		fprintf(f, " %.1f | %llu | %.1f |", r->member_rss_mb,
+		        (unsigned long long)r->member_threads / r->peers,
+		        r->client_rss_mb);
+	fputc('\n', f);
 }
 
 /* write_md writes the rows as a Markdown table (docs/BENCHMARKS.md). */

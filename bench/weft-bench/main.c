@@ -6,10 +6,26 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <weft/core.h>
 
 #include "wbench.h"
+
+/* raise_nofile lifts the file limit to its hard limit: mix --sessions
+ * holds two descriptors per session in a client process, and a node
+ * one per client connection. The processes it starts inherit it. */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			perror("weft-bench: setrlimit(RLIMIT_NOFILE)");
+	}
+}
 
 int
 main(int argc, char **argv)
@@ -27,6 +43,7 @@ main(int argc, char **argv)
 	}
 	/* A peer that goes away must fail a write, not kill the process. */
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	wbench_opts_default(&o);
 	o.argc = argc;
 	o.argv = argv;

@@ -140,8 +140,14 @@ static const optdef opt_table[] = {
     {"clients", O_CLIENTS, OS, "C[,C..]",
      "clients, each a session (connection) of its own, in one\n"
      "process (default 1,10,20)"},
+    {"sessions", O_SESSIONS, OM | BIT(WBENCH_CLUSTER_NODE), "S",
+     "sessions per client process, each a connection of its own to\n"
+     "one member with --outstanding requests in flight (default:\n"
+     "one connection to every member)"},
     {"mixes", O_MIXES, OM, "R[,R..]", "percent of gets (default 100,99,50,0)"},
     {"keys", O_KEYS, OM, "K", "keys, loaded first (default 20000)"},
+    {"sessions", O_SESSIONS, OS, "S",
+     "sessions of the one client process, the same as --clients S"},
     {"keys", O_KEYS, OS, "N", "keys each client creates (default 10000)"},
     {"keys", O_KEYS, ON, "N", NULL},
     {"hosts", O_HOSTS, OC, "[ID@]H:P,..",
@@ -209,6 +215,10 @@ static const optdef opt_table[] = {
      "(default 32)"},
     {"scan-length", O_SCAN_LENGTH, OY | BIT(WBENCH_YCSB_CLIENT), "N",
      "workload e: scans of 1 to N records, uniform (default 100)"},
+    {"sessions", O_SESSIONS, OY | BIT(WBENCH_YCSB_CLIENT), "S",
+     "sessions per client process, each a client service of its\n"
+     "own connected to every member; the threads are spread over\n"
+     "them (default 1)"},
     {"node", O_NODE, ON, "I", NULL},
     {"client-index", O_CLIENT_INDEX, ON, "I", NULL},
     {"kv", O_KV, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},

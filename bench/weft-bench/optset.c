@@ -201,6 +201,8 @@ series_opt(wbench_opts *o, int code, const char *arg)
 	case O_MIXES:
 		return wbench_parse_list(arg, 0, 100, o->mix_list, 8,
 		                         &o->nmix_list);
+	case O_SESSIONS:
+		return set_unsigned(arg, 1, 100000, &o->sessions);
 	case O_KEYS:
 		o->keys_given = true;
 		return set_unsigned(arg, 1, 100000000, &o->keys);
@@ -498,6 +500,11 @@ check_ycsb(wbench_opts *o)
 		o->client_list[0] = o->threads;
 	if (o->records < o->client_list[0])
 		return fail(o, "--records: at least one per client");
+	if (o->sessions > 0 &&
+	    o->threads < (uint64_t)o->sessions * o->client_list[0])
+		return fail(o, "--threads: at least one per session");
+	if (o->sessions > 0 && o->tls_dir != NULL)
+		return fail(o, "--sessions: not with --tls");
 	if (o->size < 16)
 		return fail(o, "--size: 16 bytes or more (a record starts "
 		               "with its key number and its writer's stamp)");
@@ -516,7 +523,13 @@ check_smoke(wbench_opts *o)
 		o->peer_list[1] = 3;
 		o->npeer_list = 2;
 	}
-	if (!o->clients_given) {
+	if (o->sessions > 0 && o->clients_given)
+		return fail(o, "--sessions: the same as one --clients count, "
+		               "not both");
+	if (o->sessions > 0) {
+		o->client_list[0] = o->sessions;
+		o->nclient_list = 1;
+	} else if (!o->clients_given) {
 		o->client_list[0] = 1;
 		o->client_list[1] = 10;
 		o->client_list[2] = 20;
@@ -546,6 +559,10 @@ wbench__opts_finish(wbench_opts *o)
 		return check_rpc(o);
 	case WBENCH_MIX:
 		mix_defaults(o);
+		/* A session's id is its own (cIsK); the test certificates
+		 * name clients cI only. */
+		if (o->sessions > 0 && o->tls_dir != NULL)
+			return fail(o, "--sessions: not with --tls");
 		return 0;
 	case WBENCH_YCSB:
 		return check_ycsb(o);

@@ -25,6 +25,8 @@
 
 #include "wbench.h"
 
+#define PRIME_WINDOW 32 /* sessions' first requests in flight */
+
 enum smoke_phase { CREATE, SET, GET, DELETE, SMOKE_PHASES };
 
 static const char *const phase_words[SMOKE_PHASES] = {"create", "set", "get",
@@ -279,6 +281,8 @@ smoke_start(smoke *sm, const wbench_opts *o)
 	    wbench_client_config(o, &sm->cfg) != 0 ||
 	    weft_loop_group_new(1, &sm->group) != 0)
 		return -1;
+	/* One worker thread a session: they run no handler. */
+	weft_msvc_config_limits(sm->cfg)->worker_threads = 1;
 	for (unsigned i = 0; i < sm->nsessions; i++)
 		if (session_start(sm, i) != 0)
 			return -1;
@@ -325,25 +329,20 @@ address(smoke *sm, const char *ports)
 	return 0;
 }
 
+/* prime asks each session's member once, PRIME_WINDOW sessions at a
+ * time. */
 static int
 prime(smoke *sm)
 {
-	for (unsigned i = 0; i < sm->nsessions; i++) {
-		session *ss = &sm->sessions[i];
-		wbench_call call;
-		int rv;
+	wbench_primer p;
 
-		wbench_call_init(&call);
-		wbench_call_start(&call);
-		rv = weft_msvc_request(ss->svc, ss->node, WBENCH_VERB_ECHO, "",
-		                       0, NULL, wbench_call_reply, &call);
-		if (rv == 0)
-			rv = wbench_call_wait(&call, 60000);
-		wbench_call_fini(&call);
-		if (rv != 0)
+	wbench_primer_init(&p, PRIME_WINDOW, 60000);
+	for (unsigned i = 0; i < sm->nsessions; i++)
+		if (wbench_primer_ask(&p, sm->sessions[i].svc,
+		                      sm->sessions[i].node,
+		                      WBENCH_VERB_ECHO) != 0)
 			return -1;
-	}
-	return 0;
+	return wbench_primer_wait(&p);
 }
 
 int

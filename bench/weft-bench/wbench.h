@@ -114,6 +114,9 @@ typedef struct wbench_opts {
 	unsigned read_pct;               /* cluster-node: share of gets */
 	unsigned mix_list[8], nmix_list; /* mix: --mixes 100,99,50,0 */
 	unsigned keys;                   /* mix: --keys */
+	/* mix: sessions per client process, each a client service of its
+	 * own bound to one member; 0: one service over every member */
+	unsigned sessions;
 	/* --tls DIR: ca.crt, nI.crt, nI.key. Throughput and latency: the
 	 * measuring half is n0, the load half n1 (weft halves only). */
 	const char *tls_dir;
@@ -459,6 +462,10 @@ typedef struct wbench_cresult {
 	double p50_us, p95_us, p99_us, p999_us, max_us;
 	double vcsw_per_op, ivcsw_per_op, cpu_us_per_op;
 	double rss_mb, rss_mb_per_node, msgs_per_wakeup;
+	/* The members' RSS, per member, and their threads; the client
+	 * processes' RSS, all of them (mix --sessions reports both). */
+	double member_rss_mb, client_rss_mb;
+	uint64_t member_threads;
 	uint64_t threads;
 	int first_error;
 	double up_ms;            /* start to every connection up */
@@ -657,6 +664,25 @@ int wbench_call_wait(wbench_call *c, uint64_t timeout_ms);
 /* wbench_call_counts reads the replies and duplicates so far. */
 void wbench_call_counts(wbench_call *c, uint64_t *replies,
                         uint64_t *duplicates);
+
+/*
+ * A primer asks each of many (service, member) pairs once, a window of
+ * them at a time, so that every session's connections are up before the
+ * clock starts without a thousand dials and handshakes at once.
+ * wbench_primer_ask waits for room in the window, then sends an empty
+ * request of verb; wbench_primer_wait waits for every answer. Both return
+ * -1 once a request failed or the primer's time is up. One asking thread.
+ */
+typedef struct wbench_primer {
+	unsigned window, asked;
+	uint64_t deadline_ns;
+	_Atomic unsigned answered, failed;
+} wbench_primer;
+
+void wbench_primer_init(wbench_primer *p, unsigned window, uint64_t timeout_ms);
+int wbench_primer_ask(wbench_primer *p, struct weft_msvc *svc,
+                      struct weft_msvc_peer *peer, uint32_t verb);
+int wbench_primer_wait(wbench_primer *p);
 
 /* wbench_timespec_in sets *ts to ns nanoseconds from now on clock, for
  * pthread_cond_timedwait on a condition variable of that clock. */

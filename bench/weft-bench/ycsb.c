@@ -78,6 +78,8 @@ client_argv(const yrun *y, unsigned i, wbench_argv *a)
 		                 (unsigned long long)o->operations);
 	wbench_argv_addf(a, "--threads", "%u", o->threads);
 	wbench_argv_addf(a, "--scan-length", "%u", o->scan_length);
+	if (o->sessions > 0)
+		wbench_argv_addf(a, "--sessions", "%u", o->sessions);
 	wbench_argv_addf(a, "--size", "%zu", o->size);
 	wbench_argv_addf(a, "--warmup", "%g", o->warmup_s);
 	wbench_argv_addf(a, "--duration", "%g", o->duration_s);

@@ -21,6 +21,10 @@
  * the writes acknowledged before it (NOT_FOUND would be a lost write).
  * Inserts take key numbers no other client takes, and a client reads only
  * the records loaded and its own acknowledged inserts.
+ *
+ * With --sessions S the process holds S client services (sessions), each
+ * with its own connections to every member, all on the one loop; slot i
+ * sends through session i mod S.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,15 +40,23 @@
 #include "ycsb.h"
 
 #define PROGRESS_SAMPLE 16
-#define VALUE_HEAD 16 /* key number, then the writer's stamp */
+#define PRIME_WINDOW 32 /* sessions' first requests in flight */
+#define VALUE_HEAD 16   /* key number, then the writer's stamp */
 
 enum phase { LOAD, RUN, PHASES };
 
 typedef struct yclient yclient;
 
+/* A session: a client service of its own and its handles of the members. */
+typedef struct ysession {
+	weft_msvc *svc;
+	weft_msvc_peer **nodes;
+} ysession;
+
 /* One operation in flight at a time. Touched on the loop thread only. */
 typedef struct yslot {
 	yclient *c;
+	ysession *ss;
 	enum ycsb_op op;
 	bool rmw_write;    /* READ-MODIFY-WRITE: its write is in flight */
 	bool measured;     /* issued inside the window */
@@ -62,8 +74,8 @@ struct yclient {
 	weft_msvc_config *cfg;
 	weft_loop_group *group;
 	weft_tls_ctx *tls;
-	weft_msvc *svc;
-	weft_msvc_peer **nodes;
+	ysession *sess;
+	unsigned nsess;
 	yslot *slots;
 	unsigned nslots;
 	uint8_t *value;
@@ -137,9 +149,9 @@ keynum_of(const yclient *c, uint64_t i)
 }
 
 static weft_msvc_peer *
-node_of(const yclient *c, uint64_t keynum)
+node_of(const yslot *s, uint64_t keynum)
 {
-	return c->nodes[ycsb_fnvhash64(keynum) % c->o->peers];
+	return s->ss->nodes[ycsb_fnvhash64(keynum) % s->c->o->peers];
 }
 
 /* ---- A scan's answer ------------------------------------------------------
@@ -204,24 +216,25 @@ send_op(yslot *s)
 	yclient *c = s->c;
 	char key[32];
 	size_t klen = ycsb_key(key, s->keynum);
-	weft_msvc_peer *node = node_of(c, s->keynum);
+	weft_msvc *svc = s->ss->svc;
+	weft_msvc_peer *node = node_of(s, s->keynum);
 
 	s->req_ns = wbench_now_ns();
 	s->in_flight = true;
 	s->sent++;
 	switch (s->op) {
 	case YCSB_SCAN:
-		return weft_kv_client_scan(c->svc, node, key, klen, s->scan_len,
+		return weft_kv_client_scan(svc, node, key, klen, s->scan_len,
 		                           NULL, on_reply, s);
 	case YCSB_UPDATE:
 	case YCSB_INSERT:
 		break;
 	default: /* a read, or a read-modify-write's read */
 		if (s->op == YCSB_READ || !s->rmw_write)
-			return weft_kv_client_get(c->svc, node, key, klen, NULL,
+			return weft_kv_client_get(svc, node, key, klen, NULL,
 			                          on_reply, s);
 	}
-	return weft_kv_client_put(c->svc, node, key, klen,
+	return weft_kv_client_put(svc, node, key, klen,
 	                          record_value(c, s->keynum), c->o->size, NULL,
 	                          on_reply, s);
 }
@@ -419,54 +432,87 @@ make_hists(yclient *c)
 	return wbench_sample_init(&c->so_far);
 }
 
+/* start_sessions starts the process's sessions on its one loop: ids cI
+ * alone, or cIsK with --sessions (a worker thread each then: they run no
+ * handler). */
+static int
+start_sessions(yclient *c)
+{
+	const wbench_opts *o = c->o;
+	weft_msvc_opts mo = {.tls = c->tls};
+	char id[32];
+
+	if (o->sessions > 0)
+		weft_msvc_config_limits(c->cfg)->worker_threads = 1;
+	if (weft_loop_group_new(1, &c->group) != 0)
+		return -1;
+	for (unsigned k = 0; k < c->nsess; k++) {
+		ysession *ss = &c->sess[k];
+
+		if (o->sessions > 0)
+			snprintf(id, sizeof(id), "c%us%u", o->node_index, k);
+		else
+			snprintf(id, sizeof(id), "c%u", o->node_index);
+		if ((ss->nodes = calloc(o->peers, sizeof(*ss->nodes))) ==
+		        NULL ||
+		    weft_msvc_new(c->group, c->cfg, id, &mo, &ss->svc) != 0 ||
+		    weft_msvc_start(ss->svc) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int
 client_start(yclient *c, const wbench_opts *o)
 {
 	unsigned share = o->threads / o->nclients +
 	                 (o->node_index < o->threads % o->nclients);
-	weft_msvc_opts mo = {0};
 	char id[16];
 
 	c->o = o;
 	c->nslots = share ? share : 1;
+	c->nsess = o->sessions > 0 ? o->sessions : 1;
+	if (c->nsess > c->nslots)
+		c->nsess = c->nslots;
 	for (c->ring = 64; c->ring < 2 * (uint64_t)c->nslots; c->ring <<= 1)
 		;
 	c->slots = calloc(c->nslots, sizeof(*c->slots));
 	c->value = calloc(1, o->size);
 	c->acked = calloc(c->ring, 1);
-	c->nodes = calloc(o->peers, sizeof(*c->nodes));
+	c->sess = calloc(c->nsess, sizeof(*c->sess));
 	snprintf(id, sizeof(id), "c%u", o->node_index);
 	if (o->size < VALUE_HEAD || c->slots == NULL || c->value == NULL ||
-	    c->acked == NULL || c->nodes == NULL || make_hists(c) != 0 ||
+	    c->acked == NULL || c->sess == NULL || make_hists(c) != 0 ||
 	    wbench_client_config(o, &c->cfg) != 0 ||
 	    wbench_client_tls(o, c->cfg, id, &c->tls) != 0)
 		return -1;
 	wbench_pattern_fill(c->value, o->size, o->seed);
 	ycsb_rng_seed(&c->rng, o->seed * 1000003u + o->node_index);
-	for (unsigned i = 0; i < c->nslots; i++)
+	for (unsigned i = 0; i < c->nslots; i++) {
 		c->slots[i].c = c;
-	mo.tls = c->tls;
-	if (weft_loop_group_new(1, &c->group) != 0 ||
-	    weft_msvc_new(c->group, c->cfg, id, &mo, &c->svc) != 0 ||
-	    weft_msvc_start(c->svc) != 0)
-		return -1;
-	return 0;
+		c->slots[i].ss = &c->sess[i % c->nsess];
+	}
+	return start_sessions(c);
 }
 
 static void
 client_stop(yclient *c)
 {
-	if (c->svc != NULL) {
-		weft_msvc_stop(c->svc, 1000);
+	for (unsigned k = 0; c->sess != NULL && k < c->nsess; k++)
+		if (c->sess[k].svc != NULL)
+			weft_msvc_stop(c->sess[k].svc, 1000);
+	if (c->group != NULL)
 		weft_loop_group_shutdown(c->group, 1000);
-		weft_msvc_free(c->svc);
+	for (unsigned k = 0; c->sess != NULL && k < c->nsess; k++) {
+		weft_msvc_free(c->sess[k].svc);
+		free(c->sess[k].nodes);
 	}
 	if (c->group != NULL)
 		weft_loop_group_free(c->group);
 	if (c->tls != NULL)
 		weft_tls_ctx_unref(c->tls);
 	weft_msvc_config_free(c->cfg);
-	free(c->nodes);
+	free(c->sess);
 	free(c->acked);
 	free(c->value);
 	free(c->slots);
@@ -476,24 +522,31 @@ client_stop(yclient *c)
 	wbench_sample_fini(&c->so_far);
 }
 
-/* prime asks every member once, so that every connection is up. */
+/* prime asks every member once through every session, PRIME_WINDOW at
+ * a time, so that every connection is up. */
 static int
 prime(yclient *c)
 {
-	for (unsigned i = 0; i < c->o->peers; i++) {
-		wbench_call call;
-		int rv;
+	wbench_primer p;
 
-		wbench_call_init(&call);
-		wbench_call_start(&call);
-		rv = weft_msvc_request(c->svc, c->nodes[i], WBENCH_VERB_ECHO,
-		                       "", 0, NULL, wbench_call_reply, &call);
-		if (rv == 0)
-			rv = wbench_call_wait(&call, 60000);
-		wbench_call_fini(&call);
-		if (rv != 0)
+	wbench_primer_init(&p, PRIME_WINDOW, 60000);
+	for (unsigned k = 0; k < c->nsess; k++)
+		for (unsigned i = 0; i < c->o->peers; i++)
+			if (wbench_primer_ask(&p, c->sess[k].svc,
+			                      c->sess[k].nodes[i],
+			                      WBENCH_VERB_ECHO) != 0)
+				return -1;
+	return wbench_primer_wait(&p);
+}
+
+/* address points every session at the members of the "ports" line. */
+static int
+address(yclient *c, const char *line)
+{
+	for (unsigned k = 0; k < c->nsess; k++)
+		if (wbench_client_set_ports(c->sess[k].svc, line, c->o->peers,
+		                            c->sess[k].nodes) != 0)
 			return -1;
-	}
 	return 0;
 }
 
@@ -666,7 +719,7 @@ wbench_ycsb_client(const wbench_opts *o)
 		goto out;
 	wbench_child_say("port 1");
 	if (wbench_child_expect("ports", line, sizeof(line)) != 0 ||
-	    wbench_client_set_ports(c->svc, line, o->peers, c->nodes) != 0)
+	    address(c, line) != 0)
 		goto out;
 	wbench_child_say("addressed");
 	if (wbench_child_expect("prime", line, sizeof(line)) != 0 ||

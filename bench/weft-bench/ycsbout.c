@@ -94,13 +94,14 @@ ycsb_print(const wbench_opts *o, const ycsb_result *r, bool with_load,
 	fprintf(out,
 	        "# weft-bench ycsb: workload %c (%s), %s, %u nodes (%s), "
 	        "%llu records of %zu B,\n#   %u threads in %u client "
-	        "processes%s\n",
+	        "processes of %u sessions%s\n",
 	        r->workload, mix, dist_of(o, w), r->nodes,
 	        r->io == WBENCH_IO_THREADS ? "threads: the thread-per-peer "
 	                                     "baseline"
 	                                   : "loop: weft's service",
 	        (unsigned long long)o->records, o->size, o->threads,
-	        o->client_list[0], o->tls_dir ? ", mutual TLS" : "");
+	        o->client_list[0], o->sessions ? o->sessions : 1,
+	        o->tls_dir ? ", mutual TLS" : "");
 	if (with_load) {
 		fprintf(out, "# load phase\n");
 		print_phase(r, 0, out);
@@ -233,6 +234,81 @@ errors(const ycsb_result *r, int ph)
 	return n;
 }
 
+/* The lines of HBASE-11297's comparison of two builds, per operation. */
+enum md_line { MD_OPS, MD_AVG, MD_MIN, MD_MAX, MD_P95, MD_P99, MD_LINES };
+
+static const char *const md_line_names[MD_LINES] = {
+    "Operations",     "AverageLatency(us)",        "MinLatency(us)",
+    "MaxLatency(us)", "95thPercentileLatency(us)", "99thPercentileLatency(us)"};
+
+/* md_cell is one figure of the run phase: line l of operation op. */
+static double
+md_cell(const ycsb_result *r, int op, enum md_line l)
+{
+	const ycsb_figs *g = &r->figs[1][op];
+
+	switch (l) {
+	case MD_OPS:
+		return (double)g->n;
+	case MD_AVG:
+		return (double)g->sum_ns / (double)g->n / 1e3;
+	case MD_MIN:
+		return (double)(g->min_ns / 1000);
+	case MD_MAX:
+		return (double)(g->max_ns / 1000);
+	case MD_P95:
+		return r->p95_us[1][op];
+	default:
+		return r->p99_us[1][op];
+	}
+}
+
+/* md_side_by_side writes one workload on one node count in the form of
+ * HBASE-11297's table: YCSB's run-phase lines down, one column per I/O
+ * model (rows[0..n), sorted by ycsb_result_cmp). */
+static void
+md_side_by_side(FILE *f, const ycsb_result *rows, unsigned n)
+{
+	fprintf(f, "\n**Workload %c, %u nodes**\n\n|  |", rows[0].workload - 32,
+	        rows[0].nodes);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, " %s |",
+		        rows[i].io == WBENCH_IO_LOOP ? "weft (loop)"
+		                                     : "baseline (threads)");
+	fputs("\n|---|", f);
+	for (unsigned i = 0; i < n; i++)
+		fputs("---:|", f);
+	fputs("\n| [OVERALL] RunTime(ms) |", f);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, " %.0f |", rows[i].runtime_ms[1]);
+	fputs("\n| [OVERALL] Throughput(ops/sec) |", f);
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, " %.2f |", rows[i].throughput[1]);
+	fputc('\n', f);
+	for (int op = 0; op < YCSB_OPS; op++) {
+		uint64_t any = 0;
+
+		for (unsigned i = 0; i < n; i++)
+			any += rows[i].figs[1][op].n;
+		if (any == 0)
+			continue;
+		for (int l = 0; l < MD_LINES; l++) {
+			fprintf(f, "| [%s] %s |",
+			        ycsb_op_name((enum ycsb_op)op),
+			        md_line_names[l]);
+			for (unsigned i = 0; i < n; i++)
+				if (rows[i].figs[1][op].n == 0)
+					fputs(" - |", f);
+				else
+					fprintf(f,
+					        l == MD_AVG ? " %.3f |"
+					                    : " %.0f |",
+					        md_cell(&rows[i], op, l));
+			fputc('\n', f);
+		}
+	}
+}
+
 static int
 write_md(const wbench_opts *o, const ycsb_result *rows, unsigned n)
 {
@@ -264,6 +340,13 @@ write_md(const wbench_opts *o, const ycsb_result *rows, unsigned n)
 				        r->p99_us[1][op]);
 		}
 		fprintf(f, " %llu |\n", (unsigned long long)errors(r, 1));
+	}
+	for (unsigned i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && rows[j].workload == rows[i].workload &&
+		                rows[j].nodes == rows[i].nodes;
+		     j++)
+			;
+		md_side_by_side(f, &rows[i], j - i);
 	}
 	return fclose(f) == 0 ? 0 : -1;
 }
