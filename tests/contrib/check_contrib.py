@@ -218,6 +218,21 @@ prefix = os.path.join(work, "install")
 subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix],
                check=True, capture_output=True)
 needed = set()
+owners = {}  # library path -> its package (or None): one dpkg -S each
+
+
+def owner(lib):
+    if lib not in owners:
+        owners[lib] = None
+        for cand in (lib, "/usr" + lib, os.path.realpath(lib)):
+            r = subprocess.run(["dpkg", "-S", cand], capture_output=True,
+                               text=True)
+            if r.returncode == 0:
+                owners[lib] = r.stdout.split(":")[0]
+                break
+    return owners[lib]
+
+
 for root, _, files in os.walk(prefix):
     for name in files:
         path = os.path.join(root, name)
@@ -232,14 +247,11 @@ for root, _, files in os.walk(prefix):
         for lib in re.findall(r"=> (/\S+)", out):
             if lib.startswith(prefix):
                 continue
-            for cand in (lib, "/usr" + lib, os.path.realpath(lib)):
-                r = subprocess.run(["dpkg", "-S", cand], capture_output=True,
-                                   text=True)
-                if r.returncode == 0:
-                    needed.add(r.stdout.split(":")[0])
-                    break
-            else:
+            pkg = owner(lib)
+            if pkg is None:
                 fail("%s: no Debian package has %s" % (name, lib))
+            else:
+                needed.add(pkg)
 # In debian:12-slim already: libc, and apt's own libraries (libsystemd0
 # and what it links, which a build with libsystemd-dev links too).
 base = {"libc6", "libgcc-s1", "libstdc++6", "zlib1g", "libsystemd0",
