@@ -208,6 +208,14 @@ int weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
                                int version, struct weft_envelope *out,
                                size_t *head, size_t *tail, const char **why);
 
+/* weft__envelope_encode_fixed is weft_envelope_encode_header for an
+ * envelope without params (version 1's layout: fixarray 6, and the PARAMS
+ * bit clear); weft__envelope_mark_params turns such a header into one
+ * that params follow (fixarray 7, the PARAMS bit set). */
+void weft__envelope_encode_fixed(void *out, const struct weft_envelope *env,
+                                 uint32_t payload_len);
+void weft__envelope_mark_params(void *out);
+
 /* weft__envelope_kind_is_valid says whether flags hold exactly one of the
  * kinds docs/PROTOCOL.md allows in version. */
 bool weft__envelope_kind_is_valid(uint32_t flags, int version);

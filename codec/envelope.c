@@ -18,24 +18,41 @@
 #define HDR WEFT_ENVELOPE_HEADER_BYTES
 
 void
-weft_envelope_encode_header(void *out, const weft_envelope *env,
+weft__envelope_encode_fixed(void *out, const weft_envelope *env,
                             uint32_t payload_len)
 {
 	unsigned char *p = out;
-	unsigned params = env->params_len != 0;
 
-	p[0] = (unsigned char)(0x96 + params);
+	p[0] = 0x96;
 	p[1] = 0xcf;
 	weft__store_be64(p + 2, env->id);
 	p[10] = 0xce;
 	weft__store_be32(p + 11, env->verb);
-	p[15] = (unsigned char)((env->flags & 0x6f) | params << 4);
+	p[15] = (unsigned char)(env->flags & 0x6f);
 	p[16] = 0xcf;
 	weft__store_be64(p + 17, env->created_ms);
 	p[25] = 0xcf;
 	weft__store_be64(p + 26, env->expires_ms);
 	p[34] = 0xc6;
 	weft__store_be32(p + 35, payload_len);
+}
+
+void
+weft__envelope_mark_params(void *out)
+{
+	unsigned char *p = out;
+
+	p[0] = 0x97;
+	p[15] |= WEFT_ENVELOPE_PARAMS;
+}
+
+void
+weft_envelope_encode_header(void *out, const weft_envelope *env,
+                            uint32_t payload_len)
+{
+	weft__envelope_encode_fixed(out, env, payload_len);
+	if (env->params_len != 0)
+		weft__envelope_mark_params(out);
 }
 
 bool

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cancel.c: cancellation (docs/PROTOCOL.md 4.5). On the requester's side,
+ * cancel.c: cancellation (docs/PROTOCOL.md 4.6). On the requester's side,
  * weft_msvc_cancel goes to the request's home loop, ends its pending slot
  * with WEFT_ECANCELED and, when the request went out on a connection of
  * version 2, tells the responder with a CANCEL envelope on the urgent lane

@@ -14,7 +14,7 @@
  * through weft_envelope_encode_frame too (with and without CRC), and
  * decoding only the first bytes of a body (as the envelope codec does for
  * a frame in an evbuffer) agrees with decoding all of it. Each input is
- * decoded as protocol version 1 and as version 2, whose params map (4.3)
+ * decoded as protocol version 1 and as version 2, whose params map (4.5)
  * and cancel kind go through the same round trip.
  */
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_cancel.c: protocol version 2 in the messaging service
- * (docs/PROTOCOL.md 3, 4.4, 4.5): the version the handshake picks with
+ * (docs/PROTOCOL.md 3, 4.5, 4.6): the version the handshake picks with
  * peers of version 1 and 2, params and cancels from raw sockets (good,
  * malformed, unknown, in a storm, from a peer of version 1), and
  * weft_msvc_cancel and freed futures between nodes of version 2, and of
@@ -26,7 +26,7 @@
 
 static struct cluster cl;
 
-/* The documented request's params (PROTOCOL.md 4.4): {3: 5, 256: "x"}. */
+/* The documented request's params (PROTOCOL.md 4.5): {3: 5, 256: "x"}. */
 static const uint8_t doc_params[] = {0x82, 0x03, 0x05, 0xcd,
                                      0x01, 0x00, 0xa1, 0x78};
 

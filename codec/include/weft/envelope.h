@@ -3,7 +3,7 @@
  * weft/envelope.h: the message envelope of docs/PROTOCOL.md section 4, a
  * msgpack array of 6 (id, verb, flags, created_at, expires_at, payload)
  * that fills one frame body; from protocol version 2 also an array of 7,
- * whose seventh element is a params map (section 4.3).
+ * whose seventh element is a params map (section 4.5).
  *
  * Pure functions encode the fixed header weft writes (39 bytes before the
  * payload, WEFT_ENVELOPE_HEADER_BYTES), decode a body (the fixed layout at
@@ -74,7 +74,7 @@ struct evbuffer;
 #define WEFT_ENVELOPE_V2 2
 
 /*
- * The params map (version 2, docs/PROTOCOL.md 4.3): a msgpack map of at
+ * The params map (version 2, docs/PROTOCOL.md 4.5): a msgpack map of at
  * most WEFT_ENVELOPE_PARAMS_MAX_KEYS pairs and WEFT_ENVELOPE_PARAMS_MAX
  * bytes, header included, whose keys are distinct unsigned integers up to
  * WEFT_ENVELOPE_PARAM_KEY_MAX. A key below has a fixed value type, which

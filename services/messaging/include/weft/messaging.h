@@ -826,7 +826,7 @@ WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
  * answer; an answer that comes later is dropped and counted
  * (cancelled_responses). A request already written on a connection of
  * protocol version 2 is cancelled at the responder too: a CANCEL goes to
- * it on the urgent lane (docs/PROTOCOL.md 4.5). With a peer of version 1,
+ * it on the urgent lane (docs/PROTOCOL.md 4.6). With a peer of version 1,
  * cancellation stays local: the responder runs the request and its answer
  * is dropped. A handle whose request has ended, or is unknown, is
  * ignored. Call it from the thread that made the request, or after the
