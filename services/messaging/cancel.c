@@ -74,6 +74,18 @@ weft__msvc_untrack(weft_msvc_msg *msg)
 	pthread_mutex_unlock(&msg->svc->cancels.lock);
 }
 
+void
+weft__msvc_msg_assign(weft_msvc_msg *dst, const weft_msvc_msg *src)
+{
+	if (!src->tracked) {
+		*dst = *src;
+		return;
+	}
+	pthread_mutex_lock(&src->svc->cancels.lock);
+	*dst = *src;
+	pthread_mutex_unlock(&src->svc->cancels.lock);
+}
+
 /*
  * A cancel names its request by id and verb; only the peer that sent the
  * request can name it (the table is by sender), so a cancel for another

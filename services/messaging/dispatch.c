@@ -60,7 +60,7 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 
 	if ((m = malloc(sizeof(*m) + len)) == NULL)
 		return NULL;
-	*m = *src;
+	weft__msvc_msg_assign(m, src);
 	m->len = len;
 	if (len > 0)
 		memcpy(m->own, src->data, len);

@@ -953,6 +953,9 @@ void weft__msvc_cancels_fini(weft_msvc *svc);
  * until weft__msvc_untrack (msg_release). Any thread. */
 void weft__msvc_track(weft_msvc_msg *msg);
 void weft__msvc_untrack(weft_msvc_msg *msg);
+/* weft__msvc_msg_assign copies src's fields to dst; for a tracked src,
+ * under the table's lock, as a cancel may mark src meanwhile. */
+void weft__msvc_msg_assign(weft_msvc_msg *dst, const weft_msvc_msg *src);
 /* A CANCEL envelope arrived on c: marks the requests it names. c's
  * loop. */
 void weft__msvc_cancel_arrived(struct weft__msvc_conn *c,
