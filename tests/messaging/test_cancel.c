@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <event2/buffer.h>
@@ -473,6 +474,37 @@ test_cancel_stays_local_with_a_version_1_node(void **state)
 	cluster_stop(&cl);
 }
 
+/* A request still waiting for its connection (n1 dials where no
+ * handshake is answered) is cancelled before it was ever written: its
+ * callback ends once, and nothing reaches n2. */
+static void
+test_cancel_before_the_request_left(void **state)
+{
+	uint64_t handle = 0;
+	weft_msvc_call_opts opts = {.cancel_handle = &handle};
+	struct once o = {0};
+	weft_msvc_peer *p;
+	uint16_t port;
+	int hole;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	hole = cluster_black_hole(&port);
+	assert_int_equal(
+	    weft_msvc_set_peer_addr(cl.svc[0], "n2", "127.0.0.1", port), 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "b", 1,
+	                                   &opts, once_cb, &o),
+	                 0);
+	assert_int_equal(weft_msvc_cancel(cl.svc[0], p, handle), 0);
+	assert_true(test_wait(once_called, &o, 5000));
+	assert_int_equal(atomic_load(&o.status), WEFT_ECANCELED);
+	assert_int_equal(STAT(0, cancelled_requests), 1);
+	close(hole);
+	cluster_stop(&cl);
+	assert_int_equal(atomic_load(&o.calls), 1);
+}
+
 int
 main(void)
 {
@@ -484,6 +516,7 @@ main(void)
 	    cmocka_unit_test(test_a_cancelled_job_is_not_run),
 	    cmocka_unit_test(test_cancel_reaches_the_handler),
 	    cmocka_unit_test(test_cancel_stays_local_with_a_version_1_node),
+	    cmocka_unit_test(test_cancel_before_the_request_left),
 	};
 
 	return cmocka_run_group_tests(tests, test_setup, test_teardown);
