@@ -198,17 +198,27 @@ int weft__frame_opts_resolve(const struct weft_frame_codec_opts *opts,
  * weft__envelope_decode_head decodes the fields of an envelope body of len
  * bytes from its first avail bytes at p (avail <= len; the whole header
  * is within WEFT__ENVELOPE_HEAD_MAX bytes), up to the payload's bin
- * header, whose length must be the rest of the body. *head is the number
- * of bytes before the payload; payload fields of *out are not set.
- * Returns 0, or WEFT_EPROTO with a constant reason in *why.
+ * header, as protocol version has it: the payload takes the rest of the
+ * body, but for the last *tail bytes, a params map (version 2; its size is
+ * checked here, its contents by weft_envelope_params_check). *head is the
+ * number of bytes before the payload; payload and params fields of *out
+ * are not set. Returns 0, or WEFT_EPROTO with a constant reason in *why.
  */
 int weft__envelope_decode_head(const unsigned char *p, size_t avail, size_t len,
-                               struct weft_envelope *out, size_t *head,
-                               const char **why);
+                               int version, struct weft_envelope *out,
+                               size_t *head, size_t *tail, const char **why);
+
+/* weft__envelope_encode_fixed is weft_envelope_encode_header for an
+ * envelope without params (version 1's layout: fixarray 6, and the PARAMS
+ * bit clear); weft__envelope_mark_params turns such a header into one
+ * that params follow (fixarray 7, the PARAMS bit set). */
+void weft__envelope_encode_fixed(void *out, const struct weft_envelope *env,
+                                 uint32_t payload_len);
+void weft__envelope_mark_params(void *out);
 
 /* weft__envelope_kind_is_valid says whether flags hold exactly one of the
- * kinds docs/PROTOCOL.md allows. */
-bool weft__envelope_kind_is_valid(uint32_t flags);
+ * kinds docs/PROTOCOL.md allows in version. */
+bool weft__envelope_kind_is_valid(uint32_t flags, int version);
 
 /* The number of payload bytes of env (all of payload_buf's, if set). */
 size_t weft__envelope_payload_length(const struct weft_envelope *env);

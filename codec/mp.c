@@ -103,6 +103,22 @@ weft_mp_read_array(weft_mp_reader *r, uint32_t *count)
 	return 0;
 }
 
+int
+weft_mp_read_map(weft_mp_reader *r, uint32_t *count)
+{
+	unsigned char t;
+	uint64_t n;
+
+	if (!take_tag(r, &t))
+		return bad(r);
+	if (t >= 0x80 && t <= 0x8f)
+		n = t & 0x0f;
+	else if ((t != 0xde && t != 0xdf) || !take_be(r, t == 0xde ? 2 : 4, &n))
+		return bad(r);
+	*count = (uint32_t)n;
+	return 0;
+}
+
 /* Takes len bytes of a string or bin body. */
 static int
 take_body(weft_mp_reader *r, uint64_t len, const void **data, size_t *out)
@@ -170,6 +186,74 @@ weft_mp_read_bool(weft_mp_reader *r, bool *out)
 	if (!take_tag(r, &t) || (t != 0xc2 && t != 0xc3))
 		return bad(r);
 	*out = t == 0xc3;
+	return 0;
+}
+
+/* The fixed body sizes of types 0xc0..0xdf: floats, integers, and the
+ * fixexts with their type byte. Others have none, or say theirs. */
+static const unsigned char fixed_body[32] = {
+    [0x0a] = 4, [0x0b] = 8,                         /* float 32, 64 */
+    [0x0c] = 1, [0x0d] = 2, [0x0e] = 4, [0x0f] = 8, /* uint */
+    [0x10] = 1, [0x11] = 2, [0x12] = 4, [0x13] = 8, /* int */
+    [0x14] = 2, [0x15] = 3, [0x16] = 5, [0x17] = 9, [0x18] = 17, /* fixext */
+};
+
+/* The size of what follows type byte t, for a type that is not a
+ * container: false when its length bytes are missing. */
+static bool
+body_size(weft_mp_reader *r, unsigned char t, uint64_t *n)
+{
+	if (t <= 0x7f || t >= 0xe0)
+		return *n = 0, true;
+	if (t >= 0xa0 && t <= 0xbf)
+		return *n = t & 0x1f, true;
+	if (t >= 0xc4 && t <= 0xc6) /* bin */
+		return take_be(r, (size_t)1 << (t - 0xc4), n);
+	if (t >= 0xd9 && t <= 0xdb) /* str */
+		return take_be(r, (size_t)1 << (t - 0xd9), n);
+	if (t >= 0xc7 && t <= 0xc9) { /* ext: length, then its type byte */
+		if (!take_be(r, (size_t)1 << (t - 0xc7), n))
+			return false;
+		return *n += 1, true;
+	}
+	*n = fixed_body[t - 0xc0];
+	return true;
+}
+
+int
+weft_mp_skip(weft_mp_reader *r, unsigned max_containers)
+{
+	uint64_t todo = 1, n;
+	unsigned char t;
+
+	/* todo counts the objects still to skip, so nesting needs no
+	 * recursion; max_containers bounds how many may open, and
+	 * every container's elements must be in the input, so a skip is
+	 * linear in the bytes there are. */
+	while (todo > 0) {
+		todo--;
+		if (!take_tag(r, &t) || t == 0xc1)
+			return bad(r);
+		if ((t >= 0x80 && t <= 0x9f) || (t >= 0xdc && t <= 0xdf)) {
+			if (t <= 0x9f)
+				n = t & 0x0f;
+			else if (!take_be(r, (t & 1) ? 4 : 2, &n))
+				return bad(r);
+			if (max_containers == 0)
+				return bad(r);
+			max_containers--;
+			if (t <= 0x8f || t >= 0xde)
+				n *= 2;
+			/* Each element takes at least a byte. */
+			if (n > weft_mp_reader_left(r))
+				return bad(r);
+			todo += n;
+			continue;
+		}
+		if (!body_size(r, t, &n) || weft_mp_reader_left(r) < n)
+			return bad(r);
+		r->p += n;
+	}
 	return 0;
 }
 
@@ -245,6 +329,16 @@ weft_mp_write_array(weft_mp_writer *w, uint32_t count)
 	if (count <= 0xffff)
 		return put_tagged(w, 0xdc, count, 2);
 	return put_tagged(w, 0xdd, count, 4);
+}
+
+int
+weft_mp_write_map(weft_mp_writer *w, uint32_t count)
+{
+	if (count <= 15)
+		return put_tagged(w, (unsigned char)(0x80 | count), 0, 0);
+	if (count <= 0xffff)
+		return put_tagged(w, 0xde, count, 2);
+	return put_tagged(w, 0xdf, count, 4);
 }
 
 int

@@ -98,6 +98,10 @@ static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(U32, "client_read_budget", client_read_budget, .min = 1, .max = 65536,
           .why = "messages a client's connection is read per turn before "
                  "the loop serves the others"),
+    LIMIT(U32, "max_protocol_version", max_protocol_version, .min = 1,
+          .max = WEFT__MSVC_VERSION_MAX, .zero_ok = true,
+          .why = "0 is the newest this node speaks; there is no version 0 "
+                 "nor one above the newest"),
     LIMIT(U32, "client_rate", client_rate, .max = 10000000,
           .why = "messages per second; 0 is off, and above ten million "
                  "is more than any node answers"),

@@ -41,6 +41,7 @@ msg_release(weft_msvc_msg *msg)
 {
 	weft_msvc_peer *peer = msg->peer;
 
+	weft__msvc_untrack(msg);
 	if (msg->counted > 0)
 		weft__msvc_inflight_release(msg->svc, msg->counted);
 	free(msg);
@@ -59,7 +60,7 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 
 	if ((m = malloc(sizeof(*m) + len)) == NULL)
 		return NULL;
-	*m = *src;
+	weft__msvc_msg_assign(m, src);
 	m->len = len;
 	if (len > 0)
 		memcpy(m->own, src->data, len);
@@ -67,10 +68,13 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 	m->heap = true;
 	m->detached = false;
 	m->next = NULL;
+	m->tracked = false;
+	m->tracked_next = NULL;
 	m->counted = src->len;
 	atomic_fetch_add(&m->svc->inflight, m->counted);
 	if (m->peer->is_client)
 		atomic_fetch_add(&m->peer->refs, 1);
+	weft__msvc_track(m);
 	return m;
 }
 
@@ -90,6 +94,9 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 
 	if (atomic_load(&svc->stopped))
 		return WEFT_ESHUTDOWN;
+	/* Its requester has given up on it: nobody reads the answer. */
+	if (atomic_load(&msg->cancelled))
+		return 0;
 	if (len > svc->cfg->limits.max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES)
 		return WEFT_ETOOBIG;
 	out.id = msg->id;
@@ -233,7 +240,7 @@ static void
 after_handler(weft_msvc_msg *msg)
 {
 	if ((msg->flags & WEFT__MSVC_F_REQUEST) && !msg->responded &&
-	    !msg->detached) {
+	    !msg->detached && !atomic_load(&msg->cancelled)) {
 		msg->responded = true;
 		respond_error(msg, WEFT_EREMOTE, "handler did not respond");
 	}
@@ -260,6 +267,9 @@ run_job(weft_msvc_msg *msg)
 	if (is_expired(msg)) {
 		weft__msvc_count(&svc->st.expired_before_handler, 1);
 		weft__msvc_count(&v->expired, 1);
+	} else if (atomic_load(&msg->cancelled)) {
+		/* Cancelled while it waited: not run, and not answered. */
+		weft__msvc_count(&svc->st.cancelled_jobs, 1);
 	} else if (atomic_load(&svc->stopped)) {
 		/* Dropped: the requester hears "shut down" or times out. */
 	} else {
@@ -416,6 +426,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 	    .verb = env->verb,
 	    .flags = env->flags,
 	    .conn_index = c->index,
+	    .cancelable = c->version >= 2,
 	    .data = env->payload,
 	    .len = env->payload_len,
 	};

@@ -23,8 +23,15 @@
 /* A message frame this short cannot hold an envelope. */
 #define MIN_ENVELOPE 8
 
-/* Refused envelopes are logged by read.c, at its rate. */
-static const weft_envelope_codec_opts envelopes = {.quiet = true};
+/* The newest version this node offers. */
+static uint64_t
+version_max(const weft_msvc *svc)
+{
+	uint32_t v = svc->cfg->limits.max_protocol_version;
+
+	return v != 0 && v < WEFT__MSVC_VERSION_MAX ? v
+	                                            : WEFT__MSVC_VERSION_MAX;
+}
 
 /* The frame codec's settings for the connection's traffic from here on,
  * and the envelope codec after it, in the place this handler leaves;
@@ -33,6 +40,9 @@ static bool
 frames_agreed(struct weft__msvc_conn *c)
 {
 	size_t max = c->svc->cfg->limits.max_frame_bytes;
+	/* Refused envelopes are logged by read.c, at its rate. */
+	weft_envelope_codec_opts envelopes = {.quiet = true,
+	                                      .version = c->version};
 
 	if (max > WEFT_FRAME_LIMIT)
 		max = WEFT_FRAME_LIMIT;
@@ -73,7 +83,7 @@ refuse(struct weft__msvc_conn *c, int status, const char *reason)
 	if (status == WEFT__MSVC_R_VERSION)
 		snprintf(r.reason, sizeof(r.reason),
 		         "no common version: this node speaks %d..%d",
-		         WEFT__MSVC_VERSION_MIN, WEFT__MSVC_VERSION_MAX);
+		         WEFT__MSVC_VERSION_MIN, (int)version_max(c->svc));
 	weft__msvc_count(&c->svc->st.handshakes_refused, 1);
 	(void)send_frame(c, buf,
 	                 buf != NULL ? weft__msvc_reply_encode(buf, &r) : 0);
@@ -107,9 +117,8 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
             ssize_t *member, const char **why)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t v = h->max_version < WEFT__MSVC_VERSION_MAX
-	                 ? h->max_version
-	                 : WEFT__MSVC_VERSION_MAX;
+	uint64_t v = h->max_version < version_max(svc) ? h->max_version
+	                                               : version_max(svc);
 
 	*member = weft__msvc_member_admitted(svc, h->id);
 	if (v < h->min_version || v < WEFT__MSVC_VERSION_MIN)
@@ -191,9 +200,11 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	}
 	c->cls = (uint8_t)h.cls;
 	c->index = (uint32_t)h.index;
-	r.version = WEFT__MSVC_VERSION_MAX < h.max_version
-	                ? WEFT__MSVC_VERSION_MAX
-	                : h.max_version;
+	/* The newest both speak: version 2 only when the dialer offers it,
+	 * so that a node of version 1 is served as before. */
+	r.version =
+	    version_max(svc) < h.max_version ? version_max(svc) : h.max_version;
+	c->version = (uint8_t)r.version;
 	snprintf(r.id, sizeof(r.id), "%s", svc->id);
 	/* CRCs go only where TLS protects every byte already. */
 	c->crc = !(weft_tls_is_active(c->ch) && (h.flags & 1));
@@ -245,7 +256,7 @@ weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_hello h = {
 	    .min_version = WEFT__MSVC_VERSION_MIN,
-	    .max_version = WEFT__MSVC_VERSION_MAX,
+	    .max_version = version_max(svc),
 	    .role = svc->member ? 0 : 1,
 	    .cls = c->cls,
 	    .index = c->index,
@@ -308,6 +319,15 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		weft_channel_close(c->ch);
 		return false;
 	}
+	/* A version we did not offer is a broken peer's. */
+	if (r.version < WEFT__MSVC_VERSION_MIN ||
+	    r.version > version_max(c->svc)) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft__msvc_conn_reject(c, "handshake reply with a version we "
+		                          "did not offer");
+		return false;
+	}
+	c->version = (uint8_t)r.version;
 	weft_timer_stop(ob->reply_timer);
 	if (weft_tls_is_active(c->ch))
 		atomic_store(&c->peer->seen_tls, true);

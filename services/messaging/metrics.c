@@ -227,6 +227,11 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->heartbeats_missed = LOAD(s->heartbeats_missed);
 	out->peer_downs = LOAD(s->peer_downs);
 	out->worker_jobs = LOAD(s->worker_jobs);
+	out->cancelled_requests = LOAD(s->cancelled_requests);
+	out->cancelled_responses = LOAD(s->cancelled_responses);
+	out->cancels_received = LOAD(s->cancels_received);
+	out->cancels_unknown = LOAD(s->cancels_unknown);
+	out->cancelled_jobs = LOAD(s->cancelled_jobs);
 }
 
 /* ---- Prometheus text --------------------------------------------------- */
@@ -298,6 +303,16 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(connections_open, "gauge", "Connections open."),
     NODE_METRIC(heartbeats_missed, "counter", "Heartbeats missed."),
     NODE_METRIC(peer_downs, "counter", "Peers marked down."),
+    NODE_METRIC(cancelled_requests, "counter",
+                "Requests of this node ended by a cancel."),
+    NODE_METRIC(cancelled_responses, "counter",
+                "Answers to cancelled requests: dropped."),
+    NODE_METRIC(cancels_received, "counter",
+                "Cancels from peers that found their request."),
+    NODE_METRIC(cancels_unknown, "counter",
+                "Cancels from peers for no request in progress: ignored."),
+    NODE_METRIC(cancelled_jobs, "counter",
+                "Cancelled requests not run: still queued for a worker."),
     NODE_METRIC(worker_jobs, "counter", "Handlers run on workers."),
 };
 

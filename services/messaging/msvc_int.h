@@ -115,7 +115,7 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 /* ---- Wire format (wire.c, docs/PROTOCOL.md) ---------------------------- */
 
 #define WEFT__MSVC_VERSION_MIN 1
-#define WEFT__MSVC_VERSION_MAX 1
+#define WEFT__MSVC_VERSION_MAX 2
 #define WEFT__MSVC_HELLO_MAX 4096
 #define WEFT__MSVC_VERB_HEARTBEAT 0
 
@@ -124,6 +124,8 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 #define WEFT__MSVC_F_RESPONSE 0x02u
 #define WEFT__MSVC_F_ONEWAY 0x04u
 #define WEFT__MSVC_F_ERROR 0x08u
+/* Version 2 (weft/envelope.h): a cancel of the request of that id. */
+#define WEFT__MSVC_F_CANCEL 0x20u
 
 /* How long a closing connection may take to write what it holds: the
  * service waits for every channel to close before it is freed. */
@@ -196,6 +198,7 @@ struct weft__msvc_out {
 	 * clock (expires_ms is it in ours, for our own queues). */
 	uint64_t echo_expires_ms;
 	uint64_t timeout_ms; /* request */
+	uint64_t handle;     /* request: for weft_msvc_cancel, or 0 */
 	weft_msvc_reply_cb cb;
 	void *arg;
 	uint32_t verb;
@@ -245,6 +248,7 @@ struct weft__msvc_conn {
 	enum weft__msvc_conn_state state;
 	bool outbound;
 	bool crc;
+	uint8_t version; /* the protocol version agreed, once up */
 	bool batch_open; /* written since the last flush passed */
 	bool paused;
 	bool blocked; /* a client whose answers back up: not read */
@@ -344,6 +348,10 @@ struct weft__msvc_slot {
 	uint64_t timeout_ms;
 	bool armed;      /* its timer runs, due at due_ms (wall clock) */
 	uint64_t due_ms; /* maybe for an earlier request of the slot */
+	uint64_t handle; /* weft_msvc_cancel's, or 0 */
+	/* The tag of the slot's last request if it was cancelled (0:
+	 * not), so that its answer is counted as such (cancel.c). */
+	uint32_t cancelled_tag;
 };
 
 /* Reactor counters, written by their loop only. */
@@ -516,6 +524,17 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t rate_limited;
 	_Atomic uint64_t stalled_clients, idle_clients, frame_timeouts;
 	_Atomic uint64_t superseded_connections, superseded_messages;
+	_Atomic uint64_t cancelled_requests, cancelled_responses;
+	_Atomic uint64_t cancels_received, cancels_unknown, cancelled_jobs;
+};
+
+/* The requests a cancel may still reach (cancel.c): heap messages of
+ * version 2, by sender and id. */
+#define WEFT__MSVC_CANCEL_BUCKETS 1024
+struct weft__msvc_cancels {
+	pthread_mutex_t lock;
+	struct weft_msvc_msg *buckets[WEFT__MSVC_CANCEL_BUCKETS];
+	_Atomic uint64_t next_handle; /* weft_msvc_cancel's handles */
 };
 
 /* A worker pool for blocking handlers. */
@@ -581,6 +600,10 @@ struct weft_msvc_msg {
 	bool heap;           /* allocated: freed after responding */
 	bool detached;
 	bool responded;
+	bool cancelable; /* came on a connection of version 2 */
+	bool tracked;    /* in svc->cancels: a cancel can find it */
+	_Atomic bool cancelled;
+	struct weft_msvc_msg *tracked_next; /* svc->cancels' bucket */
 	size_t counted; /* bytes counted in svc->inflight (0: none) */
 	const uint8_t *data;
 	size_t len;
@@ -640,6 +663,7 @@ struct weft_msvc {
 	_Atomic uint64_t key_rr;
 	struct weft__msvc_pool pool;
 	struct weft__msvc_stop stop;
+	struct weft__msvc_cancels cancels;
 	struct weft__msvc_nstats st;
 	/* A bad connection is one line, not one per connection. */
 	weft_log_limit log_reject;
@@ -979,6 +1003,27 @@ void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 
 /* dispatch.c: handlers, responses, the worker pool. */
 void weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env);
+
+/* ---- Cancellation (cancel.c) -------------------------------------------- */
+
+void weft__msvc_cancels_init(weft_msvc *svc);
+void weft__msvc_cancels_fini(weft_msvc *svc);
+/* weft__msvc_track makes a heap message of version 2 findable by a cancel
+ * until weft__msvc_untrack (msg_release). Any thread. */
+void weft__msvc_track(weft_msvc_msg *msg);
+void weft__msvc_untrack(weft_msvc_msg *msg);
+/* weft__msvc_msg_assign copies src's fields to dst; for a tracked src,
+ * under the table's lock, as a cancel may mark src meanwhile. */
+void weft__msvc_msg_assign(weft_msvc_msg *dst, const weft_msvc_msg *src);
+/* A CANCEL envelope arrived on c: marks the requests it names. c's
+ * loop. */
+void weft__msvc_cancel_arrived(struct weft__msvc_conn *c,
+                               const weft_envelope *env);
+/* The answer to a request of slot i came from the slot's peer after the
+ * slot was freed: true (and counted) if it was cancelled. */
+bool weft__msvc_answer_was_cancelled(struct weft__msvc_loop *ml, uint32_t i,
+                                     uint32_t tag, const weft_msvc_peer *from);
+
 /* The pool's workers start with weft_msvc_start; weft__msvc_pool_quit
  * asks them to end after the jobs queued so far (the last one out kicks
  * the stop), weft__msvc_pool_idle is true once they have, and

@@ -133,6 +133,7 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	s->arg = out->arg;
 	s->verb = out->verb;
 	s->internal = out->internal;
+	s->handle = out->handle;
 	weft__msvc_count1(&peer->st.pending, 1);
 	if (out->verb < WEFT_MSVC_MAX_VERBS)
 		weft__msvc_count(&peer->svc->verbs[out->verb].pending, 1);

@@ -164,6 +164,7 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	s->fail_status = 0;
 	s->conn = NULL;
 	s->out = NULL;
+	s->handle = 0;
 	s->next = s->c_next = s->c_prev = NONE;
 	*out = i;
 	return 0;
@@ -379,6 +380,9 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 
 	if (i >= ml->slots_cap || !slot(ml, i)->live ||
 	    slot(ml, i)->tag != tag || slot(ml, i)->verb != env->verb) {
+		if (i < ml->slots_cap &&
+		    weft__msvc_answer_was_cancelled(ml, i, tag, from))
+			return WEFT__MSVC_LATE;
 		weft__msvc_count(&ml->svc->st.late_responses, 1);
 		return WEFT__MSVC_LATE;
 	}

@@ -101,7 +101,11 @@ on_message(struct weft__msvc_conn *c, const weft_envelope *env,
 	weft__msvc_count1(&c->ml->rs.messages_in, 1);
 	weft__msvc_count(&c->peer->st.received, 1);
 	weft__msvc_count(&c->peer->st.bytes_received, frame_bytes);
-	if (!(env->flags & WEFT__MSVC_F_RESPONSE)) {
+	/* The envelope codec lets the CANCEL kind through on version 2
+	 * only; in version 1 the bit is reserved, and ignored. */
+	if ((env->flags & WEFT__MSVC_F_CANCEL) && c->version >= 2) {
+		weft__msvc_cancel_arrived(c, env);
+	} else if (!(env->flags & WEFT__MSVC_F_RESPONSE)) {
 		weft__msvc_dispatch(c, env);
 	} else if (c->peer->is_client) {
 		/* Nothing is ever asked of a client. */

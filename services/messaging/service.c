@@ -208,6 +208,7 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	weft__msvc_capacity_init(svc);
 	pthread_mutex_init(&svc->pool.lock, NULL);
 	pthread_cond_init(&svc->pool.cond, NULL);
+	weft__msvc_cancels_init(svc);
 	pthread_mutex_init(&svc->addr_lock, NULL);
 	pthread_mutex_init(&svc->members_lock, NULL);
 	weft__msvc_rate_init(svc);
@@ -382,6 +383,7 @@ free_all(weft_msvc *svc)
 	weft__msvc_capacity_fini(svc);
 	pthread_mutex_destroy(&svc->pool.lock);
 	pthread_cond_destroy(&svc->pool.cond);
+	weft__msvc_cancels_fini(svc);
 	pthread_mutex_destroy(&svc->addr_lock);
 	pthread_mutex_destroy(&svc->members_lock);
 	free(svc->addrs);
@@ -549,8 +551,12 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 	out.arg = arg;
 	out.ptr = data;
 	out.buf = payload;
+	if (request && opts != NULL && opts->cancel_handle != NULL)
+		out.handle = atomic_fetch_add(&svc->cancels.next_handle, 1) + 1;
 	if ((rv = weft__msvc_submit_stack(peer, &out)) != 0)
 		unprepare(svc, peer, &out);
+	else if (out.handle != 0)
+		*opts->cancel_handle = out.handle;
 out:
 	if (!on_home)
 		weft__msvc_leave(svc);

@@ -21,7 +21,9 @@
 #include "msvc_int.h"
 
 struct weft_msvc_future {
-	weft_msvc *svc;   /* valid while the request is out */
+	weft_msvc *svc; /* valid while the request is out */
+	weft_msvc_peer *peer;
+	uint64_t handle;  /* the request's, for weft_msvc_cancel */
 	_Atomic int refs; /* the caller's, and the reply callback's */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -108,19 +110,27 @@ weft_msvc_request_future(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
                          const weft_msvc_call_opts *opts,
                          weft_msvc_future **out)
 {
+	weft_msvc_call_opts o = {0};
 	weft_msvc_future *f;
 	int rv;
 
 	if (svc == NULL || out == NULL)
 		return WEFT_EINVAL;
+	if (opts != NULL)
+		o = *opts;
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return WEFT_ENOMEM;
 	pthread_mutex_init(&f->lock, NULL);
 	cond_init_monotonic(&f->cond);
 	atomic_init(&f->refs, 2);
 	f->svc = svc;
-	rv = weft_msvc_request(svc, peer, verb, data, len, opts,
-	                       on_future_reply, f);
+	f->peer = peer;
+	/* Set before the call returns, so before the loop can end it. */
+	o.cancel_handle = &f->handle;
+	rv = weft_msvc_request(svc, peer, verb, data, len, &o, on_future_reply,
+	                       f);
+	if (rv == 0 && opts != NULL && opts->cancel_handle != NULL)
+		*opts->cancel_handle = f->handle;
 	if (rv != 0) {
 		atomic_store(&f->refs, 1);
 		future_unref(f);
@@ -193,8 +203,13 @@ weft_msvc_future_data(weft_msvc_future *f, size_t *len)
 void
 weft_msvc_future_free(weft_msvc_future *f)
 {
-	if (f != NULL)
-		future_unref(f);
+	if (f == NULL)
+		return;
+	/* Nobody will read the answer: the request ends now, with
+	 * WEFT_ECANCELED, and the responder is told. */
+	if (!weft_msvc_future_is_done(f))
+		(void)weft_msvc_cancel(f->svc, f->peer, f->handle);
+	future_unref(f);
 }
 
 int

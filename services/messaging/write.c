@@ -43,7 +43,7 @@ weft__msvc_conn_send(struct weft__msvc_conn *c,
 		                 WEFT_ENVELOPE_FRAME_BYTES(out->len, c->crc));
 	}
 	if (out->verb < WEFT_MSVC_MAX_VERBS &&
-	    !(out->flags & WEFT__MSVC_F_RESPONSE)) {
+	    !(out->flags & (WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_CANCEL))) {
 		weft__msvc_count(&c->svc->verbs[out->verb].sent, 1);
 		weft__msvc_count(&c->svc->verbs[out->verb].bytes_sent,
 		                 out->len);

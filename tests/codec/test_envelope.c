@@ -615,6 +615,7 @@ struct rec {
 	size_t n;
 	weft_envelope env[REC_MAX];
 	unsigned char *payload[REC_MAX];
+	unsigned char params[REC_MAX][WEFT_ENVELOPE_PARAMS_MAX];
 	size_t as_buf;  /* how many came with payload_buf */
 	size_t count;   /* with keep false: envelopes seen */
 	uint64_t bytes; /* with keep false: payload bytes seen */
@@ -644,6 +645,11 @@ rec_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	assert_true(r->n < REC_MAX);
 	len = e->payload_len;
 	r->env[r->n] = *e;
+	/* The params are borrowed too: keep a copy. */
+	if (e->params_len > 0) {
+		memcpy(r->params[r->n], e->params, e->params_len);
+		r->env[r->n].params = r->params[r->n];
+	}
 	r->payload[r->n] = malloc(len + 1);
 	assert_non_null(r->payload[r->n]);
 	/* Keep a large payload as a handler would: by moving it out. */
@@ -1043,6 +1049,306 @@ test_small_envelopes_allocate_nothing_per_message(void **state)
 	fx_free(f);
 }
 
+/* ---- Version 2 --------------------------------------------------------- */
+
+/* docs/PROTOCOL.md 4.5: the request with params {3: 5, 256: "x"}. */
+static const unsigned char doc_request_v2[] = {
+    0x00, 0x00, 0x00, 0x33, 0x97, 0xcf, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    0x00, 0x05, 0xce, 0x00, 0x00, 0x00, 0x10, 0x11, 0xcf, 0x00, 0x00, 0x01,
+    0x8b, 0xcf, 0xe5, 0x68, 0x00, 0xcf, 0x00, 0x00, 0x01, 0x8b, 0xcf, 0xe5,
+    0x7b, 0x88, 0xc6, 0x00, 0x00, 0x00, 0x04, 0x70, 0x69, 0x6e, 0x67, 0x82,
+    0x03, 0x05, 0xcd, 0x01, 0x00, 0xa1, 0x78, 0x33, 0x90, 0xc0, 0x27};
+
+/* docs/PROTOCOL.md 4.6: the cancel of that request. */
+static const unsigned char doc_cancel[] = {
+    0x00, 0x00, 0x00, 0x27, 0x96, 0xcf, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00,
+    0x00, 0x05, 0xce, 0x00, 0x00, 0x00, 0x10, 0x20, 0xcf, 0x00, 0x00, 0x01,
+    0x8b, 0xcf, 0xe5, 0x68, 0x03, 0xcf, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0xc6, 0x00, 0x00, 0x00, 0x00, 0xa5, 0xe4, 0xa4, 0x7d};
+
+static const unsigned char doc_params[] = {0x82, 0x03, 0x05, 0xcd,
+                                           0x01, 0x00, 0xa1, 0x78};
+
+/* Encodes env as a frame with CRC and checks it against doc. */
+static void
+check_encodes_to(const weft_envelope *env, const unsigned char *doc, size_t n)
+{
+	weft_frame_codec_opts crc = {.crc32c = true};
+	struct evbuffer *out = evbuffer_new();
+	unsigned char got[64];
+
+	check_doc_frame(doc, n);
+	assert_true(n <= sizeof(got));
+	assert_int_equal(weft_envelope_encode_frame(out, env, &crc), 0);
+	assert_int_equal(evbuffer_get_length(out), n);
+	evbuffer_remove(out, got, n);
+	assert_memory_equal(got, doc, n);
+	assert_int_equal(WEFT_ENVELOPE_FRAME_BYTES(env->payload_len, true) +
+	                     env->params_len,
+	                 n);
+	assert_int_equal(weft_envelope_put_frame(got, env, true), n);
+	assert_memory_equal(got, doc, n);
+	evbuffer_free(out);
+}
+
+static void
+test_documented_v2_forms_byte_for_byte(void **state)
+{
+	weft_envelope req = doc_request_env, cancel = doc_request_env, e;
+	const void *v;
+	size_t vlen;
+
+	(void)state;
+	req.params = doc_params;
+	req.params_len = sizeof(doc_params);
+	check_encodes_to(&req, doc_request_v2, sizeof(doc_request_v2));
+	cancel.flags = WEFT_ENVELOPE_CANCEL;
+	cancel.created_ms = 1700000000003ull;
+	cancel.expires_ms = 0;
+	cancel.payload = NULL;
+	cancel.payload_len = 0;
+	check_encodes_to(&cancel, doc_cancel, sizeof(doc_cancel));
+
+	assert_int_equal(weft_envelope_decode_version(
+	                     doc_request_v2 + 4, sizeof(doc_request_v2) - 8,
+	                     WEFT_ENVELOPE_V2, &e),
+	                 0);
+	assert_int_equal(e.flags, WEFT_ENVELOPE_REQUEST | WEFT_ENVELOPE_PARAMS);
+	assert_int_equal(e.payload_len, 4);
+	assert_memory_equal(e.payload, "ping", 4);
+	assert_int_equal(e.params_len, sizeof(doc_params));
+	assert_memory_equal(e.params, doc_params, sizeof(doc_params));
+	assert_int_equal(weft_envelope_param_find(e.params, e.params_len,
+	                                          WEFT_PARAM_PRIORITY, &v,
+	                                          &vlen),
+	                 0);
+	assert_int_equal(vlen, 1);
+	assert_int_equal(*(const unsigned char *)v, 5);
+	assert_int_equal(
+	    weft_envelope_param_find(e.params, e.params_len, 256, &v, &vlen),
+	    0);
+	assert_int_equal(vlen, 2);
+	assert_int_equal(weft_envelope_param_find(e.params, e.params_len,
+	                                          WEFT_PARAM_TRACEPARENT, &v,
+	                                          &vlen),
+	                 WEFT_ENOTFOUND);
+	assert_int_equal(weft_envelope_decode_version(doc_cancel + 4,
+	                                              sizeof(doc_cancel) - 8,
+	                                              WEFT_ENVELOPE_V2, &e),
+	                 0);
+	assert_int_equal(e.flags, WEFT_ENVELOPE_CANCEL);
+	assert_int_equal(e.params_len, 0);
+	assert_null(e.params);
+	/* Version 1 knows neither form. */
+	assert_int_equal(weft_envelope_decode(doc_request_v2 + 4,
+	                                      sizeof(doc_request_v2) - 8, &e),
+	                 WEFT_EPROTO);
+	assert_int_equal(
+	    weft_envelope_decode(doc_cancel + 4, sizeof(doc_cancel) - 8, &e),
+	    WEFT_EPROTO);
+}
+
+/* A version 2 body: the documented request's fields with params p (n
+ * bytes) after "ping", as an array of `elements` with flags. */
+static size_t
+v2_body(unsigned char *out, int elements, uint32_t flags,
+        const unsigned char *p, size_t n)
+{
+	memcpy(out, doc_request_v2 + 4, HDR + 4);
+	out[0] = (unsigned char)(0x90 | elements);
+	out[15] = (unsigned char)flags;
+	if (n > 0)
+		memcpy(out + HDR + 4, p, n);
+	return HDR + 4 + n;
+}
+
+struct bad_params {
+	const char *what;
+	const unsigned char *p;
+	size_t n;
+};
+
+static void
+test_params_are_checked_as_the_protocol_says(void **state)
+{
+	static unsigned char big[WEFT_ENVELOPE_PARAMS_MAX + 1];
+	static unsigned char many[3 + 2 * 17] = {0xde, 0x00, 17};
+	static const unsigned char tp25[] = {0x81, 0x01, 0xc4, 25};
+	static const struct bad_params bad[] = {
+	    {"truncated", (const unsigned char *)"\x82\x03\x05\xcd\x01", 5},
+	    {"cut value", (const unsigned char *)"\x81\x09\xa3xy", 5},
+	    {"not a map", (const unsigned char *)"\x91\x03", 2},
+	    {"duplicate key", (const unsigned char *)"\x82\x03\x01\x03\x02", 5},
+	    {"string key", (const unsigned char *)"\x81\xa1k\x01", 4},
+	    {"negative key", (const unsigned char *)"\x81\xff\x01", 3},
+	    {"key too large",
+	     (const unsigned char *)"\x81\xce\x00\x01\x00\x00\x01", 7},
+	    {"priority a string", (const unsigned char *)"\x81\x03\xa1x", 4},
+	    {"priority above 255",
+	     (const unsigned char *)"\x81\x03\xcd\x01\x00", 5},
+	    {"stage times not an array", (const unsigned char *)"\x81\x02\x05",
+	     3},
+	    {"a stage time negative",
+	     (const unsigned char *)"\x81\x02\x92\x01\xff", 5},
+	    {"nine stage times",
+	     (const unsigned char *)"\x81\x02\x99\x00\x00\x00\x00\x00\x00\x00"
+	                            "\x00\x00",
+	     12},
+	    {"traceparent of 25", tp25, sizeof(tp25)},
+	    {"bytes after the map", (const unsigned char *)"\x80\x00", 2},
+	    {"too many keys", many, sizeof(many)},
+	    {"too large", big, sizeof(big)},
+	};
+	static const unsigned char good[] = {
+	    0x84, 0x02, 0x92, 0x00, 0xcf, 0, 0, 0, 0, 0, 0, 0, 1, /* stages */
+	    0x07, 0x81, 0x01, 0x91, 0xc0, /* unknown: {1: [nil]} */
+	    0xcd, 0xff, 0xff, 0xc3,       /* unknown 65535: true */
+	    0x03, 0xcc, 0xff,             /* priority 255 */
+	};
+	unsigned char body[HDR + 4 + sizeof(big)];
+	weft_envelope e;
+	const char *why;
+	size_t i, n;
+
+	(void)state;
+	/* A bin 16 of the rest: a well-formed map, one byte too large. */
+	big[0] = 0x81;
+	big[1] = 0x09;
+	big[2] = 0xc5;
+	big[3] = (unsigned char)((sizeof(big) - 5) >> 8);
+	big[4] = (unsigned char)(sizeof(big) - 5);
+	for (i = 0; i < 17; i++)
+		many[3 + 2 * i] = (unsigned char)(10 + i);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why = NULL;
+		assert_int_equal(
+		    weft_envelope_params_check(bad[i].p, bad[i].n, &why),
+		    WEFT_EPROTO);
+		assert_non_null(why);
+		n = v2_body(body, 7, 0x11, bad[i].p, bad[i].n);
+		if (weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2,
+		                                 &e) != WEFT_EPROTO)
+			fail_msg("accepted params: %s", bad[i].what);
+	}
+	assert_int_equal(weft_envelope_params_check(good, sizeof(good), NULL),
+	                 0);
+	n = v2_body(body, 7, 0x11, good, sizeof(good));
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2, &e), 0);
+	assert_int_equal(e.params_len, sizeof(good));
+	assert_int_equal(weft_envelope_params_check("\x80", 1, NULL), 0);
+	/* The flag and the element count must agree. */
+	n = v2_body(body, 7, 0x01, good, sizeof(good));
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2, &e),
+	    WEFT_EPROTO);
+	n = v2_body(body, 6, 0x11, NULL, 0);
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2, &e),
+	    WEFT_EPROTO);
+	n = v2_body(body, 7, 0x11, NULL, 0);
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2, &e),
+	    WEFT_EPROTO);
+	/* In version 1 bit 4 is reserved, and ignored. */
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V1, &e),
+	    WEFT_EPROTO);
+	n = v2_body(body, 6, 0x11, NULL, 0);
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V1, &e), 0);
+	/* A cancel is a kind alone. */
+	n = v2_body(body, 6, 0x21, NULL, 0);
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V2, &e),
+	    WEFT_EPROTO);
+	assert_int_equal(
+	    weft_envelope_decode_version(body, n, WEFT_ENVELOPE_V1, &e), 0);
+}
+
+/* A version 2 codec reads and writes params and cancels, small and
+ * large; a version 1 codec refuses to write either. */
+static void
+test_codec_versions(void **state)
+{
+	weft_envelope_codec_opts v2 = {.version = WEFT_ENVELOPE_V2};
+	weft_frame_codec_opts fo = {.crc32c = true};
+	static unsigned char big[6000];
+	weft_envelope env = doc_request_env;
+	struct rec r = {.keep = true};
+	fx *f = codec_fixture(&fo, &v2, &r);
+
+	(void)state;
+	fx_send(f, doc_request_v2, sizeof(doc_request_v2));
+	fx_send(f, doc_cancel, sizeof(doc_cancel));
+	assert_int_equal(r.n, 2);
+	assert_int_equal(r.env[0].params_len, sizeof(doc_params));
+	assert_memory_equal(r.env[0].params, doc_params, sizeof(doc_params));
+	assert_memory_equal(r.payload[0], "ping", 4);
+	assert_int_equal(r.env[1].flags, WEFT_ENVELOPE_CANCEL);
+	/* Written and read back, the large one through its evbuffer. */
+	env.params = doc_params;
+	env.params_len = sizeof(doc_params);
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_envelope, &env,
+	                                        fx_write_cb, f),
+	                 0);
+	memset(big, 0x5a, sizeof(big));
+	env.payload = big;
+	env.payload_len = sizeof(big);
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_envelope, &env,
+	                                        fx_write_cb, f),
+	                 0);
+	fx_run_until_write_cbs(f, 2);
+	assert_int_equal(f->write_status, 0);
+	fx_run_until_peer_has(f, sizeof(doc_request_v2) + 8 + HDR +
+	                             sizeof(big) + sizeof(doc_params));
+	{
+		size_t n = evbuffer_get_length(fx_peer_input(f));
+		unsigned char *all = malloc(n);
+
+		evbuffer_remove(fx_peer_input(f), all, n);
+		assert_memory_equal(all, doc_request_v2,
+		                    sizeof(doc_request_v2));
+		fx_send(f, all, n);
+		free(all);
+	}
+	assert_int_equal(r.n, 4);
+	assert_int_equal(r.env[3].payload_len, sizeof(big));
+	assert_int_equal(r.as_buf, 1);
+	assert_memory_equal(r.payload[3], big, sizeof(big));
+	assert_int_equal(r.env[3].params_len, sizeof(doc_params));
+	assert_memory_equal(r.env[3].params, doc_params, sizeof(doc_params));
+	assert_int_equal(r.errors, 0);
+	rec_clear(&r);
+	fx_free(f);
+
+	/* Version 1: nothing of version 2 leaves, and its forms are
+	 * malformed. */
+	f = codec_fixture(&fo, NULL, &r);
+	env = doc_request_env;
+	env.params = doc_params;
+	env.params_len = sizeof(doc_params);
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_envelope, &env,
+	                                        fx_write_cb, f),
+	                 0);
+	fx_run_until_write_cbs(f, 1);
+	assert_int_equal(f->write_status, WEFT_ENOTSUP);
+	env = doc_request_env;
+	env.flags = WEFT_ENVELOPE_CANCEL;
+	assert_int_equal(weft_channel_write_msg(f->ch, &weft_msg_envelope, &env,
+	                                        fx_write_cb, f),
+	                 0);
+	fx_run_until_write_cbs(f, 2);
+	assert_int_equal(f->write_status, WEFT_ENOTSUP);
+	assert_int_equal(evbuffer_get_length(fx_peer_input(f)), 0);
+	fx_send(f, doc_cancel, sizeof(doc_cancel));
+	assert_int_equal(r.n, 0);
+	assert_int_equal(r.last_error, WEFT_EPROTO);
+	fx_run_until_inactive(f);
+	rec_clear(&r);
+	fx_free(f);
+}
+
 int
 main(void)
 {
@@ -1067,6 +1373,9 @@ main(void)
 	    cmocka_unit_test(test_writes_become_frames_and_refused_ones_fail),
 	    cmocka_unit_test(test_round_trip_over_an_inproc_pair),
 	    cmocka_unit_test(test_small_envelopes_allocate_nothing_per_message),
+	    cmocka_unit_test(test_documented_v2_forms_byte_for_byte),
+	    cmocka_unit_test(test_params_are_checked_as_the_protocol_says),
+	    cmocka_unit_test(test_codec_versions),
 	};
 
 	fx_log_capture();

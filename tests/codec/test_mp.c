@@ -412,6 +412,71 @@ test_writer_round_trip_and_overflow(void **state)
 	assert_int_equal(weft_mp_writer_length(&w), 0);
 }
 
+/* Maps both ways, and skipping whole objects of every type, nested or
+ * cut short. */
+static void
+test_map_and_skip(void **state)
+{
+	static const unsigned char objects[] = {
+	    0x05,                                     /* fixint */
+	    0xe0,                                     /* negative fixint */
+	    0xc0, 0xc2,                               /* nil, false */
+	    0xcb, 0,    0,    0,    0,    0, 0, 0, 0, /* float 64 */
+	    0xd1, 0xff, 0xfe,                         /* int 16 */
+	    0xa2, 'h',  'i',                          /* fixstr */
+	    0xd9, 0x01, 'x',                          /* str 8 */
+	    0xc5, 0x00, 0x02, 1,    2,                /* bin 16 */
+	    0xd4, 0x01, 0x02,                         /* fixext 1 */
+	    0xc7, 0x02, 0x05, 1,    2,                /* ext 8 */
+	    0x92, 0x81, 0x01, 0x90, 0xa0,             /* [{1: []}, ""] */
+	    0xde, 0x00, 0x01, 0x01, 0x02,             /* map 16 {1: 2} */
+	};
+	unsigned char buf[16];
+	weft_mp_reader r;
+	weft_mp_writer w;
+	uint32_t n;
+	size_t cut;
+	int objs = 0;
+
+	(void)state;
+	weft_mp_writer_init(&w, buf, sizeof(buf));
+	weft_mp_write_map(&w, 1);
+	weft_mp_write_map(&w, 16);
+	weft_mp_write_map(&w, 70000);
+	assert_int_equal(weft_mp_writer_length(&w), 1 + 3 + 5);
+	weft_mp_reader_init(&r, buf, weft_mp_writer_length(&w));
+	assert_int_equal(weft_mp_read_map(&r, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(weft_mp_read_map(&r, &n), 0);
+	assert_int_equal(n, 16);
+	assert_int_equal(weft_mp_read_map(&r, &n), 0);
+	assert_int_equal(n, 70000);
+	assert_int_equal(weft_mp_reader_end(&r), 0);
+	weft_mp_reader_init(&r, "\x90", 1);
+	assert_int_equal(weft_mp_read_map(&r, &n), WEFT_EPROTO);
+
+	weft_mp_reader_init(&r, objects, sizeof(objects));
+	while (weft_mp_reader_left(&r) > 0) {
+		assert_int_equal(weft_mp_skip(&r, 3), 0);
+		objs++;
+	}
+	assert_int_equal(objs, 13);
+	/* Cut anywhere inside the last object: refused. */
+	for (cut = sizeof(objects) - 5; cut < sizeof(objects); cut++) {
+		weft_mp_reader_init(&r, objects + sizeof(objects) - 5,
+		                    cut - (sizeof(objects) - 5));
+		assert_int_equal(weft_mp_skip(&r, 3), WEFT_EPROTO);
+	}
+	/* Three containers nested where two are allowed; type 0xc1; a
+	 * container claiming more elements than there are bytes. */
+	weft_mp_reader_init(&r, "\x92\x81\x01\x90\xa0", 5);
+	assert_int_equal(weft_mp_skip(&r, 2), WEFT_EPROTO);
+	weft_mp_reader_init(&r, "\xc1", 1);
+	assert_int_equal(weft_mp_skip(&r, 1), WEFT_EPROTO);
+	weft_mp_reader_init(&r, "\xdd\xff\xff\xff\xff\x01", 6);
+	assert_int_equal(weft_mp_skip(&r, 1), WEFT_EPROTO);
+}
+
 int
 main(void)
 {
@@ -424,6 +489,7 @@ main(void)
 	        test_first_error_sticks_and_leftovers_fail_the_end),
 	    cmocka_unit_test(test_writer_uses_the_smallest_encodings),
 	    cmocka_unit_test(test_writer_round_trip_and_overflow),
+	    cmocka_unit_test(test_map_and_skip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

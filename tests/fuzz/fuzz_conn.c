@@ -13,7 +13,9 @@
  *   bytes; a write of everything queued in one go or in pieces; a sync (an
  *   echo request, then reading until it is answered); reading or not;
  *   shutting down the write side; closing; reconnecting; releasing the
- *   requests the node holds.
+ *   requests the node holds; cancels (protocol version 2, which the
+ *   ordinary HELLO offers) of our own requests, of ids nobody asked, and
+ *   in storms.
  * What the node sends back must be well-formed, and no request may be
  * answered twice or with another verb; an echo must echo. At the end every
  * connection closes and the node must come back to rest (no connection
@@ -91,10 +93,10 @@ struct run {
 };
 
 static const char *const op_names[] = {
-    "request",   "oneway", "response",     "bad-crc", "bad-length",
-    "garbage",   "raw",    "hello",        "flush",   "flush-pieces",
-    "sync",      "read",   "stop-reading", "shut-wr", "close",
-    "reconnect", "release"};
+    "request",   "oneway",  "response",     "bad-crc", "bad-length",
+    "garbage",   "raw",     "hello",        "flush",   "flush-pieces",
+    "sync",      "read",    "stop-reading", "shut-wr", "close",
+    "reconnect", "release", "cancel"};
 
 /* ---- Frames the client writes ------------------------------------------ */
 
@@ -118,13 +120,16 @@ add_hello(struct run *r, struct slot *s, uint8_t shape)
 {
 	static const char *const ids[] = {"c1", "c2", "n2", "n1", "", "x y"};
 	struct weft__msvc_hello h = {
-	    .min_version = 1, .max_version = 1, .role = 1, .cls = 1};
+	    .min_version = 1, .max_version = 2, .role = 1, .cls = 1};
 	struct evbuffer *buf = evbuffer_new();
 
 	snprintf(h.cluster, sizeof(h.cluster), "%s",
 	         shape & 0x80 ? "other" : "fuzz");
 	/* Low bits 0: the ordinary client; others bend one field each. */
 	snprintf(h.id, sizeof(h.id), "%s", ids[(shape >> 4) & 1]);
+	/* Bit 5: a client of version 1, to which a cancel is malformed. */
+	if (shape & 0x20)
+		h.max_version = 1;
 	switch (shape & 0x0f) {
 	case 1: /* a member's id, as a member */
 	case 2: /* the node's own id */
@@ -242,6 +247,30 @@ add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
 		        bad_crc ? " bad crc" : "");
 	add_frame(s, body, WEFT_ENVELOPE_HEADER_BYTES + len, bad_crc);
 	free(body);
+}
+
+/* Cancels: of one of our requests (answered or not), of an id nobody
+ * asked, with the verb it had or another; up to 64 in a row. */
+static void
+add_cancels(struct run *r, struct slot *s)
+{
+	uint8_t how = fuzz_u8(&r->in), body[WEFT_ENVELOPE_HEADER_BYTES];
+	unsigned n = how & 0x80 ? 1 + (how & 0x3f) : 1, i;
+	weft_envelope env = {.flags = WEFT__MSVC_F_CANCEL};
+	uint32_t seq;
+
+	for (i = 0; i < n; i++) {
+		seq = fuzz_u16(&r->in) % SEQS;
+		env.id = how & 0x40 ? fuzz_u32(&r->in) : ID_TAG | seq;
+		env.verb = s->seqs[seq].state != SEQ_FREE && !(how & 0x20)
+		               ? s->seqs[seq].verb
+		               : pick_verb(fuzz_u8(&r->in));
+		env.created_ms = weft_wall_ms();
+		weft_envelope_encode_header(body, &env, 0);
+		add_frame(s, body, sizeof(body), false);
+	}
+	if (r->trace)
+		fprintf(stderr, "  %u cancels\n", n);
 }
 
 static void
@@ -466,6 +495,7 @@ enum op {
 	OP_CLOSE,
 	OP_RECONNECT,
 	OP_RELEASE,
+	OP_CANCEL,
 	OPS
 };
 
@@ -541,6 +571,9 @@ step(struct run *r, uint8_t op)
 		break;
 	case OP_RELEASE:
 		conn_node_release(&r->node);
+		break;
+	case OP_CANCEL:
+		add_cancels(r, s);
 		break;
 	case OPS:
 		break;

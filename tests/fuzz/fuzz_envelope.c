@@ -13,7 +13,9 @@
  * The codec's decoder (<weft/envelope.h>, which the service uses) goes
  * through weft_envelope_encode_frame too (with and without CRC), and
  * decoding only the first bytes of a body (as the envelope codec does for
- * a frame in an evbuffer) agrees with decoding all of it.
+ * a frame in an evbuffer) agrees with decoding all of it. Each input is
+ * decoded as protocol version 1 and as version 2, whose params map (4.5)
+ * and cancel kind go through the same round trip.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +67,10 @@ static void
 check_same_codec(const weft_envelope *a, const weft_envelope *b)
 {
 	if (a->id != b->id || a->verb != b->verb ||
-	    (a->flags & 0x7f) != (b->flags & 0x7f) ||
+	    (a->flags & 0x6f) != (b->flags & 0x6f) ||
+	    a->params_len != b->params_len ||
+	    (a->params_len > 0 &&
+	     memcmp(a->params, b->params, a->params_len) != 0) ||
 	    a->created_ms != b->created_ms || a->expires_ms != b->expires_ms ||
 	    a->payload_len != b->payload_len ||
 	    (a->payload_len > 0 &&
@@ -76,7 +81,7 @@ check_same_codec(const weft_envelope *a, const weft_envelope *b)
 
 /* Encodes env as a whole frame and decodes that frame's body again. */
 static void
-frame_round_trip(const weft_envelope *env, bool crc)
+frame_round_trip(const weft_envelope *env, int version, bool crc)
 {
 	weft_frame_codec_opts o = {.crc32c = crc,
 	                           .max_frame_bytes = WEFT_FRAME_LIMIT};
@@ -93,12 +98,13 @@ frame_round_trip(const weft_envelope *env, bool crc)
 	body = n - 4 - (crc ? 4 : 0);
 	if ((p = evbuffer_pullup(out, -1)) == NULL)
 		abort();
-	if (body != WEFT_ENVELOPE_HEADER_BYTES + env->payload_len ||
+	if (body != WEFT_ENVELOPE_HEADER_BYTES + env->payload_len +
+	                env->params_len ||
 	    weft__load_be32(p) != body ||
 	    (crc &&
 	     weft__load_be32(p + 4 + body) != weft_crc32c(0, p, 4 + body)))
 		fuzz_fail("a framed envelope has a wrong length or CRC");
-	if (weft_envelope_decode(p + 4, body, &again) != 0)
+	if (weft_envelope_decode_version(p + 4, body, version, &again) != 0)
 		fuzz_fail("the codec refuses its own frame");
 	check_same_codec(env, &again);
 	evbuffer_free(out);
@@ -108,62 +114,81 @@ frame_round_trip(const weft_envelope *env, bool crc)
  * an envelope accepted goes through a frame both ways. Returns 0 or the
  * decoder's error. */
 static int
-codec_round_trip(const uint8_t *data, size_t size, weft_envelope *env)
+codec_round_trip(const uint8_t *data, size_t size, int version,
+                 weft_envelope *env)
 {
 	weft_envelope head_only;
-	size_t head, avail;
+	size_t head = 0, tail = 0, avail;
 	const char *why;
-	int rv = weft_envelope_decode(data, size, env);
+	int rv = weft_envelope_decode_version(data, size, version, env);
+	bool head_ok;
 
 	avail = size < WEFT__ENVELOPE_HEAD_MAX ? size : WEFT__ENVELOPE_HEAD_MAX;
-	if (size > 0 &&
-	    (weft__envelope_decode_head(data, avail, size, &head_only, &head,
-	                                &why) == 0) != (rv == 0))
+	head_ok = size > 0 && weft__envelope_decode_head(
+	                          data, avail, size, version, &head_only, &head,
+	                          &tail, &why) == 0;
+	/* The head alone cannot see a bad params map: it may pass where the
+	 * whole does not, never the other way round. */
+	if (rv == 0 && !head_ok)
+		fuzz_fail("decoding the first bytes disagrees with the whole");
+	if (head_ok && rv != 0 &&
+	    (tail == 0 ||
+	     weft_envelope_params_check(data + size - tail, tail, NULL) == 0))
 		fuzz_fail("decoding the first bytes disagrees with the whole");
 	if (rv != 0)
 		return rv;
-	if (env->payload != data + head || env->payload_len != size - head ||
+	if (env->payload != data + head ||
+	    env->payload_len != size - head - tail || env->params_len != tail ||
 	    head_only.id != env->id || head_only.flags != env->flags ||
 	    head_only.verb != env->verb ||
 	    head_only.created_ms != env->created_ms ||
 	    head_only.expires_ms != env->expires_ms)
 		fuzz_fail("decoding the first bytes disagrees with the whole");
-	frame_round_trip(env, false);
-	frame_round_trip(env, true);
+	frame_round_trip(env, version, false);
+	frame_round_trip(env, version, true);
 	return 0;
 }
 
-int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One version's decode -> encode -> decode of the input. */
+static void
+one_version(const uint8_t *data, size_t size, int version)
 {
 	weft_envelope env, again;
 	const uint8_t *payload;
 	uint8_t *frame;
+	size_t n;
 
-	fuzz_alloc_begin();
-	if (codec_round_trip(data, size, &env) != 0) {
-		fuzz_alloc_end(size, "envelope");
-		return 0;
-	}
+	if (codec_round_trip(data, size, version, &env) != 0)
+		return;
 	payload = env.payload;
 	if (payload < data || env.payload_len > size ||
 	    payload + env.payload_len > data + size)
 		fuzz_fail("the payload lies outside the frame");
-	if (env.payload_len > UINT32_MAX ||
-	    (frame = malloc(WEFT_ENVELOPE_HEADER_BYTES + env.payload_len)) ==
-	        NULL)
+	if (version < WEFT_ENVELOPE_V2 &&
+	    (env.params_len > 0 || (env.flags & 0x0f) == 0))
+		fuzz_fail("version 1 accepted a form of version 2");
+	n = WEFT_ENVELOPE_HEADER_BYTES + env.payload_len + env.params_len;
+	if (env.payload_len > UINT32_MAX || (frame = malloc(n)) == NULL)
 		abort();
 	weft_envelope_encode_header(frame, &env, (uint32_t)env.payload_len);
 	memcpy(frame + WEFT_ENVELOPE_HEADER_BYTES, payload, env.payload_len);
-	if (weft_envelope_decode(frame,
-	                         WEFT_ENVELOPE_HEADER_BYTES + env.payload_len,
-	                         &again) != 0)
+	if (env.params_len > 0)
+		memcpy(frame + n - env.params_len, env.params, env.params_len);
+	if (weft_envelope_decode_version(frame, n, version, &again) != 0)
 		fuzz_fail("weft's own encoding of an envelope is refused");
 	check_same_codec(&env, &again);
 	if ((env.flags & KIND_BITS) ==
 	    (WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR))
 		error_round_trip(&env);
 	free(frame);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_alloc_begin();
+	one_version(data, size, WEFT_ENVELOPE_V1);
+	one_version(data, size, WEFT_ENVELOPE_V2);
 	fuzz_alloc_end(size, "envelope");
 	return 0;
 }

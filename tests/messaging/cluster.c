@@ -163,11 +163,16 @@ on_slow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	(void)svc;
 	atomic_fetch_add(&cl->slow_running, 1);
 	test_poke();
-	/* A blocking handler: wait (on a private loop) until released. */
+	/* A blocking handler: wait (on a private loop) until released, or
+	 * until its requester cancels it. */
 	if (weft_loop_new(&loop) == 0) {
-		while (!released(cl))
+		while (!released(cl) && !weft_msvc_msg_is_cancelled(msg))
 			weft_loop_run_until(loop, released, cl, 5);
 		weft_loop_free(loop);
+	}
+	if (weft_msvc_msg_is_cancelled(msg)) {
+		atomic_fetch_add(&cl->slow_cancelled, 1);
+		test_poke();
 	}
 	if (weft_msvc_msg_is_request(msg))
 		weft_msvc_respond(msg, "slow", 4);
@@ -254,8 +259,13 @@ cluster_start_node(struct cluster *cl, int i)
 	if ((rv = weft_loop_group_new(cl->loops > 0 ? (size_t)cl->loops : 1,
 	                              &cl->groups[i])) != 0)
 		return rv;
-	if ((rv = weft_msvc_new(cl->groups[i], cl->cfg, id, &o, &cl->svc[i])) !=
-	    0)
+	/* The service copies the config: each node may get a version of
+	 * its own. */
+	weft_msvc_config_limits(cl->cfg)->max_protocol_version =
+	    cl->max_version[i];
+	rv = weft_msvc_new(cl->groups[i], cl->cfg, id, &o, &cl->svc[i]);
+	weft_msvc_config_limits(cl->cfg)->max_protocol_version = 0;
+	if (rv != 0)
 		return rv;
 	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
 		return rv;
@@ -293,6 +303,7 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 	memcpy(cl->tls, o->tls, sizeof(cl->tls));
 	memcpy(cl->clock_offset_ms, o->clock_offset_ms,
 	       sizeof(cl->clock_offset_ms));
+	memcpy(cl->max_version, o->max_version, sizeof(cl->max_version));
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;
 	for (i = 0; i < n; i++) {

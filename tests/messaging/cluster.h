@@ -34,7 +34,8 @@ struct cluster {
 	weft_tls_ctx *tls[CLUSTER_MAX];
 	/* Each node's clock offset (weft_msvc_opts), kept for restarts. */
 	int64_t clock_offset_ms[CLUSTER_MAX];
-	int loops; /* per node */
+	uint32_t max_version[CLUSTER_MAX]; /* kept for restarts too */
+	int loops;                         /* per node */
 	int n;
 	/* State the handlers update. */
 	_Atomic uint64_t sink_count[CLUSTER_MAX];
@@ -44,8 +45,9 @@ struct cluster {
 	_Atomic int held_count;
 	_Atomic bool slow_release;
 	_Atomic int slow_running;
-	_Atomic int ups, downs;    /* peer events seen */
-	_Atomic int joins, leaves; /* member events seen */
+	_Atomic int slow_cancelled; /* slow handlers that saw a cancel */
+	_Atomic int ups, downs;     /* peer events seen */
+	_Atomic int joins, leaves;  /* member events seen */
 	/* The order of events: each takes the next number. */
 	_Atomic int event_seq;
 	_Atomic int last_up, last_down, last_join, last_leave;
@@ -91,6 +93,8 @@ struct cluster_opts {
 	enum weft_msvc_tls_mode tls_mode;  /* the config's [tls] mode */
 	bool allow_plaintext_members;      /* and allow_plaintext_members */
 	int loops;                         /* per node; 0: 1 */
+	/* Node i's limits.max_protocol_version (0: the newest). */
+	uint32_t max_version[CLUSTER_MAX];
 	/* Node i's context, NULL: none. Borrowed: keep each alive until
 	 * cluster_stop has returned. */
 	weft_tls_ctx *tls[CLUSTER_MAX];

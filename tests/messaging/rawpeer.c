@@ -300,6 +300,13 @@ int
 rp_handshake(rawpeer *p, const char *cluster, const char *id, int role, int cls,
              int index)
 {
+	return rp_handshake_version(p, cluster, id, role, cls, index, 1);
+}
+
+int
+rp_handshake_version(rawpeer *p, const char *cluster, const char *id, int role,
+                     int cls, int index, int max_version)
+{
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	msgpack_unpacked u;
@@ -313,7 +320,7 @@ rp_handshake(rawpeer *p, const char *cluster, const char *id, int role, int cls,
 	msgpack_sbuffer_write(&sb, "WEFT", 4);
 	msgpack_pack_array(&pk, 8);
 	msgpack_pack_uint8(&pk, 1);
-	msgpack_pack_uint8(&pk, 1);
+	msgpack_pack_uint8(&pk, (uint8_t)max_version);
 	pack_str(&pk, cluster);
 	pack_str(&pk, id);
 	msgpack_pack_uint8(&pk, (uint8_t)role);
@@ -335,6 +342,7 @@ rp_handshake(rawpeer *p, const char *cluster, const char *id, int role, int cls,
 	assert_int_equal(u.data.via.array.size, 6);
 	f = u.data.via.array.ptr;
 	p->status = (int)f[0].via.u64;
+	p->version = (int)f[1].via.u64;
 	snprintf(p->acceptor, sizeof(p->acceptor), "%.*s",
 	         (int)f[2].via.str.size, f[2].via.str.ptr);
 	p->crc = f[3].via.u64 & 1;

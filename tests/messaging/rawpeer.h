@@ -22,14 +22,17 @@ struct evbuffer;
 #define RP_RESPONSE 0x02u
 #define RP_ONEWAY 0x04u
 #define RP_ERROR 0x08u
+#define RP_PARAMS 0x10u /* version 2 */
+#define RP_CANCEL 0x20u /* version 2 */
 #define RP_MEMBER 0
 #define RP_CLIENT 1
 
 typedef struct rawpeer {
 	int fd;
-	SSL *ssl;   /* NULL: plaintext */
-	bool crc;   /* CRC trailers after the handshake */
-	int status; /* the HELLO-REPLY's status, -1 before or without one */
+	SSL *ssl;    /* NULL: plaintext */
+	bool crc;    /* CRC trailers after the handshake */
+	int status;  /* the HELLO-REPLY's status, -1 before or without one */
+	int version; /* the version the HELLO-REPLY chose */
 	char acceptor[64];
 	uint64_t max_frame;
 	uint8_t *rbuf; /* the last frame read */
@@ -73,6 +76,10 @@ bool rp_connect_from(rawpeer *p, uint16_t port, const char *src, int rcvbuf);
  */
 int rp_handshake(rawpeer *p, const char *cluster, const char *id, int role,
                  int cls, int index);
+/* rp_handshake_version is rp_handshake offering versions 1 to
+ * max_version; p->version is the one the reply chose. */
+int rp_handshake_version(rawpeer *p, const char *cluster, const char *id,
+                         int role, int cls, int index, int max_version);
 
 /* rp_close closes the connection (close_notify first on TLS). */
 void rp_close(rawpeer *p);

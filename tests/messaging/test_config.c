@@ -38,6 +38,7 @@ static const char good_ini[] = "# a cluster of two\n"
                                "worker_threads = 3\n"
                                "connections_small = 4\n"
                                "allow_clients = no\n"
+                               "max_protocol_version = 1\n"
                                "[tls]\n"
                                "mode = optional\n"
                                "cert = /tmp/n.crt\n"
@@ -82,6 +83,7 @@ test_parse_reads_every_field(void **state)
 	assert_int_equal(l->request_timeout_ms, 1500);
 	assert_int_equal(l->loops, 2);
 	assert_int_equal(l->worker_threads, 3);
+	assert_int_equal(l->max_protocol_version, 1);
 	assert_int_equal(l->connections[WEFT_MSVC_SMALL], 4);
 	assert_int_equal(l->connections[WEFT_MSVC_URGENT], 1);
 	assert_false(l->allow_clients);
@@ -143,6 +145,9 @@ static const struct bad_case bad_cases[] = {
     {"name = a\n", "bad.ini:1: 'name' outside of any section"},
     {"[cluster]\nname = a\n[node bad/id]\nhost = h\nport = 1\n",
      "bad.ini:3: bad node id 'bad/id'"},
+    {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
+     "max_protocol_version = 3\n",
+     "bad.ini:7: [limits] max_protocol_version: 3 is out of range (1 to 2)"},
     {"[cluster]\nname = a\n[node n1]\nhost = h\nport = 1\n[limits]\n"
      "connections_small = 1000\n",
      "bad.ini:7: [limits] connections_small: 1000 is out of range (1 to 64)"},

@@ -127,21 +127,34 @@ test_future_waits_again_after_a_timeout(void **state)
 	weft_msvc_future_free(f);
 }
 
-/* A future freed before its answer: the answer is dropped (the address
- * sanitizer checks that nothing is touched after the free). */
+static bool
+held_cancelled(void *arg)
+{
+	return weft_msvc_msg_is_cancelled(arg);
+}
+
+/* A future freed before its answer: the request is cancelled, at the
+ * responder too (protocol version 2), and an answer sent all the same is
+ * dropped (the address sanitizer checks that nothing is touched after
+ * the free). */
 static void
 test_future_freed_before_its_answer(void **state)
 {
 	struct cluster *cl = *state;
 	weft_msvc_future *f;
 	weft_msvc_msg *held;
+	weft_msvc_stats st;
 
 	assert_int_equal(weft_msvc_request_future(cl->svc[0],
 	                                          cluster_peer(cl, 0, 1),
 	                                          VERB_HOLD, "", 0, NULL, &f),
 	                 0);
-	weft_msvc_future_free(f);
 	held = take_held(cl);
+	assert_false(weft_msvc_msg_is_cancelled(held));
+	weft_msvc_future_free(f);
+	assert_true(test_wait(held_cancelled, held, WAIT_MS));
+	weft_msvc_get_stats(cl->svc[0], &st);
+	assert_int_equal(st.cancelled_requests, 1);
 	assert_int_equal(weft_msvc_respond(held, "gone", 4), 0);
 	/* One more round trip: the answer has been handled by then. */
 	assert_int_equal(weft_msvc_call(cl->svc[0], cluster_peer(cl, 0, 1),

@@ -2,7 +2,8 @@
 /*
  * weft/envelope.h: the message envelope of docs/PROTOCOL.md section 4, a
  * msgpack array of 6 (id, verb, flags, created_at, expires_at, payload)
- * that fills one frame body.
+ * that fills one frame body; from protocol version 2 also an array of 7,
+ * whose seventh element is a params map (section 4.5).
  *
  * Pure functions encode the fixed header weft writes (39 bytes before the
  * payload, WEFT_ENVELOPE_HEADER_BYTES), decode a body (the fixed layout at
@@ -49,22 +50,58 @@ struct evbuffer;
 
 /*
  * The flag bits. Exactly one of REQUEST, RESPONSE, ONEWAY is set; ERROR
- * only with RESPONSE; bits 4 and up are reserved (written as 0 by weft's
- * encoder for the bits above 6, which its one-byte field cannot hold;
- * ignored by receivers, but kept by the decoder).
+ * only with RESPONSE; from version 2, CANCEL alone may stand in their
+ * place. The bits above are reserved (written as 0 by weft's encoder for
+ * the bits above 6, which its one-byte field cannot hold; ignored by
+ * receivers, but kept by the decoder); in version 1 that includes PARAMS
+ * and CANCEL.
  */
 #define WEFT_ENVELOPE_REQUEST 0x01u
 #define WEFT_ENVELOPE_RESPONSE 0x02u
 #define WEFT_ENVELOPE_ONEWAY 0x04u
 #define WEFT_ENVELOPE_ERROR 0x08u
-/* The bits that make a message's kind. */
+/* Version 2: a params map follows the payload. The encoder sets it from
+ * params_len; receivers check it against the element count. */
+#define WEFT_ENVELOPE_PARAMS 0x10u
+/* Version 2: the sender no longer wants the answer to its request of this
+ * id and verb (a kind of its own; the payload is empty). */
+#define WEFT_ENVELOPE_CANCEL 0x20u
+/* The bits that make a message's kind, but for CANCEL. */
 #define WEFT_ENVELOPE_KIND_BITS 0x0fu
+
+/* Protocol versions of the envelope; an envelope codec speaks one. */
+#define WEFT_ENVELOPE_V1 1
+#define WEFT_ENVELOPE_V2 2
+
+/*
+ * The params map (version 2, docs/PROTOCOL.md 4.5): a msgpack map of at
+ * most WEFT_ENVELOPE_PARAMS_MAX_KEYS pairs and WEFT_ENVELOPE_PARAMS_MAX
+ * bytes, header included, whose keys are distinct unsigned integers up to
+ * WEFT_ENVELOPE_PARAM_KEY_MAX. A key below has a fixed value type, which
+ * every receiver checks; any other key is skipped, whatever its value, so
+ * that a later version can add keys.
+ */
+#define WEFT_ENVELOPE_PARAMS_MAX 512
+#define WEFT_ENVELOPE_PARAMS_MAX_KEYS 16
+#define WEFT_ENVELOPE_PARAM_KEY_MAX 0xffffu
+/* A W3C trace context: bin 8 of 26 bytes (version, trace id, parent id,
+ * flags). Reserved for trace context; not yet set by weft. */
+#define WEFT_PARAM_TRACEPARENT 1u
+/* Per-stage times of a response: an array of at most 8 unsigned integers
+ * (microseconds). Reserved; not yet set by weft. */
+#define WEFT_PARAM_STAGE_US 2u
+/* A request's priority: an unsigned integer up to 255. Reserved; not yet
+ * set by weft. */
+#define WEFT_PARAM_PRIORITY 3u
 
 /*
  * One envelope. The payload is either payload_len bytes at payload
  * (payload_buf NULL), or, with payload_buf set, all of payload_buf's bytes
  * (payload is then NULL and, when decoded, payload_len their number; on
- * write both are ignored).
+ * write both are ignored). params_len bytes at params are the encoded
+ * params map (version 2), header included; 0 (params NULL): none. When
+ * decoded, they are checked (weft_envelope_params_check) and borrowed as
+ * the payload is.
  */
 typedef struct weft_envelope {
 	uint64_t id;
@@ -75,6 +112,8 @@ typedef struct weft_envelope {
 	const void *payload;
 	size_t payload_len;
 	struct evbuffer *payload_buf;
+	const void *params;
+	size_t params_len;
 } weft_envelope;
 
 /* The message type of an envelope in a pipeline (see above). Its free
@@ -85,8 +124,10 @@ WEFT_API extern const weft_msg_type weft_msg_envelope;
  * weft_envelope_encode_header writes the 39 bytes weft puts before an
  * envelope's payload (docs/PROTOCOL.md 4: fixarray 6, uint 64 id, uint 32
  * verb, the flags' low 7 bits as a positive fixint, uint 64 created and
- * expires, bin 32 of payload_len) to out. env's payload is not looked at.
- * Any thread.
+ * expires, bin 32 of payload_len) to out. With params_len above 0 the
+ * array is a fixarray 7 and the PARAMS bit is set (otherwise cleared);
+ * the params then follow the payload. env's payload and params are not
+ * looked at. Any thread.
  */
 WEFT_API void weft_envelope_encode_header(void *out, const weft_envelope *env,
                                           uint32_t payload_len);
@@ -105,13 +146,42 @@ WEFT_API int weft_envelope_decode(const void *body, size_t len,
                                   weft_envelope *out);
 
 /*
+ * weft_envelope_decode_version is weft_envelope_decode for a connection
+ * of protocol version (WEFT_ENVELOPE_V1 or V2). Version 2 also reads an
+ * array of 7 whose last element is a params map (checked, params pointing
+ * into body), which the PARAMS flag must announce, and the CANCEL kind.
+ * Any thread.
+ */
+WEFT_API int weft_envelope_decode_version(const void *body, size_t len,
+                                          int version, weft_envelope *out);
+
+/*
+ * weft_envelope_params_check checks the len bytes at params as a params
+ * map (see WEFT_ENVELOPE_PARAMS_MAX above): one map, nothing after it,
+ * within the limits, distinct keys, each known key's value of its type.
+ * Returns 0, or WEFT_EPROTO with a constant reason in *why (why may be
+ * NULL). Any thread.
+ */
+WEFT_API int weft_envelope_params_check(const void *params, size_t len,
+                                        const char **why);
+
+/*
+ * weft_envelope_param_find finds key in a params map that passed the
+ * check, and points *value at the encoded value (*value_len bytes).
+ * Returns 0, or WEFT_ENOTFOUND. Any thread.
+ */
+WEFT_API int weft_envelope_param_find(const void *params, size_t len,
+                                      uint32_t key, const void **value,
+                                      size_t *value_len);
+
+/*
  * weft_envelope_encode_frame appends one whole frame to out: the length
- * field, the fixed header, the payload and, with opts->crc32c, the CRC32C
- * trailer (weft/frame.h). A payload of bytes is copied; payload_buf's
- * chains move (a small one is copied, so that the frame is contiguous)
- * and it is left empty. opts may be NULL (frame codec defaults). Returns
- * 0, WEFT_ETOOBIG or WEFT_EINVAL (the body is outside the limits of opts,
- * or env is NULL), WEFT_ENOMEM; on failure payload_buf is left as it was.
+ * field, the fixed header, the payload, the params if any and, with
+ * opts->crc32c, the CRC32C trailer (weft/frame.h). A payload of bytes is
+ * copied; payload_buf's chains move (a small one is copied, so that the frame
+ * is contiguous) and it is left empty. opts may be NULL (frame codec defaults).
+ * Returns 0, WEFT_ETOOBIG or WEFT_EINVAL (the body is outside the limits of
+ * opts, or env is NULL), WEFT_ENOMEM; on failure payload_buf is left as it was.
  * Any thread, for buffers that thread owns.
  */
 WEFT_API int weft_envelope_encode_frame(struct evbuffer *out,
@@ -127,7 +197,8 @@ WEFT_API int weft_envelope_encode_frame(struct evbuffer *out,
 
 /*
  * weft_envelope_put_frame writes one whole frame for env into the
- * WEFT_ENVELOPE_FRAME_BYTES(payload length, crc32c) bytes at out, as
+ * WEFT_ENVELOPE_FRAME_BYTES(payload length, crc32c) bytes at out (and
+ * params_len more for params), as
  * weft_envelope_encode_frame lays it out: for an encoder that gathers many
  * small frames in memory of its own and hands the batch on at once. A
  * payload of bytes is copied; one in payload_buf is copied out and
@@ -145,6 +216,8 @@ typedef struct weft_envelope_codec_opts {
 	                             true: only counted and fired as an error
 	                             to the handlers after it, as the frame
 	                             codec's quiet option does */
+	int version; /* 0: WEFT_ENVELOPE_V1, whose codec neither reads nor
+	                writes params or cancels; WEFT_ENVELOPE_V2 */
 } weft_envelope_codec_opts;
 
 /*
@@ -157,7 +230,9 @@ typedef struct weft_envelope_codec_opts {
  * (weft/codec.h, kind WEFT_CODEC_ENVELOPE). Outbound, a weft_msg_envelope
  * leaves as one frame body in weft's fixed layout (the frame codec before
  * it frames it); a payload above max_payload_bytes fails that write with
- * WEFT_ETOOBIG. Other messages pass on unchanged both ways. The pipeline
+ * WEFT_ETOOBIG; in version 1, params or a cancel fail it with
+ * WEFT_ENOTSUP, so that nothing of version 2 is ever sent on a version 1
+ * connection. Other messages pass on unchanged both ways. The pipeline
  * owns the codec from then on. Returns 0, or WEFT_EEXIST, WEFT_ENOMEM,
  * WEFT_EINVAL. Loop thread.
  */

@@ -47,7 +47,9 @@ WEFT_API void weft_mp_reader_init(weft_mp_reader *r, const void *data,
  * (the bytes are missing, of another type, or out of range) and keeps it
  * as the reader's status. weft_mp_read_uint takes any integer form
  * holding a value from 0 to max. weft_mp_read_array takes an array header
- * (fixarray, array 16 or 32) and gives its element count.
+ * (fixarray, array 16 or 32) and gives its element count;
+ * weft_mp_read_map a map header (fixmap, map 16 or 32) and its number of
+ * key-value pairs.
  * weft_mp_read_str and weft_mp_read_bin point *data into the input, at
  * *len bytes that are there. weft_mp_read_bin_header reads only the header
  * of a bin (8, 16 or 32) and gives the length that follows, which need
@@ -55,6 +57,7 @@ WEFT_API void weft_mp_reader_init(weft_mp_reader *r, const void *data,
  */
 WEFT_API int weft_mp_read_uint(weft_mp_reader *r, uint64_t max, uint64_t *out);
 WEFT_API int weft_mp_read_array(weft_mp_reader *r, uint32_t *count);
+WEFT_API int weft_mp_read_map(weft_mp_reader *r, uint32_t *count);
 WEFT_API int weft_mp_read_str(weft_mp_reader *r, const char **data,
                               size_t *len);
 WEFT_API int weft_mp_read_bin(weft_mp_reader *r, const void **data,
@@ -62,6 +65,15 @@ WEFT_API int weft_mp_read_bin(weft_mp_reader *r, const void **data,
 WEFT_API int weft_mp_read_bin_header(weft_mp_reader *r, uint32_t *len);
 WEFT_API int weft_mp_read_nil(weft_mp_reader *r);
 WEFT_API int weft_mp_read_bool(weft_mp_reader *r, bool *out);
+
+/*
+ * weft_mp_skip moves past one whole object of any type, containers with
+ * everything in them, opening at most max_containers containers in all
+ * (0: a container is refused), so that its work is bounded by the bytes
+ * there are. Returns 0, or WEFT_EPROTO (bytes missing, the never-used
+ * type 0xc1, too many containers), kept as the reader's status.
+ */
+WEFT_API int weft_mp_skip(weft_mp_reader *r, unsigned max_containers);
 
 /* weft_mp_reader_left is the number of bytes not read yet. */
 WEFT_API size_t weft_mp_reader_left(const weft_mp_reader *r);
@@ -82,6 +94,7 @@ WEFT_API void weft_mp_writer_init(weft_mp_writer *w, void *buf, size_t cap);
  */
 WEFT_API int weft_mp_write_uint(weft_mp_writer *w, uint64_t v);
 WEFT_API int weft_mp_write_array(weft_mp_writer *w, uint32_t count);
+WEFT_API int weft_mp_write_map(weft_mp_writer *w, uint32_t count);
 WEFT_API int weft_mp_write_str(weft_mp_writer *w, const char *data, size_t len);
 WEFT_API int weft_mp_write_bin(weft_mp_writer *w, const void *data, size_t len);
 WEFT_API int weft_mp_write_str_header(weft_mp_writer *w, uint32_t len);

@@ -135,6 +135,13 @@ typedef struct weft_msvc_limits {
 	 */
 	uint32_t client_rate;
 	uint32_t address_rate;
+	/*
+	 * The newest protocol version this node offers in its handshakes
+	 * (docs/PROTOCOL.md section 3): 0 is the newest it speaks (2); 1
+	 * keeps it at version 1 with every peer, as a node of an older
+	 * release would be.
+	 */
+	uint32_t max_protocol_version;
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -778,6 +785,9 @@ typedef struct weft_msvc_call_opts {
 	 * different keys spread the load. Default 0.
 	 */
 	uint64_t key;
+	/* Request: where to store, before the call returns 0, a handle
+	 * for weft_msvc_cancel (never 0). NULL: none wanted. */
+	uint64_t *cancel_handle;
 } weft_msvc_call_opts;
 
 /*
@@ -828,6 +838,36 @@ WEFT_API int weft_msvc_request_buf(weft_msvc *svc, weft_msvc_peer *peer,
                                    uint32_t verb, struct evbuffer *payload,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
+
+/*
+ * weft_msvc_cancel gives up the request to peer whose handle
+ * weft_msvc_call_opts.cancel_handle gave. If the request is still pending
+ * when the cancel reaches the peer's loop (soon, never inside this call),
+ * its callback runs there with WEFT_ECANCELED, once, in place of its
+ * answer; an answer that comes later is dropped and counted
+ * (cancelled_responses). A request already written on a connection of
+ * protocol version 2 is cancelled at the responder too: a CANCEL goes to
+ * it on the urgent lane (docs/PROTOCOL.md 4.6). With a peer of version 1,
+ * cancellation stays local: the responder runs the request and its answer
+ * is dropped. A handle whose request has ended, or is unknown, is
+ * ignored. Call it from the thread that made the request, or after the
+ * request call returned on another: a cancel from elsewhere may overtake
+ * the request's hand-over to the loop and find nothing. Returns 0, or
+ * WEFT_EINVAL (no peer or handle 0), WEFT_ESHUTDOWN or WEFT_ENOMEM. Any
+ * thread.
+ */
+WEFT_API int weft_msvc_cancel(weft_msvc *svc, weft_msvc_peer *peer,
+                              uint64_t handle);
+
+/*
+ * weft_msvc_msg_is_cancelled is true once the requester has cancelled
+ * msg (protocol version 2): a handler that works long may ask, and stop.
+ * Its answer, if it still sends one, is not written. Only a request that
+ * outlives its read can be told: one run on the worker pool, or detached;
+ * an inline handler, which has the loop to itself, always reads false.
+ * The handler's thread, or the thread that holds a detached message.
+ */
+WEFT_API bool weft_msvc_msg_is_cancelled(const weft_msvc_msg *msg);
 
 /* ---- Waiting from other threads (sync.c) ------------------------------ */
 
@@ -885,8 +925,9 @@ WEFT_API int weft_msvc_future_status(weft_msvc_future *f);
  */
 WEFT_API const void *weft_msvc_future_data(weft_msvc_future *f, size_t *len);
 
-/* weft_msvc_future_free frees f; if the request is still out, its answer
- * is dropped when it comes. NULL is ignored. Any thread. */
+/* weft_msvc_future_free frees f; a request still out is cancelled as
+ * weft_msvc_cancel does, its answer dropped if it comes. NULL is ignored.
+ * Any thread. */
 WEFT_API void weft_msvc_future_free(weft_msvc_future *f);
 
 /*
@@ -1098,6 +1139,16 @@ typedef struct weft_msvc_stats {
 	uint64_t read_yields;
 	/* Clients paused for their rate limit (client_rate, address_rate). */
 	uint64_t rate_limited;
+	/* Cancellation (protocol version 2): this node's requests ended by
+	 * weft_msvc_cancel, and their answers that came all the same
+	 * (dropped); cancels from peers that found their request, and those
+	 * that found none (ignored); requests cancelled while queued for the
+	 * worker pool (not run). */
+	uint64_t cancelled_requests;
+	uint64_t cancelled_responses;
+	uint64_t cancels_received;
+	uint64_t cancels_unknown;
+	uint64_t cancelled_jobs;
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */
