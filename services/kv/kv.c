@@ -252,9 +252,20 @@ static void
 on_member(weft_msvc *svc, weft_msvc_peer *peer, bool joined, void *arg)
 {
 	weft_kv *kv = arg;
-	uint32_t n = (uint32_t)weft_msvc_members(svc, NULL, 0);
-	uint32_t q = weft__kv_quorum_now(&kv->quorum_spec, n);
+	struct weft__kv_members m;
+	uint32_t n, q;
+	bool listed = false;
+	size_t i;
 
+	(void)svc;
+	if (weft__kv_members_get(kv, &m) != 0)
+		return;
+	for (i = 0; i < m.count; i++)
+		listed |= m.peers[i] == peer;
+	/* The list may not show this change yet. */
+	n = (uint32_t)m.count + (joined && !listed) - (!joined && listed);
+	weft__kv_members_fini(&m);
+	q = weft__kv_quorum_now(&kv->quorum_spec, n);
 	atomic_store(&kv->members, n);
 	atomic_store(&kv->quorum, q);
 	if (!joined)
