@@ -5,7 +5,8 @@
  *
  * Catch-up, from the start: the replica copies every entry of other
  * members, one after another, until it has copied N - W + 1 of them (N
- * members, W the write quorum; at most all the others). Each
+ * members, W the write quorum; at most all the others): all of the first
+ * one's, then of each next one the ranges whose digests differ. Each
  * acknowledged write is held by W members, so any N - W + 1 of them
  * include one holding it; entries copied are applied by version, so a
  * write that reached this node during the copy keeps its place. Then it
@@ -57,12 +58,20 @@ copied_from(const struct weft__kv_repair *r, const weft_msvc_peer *peer)
 	return false;
 }
 
-/* Copies all of peer's entries; true once done. A member of an older
- * build, without the pull verb, has nothing it can give: done too. */
+static int compare_and_pull(weft_kv *kv, weft_msvc_peer *peer,
+                            uint32_t *differ);
+
+/* Copies all of peer's entries, or for every member after the first only
+ * the ranges whose digests differ from this replica's (the same entries
+ * at half the bytes, or less, when the members agree); true once done. A
+ * member of an older build, without these verbs, has nothing it can give:
+ * done too. */
 static bool
 copy_from(weft_kv *kv, weft_msvc_peer *peer)
 {
-	int rv = weft__kv_pull(kv, peer, NULL);
+	uint32_t differ;
+	int rv = kv->repair.ncopied == 0 ? weft__kv_pull(kv, peer, NULL)
+	                                 : compare_and_pull(kv, peer, &differ);
 
 	if (rv == WEFT_EUNKNOWNVERB) {
 		weft_warn(
@@ -130,38 +139,48 @@ next_member(weft_kv *kv, const struct weft__kv_members *m)
 	return NULL;
 }
 
-/* Compares digests with peer and pulls the ranges that differ. */
-static void
-round_with(weft_kv *kv, weft_msvc_peer *peer)
+/* Compares digests with peer and pulls the ranges that differ, whose
+ * count lands in differ; 0 or the status of the call that failed. */
+static int
+compare_and_pull(weft_kv *kv, weft_msvc_peer *peer, uint32_t *differ)
 {
 	uint64_t theirs[WEFT__KV_RANGES], ours[WEFT__KV_RANGES];
 	uint8_t ranges[WEFT__KV_RANGES / 8] = {0};
-	uint32_t i, differ = 0;
+	uint32_t i;
 	int rv;
 
+	*differ = 0;
 	if ((rv = weft__kv_fetch_digest(kv, peer, theirs)) != 0)
-		goto fail;
+		return rv;
 	weft__kv_digest_read(kv, ours);
 	for (i = 0; i < WEFT__KV_RANGES; i++) {
 		if (ours[i] == theirs[i])
 			continue;
 		ranges[i / 8] |= (uint8_t)(1u << (i % 8));
-		differ++;
+		(*differ)++;
 	}
-	if (differ > 0 && (rv = weft__kv_pull(kv, peer, ranges)) != 0)
-		goto fail;
+	return *differ > 0 ? weft__kv_pull(kv, peer, ranges) : 0;
+}
+
+/* One anti-entropy round with peer. */
+static void
+round_with(weft_kv *kv, weft_msvc_peer *peer)
+{
+	uint32_t differ;
+	int rv;
+
+	if ((rv = compare_and_pull(kv, peer, &differ)) != 0) {
+		weft_log_limited(&kv->repair.log, WEFT_LOG_INFO,
+		                 "kv: anti-entropy with %s: %s",
+		                 weft_msvc_peer_id(peer), weft_strerror(rv));
+		return;
+	}
 	atomic_fetch_add_explicit(&kv->st.ranges_repaired, differ,
 	                          memory_order_relaxed);
 	weft__kv_count(&kv->st.repair_rounds);
 	if (differ > 0)
 		weft_debug("kv: anti-entropy with %s: %u ranges differed",
 		           weft_msvc_peer_id(peer), differ);
-	return;
-
-fail:
-	weft_log_limited(&kv->repair.log, WEFT_LOG_INFO,
-	                 "kv: anti-entropy with %s: %s",
-	                 weft_msvc_peer_id(peer), weft_strerror(rv));
 }
 
 /* One anti-entropy round with the next member in turn; a cluster of one
