@@ -11,7 +11,10 @@
  * include one holding it; entries copied are applied by version, so a
  * write that reached this node during the copy keeps its place. Then it
  * is caught up: gets and scans are answered. A member that cannot be
- * reached is tried again every CATCH_UP_RETRY_MS.
+ * reached is tried again after 1 ms, then twice as long each time up to
+ * CATCH_UP_RETRY_MS: a cluster started at once (every member empty, each
+ * started before the others listen) is caught up within milliseconds of
+ * its members being up.
  *
  * Anti-entropy, once caught up: every repair_interval (or at once when
  * asked), the replica takes the next other member in turn, fetches its
@@ -221,24 +224,27 @@ repair_main(void *arg)
 	weft_kv *kv = arg;
 	struct weft__kv_repair *r = &kv->repair;
 	bool stopping = false, asked;
+	uint64_t retry_ms = 1;
 
 	while (!stopping) {
+		/* A round asked for while catching up is the catch-up. */
+		pthread_mutex_lock(&r->lock);
+		asked = r->requested;
+		r->requested = false;
+		pthread_mutex_unlock(&r->lock);
 		if (!atomic_load(&kv->caught_up)) {
 			if (catch_up(kv))
 				caught_up(kv);
-		} else {
-			pthread_mutex_lock(&r->lock);
-			asked = r->requested;
-			r->requested = false;
-			pthread_mutex_unlock(&r->lock);
-			if (asked)
-				repair_round(kv);
+		} else if (asked) {
+			repair_round(kv);
 		}
 		pthread_mutex_lock(&r->lock);
 		if (!r->stopping && !r->requested)
 			wait_ms(r, atomic_load(&kv->caught_up)
 			               ? kv->repair_interval_ms
-			               : CATCH_UP_RETRY_MS);
+			               : retry_ms);
+		if (retry_ms < CATCH_UP_RETRY_MS)
+			retry_ms *= 2;
 		/* The interval passed: a round is due. */
 		if (atomic_load(&kv->caught_up))
 			r->requested = true;
