@@ -416,6 +416,42 @@ prime_sessions(cnode *n)
 	return wbench_primer_wait(&p);
 }
 
+/* wait_up waits for node i to be up: a member's key-value replica dials
+ * the others as it starts, to catch up, before their addresses are known,
+ * and a request while that failed dial's back-off runs would fail at
+ * once. */
+static int
+wait_up(cnode *n, size_t i, uint64_t deadline)
+{
+	uint64_t now;
+	int rv = WEFT_ETIMEDOUT;
+
+	while ((now = weft_now_ns()) < deadline) {
+		rv = weft_msvc_peer_wait_up(n->svc, n->peers[i],
+		                            (deadline - now) / 1000000);
+		if (rv != WEFT_EPEERDOWN)
+			break;
+		wload_sleep_until(weft_now_ns() + 10000000u);
+	}
+	if (rv != 0)
+		fprintf(stderr, "weft-bench: node %zu not up: %s\n", i,
+		        weft_strerror(rv));
+	return rv;
+}
+
+/* wait_caught_up waits for this member's replica to have caught up with
+ * the others (weft_kv_is_caught_up): until then it refuses reads. */
+static int
+wait_caught_up(cnode *n, uint64_t deadline)
+{
+	while (n->kv != NULL && !weft_kv_is_caught_up(n->kv))
+		if (weft_now_ns() >= deadline)
+			return -1;
+		else
+			wload_sleep_until(weft_now_ns() + 1000000u);
+	return 0;
+}
+
 /* prime asks every other node once and waits for the answers, so that
  * connection set-up (dials, handshakes) stays out of the measurement. A
  * few at a time: P nodes dialing everyone at once over TLS would pile up
@@ -444,6 +480,8 @@ prime(cnode *n)
 		    wait_primed(n, asked - PRIME_WINDOW + 1, deadline) != 0)
 			return -1;
 		asked++;
+		if (n->kv != NULL && (rv = wait_up(n, i, deadline)) != 0)
+			return -1;
 		if (n->svc != NULL)
 			rv =
 			    weft_msvc_request(n->svc, n->peers[i], echo_verb(n),
@@ -454,7 +492,9 @@ prime(cnode *n)
 		if (rv != 0)
 			return -1;
 	}
-	return wait_primed(n, want, deadline);
+	if (wait_primed(n, want, deadline) != 0)
+		return -1;
+	return wait_caught_up(n, deadline);
 }
 
 static void

@@ -228,6 +228,33 @@ weft__kv_aborts_retry(weft_kv *kv, const weft_msvc_peer *peer)
 	}
 }
 
+void
+weft__kv_aborts_forget(weft_kv *kv, const weft_msvc_peer *peer)
+{
+	struct weft__kv_aborts *q = &kv->aborts;
+	struct weft__kv_abort *gone = NULL, **pp, *a;
+
+	pthread_mutex_lock(&q->lock);
+	q->tail = NULL;
+	for (pp = &q->head; (a = *pp) != NULL;) {
+		if (a->peer == peer) {
+			*pp = a->next;
+			a->next = gone;
+			gone = a;
+			q->parked--;
+		} else {
+			q->tail = a;
+			pp = &a->next;
+		}
+	}
+	atomic_store_explicit(&q->waiting, q->parked, memory_order_relaxed);
+	pthread_mutex_unlock(&q->lock);
+	while ((a = gone) != NULL) {
+		gone = a->next;
+		abort_free(a);
+	}
+}
+
 int
 weft__kv_aborts_init(struct weft__kv_aborts *q)
 {

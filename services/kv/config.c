@@ -13,6 +13,7 @@
 #define DEFAULT_REPLICATE_TIMEOUT_MS 2000
 #define DEFAULT_MAX_VALUE (16u << 20)
 #define DEFAULT_MAX_CLOCK_SKEW_MS 30000
+#define DEFAULT_REPAIR_INTERVAL_MS 10000
 /* What a put carries besides its value: the key and the msgpack around. */
 #define PUT_OVERHEAD (WEFT_KV_MAX_KEY + 64u)
 
@@ -43,6 +44,21 @@ weft__kv_quorum_resolve(const struct weft__kv_quorum *q, uint32_t members,
 		return WEFT_EINVAL;
 	*out = (uint32_t)n;
 	return 0;
+}
+
+uint32_t
+weft__kv_quorum_now(const struct weft__kv_quorum *q, uint32_t members)
+{
+	switch (q->kind) {
+	case WEFT__KV_QUORUM_MAJORITY:
+		return members / 2 + 1;
+	case WEFT__KV_QUORUM_ALL:
+		return members > 0 ? members : 1;
+	case WEFT__KV_QUORUM_ONE:
+		return 1;
+	default:
+		return q->count;
+	}
 }
 
 /* A weft_msvc_conf_parse_cb: "majority", "all", "one" or a count. */
@@ -87,6 +103,8 @@ static const weft_msvc_conf_key kv_keys[] = {
            .why = "a value and its key must fit one frame, at most 2 GiB"),
     KV_KEY(DURATION, "max_clock_skew", max_clock_skew_ms, .min = 1,
            .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
+    KV_KEY(DURATION, "repair_interval", repair_interval_ms, .min = 1,
+           .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
 };
 
 const weft_msvc_conf_section weft_kv_config_section = {
@@ -109,6 +127,7 @@ weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
 	s->replicate_timeout_ms = DEFAULT_REPLICATE_TIMEOUT_MS;
 	s->max_value = DEFAULT_MAX_VALUE;
 	s->max_clock_skew_ms = DEFAULT_MAX_CLOCK_SKEW_MS;
+	s->repair_interval_ms = DEFAULT_REPAIR_INTERVAL_MS;
 	if (cfg == NULL)
 		return weft__kv_quorum_resolve(&s->quorum, members,
 		                               &s->write_quorum);

@@ -68,6 +68,18 @@ respond_value(weft_msvc_msg *msg, struct weft__kv_blob *b)
 	weft__kv_blob_unref(b);
 }
 
+bool
+weft__kv_refuse_read(weft_kv *kv, weft_msvc_msg *msg)
+{
+	if (atomic_load_explicit(&kv->caught_up, memory_order_acquire))
+		return false;
+	weft__kv_count(&kv->st.reads_refused);
+	weft_msvc_respond_error(msg, WEFT_EOVERLOAD,
+	                        "catching up: this member is still copying "
+	                        "the data; read from another member");
+	return true;
+}
+
 static void
 on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
@@ -76,6 +88,8 @@ on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	struct weft__kv_blob *b;
 
 	(void)svc;
+	if (weft__kv_refuse_read(kv, msg))
+		return;
 	if (weft__kv_decode_key(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
 	                        &req) != 0) {
 		weft__kv_count(&kv->st.bad_requests);
@@ -104,7 +118,9 @@ configure(weft_kv *kv, const weft_kv_opts *opts)
 		weft_error("kv: %s", err);
 		return WEFT_ECONFIG;
 	}
+	kv->quorum_spec = s.quorum;
 	kv->quorum = s.write_quorum;
+	kv->repair_interval_ms = s.repair_interval_ms;
 	kv->replicate_timeout_ms = s.replicate_timeout_ms;
 	kv->max_value = s.max_value;
 	kv->max_skew_ms = s.max_clock_skew_ms;
@@ -122,8 +138,13 @@ override(weft_kv *kv, const weft_kv_opts *opts)
 		           opts->write_quorum, kv->members);
 		return WEFT_ECONFIG;
 	}
-	if (opts->write_quorum)
+	if (opts->write_quorum) {
+		kv->quorum_spec = (struct weft__kv_quorum){
+		    WEFT__KV_QUORUM_COUNT, opts->write_quorum};
 		kv->quorum = opts->write_quorum;
+	}
+	if (opts->repair_interval_ms)
+		kv->repair_interval_ms = opts->repair_interval_ms;
 	if (opts->replicate_timeout_ms)
 		kv->replicate_timeout_ms = opts->replicate_timeout_ms;
 	if (opts->max_value_bytes)
@@ -161,6 +182,9 @@ register_verbs(weft_kv *kv)
 	    /* Replicas take writes from the members that coordinate them. */
 	    {WEFT_KV_VERB_REPLICATE, "kv_replicate", weft__kv_on_replicate, 0},
 	    {WEFT_KV_VERB_SCAN, "kv_scan", weft__kv_on_scan, WEFT_MSVC_CLIENTS},
+	    /* Replicas copy from one another (sync.c). */
+	    {WEFT_KV_VERB_DIGEST, "kv_digest", weft__kv_on_digest, 0},
+	    {WEFT_KV_VERB_PULL, "kv_pull", weft__kv_on_pull, 0},
 	};
 	size_t i;
 	int rv;
@@ -175,6 +199,83 @@ register_verbs(weft_kv *kv)
 }
 
 int
+weft__kv_members_get(weft_kv *kv, struct weft__kv_members *m)
+{
+	size_t n = weft_msvc_members(kv->svc, m->small, 16);
+
+	m->peers = m->small;
+	m->count = n;
+	/* Members added meanwhile are left for the next look. */
+	while (m->count > 16 && m->peers == m->small) {
+		if ((m->peers = calloc(n, sizeof(*m->peers))) == NULL)
+			return WEFT_ENOMEM;
+		m->count = weft_msvc_members(kv->svc, m->peers, n);
+		if (m->count > n) {
+			free(m->peers);
+			m->peers = m->small;
+			n = m->count;
+		}
+	}
+	if (m->count > n)
+		m->count = n;
+	return 0;
+}
+
+void
+weft__kv_members_fini(struct weft__kv_members *m)
+{
+	if (m->peers != m->small)
+		free(m->peers);
+}
+
+const char *
+weft__kv_origin(weft_kv *kv, const char *id, size_t len)
+{
+	size_t i, n = weft_msvc_peer_count(kv->svc);
+	const char *name;
+
+	/* Removed members too: their writes outlive them. */
+	for (i = 0; i < n; i++) {
+		name = weft_msvc_peer_id(weft_msvc_peer_at(kv->svc, i));
+		if (strlen(name) == len && memcmp(name, id, len) == 0)
+			return name;
+	}
+	return NULL;
+}
+
+/*
+ * A member joined or left: a write from now on goes to the members then
+ * (write.c resolves the quorum for each write); the numbers here are for
+ * reports. A member that left will not answer the aborts parked for it.
+ */
+static void
+on_member(weft_msvc *svc, weft_msvc_peer *peer, bool joined, void *arg)
+{
+	weft_kv *kv = arg;
+	struct weft__kv_members m;
+	uint32_t n, q;
+	bool listed = false;
+	size_t i;
+
+	(void)svc;
+	if (weft__kv_members_get(kv, &m) != 0)
+		return;
+	for (i = 0; i < m.count; i++)
+		listed |= m.peers[i] == peer;
+	/* The list may not show this change yet. */
+	n = (uint32_t)m.count + (joined && !listed) - (!joined && listed);
+	weft__kv_members_fini(&m);
+	q = weft__kv_quorum_now(&kv->quorum_spec, n);
+	atomic_store(&kv->members, n);
+	atomic_store(&kv->quorum, q);
+	if (!joined)
+		weft__kv_aborts_forget(kv, peer);
+	weft_info("kv: %s %s: %u replicas, write quorum %u%s",
+	          weft_msvc_peer_id(peer), joined ? "joined" : "left", n, q,
+	          q > n ? " (more than the replicas: writes fail)" : "");
+}
+
+int
 weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 {
 	weft_kv *kv;
@@ -185,7 +286,7 @@ weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 	if ((kv = calloc(1, sizeof(*kv))) == NULL)
 		return WEFT_ENOMEM;
 	kv->svc = svc;
-	kv->members = (uint32_t)weft_msvc_peer_count(svc);
+	kv->members = (uint32_t)weft_msvc_members(svc, NULL, 0);
 	if ((kv->self = find_self(svc)) == NULL) {
 		rv = WEFT_EINVAL;
 		goto err_free;
@@ -196,7 +297,10 @@ weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 		goto err_free;
 	if ((rv = weft__kv_aborts_init(&kv->aborts)) != 0)
 		goto err_store;
-	if ((rv = register_verbs(kv)) != 0)
+	if ((rv = register_verbs(kv)) != 0 ||
+	    (rv = weft_msvc_on_member_event(svc, on_member, kv)) != 0)
+		goto err_aborts;
+	if ((rv = weft__kv_repair_start(kv)) != 0)
 		goto err_aborts;
 	weft_info("kv: %s serving %u replicas, write quorum %u",
 	          weft_msvc_node_id(svc), kv->members, kv->quorum);
@@ -217,6 +321,7 @@ weft_kv_free(weft_kv *kv)
 {
 	if (kv == NULL)
 		return;
+	weft__kv_repair_stop(kv);
 	weft__kv_aborts_fini(&kv->aborts);
 	weft__kv_store_fini(&kv->store);
 	free(kv);
@@ -225,7 +330,7 @@ weft_kv_free(weft_kv *kv)
 uint32_t
 weft_kv_write_quorum(const weft_kv *kv)
 {
-	return kv->quorum;
+	return atomic_load(&kv->quorum);
 }
 
 int
@@ -274,6 +379,13 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->aborts_sent = load(&c->aborts_sent);
 	out->replicas_aborted = load(&c->replicas_aborted);
 	out->aborts_dropped = load(&c->aborts_dropped);
+	out->reads_refused = load(&c->reads_refused);
+	out->repair_rounds = load(&c->repair_rounds);
+	out->ranges_repaired = load(&c->ranges_repaired);
+	out->entries_pulled = load(&c->entries_pulled);
+	out->entries_pulled_stale = load(&c->entries_pulled_stale);
+	out->bytes_pulled = load(&c->bytes_pulled);
+	out->caught_up = atomic_load(&kv->caught_up);
 }
 
 static int
@@ -317,6 +429,22 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	    {"aborts_dropped_total", "counter",
 	     "aborts given up: too many waiting, or out of memory",
 	     s->aborts_dropped},
+	    {"reads_refused_total", "counter",
+	     "gets and scans refused while catching up", s->reads_refused},
+	    {"repair_rounds_total", "counter", "anti-entropy rounds completed",
+	     s->repair_rounds},
+	    {"ranges_repaired_total", "counter",
+	     "key ranges found different by anti-entropy", s->ranges_repaired},
+	    {"entries_pulled_total", "counter",
+	     "entries copied from other members that were newer",
+	     s->entries_pulled},
+	    {"entries_pulled_stale_total", "counter",
+	     "entries copied from other members that were not newer",
+	     s->entries_pulled_stale},
+	    {"bytes_pulled_total", "counter",
+	     "payload bytes of catch-up and anti-entropy calls",
+	     s->bytes_pulled},
+	    {"caught_up", "gauge", "1 once reads are answered", s->caught_up},
 	};
 	size_t i;
 

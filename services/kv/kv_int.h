@@ -49,6 +49,7 @@ int weft__kv_version_cmp(const struct weft__kv_version *a,
  * refused if it arrives after its abort. */
 struct weft__kv_entry {
 	uint64_t hash;
+	uint64_t ring; /* weft__kv_ring_hash of the key: its range */
 	struct weft__kv_blob *value;
 	struct weft__kv_version ver;
 	struct weft__kv_version aborted;
@@ -70,6 +71,24 @@ struct weft__kv_shard {
 } __attribute__((aligned(64)));
 
 #define WEFT__KV_SHARDS 64
+
+/*
+ * Anti-entropy compares replicas range by range: a key's range is the top
+ * bits of a hash under a key every member shares (weft__kv_ring_hash), and
+ * a range's digest is the XOR of its entries' digests, each a hash of the
+ * key and its version, kept up to date as entries change.
+ */
+#define WEFT__KV_RANGE_BITS 8
+#define WEFT__KV_RANGES (1u << WEFT__KV_RANGE_BITS)
+
+/* weft__kv_ring_hash hashes a key under the cluster-wide fixed key. */
+uint64_t weft__kv_ring_hash(const void *key, size_t key_len);
+/* weft__kv_range is the range of a key whose ring hash is ring. */
+static inline uint32_t
+weft__kv_range(uint64_t ring)
+{
+	return (uint32_t)(ring >> (64 - WEFT__KV_RANGE_BITS));
+}
 
 /* ---- The ordered index (index.c) --------------------------------------- */
 
@@ -120,6 +139,8 @@ struct weft__kv_store {
 	struct weft__kv_shard shards[WEFT__KV_SHARDS];
 	struct weft__kv_index index;
 	uint64_t seed[2]; /* SipHash key: keys from the network */
+	/* Each range's digest, XOR-ed under the entry's shard lock. */
+	_Atomic uint64_t digest[WEFT__KV_RANGES];
 	_Atomic uint64_t keys;
 	_Atomic uint64_t value_bytes;
 };
@@ -271,6 +292,7 @@ struct weft__kv_settings {
 	uint64_t replicate_timeout_ms;
 	size_t max_value;
 	uint64_t max_clock_skew_ms;
+	uint64_t repair_interval_ms;
 	uint32_t write_quorum; /* quorum, resolved */
 };
 
@@ -284,6 +306,9 @@ int weft__kv_quorum_parse(const char *text, void *field, char *why,
                           size_t whylen);
 int weft__kv_quorum_resolve(const struct weft__kv_quorum *q, uint32_t members,
                             uint32_t *out);
+/* weft__kv_quorum_now is q for a cluster of members now: what a write
+ * needs (more than members when a count no longer fits). */
+uint32_t weft__kv_quorum_now(const struct weft__kv_quorum *q, uint32_t members);
 /* weft__kv_parse_quorum resolves text for members; 0 or WEFT_EINVAL. */
 int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 
@@ -314,14 +339,46 @@ struct weft__kv_counters {
 	_Atomic uint64_t replica_failures, bad_requests, replicas_refused,
 	    scans;
 	_Atomic uint64_t writes_superseded, aborts_sent, replicas_aborted;
-	_Atomic uint64_t aborts_dropped;
+	_Atomic uint64_t aborts_dropped, reads_refused, repair_rounds;
+	_Atomic uint64_t ranges_repaired, entries_pulled, entries_pulled_stale;
+	_Atomic uint64_t bytes_pulled;
+};
+
+/* ---- Catch-up and anti-entropy (sync.c, repair.c) ----------------------- */
+
+/* The members at one moment (weft_msvc_members), this node included. */
+struct weft__kv_members {
+	weft_msvc_peer **peers; /* small, or allocated */
+	size_t count;
+	weft_msvc_peer *small[16];
+};
+
+/* The thread that catches this replica up and runs anti-entropy rounds
+ * (repair.c). */
+struct weft__kv_repair {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* on the clock's monotonic time */
+	bool running;        /* the thread was started */
+	bool stopping;
+	bool requested; /* weft_kv_repair asked for a round */
+	uint32_t next;  /* the member the next round compares with */
+	/* The members copied from so far while catching up. */
+	weft_msvc_peer **copied;
+	size_t ncopied;
+	uint64_t catch_up_start_ns;
+	weft_log_limit log;
 };
 
 struct weft_kv {
 	weft_msvc *svc;
 	weft_msvc_peer *self;
-	uint32_t members;
-	uint32_t quorum;
+	struct weft__kv_quorum quorum_spec; /* resolved for each write */
+	_Atomic uint32_t members;           /* as last seen, for reports */
+	_Atomic uint32_t quorum;            /* quorum_spec for members */
+	_Atomic bool caught_up;             /* reads are answered */
+	_Atomic uint64_t born_ts; /* this run's first write's ts; 0: none */
+	uint64_t repair_interval_ms;
 	uint64_t replicate_timeout_ms;
 	size_t max_value;
 	uint64_t max_skew_ms;
@@ -330,7 +387,40 @@ struct weft_kv {
 	struct weft__kv_counters st;
 	struct weft__kv_store store;
 	struct weft__kv_aborts aborts;
+	struct weft__kv_repair repair;
 };
+
+/* weft__kv_members_get fills m with the members now; 0 or WEFT_ENOMEM.
+ * weft__kv_members_fini frees what it took. Any thread. */
+int weft__kv_members_get(weft_kv *kv, struct weft__kv_members *m);
+void weft__kv_members_fini(struct weft__kv_members *m);
+/* weft__kv_origin returns the id of the member (current or past) named
+ * (id, len), which lives as long as the service, or NULL. Any thread. */
+const char *weft__kv_origin(weft_kv *kv, const char *id, size_t len);
+
+/* sync.c: the digest and pull verbs (members only), and the puller. */
+void weft__kv_on_digest(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+void weft__kv_on_pull(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+/* weft__kv_digest_read fills out with this replica's range digests. */
+void weft__kv_digest_read(weft_kv *kv, uint64_t out[WEFT__KV_RANGES]);
+/*
+ * weft__kv_pull copies from peer every entry of the ranges set in ranges
+ * (a bitmap of WEFT__KV_RANGES bits; NULL: all) that is newer than this
+ * replica's, page by page, with blocking calls. Returns 0, or the status
+ * of the call that failed. Not from one of the service's loops.
+ */
+int weft__kv_pull(weft_kv *kv, weft_msvc_peer *peer, const uint8_t *ranges);
+/* weft__kv_fetch_digest asks peer for its range digests; 0 or the
+ * call's status. Not from one of the service's loops. */
+int weft__kv_fetch_digest(weft_kv *kv, weft_msvc_peer *peer,
+                          uint64_t out[WEFT__KV_RANGES]);
+
+/* repair.c */
+int weft__kv_repair_start(weft_kv *kv);
+void weft__kv_repair_stop(weft_kv *kv);
+/* weft__kv_aborts_forget drops the aborts parked for peer, a member that
+ * left (abort.c). Any thread. */
+void weft__kv_aborts_forget(weft_kv *kv, const weft_msvc_peer *peer);
 
 /*
  * weft__kv_clock_next returns a timestamp above every one seen, or 0 when
@@ -363,6 +453,10 @@ void weft__kv_abort(weft_kv *kv, weft_msvc_peer *peer, const void *key,
 /* weft__kv_aborts_retry sends again the parked aborts to peer (NULL: to
  * every replica) that is up now. Any thread. */
 void weft__kv_aborts_retry(weft_kv *kv, const weft_msvc_peer *peer);
+
+/* weft__kv_refuse_read answers msg (a get or scan) with OVERLOADED while
+ * this replica is catching up, and returns whether it did. */
+bool weft__kv_refuse_read(weft_kv *kv, weft_msvc_msg *msg);
 
 /* scan.c: ordered scans of this node's replica. */
 void weft__kv_on_scan(weft_msvc *svc, weft_msvc_msg *msg, void *arg);

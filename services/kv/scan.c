@@ -118,6 +118,8 @@ weft__kv_on_scan(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	struct scan sc = {.store = &kv->store};
 
 	(void)svc;
+	if (weft__kv_refuse_read(kv, msg))
+		return;
 	if (weft__kv_decode_scan(weft_msvc_msg_data(msg),
 	                         weft_msvc_msg_len(msg), &req, &sc.want) != 0) {
 		weft__kv_count(&kv->st.bad_requests);

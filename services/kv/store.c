@@ -124,6 +124,33 @@ weft__kv_siphash(const uint64_t key[2], const void *data, size_t len)
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+/* The ring hash's key: the same on every member, so that a key falls in
+ * the same range everywhere. Not secret: ranges are compared, never
+ * probed, so an attacker choosing keys gains only unevenly sized ranges. */
+static const uint64_t ring_key[2] = {0x7765667472696e67ull,
+                                     0x72616e6765730001ull};
+
+uint64_t
+weft__kv_ring_hash(const void *key, size_t key_len)
+{
+	return weft__kv_siphash(ring_key, key, key_len);
+}
+
+/* An entry's digest at ver: a hash of its key's ring hash and the version
+ * (0 for an entry without one yet). */
+static uint64_t
+entry_digest(const struct weft__kv_entry *e, const struct weft__kv_version *ver)
+{
+	uint64_t words[3];
+
+	if (ver->origin == NULL)
+		return 0;
+	words[0] = e->ring;
+	words[1] = ver->ts;
+	words[2] = weft__kv_siphash(ring_key, ver->origin, strlen(ver->origin));
+	return weft__kv_siphash(ring_key, words, sizeof(words));
+}
+
 /* ---- Shards ------------------------------------------------------------- */
 
 int
@@ -239,6 +266,7 @@ insert(struct weft__kv_store *s, struct weft__kv_shard *sh, uint64_t hash,
 	if ((e = calloc(1, sizeof(*e) + key_len)) == NULL)
 		return WEFT_ENOMEM;
 	e->hash = hash;
+	e->ring = weft__kv_ring_hash(key, key_len);
 	e->key_len = (uint32_t)key_len;
 	memcpy(e->key, key, key_len);
 	if ((*node = weft__kv_index_node_new(e)) == NULL) {
@@ -283,6 +311,10 @@ replace(struct weft__kv_store *s, struct weft__kv_shard *sh,
 	if (value != NULL)
 		weft__kv_blob_ref(value);
 	e->value = value;
+	atomic_fetch_xor_explicit(&s->digest[weft__kv_range(e->ring)],
+	                          entry_digest(e, &e->ver) ^
+	                              entry_digest(e, ver),
+	                          memory_order_relaxed);
 	e->ver = *ver;
 	pthread_mutex_unlock(&sh->lock);
 	if (node != NULL)

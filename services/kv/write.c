@@ -53,19 +53,23 @@ struct kv_ack {
 };
 
 /*
- * A write in progress. acks counts replicas that applied it (this node
- * first, staged until the quorum is met), fails those that could not;
- * exactly one reply callback sees acks reach the quorum (and applies the
- * write here) or fails reach the point where the quorum is out of reach
- * (and aborts it), and answers. The last reference frees it.
+ * A write in progress, sent to the members of the moment it started (its
+ * replicas, this node among them). Its outcome is one word: replicas
+ * that applied it (acks: this node first, staged until the quorum is
+ * met), failed to (fails), or left the cluster before answering (gone),
+ * and whether it is decided. A replica that leaves is taken out of the
+ * write's replicas and the quorum resolved again for those left
+ * (quorum_now): the write neither waits for it nor fails for it. Exactly
+ * one reply callback sees the word become decided, and answers: the
+ * quorum met (it applies the write here) or out of reach (it aborts it).
+ * The last reference frees it.
  */
 struct kv_write {
 	weft_kv *kv;
 	weft_msvc_msg *msg; /* detached; NULL when answered already */
-	uint32_t quorum;
+	struct weft__kv_quorum quorum; /* as configured, for quorum_now */
 	uint32_t replicas;
-	_Atomic uint32_t acks;
-	_Atomic uint32_t fails;
+	_Atomic uint64_t state; /* WRITE_ACK, _FAIL, _GONE, _DECIDED */
 	_Atomic uint32_t refs;
 	struct weft__kv_blob *value; /* NULL: a delete */
 	struct weft__kv_version ver;
@@ -74,6 +78,46 @@ struct kv_write {
 	uint8_t *key; /* in the same allocation, after peers */
 	struct kv_ack peers[];
 };
+
+/* The fields of kv_write.state: three counts of 16 bits (a cluster has at
+ * most 1024 members) and the decided bit. */
+#define WRITE_ACK (1ull << 0)
+#define WRITE_FAIL (1ull << 16)
+#define WRITE_GONE (1ull << 32)
+#define WRITE_DECIDED (1ull << 63)
+#define WRITE_COUNT(state, field) ((uint32_t)((state) / (field)) & 0xffff)
+
+/* What a write's state decides: 0 (not yet), 1 (quorum met) or -1 (out
+ * of reach). */
+static int
+write_outcome(const struct kv_write *w, uint64_t state)
+{
+	uint32_t left = w->replicas - WRITE_COUNT(state, WRITE_GONE), need;
+
+	need = weft__kv_quorum_now(&w->quorum, left);
+	if (need > left)
+		return -1;
+	if (WRITE_COUNT(state, WRITE_ACK) >= need)
+		return 1;
+	return left - WRITE_COUNT(state, WRITE_FAIL) < need ? -1 : 0;
+}
+
+/* Adds one to field of w's state; returns the outcome this call decided
+ * (1 or -1), or 0 when it decided nothing. */
+static int
+write_count(struct kv_write *w, uint64_t field)
+{
+	uint64_t old = atomic_load(&w->state), next;
+	int outcome;
+
+	do {
+		next = old + field;
+		outcome = old & WRITE_DECIDED ? 0 : write_outcome(w, next);
+		if (outcome != 0)
+			next |= WRITE_DECIDED;
+	} while (!atomic_compare_exchange_weak(&w->state, &old, next));
+	return outcome;
+}
 
 static void
 write_unref(struct kv_write *w)
@@ -129,8 +173,8 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 		weft__kv_count(&w->kv->st.writes_superseded);
 	snprintf(text, sizeof(text),
 	         "write quorum not reached: %u of %u replicas needed, %s: %s",
-	         w->quorum, w->replicas, weft_msvc_peer_id(peer),
-	         weft_strerror(status));
+	         weft__kv_quorum_now(&w->quorum, w->replicas), w->replicas,
+	         weft_msvc_peer_id(peer), weft_strerror(status));
 	weft_debug("kv: %s", text);
 	weft_msvc_respond_error(w->msg, client_status(status), text);
 }
@@ -192,24 +236,29 @@ on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
 {
 	struct kv_ack *a = arg;
 	struct kv_write *w = a->w;
-	uint32_t n;
+	int outcome;
 
 	(void)svc;
 	(void)data;
 	(void)len;
 	if (status == 0) {
-		n = atomic_fetch_add(&w->acks, 1) + 1;
-		if (n == w->quorum && w->msg != NULL)
-			commit(w);
+		outcome = write_count(w, WRITE_ACK);
 		/* It answers again: aborts parked for it can go. */
 		weft__kv_aborts_retry(w->kv, a->peer);
+	} else if (status == WEFT_ENOTMEMBER ||
+	           !weft_msvc_peer_is_member(a->peer)) {
+		/* It left the cluster: no longer one of the replicas, whether
+		 * its call ended for that or timed out first. */
+		outcome = write_count(w, WRITE_GONE);
 	} else {
 		weft__kv_count(&w->kv->st.replica_failures);
-		n = atomic_fetch_add(&w->fails, 1) + 1;
-		if (n == w->replicas - w->quorum + 1 && w->msg != NULL) {
-			answer_error(w, status, a->peer);
-			abort_write(w);
-		}
+		outcome = write_count(w, WRITE_FAIL);
+	}
+	if (outcome > 0)
+		commit(w);
+	else if (outcome < 0) {
+		answer_error(w, status, a->peer);
+		abort_write(w);
 	}
 	write_unref(w);
 }
@@ -298,24 +347,29 @@ replicate(struct kv_write *w, uint32_t op, const struct weft__kv_req *req,
 	}
 }
 
-/* A write of (key, b) at ver, with a reference on b, to be staged here
- * until its quorum is met. */
+/* A write of (key, b) at ver to the members, this node first among
+ * them, with a reference on b, to be staged here until its quorum is
+ * met. */
 static struct kv_write *
 write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
-          const struct weft__kv_version *ver)
+          const struct weft__kv_version *ver, const struct weft__kv_members *m)
 {
 	struct kv_write *w;
-	size_t i, j = 0, n = weft_msvc_peer_count(kv->svc);
-	size_t size = sizeof(*w) + n * sizeof(w->peers[0]);
-	weft_msvc_peer *p;
+	size_t i, j = 0;
+	size_t size = sizeof(*w) + m->count * sizeof(w->peers[0]);
 
 	if ((w = calloc(1, size + req->key_len)) == NULL)
 		return NULL;
 	w->kv = kv;
-	w->quorum = kv->quorum;
-	w->replicas = kv->members;
-	atomic_init(&w->acks, 1);           /* this node's own replica */
-	atomic_init(&w->refs, kv->members); /* the others, and the handler */
+	w->quorum = kv->quorum_spec;
+	w->replicas = (uint32_t)m->count;
+	/* This node's own replica, and the decision a quorum of one makes
+	 * at once (write_start answers it). */
+	atomic_init(&w->state,
+	            WRITE_ACK |
+	                (write_outcome(w, WRITE_ACK) > 0 ? WRITE_DECIDED : 0));
+	/* The others, and the handler. */
+	atomic_init(&w->refs, (uint32_t)m->count);
 	if ((w->value = b) != NULL)
 		weft__kv_blob_ref(b);
 	w->ver = *ver;
@@ -324,12 +378,11 @@ write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
 	w->key = (uint8_t *)w + size;
 	w->key_len = req->key_len;
 	memcpy(w->key, req->key, req->key_len);
-	for (i = 0; i < n; i++) {
-		p = weft_msvc_peer_at(kv->svc, i);
-		if (weft_msvc_peer_is_self(p))
+	for (i = 0; i < m->count; i++) {
+		if (weft_msvc_peer_is_self(m->peers[i]))
 			continue;
 		w->peers[j].w = w;
-		w->peers[j].peer = p;
+		w->peers[j].peer = m->peers[i];
 		atomic_init(&w->peers[j++].sent, true);
 	}
 	return w;
@@ -337,13 +390,13 @@ write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
 
 /* Replicas this node knows to be down (weft_msvc_peer_is_down). */
 static uint32_t
-replicas_down(const weft_kv *kv)
+replicas_down(const struct weft__kv_members *m)
 {
-	size_t i, n = weft_msvc_peer_count(kv->svc);
 	uint32_t down = 0;
+	size_t i;
 
-	for (i = 0; i < n; i++)
-		down += weft_msvc_peer_is_down(weft_msvc_peer_at(kv->svc, i));
+	for (i = 0; i < m->count; i++)
+		down += weft_msvc_peer_is_down(m->peers[i]);
 	return down;
 }
 
@@ -355,7 +408,7 @@ write_start(struct kv_write *w, weft_msvc_msg *msg)
 {
 	weft_kv *kv = w->kv;
 
-	if (w->quorum > 1)
+	if (!(atomic_load(&w->state) & WRITE_DECIDED))
 		return (w->msg = weft_msvc_msg_detach_reply(msg)) != NULL
 		           ? 0
 		           : WEFT_ENOMEM;
@@ -366,53 +419,89 @@ write_start(struct kv_write *w, weft_msvc_msg *msg)
 	return 0;
 }
 
-/* Coordinates one write: value NULL deletes. */
-static void
-coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
-           struct weft__kv_blob *b)
+/* Fails a write whose quorum is out of reach before anything is sent;
+ * returns whether it did. */
+static bool
+refuse_impossible(weft_kv *kv, weft_msvc_msg *msg,
+                  const struct weft__kv_members *m)
 {
-	struct weft__kv_version ver, held;
-	weft_msvc_call_opts opts;
-	struct kv_write *w;
-	uint32_t down;
-	char text[96];
+	uint32_t n = (uint32_t)m->count, down = 0;
+	uint32_t need = weft__kv_quorum_now(&kv->quorum_spec, n);
+	char text[112];
 
-	weft__kv_aborts_retry(kv, NULL);
 	/* A quorum out of reach already fails now, before anything is
 	 * applied, rather than after the replicas' timeout. */
-	if (kv->quorum > 1 &&
-	    (down = replicas_down(kv)) > kv->members - kv->quorum) {
-		weft__kv_count(&kv->st.quorum_failures);
-		snprintf(text, sizeof(text),
-		         "write quorum impossible: %u of %u replicas down, %u "
-		         "needed",
-		         down, kv->members, kv->quorum);
-		weft_msvc_respond_error(msg, WEFT_EPEERDOWN, text);
-		return;
-	}
-	if ((ver.ts = weft__kv_clock_next(kv)) == 0) {
+	if (need <= 1)
+		return false;
+	if (need <= n && (down = replicas_down(m)) <= n - need)
+		return false;
+	weft__kv_count(&kv->st.quorum_failures);
+	snprintf(text, sizeof(text),
+	         "write quorum impossible: %u of %u replicas down, %u needed",
+	         down, n, need);
+	weft_msvc_respond_error(msg, WEFT_EPEERDOWN, text);
+	return true;
+}
+
+/* Stamps the write's version; false (answered) when it is superseded
+ * already or the clock is spent. */
+static bool
+stamp(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
+      struct weft__kv_version *ver)
+{
+	struct weft__kv_version held;
+
+	if ((ver->ts = weft__kv_clock_next(kv)) == 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "clock exhausted");
-		return;
+		return false;
 	}
-	ver.origin = weft_msvc_peer_id(kv->self);
+	ver->origin = weft_msvc_peer_id(kv->self);
+	/* The first write of this run marks where its own versions begin
+	 * (sync.c), before anything is sent. */
+	if (atomic_load(&kv->born_ts) == 0) {
+		uint64_t none = 0;
+
+		atomic_compare_exchange_strong(&kv->born_ts, &none, ver->ts);
+	}
 	weft__kv_blob_unref(
 	    weft__kv_store_get(&kv->store, req->key, req->key_len, &held));
-	if (held.ts != 0 && weft__kv_version_cmp(&ver, &held) < 0) {
+	if (held.ts != 0 && weft__kv_version_cmp(ver, &held) < 0) {
 		/* A concurrent write with a later version got here first. */
 		weft__kv_count(&kv->st.writes_superseded);
 		weft_msvc_respond_error(msg, WEFT_ECONFLICT,
 		                        "superseded by a newer version");
-		return;
+		return false;
 	}
-	if ((w = write_new(kv, req, b, &ver)) == NULL) {
+	return true;
+}
+
+/* Coordinates one write to the members of the moment: value NULL
+ * deletes. */
+static void
+coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
+           struct weft__kv_blob *b)
+{
+	struct weft__kv_members m;
+	struct weft__kv_version ver;
+	weft_msvc_call_opts opts;
+	struct kv_write *w;
+
+	weft__kv_aborts_retry(kv, NULL);
+	if (weft__kv_members_get(kv, &m) != 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
+	}
+	if (refuse_impossible(kv, msg, &m) || !stamp(kv, msg, req, &ver))
+		goto out;
+	if ((w = write_new(kv, req, b, &ver, &m)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+		goto out;
 	}
 	if (write_start(w, msg) != 0) {
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		atomic_store(&w->refs, 1); /* nothing was sent */
 		write_unref(w);
-		return;
+		goto out;
 	}
 	memset(&opts, 0, sizeof(opts));
 	opts.timeout_ms = kv->replicate_timeout_ms;
@@ -421,6 +510,8 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 	replicate(w, b ? WEFT__KV_OP_PUT : WEFT__KV_OP_DELETE, req, b, &ver,
 	          &opts);
 	write_unref(w);
+out:
+	weft__kv_members_fini(&m);
 }
 
 void

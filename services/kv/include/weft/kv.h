@@ -19,11 +19,30 @@
  * prefix first), from the replica of the node that receives it: each
  * entry as a get would read it then, not one snapshot of them all.
  *
- * Not provided: anti-entropy or read repair (a node that missed writes,
- * for instance while it was down, learns only the writes made after it
- * came back), and tombstone collection (a deleted key keeps a small entry).
+ * Membership: a write goes to the members of the moment it starts (and
+ * its quorum is resolved for them); a member that leaves before it
+ * answers is taken out of that write's replicas and the quorum resolved
+ * again for those left (a majority or all shrinks with them, a count
+ * stays), so the write neither waits for it nor fails because of it. A
+ * member that joins meanwhile gets the write through anti-entropy.
+ *
+ * Catch-up: a replica starts empty and answers gets and scans only once it
+ * has copied the entries (with their versions) of N - W + 1 other members
+ * (N members, write quorum W; at most all the others), which together hold
+ * every write acknowledged before the copy; before that they are refused
+ * with OVERLOADED ("catching up"), so a client asks another member. Writes
+ * it receives meanwhile are applied as usual, and a copied entry older
+ * than what it holds is ignored, so no write is lost to the copy.
+ *
+ * Anti-entropy: every repair_interval, each replica compares the digests
+ * of 256 ranges of keys (by a hash every member shares) with one other
+ * member's, in turn, and pulls the entries of the ranges that differ,
+ * keeping those newer than its own; a replica that missed writes (down,
+ * or outside a write's quorum) converges within one round per member.
+ *
+ * Not provided: tombstone collection (a deleted key keeps a small entry).
  * A write that failed its quorum may still have been applied by some
- * replicas.
+ * replicas, and anti-entropy may then spread it, as in Dynamo.
  *
  * Payloads (all integers and strings in any msgpack encoding):
  *   get       request [key: bin]            response: the value bytes
@@ -64,6 +83,10 @@ struct evbuffer;
 #define WEFT_KV_VERB_DELETE 66u
 #define WEFT_KV_VERB_REPLICATE 67u
 #define WEFT_KV_VERB_SCAN 68u
+/* Members only: a replica's range digests, and its entries of some
+ * ranges with their versions (catch-up and anti-entropy). */
+#define WEFT_KV_VERB_DIGEST 69u
+#define WEFT_KV_VERB_PULL 70u
 
 /* Longest key, in bytes; keys are 1 to WEFT_KV_MAX_KEY bytes. */
 #define WEFT_KV_MAX_KEY 1024u
@@ -95,6 +118,11 @@ typedef struct weft_kv_opts {
 	 * (or a forged version) is refused with WEFT_EINVAL rather than let
 	 * it pin keys and push the clock to its end. Default 30 s. */
 	uint64_t max_clock_skew_ms;
+	/* repair_interval: how often this replica compares its range
+	 * digests with one other member's, in turn, and pulls the newer
+	 * entries of the ranges that differ (anti-entropy). Default
+	 * 10000 ms; weft_kv_repair asks for a round at once. */
+	uint64_t repair_interval_ms;
 } weft_kv_opts;
 
 /*
@@ -133,8 +161,24 @@ WEFT_API int weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts,
  */
 WEFT_API void weft_kv_free(weft_kv *kv);
 
-/* weft_kv_write_quorum is the quorum in force. Any thread. */
+/* weft_kv_write_quorum is the quorum in force for the members now. Any
+ * thread. */
 WEFT_API uint32_t weft_kv_write_quorum(const weft_kv *kv);
+
+/*
+ * weft_kv_is_caught_up is true once this replica has copied the data of
+ * enough other members to hold every acknowledged write (see "Catch-up"
+ * above); until then its gets and scans are refused with OVERLOADED. Any
+ * thread.
+ */
+WEFT_API bool weft_kv_is_caught_up(const weft_kv *kv);
+
+/*
+ * weft_kv_repair asks for an anti-entropy round now (see "Anti-entropy"
+ * above) rather than at the next repair_interval; it runs on the store's
+ * repair thread, and repair_rounds counts it once done. Any thread.
+ */
+WEFT_API void weft_kv_repair(weft_kv *kv);
 
 /*
  * weft_kv_get_local reads key from this node's replica, appending the
@@ -164,6 +208,13 @@ typedef struct weft_kv_stats {
 	uint64_t aborts_sent;       /* aborts of failed writes sent */
 	uint64_t replicas_aborted;  /* failed writes taken back here */
 	uint64_t aborts_dropped;    /* aborts given up (too many waiting) */
+	uint64_t reads_refused;     /* gets and scans before caught up */
+	uint64_t repair_rounds;     /* anti-entropy rounds completed */
+	uint64_t ranges_repaired;   /* ranges found different and pulled */
+	uint64_t entries_pulled;    /* pulled entries that were newer */
+	uint64_t entries_pulled_stale; /* pulled entries not newer */
+	uint64_t bytes_pulled;         /* payload bytes of pulls and digests */
+	uint64_t caught_up;            /* 1 once gets and scans are answered */
 } weft_kv_stats;
 
 /* weft_kv_get_stats copies the store's counters into *out. Any thread. */
