@@ -439,6 +439,21 @@ wait_up(cnode *n, size_t i, uint64_t deadline)
 	return rv;
 }
 
+/* members_up waits, on a member with a key-value replica, for every
+ * other member to be up, once their addresses are known: before anyone
+ * writes, none of them is then known down from the dials of the catch-up
+ * (a write would find its quorum impossible). */
+static int
+members_up(cnode *n)
+{
+	uint64_t deadline = weft_now_ns() + 120000000000u;
+
+	for (size_t i = 0; n->kv != NULL && i < n->o->peers; i++)
+		if (i != n->self && wait_up(n, i, deadline) != 0)
+			return -1;
+	return 0;
+}
+
 /* wait_caught_up waits for this member's replica to have caught up with
  * the others (weft_kv_is_caught_up): until then it refuses reads. */
 static int
@@ -480,8 +495,6 @@ prime(cnode *n)
 		    wait_primed(n, asked - PRIME_WINDOW + 1, deadline) != 0)
 			return -1;
 		asked++;
-		if (n->kv != NULL && (rv = wait_up(n, i, deadline)) != 0)
-			return -1;
 		if (n->svc != NULL)
 			rv =
 			    weft_msvc_request(n->svc, n->peers[i], echo_verb(n),
@@ -984,6 +997,8 @@ wbench_cluster_node(const wbench_opts *o)
 	fflush(stdout);
 	if (fgets(line, sizeof(line), stdin) == NULL ||
 	    set_ports(&n, line) != 0)
+		goto out;
+	if (members_up(&n) != 0)
 		goto out;
 	printf("addressed\n");
 	fflush(stdout);
