@@ -202,13 +202,26 @@ on_stop(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 	}
 }
 
+/* True while node i knows node j down: a dial at start that came before
+ * j listened leaves it so until its next heartbeat is answered, and a
+ * write needing j's ack fails at once meanwhile. */
+static bool
+sees_down(struct cluster *c, size_t i, size_t j)
+{
+	weft_msvc *svc = weft_sim_node(c->sim, (uint32_t)i);
+	weft_msvc_peer *p = svc ? weft_msvc_peer_find(svc, ids[j]) : NULL;
+
+	return p != NULL && weft_msvc_peer_is_down(p);
+}
+
 /* Waits until every replica running has caught up (copied the others'
- * data) and answers reads, as a member does once started. */
+ * data) and answers reads, as a member does once started, and no node
+ * knows another down. */
 static void
 wait_caught_up(struct cluster *c)
 {
 	uint64_t deadline = weft_now_ns() + WAIT_MS * 1000000ull;
-	size_t i;
+	size_t i, j;
 
 	for (i = 0; i < NODES; i++) {
 		while (c->kv[i] != NULL && !weft_kv_is_caught_up(c->kv[i]) &&
@@ -216,6 +229,13 @@ wait_caught_up(struct cluster *c)
 			nanosleep(&(struct timespec){0, 1000000}, NULL);
 		assert_true(c->kv[i] == NULL || weft_kv_is_caught_up(c->kv[i]));
 	}
+	for (i = 0; i < NODES; i++)
+		for (j = 0; j < NODES; j++) {
+			while (i != j && sees_down(c, i, j) &&
+			       weft_now_ns() < deadline)
+				nanosleep(&(struct timespec){0, 1000000}, NULL);
+			assert_false(i != j && sees_down(c, i, j));
+		}
 }
 
 /* Starts three nodes with the given write quorums (0: majority), node i's
