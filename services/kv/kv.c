@@ -143,6 +143,8 @@ override(weft_kv *kv, const weft_kv_opts *opts)
 		    WEFT__KV_QUORUM_COUNT, opts->write_quorum};
 		kv->quorum = opts->write_quorum;
 	}
+	kv->on_caught_up = opts->on_caught_up;
+	kv->on_caught_up_arg = opts->on_caught_up_arg;
 	if (opts->repair_interval_ms)
 		kv->repair_interval_ms = opts->repair_interval_ms;
 	if (opts->replicate_timeout_ms)

@@ -382,6 +382,8 @@ struct weft_kv {
 	uint64_t replicate_timeout_ms;
 	size_t max_value;
 	uint64_t max_skew_ms;
+	void (*on_caught_up)(weft_kv *kv, void *arg);
+	void *on_caught_up_arg;
 	_Atomic uint64_t clock; /* the hybrid clock's last timestamp */
 	_Atomic bool watching;  /* weft_msvc_watch_members asked */
 	struct weft__kv_counters st;

@@ -219,6 +219,8 @@ caught_up(weft_kv *kv)
 	free(kv->repair.copied);
 	kv->repair.copied = NULL;
 	atomic_store(&kv->caught_up, true);
+	if (kv->on_caught_up != NULL)
+		kv->on_caught_up(kv, kv->on_caught_up_arg);
 }
 
 static void *

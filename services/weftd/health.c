@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * health.c: what the node tells an orchestrator. /livez: every loop of
- * the group still runs the tasks posted to it. /readyz: the node serves
- * and enough members are up for a key-value write to meet its quorum.
+ * the group still runs the tasks posted to it. /readyz: the node serves,
+ * enough members are up for a key-value write to meet its quorum, and its
+ * replica has caught up, so that it answers reads.
  * docs/WEFTD.md ("Health") defines both; systemd hears of the node's
  * start and stop through notify.c.
  */
@@ -188,6 +189,20 @@ check_quorum(struct weftd *d, struct check *c)
 	         down[0] ? ")" : "");
 }
 
+/* A replica started (or restarted) copies the data of enough members
+ * before it answers reads (weft_kv_is_caught_up): until then every read
+ * through this node is refused as overloaded. */
+static void
+check_replica(struct weftd *d, struct check *c)
+{
+	c->name = "replica";
+	c->ok = weft_kv_is_caught_up(d->kv);
+	if (!c->ok)
+		snprintf(c->why, sizeof(c->why),
+		         "the key-value replica is catching up (reads refused "
+		         "until it has copied enough members' data)");
+}
+
 /* Writes the answer: "ok", or "not WHAT: " and what failed; verbose,
  * every check as etcd lists them. Returns whether all passed. */
 static bool
@@ -231,13 +246,16 @@ weftd_livez(struct weftd *d, struct evbuffer *out, bool verbose)
 bool
 weftd_readyz(struct weftd *d, struct evbuffer *out, bool verbose)
 {
-	struct check c[3] = {{0}};
+	struct check c[4] = {{0}};
 
 	check_listening(d, &c[0]);
 	check_config(d, &c[1]);
-	if (c[0].ok)
+	if (c[0].ok) {
 		check_quorum(d, &c[2]);
-	else
+		check_replica(d, &c[3]);
+	} else {
 		c[2] = (struct check){.name = "quorum", .why = "not started"};
-	return report(out, "ready", c, 3, verbose);
+		c[3] = (struct check){.name = "replica", .why = "not started"};
+	}
+	return report(out, "ready", c, 4, verbose);
 }

@@ -9,6 +9,7 @@
  */
 #include <getopt.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,21 +248,27 @@ on_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 		                  weft_msvc_msg_len(msg));
 }
 
-/* Tells the service manager how ready the node is (its first line). */
+/* Tells the service manager how ready the node is (its first line).
+ * Peer events and the replica's catch-up call it from different threads:
+ * each says what it found in the order it found it, so the last word is
+ * the newest. */
 static void
 notify_status(struct weftd *d)
 {
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	struct evbuffer *buf = evbuffer_new();
 	char line[256];
 	size_t n;
 
 	if (buf == NULL)
 		return;
+	pthread_mutex_lock(&lock);
 	weftd_readyz(d, buf, false);
 	n = evbuffer_remove(buf, line, sizeof(line) - 1);
 	line[n] = '\0';
 	line[strcspn(line, "\n")] = '\0';
 	weftd_notify("STATUS=%s", line);
+	pthread_mutex_unlock(&lock);
 	evbuffer_free(buf);
 }
 
@@ -273,6 +280,17 @@ on_peer(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
 	(void)svc;
 	weft_info("weftd: peer %s is %s", weft_msvc_peer_id(peer),
 	          up ? "up" : "down");
+	if (atomic_load(&d->ready))
+		notify_status(d);
+}
+
+/* The replica answers reads from now on: /readyz's replica check passes. */
+static void
+on_caught_up(weft_kv *kv, void *arg)
+{
+	struct weftd *d = arg;
+
+	(void)kv;
 	if (atomic_load(&d->ready))
 		notify_status(d);
 }
@@ -316,7 +334,9 @@ start_service(struct weftd *d)
 {
 	const weft_msvc_limits *l = weft_msvc_config_limits_const(d->cfg);
 	weft_msvc_opts opts = {.tls = d->tls};
-	weft_kv_opts kv_opts = {.config = d->cfg};
+	weft_kv_opts kv_opts = {.config = d->cfg,
+	                        .on_caught_up = on_caught_up,
+	                        .on_caught_up_arg = d};
 	int rv;
 
 	/* [weftd] listen: bound here, while the node's host is only what

@@ -40,9 +40,10 @@ struct fixture {
 };
 
 /* slow: redial as a node down for long does, after seconds (the default
- * reconnect_min and reconnect_max are 50 ms and 5 s). */
+ * reconnect_min and reconnect_max are 50 ms and 5 s); quorum: [kv]
+ * write_quorum. */
 static void
-write_config(struct fixture *f, bool slow)
+write_config(struct fixture *f, bool slow, const char *quorum)
 {
 	static const char fast[] =
 	    "reconnect_min = 10ms\nreconnect_max = 200ms\n";
@@ -60,7 +61,8 @@ write_config(struct fixture *f, bool slow)
 	snprintf(text + n, sizeof(text) - (size_t)n,
 	         "[weftd]\nmetrics_listen = 127.0.0.1:0\n"
 	         "shutdown_timeout = 1s\n"
-	         "[kv]\nwrite_quorum = all\n");
+	         "[kv]\nwrite_quorum = %s\n",
+	         quorum);
 	wt_write_file(f->config, text);
 }
 
@@ -80,7 +82,7 @@ node_start(struct fixture *f, int i)
 
 /* Writes the configuration and starts the first started nodes. */
 static struct fixture *
-cluster_start(bool slow, int started)
+cluster_start(bool slow, int started, const char *quorum)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	int i;
@@ -88,7 +90,7 @@ cluster_start(bool slow, int started)
 	assert_non_null(f);
 	wt_scratch_new("weftd-health", f->dir, sizeof(f->dir), f->config,
 	               sizeof(f->config), f->ports, NODES);
-	write_config(f, slow);
+	write_config(f, slow, quorum);
 	for (i = 0; i < started; i++)
 		node_start(f, i);
 	return f;
@@ -97,7 +99,7 @@ cluster_start(bool slow, int started)
 static int
 setup(void **state)
 {
-	*state = cluster_start(false, NODES);
+	*state = cluster_start(false, NODES, "all");
 	return 0;
 }
 
@@ -105,7 +107,15 @@ setup(void **state)
 static int
 setup_late(void **state)
 {
-	*state = cluster_start(true, 2);
+	*state = cluster_start(true, 2, "all");
+	return 0;
+}
+
+/* n1 only, writing to one replica: its quorum is met alone. */
+static int
+setup_alone(void **state)
+{
+	*state = cluster_start(false, 1, "1");
 	return 0;
 }
 
@@ -295,6 +305,34 @@ test_readyz_follows_the_write_quorum(void **state)
 	                         sizeof(buf), STATE_MS));
 }
 
+/* With a write quorum of one, a write may have reached only one replica:
+ * a node started alone meets its quorum but cannot know what was written
+ * until it has copied the other two, and is not ready until then. */
+static void
+test_readyz_waits_for_the_replica_to_catch_up(void **state)
+{
+	struct fixture *f = *state;
+	static char buf[8192];
+
+	assert_true(answer_holds(f, 0, "/readyz?verbose", "[+]quorum ok", buf,
+	                         sizeof(buf), STATE_MS));
+	assert_non_null(strstr(buf, " 503 Service Unavailable\r\n"));
+	assert_non_null(strstr(buf, "[-]replica failed: the key-value "
+	                            "replica is catching up"));
+	assert_non_null(strstr(buf, "not ready: the key-value replica"));
+	node_start(f, 1);
+	wt_pause_ms(500);
+	wt_http_ask(f->p[0].metrics_port, "GET", "/readyz", buf, sizeof(buf));
+	assert_non_null(strstr(buf, " 503 "));
+	node_start(f, 2);
+	assert_true(answer_holds(f, 0, "/readyz", " 200 OK\r\n", buf,
+	                         sizeof(buf), STATE_MS));
+	assert_true(answer_holds(f, 1, "/readyz?verbose", "[+]replica ok", buf,
+	                         sizeof(buf), STATE_MS));
+	assert_true(answer_holds(f, 2, "/readyz", " 200 OK\r\n", buf,
+	                         sizeof(buf), STATE_MS));
+}
+
 static void
 test_livez_and_the_other_paths(void **state)
 {
@@ -478,6 +516,9 @@ main(void)
 	        test_listen_apart_from_the_advertised_host, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        test_readyz_follows_the_write_quorum, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_readyz_waits_for_the_replica_to_catch_up, setup_alone,
+	        teardown),
 	    cmocka_unit_test_setup_teardown(test_livez_and_the_other_paths,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(

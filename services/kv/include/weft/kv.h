@@ -123,6 +123,12 @@ typedef struct weft_kv_opts {
 	 * entries of the ranges that differ (anti-entropy). Default
 	 * 10000 ms; weft_kv_repair asks for a round at once. */
 	uint64_t repair_interval_ms;
+	/* on_caught_up, when set, is called once when this replica has
+	 * caught up (weft_kv_is_caught_up turns true), with
+	 * on_caught_up_arg, on the store's repair thread: it must not call
+	 * weft_kv_free. For a readiness signal. */
+	void (*on_caught_up)(weft_kv *kv, void *arg);
+	void *on_caught_up_arg;
 } weft_kv_opts;
 
 /*
