@@ -104,10 +104,19 @@ weft_msvc_peer_is_member(const weft_msvc_peer *peer)
 int
 weft_msvc_on_member_event(weft_msvc *svc, weft_msvc_member_cb cb, void *arg)
 {
+	struct weft__msvc_member_listener *grown;
+
+	if (cb == NULL)
+		return WEFT_EINVAL;
 	if (atomic_load(&svc->started))
 		return WEFT_EBUSY;
-	svc->member_cb = cb;
-	svc->member_cb_arg = arg;
+	grown = realloc(svc->member_cbs,
+	                (svc->member_cb_count + 1) * sizeof(*grown));
+	if (grown == NULL)
+		return WEFT_ENOMEM;
+	grown[svc->member_cb_count++] =
+	    (struct weft__msvc_member_listener){cb, arg};
+	svc->member_cbs = grown;
 	return 0;
 }
 
@@ -129,11 +138,14 @@ static void
 tell(weft_msvc_peer *peer, bool joined)
 {
 	weft_msvc *svc = peer->svc;
+	size_t i;
 
 	weft_info("msvc %s: member %s %s", svc->id, peer->id,
 	          joined ? "joined" : "left");
-	if (svc->member_cb != NULL && !atomic_load(&svc->stopped))
-		svc->member_cb(svc, peer, joined, svc->member_cb_arg);
+	for (i = 0; i < svc->member_cb_count && !atomic_load(&svc->stopped);
+	     i++)
+		svc->member_cbs[i].cb(svc, peer, joined,
+		                      svc->member_cbs[i].arg);
 	weft__msvc_sync_notify(svc);
 }
 

@@ -610,6 +610,17 @@ struct weft_msvc_msg {
 	uint8_t own[]; /* heap: the payload copy */
 };
 
+/* A listener of peer or member events (weft_msvc_on_peer_event,
+ * weft_msvc_on_member_event). */
+struct weft__msvc_peer_listener {
+	weft_msvc_peer_cb cb;
+	void *arg;
+};
+struct weft__msvc_member_listener {
+	weft_msvc_member_cb cb;
+	void *arg;
+};
+
 struct weft_msvc {
 	weft_msvc_config *cfg;
 	weft_loop_group *group;
@@ -631,11 +642,13 @@ struct weft_msvc {
 	weft_msvc_peer **peers;
 	_Atomic uint32_t npeers;
 	pthread_mutex_t members_lock; /* adds and removes, one at a time */
-	weft_msvc_member_cb member_cb;
-	void *member_cb_arg;
+	/* Event listeners, each added before start (so fixed while it
+	 * runs) and called in the order added. */
+	struct weft__msvc_member_listener *member_cbs;
+	size_t member_cb_count;
 	struct weft__msvc_verb *verbs; /* WEFT_MSVC_MAX_VERBS */
-	weft_msvc_peer_cb peer_cb;
-	void *peer_cb_arg;
+	struct weft__msvc_peer_listener *peer_cbs;
+	size_t peer_cb_count;
 	_Atomic uint64_t inflight;
 	_Atomic uint64_t pending;
 	/* Of pending, the heartbeats: exempt from max_pending_requests,
@@ -736,6 +749,10 @@ void weft__msvc_peer_free(weft_msvc_peer *peer);
 /* sync.c: blocking calls for threads that are not the service's. */
 void weft__msvc_sync_init(weft_msvc *svc);
 void weft__msvc_sync_fini(weft_msvc *svc);
+/* weft__msvc_tell_peer calls every peer listener with up; nothing once
+ * the service has stopped. The peer's loop. */
+void weft__msvc_tell_peer(weft_msvc_peer *peer, bool up);
+
 /* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
  * changed, or the service is stopping. Any thread. */
 void weft__msvc_sync_notify(weft_msvc *svc);

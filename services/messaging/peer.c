@@ -450,9 +450,18 @@ weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up)
 	}
 	weft_info("msvc %s: peer %s is %s", svc->id, peer->id,
 	          up ? "up" : "down");
-	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
-		svc->peer_cb(svc, peer, up, svc->peer_cb_arg);
+	weft__msvc_tell_peer(peer, up);
 	weft__msvc_sync_notify(svc);
+}
+
+void
+weft__msvc_tell_peer(weft_msvc_peer *peer, bool up)
+{
+	weft_msvc *svc = peer->svc;
+	size_t i;
+
+	for (i = 0; i < svc->peer_cb_count && !atomic_load(&svc->stopped); i++)
+		svc->peer_cbs[i].cb(svc, peer, up, svc->peer_cbs[i].arg);
 }
 
 void
@@ -483,8 +492,7 @@ weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why)
 	weft__msvc_count(&peer->st.downs, 1);
 	weft__msvc_count(&svc->st.peer_downs, 1);
 	weft_warn("msvc %s: peer %s unreachable: %s", svc->id, peer->id, why);
-	if (svc->peer_cb != NULL && !atomic_load(&svc->stopped))
-		svc->peer_cb(svc, peer, false, svc->peer_cb_arg);
+	weft__msvc_tell_peer(peer, false);
 }
 
 void

@@ -388,6 +388,8 @@ free_all(weft_msvc *svc)
 	pthread_mutex_destroy(&svc->members_lock);
 	free(svc->addrs);
 	weft__msvc_rate_fini(svc);
+	free(svc->peer_cbs);
+	free(svc->member_cbs);
 	free(svc);
 }
 
@@ -428,10 +430,19 @@ weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 int
 weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb, void *arg)
 {
+	struct weft__msvc_peer_listener *grown;
+
+	if (cb == NULL)
+		return WEFT_EINVAL;
 	if (atomic_load(&svc->started))
 		return WEFT_EBUSY;
-	svc->peer_cb = cb;
-	svc->peer_cb_arg = arg;
+	grown =
+	    realloc(svc->peer_cbs, (svc->peer_cb_count + 1) * sizeof(*grown));
+	if (grown == NULL)
+		return WEFT_ENOMEM;
+	grown[svc->peer_cb_count++] =
+	    (struct weft__msvc_peer_listener){cb, arg};
+	svc->peer_cbs = grown;
 	return 0;
 }
 

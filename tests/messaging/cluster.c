@@ -204,12 +204,36 @@ on_member_event(weft_msvc *svc, weft_msvc_peer *peer, bool joined, void *arg)
 	test_poke();
 }
 
+static void
+on_peer_event_also(weft_msvc *svc, weft_msvc_peer *peer, bool up, void *arg)
+{
+	struct cluster *cl = arg;
+
+	(void)svc;
+	(void)peer;
+	if (up)
+		atomic_fetch_add(&cl->also_ups, 1);
+}
+
+static void
+on_member_event_also(weft_msvc *svc, weft_msvc_peer *peer, bool joined,
+                     void *arg)
+{
+	struct cluster *cl = arg;
+
+	(void)svc;
+	(void)peer;
+	atomic_fetch_add(joined ? &cl->also_joins : &cl->also_leaves, 1);
+}
+
 static int
 register_verbs(struct cluster *cl, weft_msvc *svc)
 {
 	int rv = weft_msvc_on_peer_event(svc, on_peer_event, cl);
 
 	rv |= weft_msvc_on_member_event(svc, on_member_event, cl);
+	rv |= weft_msvc_on_peer_event(svc, on_peer_event_also, cl);
+	rv |= weft_msvc_on_member_event(svc, on_member_event_also, cl);
 
 	rv |= weft_msvc_register(svc, VERB_ECHO, "echo", weft_test_on_echo, cl,
 	                         WEFT_MSVC_CLIENTS);

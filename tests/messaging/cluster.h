@@ -48,6 +48,9 @@ struct cluster {
 	_Atomic int slow_cancelled; /* slow handlers that saw a cancel */
 	_Atomic int ups, downs;     /* peer events seen */
 	_Atomic int joins, leaves;  /* member events seen */
+	/* The same events, seen by a second listener of each kind (an
+	 * application's beside the key-value service's). */
+	_Atomic int also_ups, also_joins, also_leaves;
 	/* The order of events: each takes the next number. */
 	_Atomic int event_seq;
 	_Atomic int last_up, last_down, last_join, last_leave;

@@ -1006,8 +1006,10 @@ WEFT_API int weft_msvc_on_capacity(weft_msvc *svc, weft_loop *loop,
 typedef void (*weft_msvc_peer_cb)(weft_msvc *svc, weft_msvc_peer *peer, bool up,
                                   void *arg);
 
-/* weft_msvc_on_peer_event sets the peer callback. Before weft_msvc_start
- * only. Returns 0 or WEFT_EBUSY. */
+/* weft_msvc_on_peer_event adds a peer listener: every one added is
+ * called for each event, in the order added (the key-value service adds
+ * its own beside an application's). Before weft_msvc_start only. Returns
+ * 0, WEFT_EINVAL (cb NULL), WEFT_EBUSY or WEFT_ENOMEM. */
 WEFT_API int weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb,
                                      void *arg);
 
@@ -1019,8 +1021,9 @@ WEFT_API int weft_msvc_on_peer_event(weft_msvc *svc, weft_msvc_peer_cb cb,
 typedef void (*weft_msvc_member_cb)(weft_msvc *svc, weft_msvc_peer *peer,
                                     bool joined, void *arg);
 
-/* weft_msvc_on_member_event sets the membership callback. Before
- * weft_msvc_start only. Returns 0 or WEFT_EBUSY. */
+/* weft_msvc_on_member_event adds a membership listener, as
+ * weft_msvc_on_peer_event adds a peer listener. Before weft_msvc_start
+ * only. Returns 0, WEFT_EINVAL (cb NULL), WEFT_EBUSY or WEFT_ENOMEM. */
 WEFT_API int weft_msvc_on_member_event(weft_msvc *svc, weft_msvc_member_cb cb,
                                        void *arg);
 
