@@ -36,11 +36,22 @@ weft__msvc_inflight_release(weft_msvc *svc, size_t n)
 	}
 }
 
+/* msg is answered (or never will be): its verb has room for another. */
+static void
+slot_release(weft_msvc_msg *msg)
+{
+	if (msg->holds_slot) {
+		msg->holds_slot = false;
+		atomic_fetch_sub(&msg->svc->verbs[msg->verb].in_progress, 1);
+	}
+}
+
 static void
 msg_release(weft_msvc_msg *msg)
 {
 	weft_msvc_peer *peer = msg->peer;
 
+	slot_release(msg);
 	weft__msvc_untrack(msg);
 	if (msg->counted > 0)
 		weft__msvc_inflight_release(msg->svc, msg->counted);
@@ -108,9 +119,7 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	                     : weft__msvc_clock_now_ms(svc);
 	out.expires_ms = msg->expires_ms;
 	out.echo_expires_ms = msg->wire_expires_ms;
-	out.cls = msg->verb == WEFT__MSVC_VERB_HEARTBEAT
-	              ? WEFT_MSVC_URGENT
-	              : (uint8_t)weft__msvc_class_for(svc, len);
+	out.cls = (uint8_t)weft__msvc_class_for(svc, msg->verb, len);
 	out.internal = msg->verb == WEFT__MSVC_VERB_HEARTBEAT;
 	out.ptr = data;
 	out.len = len;
@@ -218,8 +227,9 @@ detach(weft_msvc_msg *msg, bool payload)
 	if ((copy = msg_copy(msg, payload)) == NULL)
 		return NULL;
 	copy->detached = true;
-	/* The original is answered by the copy. */
+	/* The original is answered by the copy, which holds its slot. */
 	msg->detached = true;
+	msg->holds_slot = false;
 	return copy;
 }
 
@@ -402,6 +412,28 @@ answer_now(weft_msvc_msg *msg, int status, const char *text)
 	}
 }
 
+/* A request of a verb with a cap takes one of its slots, or is answered
+ * OVERLOADED at once; false then. */
+static bool
+take_slot(struct weft__msvc_verb *v, weft_msvc_msg *msg)
+{
+	char text[96];
+	uint32_t max = v->max_in_progress;
+
+	if (max == 0 || !(msg->flags & WEFT__MSVC_F_REQUEST))
+		return true;
+	if (atomic_fetch_add(&v->in_progress, 1) < max) {
+		msg->holds_slot = true;
+		return true;
+	}
+	atomic_fetch_sub(&v->in_progress, 1);
+	weft__msvc_count(&v->over_limit, 1);
+	snprintf(text, sizeof(text),
+	         "verb %s: %u requests in progress, its limit", v->name, max);
+	answer_now(msg, WEFT_EOVERLOAD, text);
+	return false;
+}
+
 void
 weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 {
@@ -467,10 +499,14 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 		answer_now(&msg, WEFT_ESHUTDOWN, "shutting down");
 		return;
 	}
+	if (!take_slot(v, &msg))
+		return;
 	if (v->flags & WEFT_MSVC_BLOCKING) {
+		/* The job holds the slot from here. */
 		weft_msvc_msg *job = msg_copy(&msg, true);
 
 		if (job == NULL) {
+			slot_release(&msg);
 			answer_now(&msg, WEFT_EOVERLOAD, "out of memory");
 			return;
 		}
@@ -480,4 +516,5 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 	v->cb(svc, &msg, v->arg);
 	weft__msvc_count(&v->handled, 1);
 	after_handler(&msg);
+	slot_release(&msg);
 }

@@ -169,6 +169,9 @@ weft_msvc_verb_get_stats(const weft_msvc *svc, uint32_t verb,
 	out->timed_out = LOAD(v->timed_out);
 	out->dropped_overload = LOAD(v->dropped_overload);
 	out->pending = LOAD(v->pending);
+	out->in_progress =
+	    atomic_load_explicit(&v->in_progress, memory_order_relaxed);
+	out->over_limit = LOAD(v->over_limit);
 	verb_latency(svc, verb, out);
 }
 
@@ -352,6 +355,9 @@ static const struct metric verb_metrics[] = {
     VERB_METRIC(dropped_overload, "Sends refused: queue full."),
     {"pending", "gauge", "Requests awaiting a response.",
      offsetof(weft_msvc_verb_stats, pending)},
+    {"in_progress", "gauge", "Requests in progress here (with a cap).",
+     offsetof(weft_msvc_verb_stats, in_progress)},
+    VERB_METRIC(over_limit, "Requests refused: the verb's cap."),
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -508,6 +508,11 @@ struct weft__msvc_verb {
 	_Atomic uint64_t bytes_received, bytes_sent;
 	/* This node's requests and sends of the verb (several loops). */
 	_Atomic uint64_t timed_out, dropped_overload, pending;
+	/* weft_msvc_verb_limit: requests in progress here, counted only
+	 * with a cap (0: none), and those refused past it. */
+	uint32_t max_in_progress;
+	_Atomic uint32_t in_progress;
+	_Atomic uint64_t over_limit;
 };
 
 /* Node counters. */
@@ -602,6 +607,9 @@ struct weft_msvc_msg {
 	bool responded;
 	bool cancelable; /* came on a connection of version 2 */
 	bool tracked;    /* in svc->cancels: a cancel can find it */
+	/* Counts in its verb's in_progress until it is released: moved to
+	 * the copy that answers it (the pool's, or a detached one). */
+	bool holds_slot;
 	_Atomic bool cancelled;
 	struct weft_msvc_msg *tracked_next; /* svc->cancels' bucket */
 	size_t counted; /* bytes counted in svc->inflight (0: none) */
@@ -842,7 +850,7 @@ weft__msvc_pending_sub(weft_msvc *svc)
 		weft__msvc_capacity_returned(svc);
 }
 void weft__msvc_wait_done(weft_msvc *svc);
-uint64_t weft__msvc_class_for(const weft_msvc *svc, size_t len);
+uint64_t weft__msvc_class_for(const weft_msvc *svc, uint32_t verb, size_t len);
 void weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up);
 void weft__msvc_peer_unref(weft_msvc_peer *peer);
 int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,

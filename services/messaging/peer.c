@@ -80,11 +80,19 @@ weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
 	return true;
 }
 
+/* The lane of a message of verb with len bytes of payload: heartbeats
+ * and urgent verbs up to large_message_bytes on the urgent one, the rest
+ * by size. */
 uint64_t
-weft__msvc_class_for(const weft_msvc *svc, size_t len)
+weft__msvc_class_for(const weft_msvc *svc, uint32_t verb, size_t len)
 {
-	return len > svc->cfg->limits.large_message_bytes ? WEFT_MSVC_LARGE
-	                                                  : WEFT_MSVC_SMALL;
+	bool large = len > svc->cfg->limits.large_message_bytes;
+
+	if (verb == WEFT__MSVC_VERB_HEARTBEAT ||
+	    (!large && verb < WEFT_MSVC_MAX_VERBS &&
+	     (svc->verbs[verb].flags & WEFT_MSVC_URGENT_LANE)))
+		return WEFT_MSVC_URGENT;
+	return large ? WEFT_MSVC_LARGE : WEFT_MSVC_SMALL;
 }
 
 static struct weft__msvc_conn *

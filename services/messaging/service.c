@@ -412,7 +412,8 @@ weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 
 	if (verb < WEFT_MSVC_VERB_USER_MIN || verb >= WEFT_MSVC_MAX_VERBS ||
 	    cb == NULL || name == NULL ||
-	    (flags & ~(unsigned)(WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS)))
+	    (flags & ~(unsigned)(WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS |
+	                         WEFT_MSVC_URGENT_LANE)))
 		return WEFT_EINVAL;
 	if (atomic_load(&svc->started))
 		return WEFT_EBUSY;
@@ -424,6 +425,18 @@ weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
 	v->cb = cb;
 	v->arg = arg;
 	v->flags = flags;
+	return 0;
+}
+
+int
+weft_msvc_verb_limit(weft_msvc *svc, uint32_t verb, uint32_t max)
+{
+	if (svc == NULL || verb >= WEFT_MSVC_MAX_VERBS ||
+	    svc->verbs[verb].cb == NULL)
+		return WEFT_EINVAL;
+	if (atomic_load(&svc->started))
+		return WEFT_EBUSY;
+	svc->verbs[verb].max_in_progress = max;
 	return 0;
 }
 
@@ -488,7 +501,7 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 		return WEFT_EPEERDOWN;
 	out->timeout_ms =
 	    out->expires_ms ? out->expires_ms - out->created_ms : 0;
-	out->cls = (uint8_t)weft__msvc_class_for(svc, len);
+	out->cls = (uint8_t)weft__msvc_class_for(svc, verb, len);
 	out->len = len;
 	if (!weft__msvc_take_queued(peer, frame, false))
 		goto err_overload;

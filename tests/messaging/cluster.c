@@ -250,6 +250,14 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	                         weft_test_on_echo, cl, 0);
 	rv |= weft_msvc_register(svc, VERB_MEMBERS_BLOCK, "members_block",
 	                         weft_test_on_echo, cl, WEFT_MSVC_BLOCKING);
+	rv |= weft_msvc_register(svc, VERB_URGENT, "urgent", weft_test_on_echo,
+	                         cl, WEFT_MSVC_URGENT_LANE | WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_HOLD_CAPPED, "hold_capped", on_hold,
+	                         cl, WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_verb_limit(svc, VERB_HOLD_CAPPED, CAPPED_MAX);
+	rv |= weft_msvc_register(svc, VERB_SLOW_CAPPED, "slow_capped", on_slow,
+	                         cl, WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_verb_limit(svc, VERB_SLOW_CAPPED, CAPPED_MAX);
 	return rv;
 }
 

@@ -24,6 +24,13 @@
 /* The same echo, for members only (the verbs above allow clients). */
 #define VERB_MEMBERS 21
 #define VERB_MEMBERS_BLOCK 22
+/* Echo on the urgent lane (WEFT_MSVC_URGENT_LANE). */
+#define VERB_URGENT 23
+/* Hold and slow with at most CAPPED_MAX requests in progress
+ * (weft_msvc_verb_limit). */
+#define VERB_HOLD_CAPPED 24
+#define VERB_SLOW_CAPPED 25
+#define CAPPED_MAX 3
 
 struct cluster {
 	weft_msvc_config *cfg;

@@ -689,6 +689,14 @@ enum weft_msvc_verb_flags {
 	WEFT_MSVC_INLINE = 0,   /* run on the loop thread (default) */
 	WEFT_MSVC_BLOCKING = 1, /* run on the worker pool */
 	WEFT_MSVC_CLIENTS = 2,  /* clients may call it too */
+	/* Its requests and one-way messages sent by this node, and the
+	 * answers this node gives to it, travel on the urgent lane (the
+	 * connection heartbeats use, never behind bulk traffic on the small
+	 * and large lanes), those up to large_message_bytes: a larger one
+	 * takes the large lane, so that it cannot hold the heartbeats up.
+	 * For votes, leases and the like: register it so on every member.
+	 * Members only: a client has one connection for everything. */
+	WEFT_MSVC_URGENT_LANE = 4,
 };
 
 /*
@@ -701,6 +709,19 @@ enum weft_msvc_verb_flags {
 WEFT_API int weft_msvc_register(weft_msvc *svc, uint32_t verb, const char *name,
                                 weft_msvc_handler_cb cb, void *arg,
                                 unsigned flags);
+
+/*
+ * weft_msvc_verb_limit caps the requests of verb in progress on this node
+ * at max (0, the default: no cap): from a request's arrival until it is
+ * answered, whether its handler runs, it waits for the worker pool, or it
+ * was detached and is not yet answered. Past the cap a new request is
+ * answered at once with WEFT_EOVERLOAD (wire code OVERLOADED) and counted
+ * (over_limit), so that one hot verb cannot take every worker, or the
+ * inbound budget, from the others. One-way messages are not counted.
+ * After weft_msvc_register of verb, before weft_msvc_start. Returns 0,
+ * WEFT_EINVAL (verb not registered) or WEFT_EBUSY (already started).
+ */
+WEFT_API int weft_msvc_verb_limit(weft_msvc *svc, uint32_t verb, uint32_t max);
 
 /* What a handler reads from its message. The payload is borrowed until
  * the handler returns (or, when detached, until the message is
@@ -1072,6 +1093,9 @@ typedef struct weft_msvc_verb_stats {
 	uint64_t timed_out;        /* this node's requests that timed out */
 	uint64_t dropped_overload; /* sends and requests refused: overload */
 	uint64_t pending;          /* this node's requests awaiting replies */
+	/* Requests in progress here, and those refused past the verb's cap
+	 * (weft_msvc_verb_limit; both 0 without one). */
+	uint64_t in_progress, over_limit;
 	/* Round trips of this node's requests of this verb in ns, from a
 	 * snapshot at most ~1 s old. */
 	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
