@@ -15,13 +15,18 @@
 #define ERROR_PAYLOAD_MAX 320
 
 void
-weft__msvc_inflight_release(weft_msvc *svc, size_t n)
+weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent)
 {
 	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
 	uint64_t left;
 	uint32_t i;
 
-	left = atomic_fetch_sub(&svc->inflight, n) - n;
+	if (urgent) {
+		limit /= 8;
+		left = atomic_fetch_sub(&svc->urgent_inflight, n) - n;
+	} else {
+		left = atomic_fetch_sub(&svc->inflight, n) - n;
+	}
 	if (left == 0)
 		weft__msvc_drained(svc);
 	if (left >= limit || atomic_load(&svc->paused_conns) == 0)
@@ -54,7 +59,8 @@ msg_release(weft_msvc_msg *msg)
 	slot_release(msg);
 	weft__msvc_untrack(msg);
 	if (msg->counted > 0)
-		weft__msvc_inflight_release(msg->svc, msg->counted);
+		weft__msvc_inflight_release(msg->svc, msg->counted,
+		                            msg->urgent);
 	free(msg);
 	if (peer != NULL && peer->is_client)
 		weft__msvc_peer_unref(peer);
@@ -82,7 +88,9 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 	m->tracked = false;
 	m->tracked_next = NULL;
 	m->counted = src->len;
-	atomic_fetch_add(&m->svc->inflight, m->counted);
+	atomic_fetch_add(m->urgent ? &m->svc->urgent_inflight
+	                           : &m->svc->inflight,
+	                 m->counted);
 	if (m->peer->is_client)
 		atomic_fetch_add(&m->peer->refs, 1);
 	weft__msvc_track(m);
@@ -459,6 +467,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 	    .flags = env->flags,
 	    .conn_index = c->index,
 	    .cancelable = c->version >= 2,
+	    .urgent = weft__msvc_conn_urgent(c),
 	    .data = env->payload,
 	    .len = env->payload_len,
 	};

@@ -385,19 +385,12 @@ weft__msvc_guard_fini(struct weft__msvc_conn *c)
 /* ---- Frames ---------------------------------------------------------------
  */
 
-/* Whether c is a member's connection (a stranger before its HELLO is
- * not). */
-static bool
-is_member(const struct weft__msvc_conn *c)
-{
-	return c->peer != NULL && !c->peer->is_client;
-}
-
 bool
 weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = weft__msvc_inbound_limit(svc, !is_member(c));
+	uint64_t limit;
+	_Atomic uint64_t *budget = weft__msvc_conn_budget(c, &limit);
 	uint64_t before;
 
 	if (c->frame_started_ns == 0) {
@@ -412,9 +405,9 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 	 * than their part of it: partial frames of clients cannot take the
 	 * members' room, nor pause every other client. One frame is always
 	 * let in, however large, or nothing could ever move. */
-	before = atomic_fetch_add(&svc->inflight, total);
+	before = atomic_fetch_add(budget, total);
 	if (before != 0 && before + total > limit) {
-		if (atomic_fetch_sub(&svc->inflight, total) == total)
+		if (atomic_fetch_sub(budget, total) == total)
 			weft__msvc_drained(svc);
 		c->frame_wanted = total;
 		return false;
@@ -425,10 +418,10 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 }
 
 bool
-weft__msvc_guard_may_resume(const struct weft__msvc_conn *c)
+weft__msvc_guard_may_resume(struct weft__msvc_conn *c)
 {
-	uint64_t limit = weft__msvc_inbound_limit(c->svc, !is_member(c));
-	uint64_t now = atomic_load(&c->svc->inflight);
+	uint64_t limit;
+	uint64_t now = atomic_load(weft__msvc_conn_budget(c, &limit));
 
 	if (c->frame_wanted != 0)
 		return now == 0 || now + c->frame_wanted <= limit;
@@ -455,7 +448,7 @@ weft__msvc_guard_frame_done(struct weft__msvc_conn *c)
 	if (n == 0)
 		return;
 	c->frame_reserved = 0;
-	weft__msvc_inflight_release(c->svc, n);
+	weft__msvc_inflight_release(c->svc, n, weft__msvc_conn_urgent(c));
 }
 
 /* ---- Clients that do not read ---------------------------------------------

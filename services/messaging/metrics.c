@@ -204,7 +204,8 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->overloaded = LOAD(s->overloaded);
 	out->read_pauses = LOAD(s->read_pauses);
 	out->rate_limited = LOAD(s->rate_limited);
-	out->inflight_bytes = atomic_load(&svc->inflight);
+	out->inflight_bytes =
+	    atomic_load(&svc->inflight) + atomic_load(&svc->urgent_inflight);
 	out->pending_requests = atomic_load(&svc->pending);
 	out->bad_frames = LOAD(s->bad_frames);
 	out->oversized_frames = LOAD(s->oversized_frames);

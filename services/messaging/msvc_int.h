@@ -610,6 +610,7 @@ struct weft_msvc_msg {
 	/* Counts in its verb's in_progress until it is released: moved to
 	 * the copy that answers it (the pool's, or a detached one). */
 	bool holds_slot;
+	bool urgent; /* counted in svc->urgent_inflight, not inflight */
 	_Atomic bool cancelled;
 	struct weft_msvc_msg *tracked_next; /* svc->cancels' bucket */
 	size_t counted; /* bytes counted in svc->inflight (0: none) */
@@ -658,6 +659,9 @@ struct weft_msvc {
 	struct weft__msvc_peer_listener *peer_cbs;
 	size_t peer_cb_count;
 	_Atomic uint64_t inflight;
+	/* The members' urgent lanes' inbound bytes in flight: a budget of
+	 * their own (weft__msvc_conn_budget). */
+	_Atomic uint64_t urgent_inflight;
 	_Atomic uint64_t pending;
 	/* Of pending, the heartbeats: exempt from max_pending_requests,
 	 * but drained at stop like any request. */
@@ -980,7 +984,7 @@ void weft__msvc_guard_fini(struct weft__msvc_conn *c);
 bool weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total);
 /* weft__msvc_guard_may_resume tells whether paused c can be read again:
  * the budget has room for what it waits for. */
-bool weft__msvc_guard_may_resume(const struct weft__msvc_conn *c);
+bool weft__msvc_guard_may_resume(struct weft__msvc_conn *c);
 /* A frame's first bytes, before its length is known. */
 void weft__msvc_guard_frame_begun(struct weft__msvc_conn *c);
 /* The incomplete frame ended: its reservation goes back. */
@@ -1058,7 +1062,7 @@ int weft__msvc_pool_start(weft_msvc *svc);
 void weft__msvc_pool_quit(weft_msvc *svc);
 bool weft__msvc_pool_idle(weft_msvc *svc);
 void weft__msvc_pool_join(weft_msvc *svc);
-void weft__msvc_inflight_release(weft_msvc *svc, size_t n);
+void weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent);
 int weft__msvc_error_status_to_wire(int status);
 int weft__msvc_wire_to_error_status(int code);
 
@@ -1153,6 +1157,38 @@ weft__msvc_inbound_limit(const weft_msvc *svc, bool client)
 	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
 
 	return client ? limit : limit + limit / 4;
+}
+
+/* weft__msvc_conn_urgent is true for a member's urgent lane (heartbeats,
+ * urgent verbs, cancels); a stranger before its HELLO is not a member. */
+static inline bool
+weft__msvc_conn_urgent(const struct weft__msvc_conn *c)
+{
+	return c->cls == WEFT_MSVC_URGENT && c->peer != NULL &&
+	       !c->peer->is_client;
+}
+
+/*
+ * weft__msvc_conn_budget is the inbound bytes in flight that c counts
+ * against, with its limit in *limit. A member's urgent lane has a budget
+ * of its own, an eighth of inbound_inflight: a node whose budget is held
+ * full by requests (a slow handler, writes waiting for their quorum)
+ * still reads its members' heartbeats and urgent verbs, and is not taken
+ * for down. Every other connection shares the node's budget
+ * (weft__msvc_inbound_limit).
+ */
+static inline _Atomic uint64_t *
+weft__msvc_conn_budget(struct weft__msvc_conn *c, uint64_t *limit)
+{
+	weft_msvc *svc = c->svc;
+
+	if (weft__msvc_conn_urgent(c)) {
+		*limit = svc->cfg->limits.inbound_inflight_bytes / 8;
+		return &svc->urgent_inflight;
+	}
+	*limit = weft__msvc_inbound_limit(svc, c->peer == NULL ||
+	                                           c->peer->is_client);
+	return &svc->inflight;
 }
 
 /* weft__msvc_host_of writes the host part of a peer address ("host:port",

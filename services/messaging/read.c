@@ -128,7 +128,8 @@ static void
 pause_reading(struct weft__msvc_conn *c)
 {
 	weft_msvc *svc = c->svc;
-	uint64_t limit = weft__msvc_inbound_limit(svc, is_client(c));
+	uint64_t limit;
+	_Atomic uint64_t *budget = weft__msvc_conn_budget(c, &limit);
 
 	c->paused = true;
 	LIST_INSERT_HEAD(is_client(c) ? &c->ml->paused_clients : &c->ml->paused,
@@ -137,8 +138,8 @@ pause_reading(struct weft__msvc_conn *c)
 	weft__msvc_count(&svc->st.read_pauses, 1);
 	weft_channel_set_auto_read(c->ch, false);
 	/* A release may have raced the pause: look again. */
-	if (atomic_load(&svc->inflight) < limit)
-		weft__msvc_inflight_release(svc, 0);
+	if (atomic_load(budget) < limit)
+		weft__msvc_inflight_release(svc, 0, weft__msvc_conn_urgent(c));
 }
 
 /* Stops reading while too many inbound bytes are in flight (not counting
@@ -147,12 +148,12 @@ pause_reading(struct weft__msvc_conn *c)
 static bool
 should_pause(struct weft__msvc_conn *c)
 {
-	weft_msvc *svc = c->svc;
-	uint64_t limit = weft__msvc_inbound_limit(svc, is_client(c));
+	uint64_t limit;
+	_Atomic uint64_t *budget = weft__msvc_conn_budget(c, &limit);
 
 	if (weft__msvc_guard_backlogged(c))
 		return true;
-	if (atomic_load_explicit(&svc->inflight, memory_order_relaxed) -
+	if (atomic_load_explicit(budget, memory_order_relaxed) -
 	        c->frame_reserved <
 	    limit)
 		return false;

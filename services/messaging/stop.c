@@ -149,7 +149,9 @@ is_quiet(weft_msvc *svc)
 {
 	uint32_t p;
 
-	if (atomic_load(&svc->pending) != 0 || atomic_load(&svc->inflight) != 0)
+	if (atomic_load(&svc->pending) != 0 ||
+	    atomic_load(&svc->inflight) != 0 ||
+	    atomic_load(&svc->urgent_inflight) != 0)
 		return false;
 	for (p = 0; p < svc->npeers; p++)
 		if (atomic_load(&svc->peers[p]->queued_bytes) != 0)

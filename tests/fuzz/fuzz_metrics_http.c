@@ -76,8 +76,9 @@ static void
 node_stop(struct node *n)
 {
 	evhttp_free(n->http);
-	weft_msvc_free(n->d.svc);
+	/* The store first: its repair thread uses the service. */
 	weft_kv_free(n->d.kv);
+	weft_msvc_free(n->d.svc);
 	weft_msvc_config_free(n->cfg);
 	weft_loop_group_free(n->group);
 	weft_loop_free(n->loop);

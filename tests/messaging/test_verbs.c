@@ -179,6 +179,69 @@ test_an_urgent_verb_overtakes_a_flooded_small_lane(void **state)
 	cluster_stop(&cl);
 }
 
+static void
+tune_budget(weft_msvc_limits *l)
+{
+	l->inbound_inflight_bytes = 512u << 10;
+	l->heartbeat_interval_ms = 100;
+	l->heartbeat_misses = 3;
+	l->request_timeout_ms = WAIT_MS;
+}
+
+static bool
+peer_down(void *arg)
+{
+	return weft_msvc_peer_is_down(arg);
+}
+
+/* n1 fills n2's inbound budget with requests n2 holds: n2 stops reading
+ * n1's small and large lanes, but not the urgent one, so an urgent echo
+ * is answered while an ordinary one waits, and neither node takes the
+ * other for down: the heartbeats go on. */
+static void
+test_a_full_inbound_budget_leaves_the_urgent_lane_read(void **state)
+{
+	static uint8_t big[32 << 10];
+	struct tally hold = {.want = 0}, echo = {.want = 1},
+	             urgent = {.want = 1};
+	weft_msvc_peer *p;
+	int i, want = 24;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, tune_budget), 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(
+	    weft_msvc_call(cl.svc[0], p, VERB_ECHO, "x", 1, NULL, NULL), 0);
+	for (i = 0; i < want; i++)
+		assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_HOLD, big,
+		                                   sizeof(big), NULL, tally_cb,
+		                                   &hold),
+		                 0);
+	want = 20; /* 640 KiB held: the budget and a quarter more */
+	assert_true(test_wait(held, &want, WAIT_MS));
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "e", 1,
+	                                   NULL, tally_cb, &echo),
+	                 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_URGENT, "u", 1,
+	                                   NULL, tally_cb, &urgent),
+	                 0);
+	assert_true(test_wait(tally_complete, &urgent, WAIT_MS));
+	assert_int_equal(atomic_load(&urgent.ok), 1);
+	/* A second: ten heartbeats, none missed. */
+	assert_false(test_wait(peer_down, p, 1000));
+	assert_false(weft_msvc_peer_is_down(cluster_peer(&cl, 1, 0)));
+	assert_int_equal(atomic_load(&echo.done), 0);
+	for (i = 0; i < 64; i++) {
+		weft_msvc_msg *m = atomic_exchange(&cl.held[i], NULL);
+
+		if (m != NULL)
+			weft_msvc_respond(m, NULL, 0);
+	}
+	assert_true(test_wait(tally_complete, &echo, WAIT_MS));
+	assert_int_equal(atomic_load(&echo.ok), 1);
+	cluster_stop(&cl);
+}
+
 /* Unknown flags are refused; a cap needs a registered verb and a service
  * not yet started. */
 static void
@@ -307,6 +370,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(
 	        test_an_urgent_verb_overtakes_a_flooded_small_lane),
+	    cmocka_unit_test(
+	        test_a_full_inbound_budget_leaves_the_urgent_lane_read),
 	    cmocka_unit_test(
 	        test_register_and_limit_refuse_what_they_cannot_do),
 	    cmocka_unit_test(test_a_capped_verb_refuses_past_its_cap),
