@@ -71,6 +71,7 @@ typedef struct probe_figs {
 	double p50_us, p99_us;               /* the probe client's */
 	double member_p50_us, member_p99_us; /* the members' requests */
 	uint64_t probe_ops, member_ops, member_errors, flood_ops;
+	uint64_t flood_errors;     /* refused past --flood-cap, mostly */
 	uint64_t lost, duplicates; /* every process's */
 } probe_figs;
 
@@ -127,6 +128,9 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 		wbench_argv_add(a, "--probe");
 	if (c->probes > 0 && client && !probe && o->flood_idle)
 		wbench_argv_add(a, "--flood-idle");
+	/* The members serve the flood's verb; the flooding clients call it. */
+	if (c->probes > 0 && !probe && o->flood_cap >= 0)
+		wbench_argv_addf(a, "--flood-cap", "%d", o->flood_cap);
 	if (c->pt.pool && !client)
 		wbench_argv_addf(a, "--handlers", "pool");
 	if (c->pipeline)
@@ -493,8 +497,10 @@ probe_merge(const cluster *c, const cresult *r, probe_figs *pf)
 		pf->member_ops += c->kids[i].ops;
 		pf->member_errors += c->kids[i].errors;
 	}
-	for (unsigned i = c->members; i + 1 < c->n; i++)
+	for (unsigned i = c->members; i + 1 < c->n; i++) {
 		pf->flood_ops += c->kids[i].ops;
+		pf->flood_errors += c->kids[i].errors;
+	}
 	pf->lost = r->lost;
 	pf->duplicates = r->duplicates;
 }
@@ -735,8 +741,9 @@ static int
 probe_point(const wbench_opts *o, unsigned clients, unsigned depth)
 {
 	const server_kind loop = {WBENCH_IO_LOOP, false};
-	point alone = {2, 0, depth, -1, false, false};
-	point flood = {2, clients, depth, -1, false, false};
+	bool pool = o->handler_modes == WBENCH_HANDLERS_POOL;
+	point alone = {2, 0, depth, -1, false, pool};
+	point flood = {2, clients, depth, -1, false, pool};
 	probe_figs a, f;
 	cresult r;
 
@@ -755,6 +762,11 @@ probe_point(const wbench_opts *o, unsigned clients, unsigned depth)
 	printf("probe p99 flooded/alone: %.1fx; member p99: %.1fx\n",
 	       a.p99_us > 0 ? f.p99_us / a.p99_us : 0,
 	       a.member_p99_us > 0 ? f.member_p99_us / a.member_p99_us : 0);
+	if (o->flood_cap >= 0)
+		printf("flood verb capped at %d in progress (0: no cap): %.0f "
+		       "answered/s, %.0f refused/s\n",
+		       o->flood_cap, (double)f.flood_ops,
+		       (double)f.flood_errors / o->duration_s);
 	fflush(stdout);
 	return a.probe_ops == 0 || f.probe_ops == 0 || a.lost != 0 ||
 	       f.lost != 0 || a.duplicates != 0 || f.duplicates != 0;

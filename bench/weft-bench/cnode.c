@@ -153,6 +153,34 @@ my_lat(cnode *n)
 	return t;
 }
 
+/* The echo's flags: on the pool for --handlers pool or slow requests. */
+static unsigned
+echo_flags(const cnode *n)
+{
+	return WEFT_MSVC_CLIENTS |
+	       (n->slow_every || n->o->handlers_pool ? WEFT_MSVC_BLOCKING
+	                                             : WEFT_MSVC_INLINE);
+}
+
+static void msvc_echo(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+
+/* rpc --probe --flood-cap: a member serves the flood's verb, the echo's
+ * twin, with its cap. */
+static int
+register_flood(cnode *n)
+{
+	int rv;
+
+	if (n->o->client || n->o->flood_cap < 0)
+		return 0;
+	rv = weft_msvc_register(n->svc, WBENCH_VERB_FLOOD, "flood", msvc_echo,
+	                        n, echo_flags(n));
+	if (rv == 0 && n->o->flood_cap > 0)
+		rv = weft_msvc_verb_limit(n->svc, WBENCH_VERB_FLOOD,
+		                          (uint32_t)n->o->flood_cap);
+	return rv;
+}
+
 static uint16_t
 echo_verb(const cnode *n)
 {
@@ -279,9 +307,11 @@ slot_send(wload_slot *s, void *arg)
 	if (n->o->kv)
 		return kv_send(n, s);
 	if (n->svc != NULL)
-		return weft_msvc_request(n->svc, n->peers[s->target],
-		                         echo_verb(n), n->payload, n->o->size,
-		                         NULL, msvc_reply, s);
+		return weft_msvc_request(
+		    n->svc, n->peers[s->target],
+		    n->o->client && n->o->flood_cap >= 0 ? WBENCH_VERB_FLOOD
+		                                         : echo_verb(n),
+		    n->payload, n->o->size, NULL, msvc_reply, s);
 	return wbase_request(n->base, s->target, WBENCH_VERB_ECHO, n->payload,
 	                     n->o->size, 0, base_reply, s);
 }
@@ -685,11 +715,8 @@ start_service(cnode *n)
 	         &(weft_kv_opts){.replicate_timeout_ms = REPLICATE_TIMEOUT_MS},
 	         &n->kv) != 0) ||
 	    weft_msvc_register(n->svc, WBENCH_VERB_ECHO, "echo", msvc_echo, n,
-	                       WEFT_MSVC_CLIENTS |
-	                           (n->slow_every || n->o->handlers_pool
-	                                ? WEFT_MSVC_BLOCKING
-	                                : WEFT_MSVC_INLINE)) != 0 ||
-	    weft_msvc_start(n->svc) != 0)
+	                       echo_flags(n)) != 0 ||
+	    register_flood(n) != 0 || weft_msvc_start(n->svc) != 0)
 		return 0;
 	return n->o->client ? 1 : weft_msvc_port(n->svc);
 }

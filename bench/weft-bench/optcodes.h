@@ -53,6 +53,7 @@ enum opt_code {
 	O_SCAN_LENGTH,
 	O_PROBE,
 	O_FLOOD_IDLE,
+	O_FLOOD_CAP,
 	O_SESSIONS,
 	/* Options of the processes the node workloads start. */
 	O_NODE,

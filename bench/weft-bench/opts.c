@@ -199,6 +199,12 @@ static const optdef opt_table[] = {
      "on a small machine they take no CPU the server and the probe\n"
      "want, as clients on other hosts would not"},
     {"flood-idle", O_FLOOD_IDLE, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},
+    {"flood-cap", O_FLOOD_CAP, OR, "N",
+     "with --probe: the flooding clients call a verb of their own,\n"
+     "the echo's twin, capped at N requests in progress on the\n"
+     "server (0: no cap), so that the probe's verb is measured\n"
+     "beside one hot verb past its cap"},
+    {"flood-cap", O_FLOOD_CAP, BIT(WBENCH_CLUSTER_NODE), "N", NULL},
     {"workload", O_WORKLOAD, OY, "W[,W..]",
      "a (50% reads, 50% updates; default), b (95/5), c (reads),\n"
      "d (95% reads of the latest, 5% inserts), e (95% scans, 5%\n"
@@ -354,6 +360,7 @@ wbench_opts_default(wbench_opts *o)
 	o->client_modes = WBENCH_CLIENT_ASYNC;
 	o->handler_modes = WBENCH_HANDLERS_INLINE;
 	o->rpc_impls = WBENCH_RPC_MSVC;
+	o->flood_cap = -1;
 	o->ycsb_list[0] = 'a';
 	o->nycsb_list = 1;
 	o->records = 100000;

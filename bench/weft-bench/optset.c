@@ -275,6 +275,14 @@ node_opt(wbench_opts *o, int code, const char *arg)
 	case O_FLOOD_IDLE:
 		o->flood_idle = true;
 		return 0;
+	case O_FLOOD_CAP: {
+		unsigned cap;
+
+		if (set_unsigned(arg, 0, 1000000, &cap) != 0)
+			return -1;
+		o->flood_cap = (int)cap;
+		return 0;
+	}
 	case O_WEFTD:
 		o->weftd_path = arg;
 		return 0;
@@ -451,15 +459,18 @@ check_rpc(wbench_opts *o)
 	/* The fairness run is about weft's loop: the baseline has none. */
 	if (o->probe && o->io == WBENCH_IO_BOTH)
 		o->io = WBENCH_IO_LOOP;
+	if (o->flood_cap >= 0 && !o->probe && o->workload == WBENCH_RPC)
+		return fail(o, "--flood-cap: with --probe");
 	if (o->probe &&
 	    (o->client_modes != WBENCH_CLIENT_ASYNC ||
-	     o->handler_modes != WBENCH_HANDLERS_INLINE ||
+	     (o->handler_modes != WBENCH_HANDLERS_INLINE &&
+	      o->handler_modes != WBENCH_HANDLERS_POOL) ||
 	     o->io != WBENCH_IO_LOOP || o->rpc_impls != WBENCH_RPC_MSVC ||
 	     o->rate > 0 || o->json_path != NULL || o->csv_path != NULL ||
 	     o->md_path != NULL || o->plot_path != NULL))
 		return fail(o,
-		            "--probe: asynchronous clients, inline "
-		            "handlers, --io loop on weft's service, a "
+		            "--probe: asynchronous clients, inline or "
+		            "pool handlers, --io loop on weft's service, a "
 		            "closed loop; its table only (not --json, --csv, "
 		            "--md, --plot)");
 	return 0;

@@ -74,6 +74,8 @@ enum wbench_peer {
 /* The echo verb of weft-bench's own nodes (cnode.c), which every client
  * mode asks; weftd's own echo, for --hosts, is WEFTD_VERB_ECHO. */
 #define WBENCH_VERB_ECHO 16u
+/* rpc --probe --flood-cap: the flood's own verb, the echo's twin. */
+#define WBENCH_VERB_FLOOD 17u
 #define WBENCH_SEQ_BYTES 8
 
 typedef struct wbench_opts {
@@ -144,6 +146,10 @@ typedef struct wbench_opts {
 	bool handlers_pool; /* cluster-node: the echo verb on the pool */
 	bool probe;         /* rpc --probe: the fairness run */
 	bool flood_idle;    /* --probe's flooding clients under SCHED_IDLE */
+	/* --probe --flood-cap: the flooding clients call WBENCH_VERB_FLOOD,
+	 * capped at this many requests in progress (0: no cap); -1: they
+	 * call the echo verb as the probe does. */
+	int flood_cap;
 	/* ycsb */
 	char ycsb_list[8];    /* workload letters, 'a' to 'f' */
 	unsigned nycsb_list;  /* how many */

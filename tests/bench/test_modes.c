@@ -163,6 +163,51 @@ test_rpc_probe_measures_the_probe_alone_and_flooded(void **state)
 	assert_int_equal(run_bench_to(args_json, "/dev/null", "/dev/null"), 2);
 }
 
+/* rpc --probe --flood-cap: the flood calls a verb of its own, capped on
+ * the server, whose handlers take a millisecond on the pool: past the cap
+ * its requests are refused, and the line says how many. */
+static void
+test_rpc_probe_flood_cap_refuses_past_the_cap(void **state)
+{
+	char out[] = "/tmp/wbench-out-XXXXXX";
+	static char text[16384];
+	char *args[] = {"rpc",
+	                "--probe",
+	                "--io",
+	                "loop",
+	                "--handlers",
+	                "pool",
+	                "--clients",
+	                "2",
+	                "--outstanding",
+	                "8",
+	                "--slow-fraction",
+	                "1",
+	                "--slow-ms",
+	                "1",
+	                "--flood-cap",
+	                "1",
+	                "--warmup",
+	                "0.1",
+	                "--duration",
+	                "0.5",
+	                "--quiet",
+	                NULL};
+	char *alone[] = {"rpc", "--flood-cap", "1", "--quiet", NULL};
+	const char *p;
+
+	(void)state;
+	close(mkstemp(out));
+	assert_int_equal(run_bench_to(args, out, NULL), 0);
+	read_json(out, text, sizeof(text));
+	assert_non_null(p = strstr(text, "flood verb capped at 1 in progress"));
+	assert_non_null(p = strstr(p, " answered/s, "));
+	assert_true(strtod(p + strlen(" answered/s, "), NULL) > 0);
+	assert_non_null(strstr(p, " refused/s\n"));
+	/* The cap is the probe's. */
+	assert_int_equal(run_bench_to(alone, "/dev/null", "/dev/null"), 2);
+}
+
 /* An open loop so slow that no request falls in the window: the run
  * measured nothing and says so with its exit status. */
 static void
@@ -234,6 +279,7 @@ main(void)
 	    cmocka_unit_test(test_progress_names_the_workload),
 	    cmocka_unit_test(
 	        test_rpc_probe_measures_the_probe_alone_and_flooded),
+	    cmocka_unit_test(test_rpc_probe_flood_cap_refuses_past_the_cap),
 	    cmocka_unit_test(test_an_empty_window_fails),
 	    cmocka_unit_test(test_plots_of_one_point_draw_cleanly),
 	};
