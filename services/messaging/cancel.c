@@ -10,7 +10,10 @@
  * the worker pool, or detached) is kept in a table by sender and id, so
  * that a cancel finds it from whichever loop the cancel arrives on: a job
  * not yet run is dropped, a running or detached one reads
- * weft_msvc_msg_is_cancelled, and its answer is not written. An inline
+ * weft_msvc_msg_is_cancelled or has its on-cancel callback run (at most
+ * once, and never after the message is released: its release waits for a
+ * callback running on another thread), and its answer is not written. An
+ * inline
  * handler has its loop to itself until it returns, so its request is
  * never in the table and costs nothing.
  */
@@ -20,15 +23,24 @@
 
 /* ---- The responder's table --------------------------------------------- */
 
+/* An on-cancel callback running: on the stack of the thread that runs
+ * it. gone is set when the message is released from inside it. */
+struct weft__msvc_cancel_run {
+	pthread_t thread;
+	bool gone;
+};
+
 void
 weft__msvc_cancels_init(weft_msvc *svc)
 {
 	pthread_mutex_init(&svc->cancels.lock, NULL);
+	pthread_cond_init(&svc->cancels.ran, NULL);
 }
 
 void
 weft__msvc_cancels_fini(weft_msvc *svc)
 {
+	pthread_cond_destroy(&svc->cancels.ran);
 	pthread_mutex_destroy(&svc->cancels.lock);
 }
 
@@ -63,6 +75,18 @@ weft__msvc_untrack(weft_msvc_msg *msg)
 	if (!msg->tracked)
 		return;
 	pthread_mutex_lock(&msg->svc->cancels.lock);
+	/* Its on-cancel callback runs: released from inside it, the runner
+	 * is told; from another thread, wait for it to return. */
+	while (msg->running != NULL) {
+		if (pthread_equal(msg->running->thread, pthread_self())) {
+			msg->running->gone = true;
+			msg->running = NULL;
+			break;
+		}
+		pthread_cond_wait(&msg->svc->cancels.ran,
+		                  &msg->svc->cancels.lock);
+	}
+	msg->on_cancel = NULL;
 	for (p = bucket(msg->svc, msg->peer, msg->id); *p != NULL;
 	     p = &(*p)->tracked_next) {
 		if (*p == msg) {
@@ -97,7 +121,10 @@ void
 weft__msvc_cancel_arrived(struct weft__msvc_conn *c, const weft_envelope *env)
 {
 	weft_msvc *svc = c->svc;
-	weft_msvc_msg *m;
+	struct weft__msvc_cancel_run run = {.thread = pthread_self()};
+	weft_msvc_cancel_cb cb = NULL;
+	weft_msvc_msg *m, *with_cb = NULL;
+	void *arg = NULL;
 	bool found = false;
 
 	pthread_mutex_lock(&svc->cancels.lock);
@@ -107,9 +134,25 @@ weft__msvc_cancel_arrived(struct weft__msvc_conn *c, const weft_envelope *env)
 		    m->verb == env->verb) {
 			atomic_store(&m->cancelled, true);
 			found = true;
+			/* One request per sender and id: one callback. */
+			if (m->on_cancel != NULL && with_cb == NULL) {
+				with_cb = m;
+				cb = m->on_cancel;
+				arg = m->on_cancel_arg;
+				m->on_cancel = NULL;
+				m->running = &run;
+			}
 		}
 	}
 	pthread_mutex_unlock(&svc->cancels.lock);
+	if (with_cb != NULL) {
+		cb(arg);
+		pthread_mutex_lock(&svc->cancels.lock);
+		if (!run.gone)
+			with_cb->running = NULL;
+		pthread_cond_broadcast(&svc->cancels.ran);
+		pthread_mutex_unlock(&svc->cancels.lock);
+	}
 	weft__msvc_count(
 	    found ? &svc->st.cancels_received : &svc->st.cancels_unknown, 1);
 }
@@ -118,6 +161,28 @@ bool
 weft_msvc_msg_is_cancelled(const weft_msvc_msg *msg)
 {
 	return msg != NULL && atomic_load(&msg->cancelled);
+}
+
+int
+weft_msvc_msg_on_cancel(weft_msvc_msg *msg, weft_msvc_cancel_cb cb, void *arg)
+{
+	bool now;
+
+	if (msg == NULL || cb == NULL || !msg->heap ||
+	    !(msg->flags & WEFT__MSVC_F_REQUEST))
+		return WEFT_EINVAL;
+	if (!msg->tracked) /* from a peer of version 1: never cancelled */
+		return 0;
+	pthread_mutex_lock(&msg->svc->cancels.lock);
+	now = atomic_load(&msg->cancelled);
+	if (!now) {
+		msg->on_cancel = cb;
+		msg->on_cancel_arg = arg;
+	}
+	pthread_mutex_unlock(&msg->svc->cancels.lock);
+	if (now)
+		cb(arg);
+	return 0;
 }
 
 /* ---- The requester's side ---------------------------------------------- */

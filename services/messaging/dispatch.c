@@ -87,6 +87,7 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 	m->next = NULL;
 	m->tracked = false;
 	m->tracked_next = NULL;
+	m->running = NULL; /* its on-cancel callback carries over, not a run */
 	m->counted = src->len;
 	atomic_fetch_add(m->urgent ? &m->svc->urgent_inflight
 	                           : &m->svc->inflight,

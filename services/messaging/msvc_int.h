@@ -538,6 +538,7 @@ struct weft__msvc_nstats {
 #define WEFT__MSVC_CANCEL_BUCKETS 1024
 struct weft__msvc_cancels {
 	pthread_mutex_t lock;
+	pthread_cond_t ran; /* an on-cancel callback has returned */
 	struct weft_msvc_msg *buckets[WEFT__MSVC_CANCEL_BUCKETS];
 	_Atomic uint64_t next_handle; /* weft_msvc_cancel's handles */
 };
@@ -613,6 +614,12 @@ struct weft_msvc_msg {
 	bool urgent; /* counted in svc->urgent_inflight, not inflight */
 	_Atomic bool cancelled;
 	struct weft_msvc_msg *tracked_next; /* svc->cancels' bucket */
+	/* weft_msvc_msg_on_cancel's callback, until it runs; while it runs,
+	 * running is the running side's record (cancel.c). Both under
+	 * svc->cancels.lock. */
+	weft_msvc_cancel_cb on_cancel;
+	void *on_cancel_arg;
+	struct weft__msvc_cancel_run *running;
 	size_t counted; /* bytes counted in svc->inflight (0: none) */
 	const uint8_t *data;
 	size_t len;

@@ -154,6 +154,41 @@ released(void *arg)
 	return atomic_load(&cl->slow_release);
 }
 
+/* Registered after the cancel came: runs within the registration. */
+static void
+on_late_cancel(void *arg)
+{
+	struct cluster *cl = arg;
+
+	atomic_fetch_add(&cl->cancel_notified_late, 1);
+}
+
+/* The hold-notify verb's callback: answers its message from inside. */
+static void
+on_held_cancel(void *arg)
+{
+	weft_msvc_msg *msg = arg;
+	struct cluster *cl = the_cluster;
+
+	atomic_fetch_add(&cl->cancel_notified, 1);
+	weft_msvc_respond(msg, "", 0);
+	test_poke();
+}
+
+static void
+on_hold_notify(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	weft_msvc_msg *held = weft_msvc_msg_detach(msg);
+
+	(void)svc;
+	if (held == NULL ||
+	    weft_msvc_msg_on_cancel(held, on_held_cancel, held) != 0)
+		abort();
+	atomic_fetch_add(&cl->notify_held, 1);
+	test_poke();
+}
+
 static void
 on_slow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
@@ -172,6 +207,7 @@ on_slow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	}
 	if (weft_msvc_msg_is_cancelled(msg)) {
 		atomic_fetch_add(&cl->slow_cancelled, 1);
+		weft_msvc_msg_on_cancel(msg, on_late_cancel, cl);
 		test_poke();
 	}
 	if (weft_msvc_msg_is_request(msg))
@@ -258,6 +294,8 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	rv |= weft_msvc_register(svc, VERB_SLOW_CAPPED, "slow_capped", on_slow,
 	                         cl, WEFT_MSVC_BLOCKING | WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_verb_limit(svc, VERB_SLOW_CAPPED, CAPPED_MAX);
+	rv |= weft_msvc_register(svc, VERB_HOLD_NOTIFY, "hold_notify",
+	                         on_hold_notify, cl, WEFT_MSVC_CLIENTS);
 	return rv;
 }
 

@@ -31,6 +31,8 @@
 #define VERB_HOLD_CAPPED 24
 #define VERB_SLOW_CAPPED 25
 #define CAPPED_MAX 3
+/* Detaches requests and answers each from its on-cancel callback. */
+#define VERB_HOLD_NOTIFY 26
 
 struct cluster {
 	weft_msvc_config *cfg;
@@ -53,8 +55,11 @@ struct cluster {
 	_Atomic bool slow_release;
 	_Atomic int slow_running;
 	_Atomic int slow_cancelled; /* slow handlers that saw a cancel */
-	_Atomic int ups, downs;     /* peer events seen */
-	_Atomic int joins, leaves;  /* member events seen */
+	/* On-cancel callbacks run: the hold-notify verb's, and the slow
+	 * handlers' (registered once they saw the cancel: run at once). */
+	_Atomic int notify_held, cancel_notified, cancel_notified_late;
+	_Atomic int ups, downs;    /* peer events seen */
+	_Atomic int joins, leaves; /* member events seen */
 	/* The same events, seen by a second listener of each kind (an
 	 * application's beside the key-value service's). */
 	_Atomic int also_ups, also_joins, also_leaves;

@@ -413,6 +413,8 @@ test_cancel_reaches_the_handler(void **state)
 	cancel_slow(&o);
 	assert_true(WAIT_COUNT(&cl.slow_cancelled, 1));
 	assert_true(WAIT_STAT(1, cancels_received, 1));
+	/* Registered once cancelled, an on-cancel callback runs at once. */
+	assert_int_equal(atomic_load(&cl.cancel_notified_late), 1);
 	assert_int_equal(STAT(0, cancelled_requests), 1);
 	/* The pair still answers, and the callback was not run again. */
 	assert_int_equal(weft_msvc_request(cl.svc[0], cluster_peer(&cl, 0, 1),
@@ -435,6 +437,44 @@ test_cancel_reaches_the_handler(void **state)
 	assert_true(WAIT_COUNT(&cl.slow_cancelled, 2));
 	assert_int_equal(atomic_load(&cl.slow_cancelled), 2);
 	assert_int_equal(STAT(0, cancelled_requests), 2);
+	cluster_stop(&cl);
+}
+
+/* A detached request's on-cancel callback runs once, on the loop that
+ * read the cancel, and answers the request from inside (the answer is
+ * not written); the requester's callback ended at once. */
+static void
+test_an_on_cancel_callback_runs_once(void **state)
+{
+	struct once o = {0};
+	uint64_t handle = 0;
+	weft_msvc_call_opts opts = {.cancel_handle = &handle};
+	weft_msvc_peer *p;
+	struct tally t = {.want = 1};
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_HOLD_NOTIFY, "h",
+	                                   1, &opts, once_cb, &o),
+	                 0);
+	assert_true(WAIT_COUNT(&cl.notify_held, 1));
+	assert_int_equal(atomic_load(&cl.cancel_notified), 0);
+	assert_int_equal(weft_msvc_cancel(cl.svc[0], p, handle), 0);
+	assert_true(test_wait(once_called, &o, 5000));
+	assert_int_equal(atomic_load(&o.status), WEFT_ECANCELED);
+	assert_true(WAIT_COUNT(&cl.cancel_notified, 1));
+	assert_true(WAIT_STAT(1, cancels_received, 1));
+	/* A second cancel finds it answered: nothing runs again. */
+	assert_int_equal(weft_msvc_cancel(cl.svc[0], p, handle), 0);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_ECHO, "x", 1,
+	                                   NULL, tally_cb, &t),
+	                 0);
+	assert_true(test_wait(tally_complete, &t, 5000));
+	assert_int_equal(atomic_load(&cl.cancel_notified), 1);
+	assert_int_equal(atomic_load(&o.calls), 1);
+	/* Its answer was not written: none came back to be dropped. */
+	assert_int_equal(STAT(0, cancelled_responses), 0);
 	cluster_stop(&cl);
 }
 
@@ -515,6 +555,7 @@ main(void)
 	    cmocka_unit_test(test_unknown_cancels_are_ignored),
 	    cmocka_unit_test(test_a_cancelled_job_is_not_run),
 	    cmocka_unit_test(test_cancel_reaches_the_handler),
+	    cmocka_unit_test(test_an_on_cancel_callback_runs_once),
 	    cmocka_unit_test(test_cancel_stays_local_with_a_version_1_node),
 	    cmocka_unit_test(test_cancel_before_the_request_left),
 	};

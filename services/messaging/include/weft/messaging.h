@@ -890,6 +890,25 @@ WEFT_API int weft_msvc_cancel(weft_msvc *svc, weft_msvc_peer *peer,
  */
 WEFT_API bool weft_msvc_msg_is_cancelled(const weft_msvc_msg *msg);
 
+/* An on-cancel callback (weft_msvc_msg_on_cancel), with its arg. */
+typedef void (*weft_msvc_cancel_cb)(void *arg);
+
+/*
+ * weft_msvc_msg_on_cancel asks for cb(arg) when the requester cancels
+ * msg, rather than polling weft_msvc_msg_is_cancelled: at most once, on
+ * the loop that reads the cancel, or at once in this call if msg is
+ * cancelled already. It may run while the handler or the holder of msg
+ * works on another thread, but never after msg is released: answering a
+ * detached message (or a pool handler's return) waits for a callback
+ * that is running, unless it answers from inside the callback, which may
+ * do so. A later call replaces the callback. msg must be a request that
+ * outlives its read, as for weft_msvc_msg_is_cancelled (detached, or run
+ * on the pool); from a peer of version 1, which cannot cancel, cb never
+ * runs. Returns 0 or WEFT_EINVAL. The thread that holds msg.
+ */
+WEFT_API int weft_msvc_msg_on_cancel(weft_msvc_msg *msg, weft_msvc_cancel_cb cb,
+                                     void *arg);
+
 /* ---- Waiting from other threads (sync.c) ------------------------------ */
 
 /*
