@@ -904,7 +904,8 @@ typedef void (*weft_msvc_cancel_cb)(void *arg);
  * do so. A later call replaces the callback. msg must be a request that
  * outlives its read, as for weft_msvc_msg_is_cancelled (detached, or run
  * on the pool); from a peer of version 1, which cannot cancel, cb never
- * runs. Returns 0 or WEFT_EINVAL. The thread that holds msg.
+ * runs. Returns 0 or WEFT_EINVAL. The handler's thread, or, for a
+ * detached message, the thread that holds it.
  */
 WEFT_API int weft_msvc_msg_on_cancel(weft_msvc_msg *msg, weft_msvc_cancel_cb cb,
                                      void *arg);
