@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -176,6 +177,32 @@ on_held_cancel(void *arg)
 }
 
 static void
+on_slow_cancel(void *arg)
+{
+	struct cluster *cl = arg;
+
+	atomic_store(&cl->slow_notify_started, 1);
+	test_poke();
+	nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+	atomic_store(&cl->slow_notify_done, 1);
+}
+
+static void
+on_hold_slow_notify(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	int k = atomic_fetch_add(&cl->held_count, 1);
+	weft_msvc_msg *held;
+
+	(void)svc;
+	if (k >= 64 || (held = weft_msvc_msg_detach(msg)) == NULL ||
+	    weft_msvc_msg_on_cancel(held, on_slow_cancel, cl) != 0)
+		abort();
+	atomic_store(&cl->held[k], held);
+	test_poke();
+}
+
+static void
 on_hold_notify(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 {
 	struct cluster *cl = arg;
@@ -296,6 +323,8 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	rv |= weft_msvc_verb_limit(svc, VERB_SLOW_CAPPED, CAPPED_MAX);
 	rv |= weft_msvc_register(svc, VERB_HOLD_NOTIFY, "hold_notify",
 	                         on_hold_notify, cl, WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_HOLD_SLOW_NOTIFY, "hold_slow_notify",
+	                         on_hold_slow_notify, cl, WEFT_MSVC_CLIENTS);
 	return rv;
 }
 

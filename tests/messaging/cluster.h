@@ -33,6 +33,9 @@
 #define CAPPED_MAX 3
 /* Detaches requests and answers each from its on-cancel callback. */
 #define VERB_HOLD_NOTIFY 26
+/* Holds as VERB_HOLD does, with an on-cancel callback that takes 100 ms
+ * and leaves the answer to the test. */
+#define VERB_HOLD_SLOW_NOTIFY 27
 
 struct cluster {
 	weft_msvc_config *cfg;
@@ -58,6 +61,7 @@ struct cluster {
 	/* On-cancel callbacks run: the hold-notify verb's, and the slow
 	 * handlers' (registered once they saw the cancel: run at once). */
 	_Atomic int notify_held, cancel_notified, cancel_notified_late;
+	_Atomic int slow_notify_started, slow_notify_done;
 	_Atomic int ups, downs;    /* peer events seen */
 	_Atomic int joins, leaves; /* member events seen */
 	/* The same events, seen by a second listener of each kind (an

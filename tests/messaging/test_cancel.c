@@ -478,6 +478,36 @@ test_an_on_cancel_callback_runs_once(void **state)
 	cluster_stop(&cl);
 }
 
+/* The holder of a detached request answers it on another thread while
+ * its on-cancel callback runs: the answer waits for the callback to
+ * return, so the callback never outlives the message. */
+static void
+test_an_answer_waits_for_a_running_on_cancel_callback(void **state)
+{
+	struct once o = {0};
+	uint64_t handle = 0;
+	weft_msvc_call_opts opts = {.cancel_handle = &handle};
+	weft_msvc_peer *p;
+	weft_msvc_msg *held;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	p = cluster_peer(&cl, 0, 1);
+	assert_int_equal(weft_msvc_request(cl.svc[0], p, VERB_HOLD_SLOW_NOTIFY,
+	                                   "h", 1, &opts, once_cb, &o),
+	                 0);
+	assert_true(WAIT_COUNT(&cl.held_count, 1));
+	assert_int_equal(weft_msvc_cancel(cl.svc[0], p, handle), 0);
+	assert_true(WAIT_COUNT(&cl.slow_notify_started, 1));
+	held = atomic_exchange(&cl.held[0], NULL);
+	assert_non_null(held);
+	assert_int_equal(weft_msvc_respond(held, "", 0), 0);
+	assert_int_equal(atomic_load(&cl.slow_notify_done), 1);
+	assert_true(test_wait(once_called, &o, 5000));
+	assert_int_equal(atomic_load(&o.status), WEFT_ECANCELED);
+	cluster_stop(&cl);
+}
+
 /* n2 speaks version 1 only: n1 and n2 use version 1 both ways, and a
  * cancel stays with n1; n2 runs the request, and its answer, when it
  * comes, is dropped and counted. */
@@ -556,6 +586,8 @@ main(void)
 	    cmocka_unit_test(test_a_cancelled_job_is_not_run),
 	    cmocka_unit_test(test_cancel_reaches_the_handler),
 	    cmocka_unit_test(test_an_on_cancel_callback_runs_once),
+	    cmocka_unit_test(
+	        test_an_answer_waits_for_a_running_on_cancel_callback),
 	    cmocka_unit_test(test_cancel_stays_local_with_a_version_1_node),
 	    cmocka_unit_test(test_cancel_before_the_request_left),
 	};
