@@ -344,6 +344,7 @@ test_a_member_leaves_and_joins_under_kv_load(void **state)
 	                   .arg = l};
 	char key[16], value[16];
 	uint32_t i, n, end, ok = 0, failed = 0, lost = 0, *before;
+	uint32_t why[64] = {0}; /* failed writes by -status */
 	uint64_t rng;
 	pthread_t th[WRITERS];
 	struct evbuffer *buf;
@@ -385,6 +386,8 @@ test_a_member_leaves_and_joins_under_kv_load(void **state)
 		                 atomic_load(&e->accepted));
 		if (!acked(l, i)) {
 			failed += atomic_load(&e->accepted);
+			if (atomic_load(&e->accepted))
+				why[-atomic_load(&e->status) & 63]++;
 			continue;
 		}
 		ok++;
@@ -406,6 +409,10 @@ test_a_member_leaves_and_joins_under_kv_load(void **state)
 	              end, ok, failed, (unsigned long long)l->refused,
 	              (unsigned long long)l->answered,
 	              (unsigned long long)l->wrong, lost);
+	for (i = 0; i < 64; i++)
+		if (why[i] > 0)
+			print_message("  failed with %s: %u\n",
+			              weft_strerror(-(int)i), why[i]);
 	assert_int_equal(l->wrong, 0);
 	assert_int_equal(lost, 0);
 	assert_true(ok > 0);
