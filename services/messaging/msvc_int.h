@@ -840,15 +840,23 @@ weft__msvc_closed(weft_msvc *svc)
 		weft__msvc_wake_if_closed(svc);
 }
 
-/* weft__msvc_user_pending is how many of svc->pending count against
- * max_pending_requests: all but the heartbeats. */
+/* weft__msvc_user_of is how many of all pending requests count against
+ * max_pending_requests: all but the internal ones (heartbeats). A
+ * heartbeat counts itself as internal just before it counts itself as
+ * pending, so a reader between the two sees one more internal than
+ * pending: none, not a difference wrapped around. */
+static inline uint64_t
+weft__msvc_user_of(uint64_t all, uint64_t internal)
+{
+	return all > internal ? all - internal : 0;
+}
+
+/* weft__msvc_user_pending is weft__msvc_user_of for svc now. */
 static inline uint64_t
 weft__msvc_user_pending(weft_msvc *svc)
 {
-	uint64_t all = atomic_load(&svc->pending);
-	uint64_t internal = atomic_load(&svc->pending_internal);
-
-	return all > internal ? all - internal : 0;
+	return weft__msvc_user_of(atomic_load(&svc->pending),
+	                          atomic_load(&svc->pending_internal));
 }
 
 /* weft__msvc_pending_sub gives back a request's count in svc->pending. */

@@ -505,9 +505,10 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	out->len = len;
 	if (!weft__msvc_take_queued(peer, frame, false))
 		goto err_overload;
-	if (request && atomic_fetch_add(&svc->pending, 1) -
-	                       atomic_load(&svc->pending_internal) >=
-	                   l->max_pending_requests) {
+	if (request &&
+	    weft__msvc_user_of(atomic_fetch_add(&svc->pending, 1),
+	                       atomic_load(&svc->pending_internal)) >=
+	        l->max_pending_requests) {
 		weft__msvc_pending_sub(svc);
 		weft__msvc_release_queued(peer, frame);
 		goto err_overload;
