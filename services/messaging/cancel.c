@@ -13,9 +13,8 @@
  * weft_msvc_msg_is_cancelled or has its on-cancel callback run (at most
  * once, and never after the message is released: its release waits for a
  * callback running on another thread), and its answer is not written. An
- * inline
- * handler has its loop to itself until it returns, so its request is
- * never in the table and costs nothing.
+ * inline handler has its loop to itself until it returns, so its request
+ * is never in the table and costs nothing.
  */
 #include <stdlib.h>
 
@@ -161,6 +160,16 @@ bool
 weft_msvc_msg_is_cancelled(const weft_msvc_msg *msg)
 {
 	return msg != NULL && atomic_load(&msg->cancelled);
+}
+
+void
+weft__msvc_cancel_moved(weft_msvc_msg *msg)
+{
+	if (!msg->tracked)
+		return;
+	pthread_mutex_lock(&msg->svc->cancels.lock);
+	msg->on_cancel = NULL;
+	pthread_mutex_unlock(&msg->svc->cancels.lock);
 }
 
 int

@@ -236,9 +236,11 @@ detach(weft_msvc_msg *msg, bool payload)
 	if ((copy = msg_copy(msg, payload)) == NULL)
 		return NULL;
 	copy->detached = true;
-	/* The original is answered by the copy, which holds its slot. */
+	/* The original is answered by the copy, which holds its slot and
+	 * its on-cancel callback. */
 	msg->detached = true;
 	msg->holds_slot = false;
+	weft__msvc_cancel_moved(msg);
 	return copy;
 }
 

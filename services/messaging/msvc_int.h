@@ -768,6 +768,10 @@ void weft__msvc_peer_free(weft_msvc_peer *peer);
 /* sync.c: blocking calls for threads that are not the service's. */
 void weft__msvc_sync_init(weft_msvc *svc);
 void weft__msvc_sync_fini(weft_msvc *svc);
+/* weft__msvc_cancel_moved: msg's on-cancel callback now belongs to its
+ * detached copy. */
+void weft__msvc_cancel_moved(weft_msvc_msg *msg);
+
 /* weft__msvc_tell_peer calls every peer listener with up; nothing once
  * the service has stopped. The peer's loop. */
 void weft__msvc_tell_peer(weft_msvc_peer *peer, bool up);
