@@ -17,16 +17,14 @@
 void
 weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent)
 {
-	uint64_t limit = svc->cfg->limits.inbound_inflight_bytes;
+	uint64_t limit = urgent ? weft__msvc_urgent_limit(svc)
+	                        : svc->cfg->limits.inbound_inflight_bytes;
 	uint64_t left;
 	uint32_t i;
 
-	if (urgent) {
-		limit /= 8;
-		left = atomic_fetch_sub(&svc->urgent_inflight, n) - n;
-	} else {
-		left = atomic_fetch_sub(&svc->inflight, n) - n;
-	}
+	left = atomic_fetch_sub(urgent ? &svc->urgent_inflight : &svc->inflight,
+	                        n) -
+	       n;
 	if (left == 0)
 		weft__msvc_drained(svc);
 	if (left >= limit || atomic_load(&svc->paused_conns) == 0)

@@ -1187,6 +1187,14 @@ weft__msvc_conn_urgent(const struct weft__msvc_conn *c)
 	       !c->peer->is_client;
 }
 
+/* weft__msvc_urgent_limit is the members' urgent lanes' own inbound
+ * budget: an eighth of inbound_inflight. */
+static inline uint64_t
+weft__msvc_urgent_limit(const weft_msvc *svc)
+{
+	return svc->cfg->limits.inbound_inflight_bytes / 8;
+}
+
 /*
  * weft__msvc_conn_budget is the inbound bytes in flight that c counts
  * against, with its limit in *limit. A member's urgent lane has a budget
@@ -1202,7 +1210,7 @@ weft__msvc_conn_budget(struct weft__msvc_conn *c, uint64_t *limit)
 	weft_msvc *svc = c->svc;
 
 	if (weft__msvc_conn_urgent(c)) {
-		*limit = svc->cfg->limits.inbound_inflight_bytes / 8;
+		*limit = weft__msvc_urgent_limit(svc);
 		return &svc->urgent_inflight;
 	}
 	*limit = weft__msvc_inbound_limit(svc, c->peer == NULL ||
