@@ -36,6 +36,8 @@ required=(
 	openssl        # the CLI makes test certificates, and weft-gen-certs
 	libcmocka-dev
 	libinih-dev
+	liblz4-dev     # the compression codec: LZ4 and zstd
+	libzstd-dev
 	scdoc          # the man pages (docs/man/*.scd)
 	groff-base     # renders them in the man page test
 	iproute2       # ip, for the network namespace test (skipped elsewhere)

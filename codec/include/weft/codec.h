@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * weft/codec.h: what the codecs (frame.h, line.h, msgpack_codec.h,
- * envelope.h) share: their counters.
+ * envelope.h, compress.h, chunk.h) share: their counters.
  *
  * Every codec counts what it decodes and encodes, and the errors that made
  * it close its channel. Each codec keeps its own counts, read by name from
@@ -45,7 +45,9 @@ enum weft_codec_kind {
 	WEFT_CODEC_LINE = 1,
 	WEFT_CODEC_MSGPACK = 2,
 	WEFT_CODEC_ENVELOPE = 3,
-	WEFT_CODEC_KINDS = 4,
+	WEFT_CODEC_COMPRESS = 4,
+	WEFT_CODEC_CHUNK = 5,
+	WEFT_CODEC_KINDS = 6,
 };
 
 /*
