@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <weft/compress.h>
 #include <weft/frame.h>
 
 #include "msvc_int.h"
@@ -16,6 +17,10 @@
 #define DEFAULT_INBOUND_INFLIGHT (64u << 20)
 #define DEFAULT_MAX_PENDING 65536
 #define DEFAULT_LARGE_MESSAGE (64u << 10)
+#define DEFAULT_MAX_MESSAGE (64u << 20)
+#define DEFAULT_CHUNK (128u << 10)
+#define DEFAULT_COMPRESSION_MIN 512
+#define DEFAULT_COMPRESSION_RATIO 255
 #define DEFAULT_CONNECT_TIMEOUT_MS 2000
 #define DEFAULT_HEARTBEAT_MS 1000
 #define DEFAULT_HEARTBEAT_MISSES 3
@@ -53,6 +58,27 @@ weft__msvc_id_is_valid(const char *id)
 			return false;
 	}
 	return n > 0;
+}
+
+size_t
+weft__msvc_max_message(const weft_msvc_limits *l)
+{
+	size_t frame = l->max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES;
+
+	return l->max_message_bytes > frame ? l->max_message_bytes : frame;
+}
+
+size_t
+weft__msvc_chunk_bytes(const weft_msvc_limits *l, size_t peer_max_frame)
+{
+	size_t frame = l->max_frame_bytes;
+	size_t n = l->chunk_bytes;
+
+	if (peer_max_frame != 0 && peer_max_frame < frame)
+		frame = peer_max_frame;
+	if (n + WEFT__MSVC_CHUNK_OVERHEAD > frame)
+		n = frame - WEFT__MSVC_CHUNK_OVERHEAD;
+	return n;
 }
 
 void
@@ -106,6 +132,14 @@ weft__msvc_limits_defaults(weft_msvc_limits *l)
 		l->member_read_budget = DEFAULT_MEMBER_READ_BUDGET;
 	if (l->client_read_budget == 0)
 		l->client_read_budget = DEFAULT_CLIENT_READ_BUDGET;
+	if (l->max_message_bytes == 0)
+		l->max_message_bytes = DEFAULT_MAX_MESSAGE;
+	if (l->chunk_bytes == 0)
+		l->chunk_bytes = DEFAULT_CHUNK;
+	if (l->compression_min_bytes == 0)
+		l->compression_min_bytes = DEFAULT_COMPRESSION_MIN;
+	if (l->max_compression_ratio == 0)
+		l->max_compression_ratio = DEFAULT_COMPRESSION_RATIO;
 	for (c = 0; c < WEFT_MSVC_CLASSES; c++)
 		if (l->connections[c] == 0)
 			l->connections[c] = 1;
@@ -389,6 +423,20 @@ validate_sizes(const weft_msvc_config *cfg, char *err, size_t errlen)
 		return refuse_limit(cfg, "large_message", "max_frame", err,
 		                    errlen, "%zu is above max_frame (%zu)",
 		                    l->large_message_bytes, l->max_frame_bytes);
+	/* (chunk_size above a frame is cut to fit one, and max_message
+	 * below one frame's payload grows to it: a file of an earlier
+	 * release means what it meant.) */
+	if (l->max_message_bytes > WEFT__MSVC_MAX_MESSAGE)
+		return refuse_limit(cfg, "max_message", "max_message", err,
+		                    errlen,
+		                    "%zu is above 4 GiB, the most an "
+		                    "envelope carries",
+		                    l->max_message_bytes);
+	if (l->compression < WEFT_COMPRESS_NONE ||
+	    l->compression > WEFT_COMPRESS_ZSTD)
+		return refuse_limit(cfg, "compression", "compression", err,
+		                    errlen, "%d is not none, lz4 or zstd",
+		                    l->compression);
 	/* A message larger than a queue is refused whole: below one
 	 * small-class message, the node could answer (almost) nothing. */
 	if (l->outbound_queue_bytes < l->large_message_bytes)

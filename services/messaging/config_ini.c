@@ -38,6 +38,8 @@
 /* [limits]: one line per key, with its bounds and why (PROTOCOL.md section
  * 8, weft.conf(5), docs/WEFTD.md "Bounds"); what one value means for
  * another is checked in config.c. */
+/* [limits] compression, in the order of enum weft_compress_alg. */
+static const char *const compression_names[] = {"none", "lz4", "zstd", NULL};
 static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(SIZE, "max_frame", max_frame_bytes, .min = WEFT__MSVC_HELLO_MAX,
           .max = WEFT_FRAME_LIMIT,
@@ -108,6 +110,22 @@ static const weft_msvc_conf_key limit_keys[] = {
     LIMIT(U32, "address_rate", address_rate, .max = 10000000,
           .why = "messages per second; 0 is off, and above ten million "
                  "is more than any node answers"),
+    LIMIT(SIZE, "max_message", max_message_bytes, .min = 4096,
+          .max = WEFT__MSVC_MAX_MESSAGE,
+          .why = "a handshake-sized message must fit, and an envelope's "
+                 "payload is at most 4 GiB"),
+    LIMIT(SIZE, "chunk_size", chunk_bytes, .min = 4096, .max = WEFT_FRAME_LIMIT,
+          .why = "smaller chunks cost a frame header each for little "
+                 "gain; 2 GiB is the frame codec's limit"),
+    LIMIT(CHOICE, "compression", compression, .choices = compression_names),
+    LIMIT(SIZE, "compression_min", compression_min_bytes, .min = 64,
+          .max = WEFT_FRAME_LIMIT,
+          .why = "a body below 64 bytes never gains from compression"),
+    LIMIT(U32, "max_compression_ratio", max_compression_ratio, .min = 2,
+          .max = 1u << 16,
+          .why = "what one compressed byte may grow to: below 2 nothing "
+                 "is worth compressing, past 65536 a compression bomb "
+                 "gets through"),
     LIMIT(U32, "connections_urgent", connections[WEFT_MSVC_URGENT], .min = 1,
           .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
     LIMIT(U32, "connections_small", connections[WEFT_MSVC_SMALL], .min = 1,

@@ -115,7 +115,7 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	/* Its requester has given up on it: nobody reads the answer. */
 	if (atomic_load(&msg->cancelled))
 		return 0;
-	if (len > svc->cfg->limits.max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES)
+	if (len > weft__msvc_max_message(&svc->cfg->limits))
 		return WEFT_ETOOBIG;
 	out.id = msg->id;
 	out.verb = msg->verb;

@@ -187,7 +187,7 @@ next_deadline(const struct weft__msvc_inbound *in)
 {
 	const struct weft__msvc_conn *c = &in->conn;
 	const weft_msvc_limits *l = &c->svc->cfg->limits;
-	uint64_t d[4] = {0, 0, 0, 0}, best = 0;
+	uint64_t d[5] = {0, 0, 0, 0, 0}, best = 0;
 	size_t i;
 
 	if (c->state == WEFT__MSVC_HANDSHAKE)
@@ -201,7 +201,9 @@ next_deadline(const struct weft__msvc_inbound *in)
 			d[3] = in->blocked_since_ns +
 			       l->client_stall_timeout_ms * NS_PER_MS;
 	}
-	for (i = 0; i < 4; i++)
+	if (c->assembly_started_ns != 0)
+		d[4] = c->assembly_started_ns + l->frame_timeout_ms * NS_PER_MS;
+	for (i = 0; i < 5; i++)
 		if (d[i] != 0 && (best == 0 || d[i] < best))
 			best = d[i];
 	return best;
@@ -252,6 +254,13 @@ on_watch(weft_timer *t, void *arg)
 	               c->frame_started_ns + l->frame_timeout_ms * NS_PER_MS) {
 		snprintf(why, sizeof(why),
 		         "a frame not completed within %llu ms",
+		         (unsigned long long)l->frame_timeout_ms);
+		expel(c, &svc->st.frame_timeouts, why);
+	} else if (c->assembly_started_ns != 0 &&
+	           now >= c->assembly_started_ns +
+	                      l->frame_timeout_ms * NS_PER_MS) {
+		snprintf(why, sizeof(why),
+		         "a chunked message not completed within %llu ms",
 		         (unsigned long long)l->frame_timeout_ms);
 		expel(c, &svc->st.frame_timeouts, why);
 	} else if (in->counted_client && c->blocked &&
@@ -366,6 +375,7 @@ weft__msvc_guard_release(struct weft__msvc_conn *c)
 		in->counted_client = false;
 	}
 	weft__msvc_guard_frame_done(c);
+	weft__msvc_guard_assembly_done(c);
 	c->frame_started_ns = 0;
 	if (in->watch != NULL)
 		weft_timer_stop(in->watch);
@@ -398,7 +408,8 @@ weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total)
 		if (!c->outbound)
 			watch(weft__msvc_inbound_of(c));
 	}
-	if (c->frame_reserved != 0)
+	/* A chunk of a message in assembly: its bytes are held already. */
+	if (c->frame_reserved != 0 || c->assembly_reserved != 0)
 		return true;
 	/* The frame's bytes count as in flight from now, so unfinished
 	 * frames cannot hold more than the node's budget, nor clients' more
@@ -421,11 +432,81 @@ bool
 weft__msvc_guard_may_resume(struct weft__msvc_conn *c)
 {
 	uint64_t limit;
-	uint64_t now = atomic_load(weft__msvc_conn_budget(c, &limit));
+	_Atomic uint64_t *budget = weft__msvc_conn_budget(c, &limit);
+	uint64_t now = atomic_load(budget);
+	size_t wanted =
+	    c->frame_wanted != 0 ? c->frame_wanted : c->assembly_wanted;
 
-	if (c->frame_wanted != 0)
-		return now == 0 || now + c->frame_wanted <= limit;
-	return now < limit;
+	if (wanted == 0)
+		return now < limit;
+	if (now != 0 && now + wanted > limit)
+		return false;
+	/* A message whose first chunk waited takes its room now. */
+	if (c->assembly_wanted != 0) {
+		atomic_fetch_add(budget, c->assembly_wanted);
+		c->assembly_reserved = c->assembly_wanted;
+		c->assembly_wanted = 0;
+	}
+	return true;
+}
+
+bool
+weft__msvc_guard_assembling(struct weft__msvc_conn *c,
+                            const weft_chunk_assembling *a)
+{
+	uint64_t limit;
+	_Atomic uint64_t *budget = weft__msvc_conn_budget(c, &limit);
+	size_t held = c->assembly_reserved, want = a->total_bytes;
+	uint64_t before;
+
+	if (a->messages < c->assembly_messages && c->peer != NULL)
+		weft__msvc_count(&c->peer->st.chunked_received,
+		                 c->assembly_messages - a->messages);
+	/* The deadline runs from the start of the oldest message in
+	 * assembly (from when one ended, for those left). */
+	if (a->messages == 0)
+		c->assembly_started_ns = 0;
+	else if (c->assembly_started_ns == 0 ||
+	         a->messages < c->assembly_messages)
+		c->assembly_started_ns = weft__msvc_now_ns(c->ml);
+	c->assembly_messages = a->messages;
+	if (!c->outbound && c->assembly_started_ns != 0)
+		watch(weft__msvc_inbound_of(c));
+	if (want <= held) {
+		c->assembly_reserved = want;
+		if (held > want)
+			weft__msvc_inflight_release(c->svc, held - want,
+			                            weft__msvc_conn_urgent(c));
+		return true;
+	}
+	/* A message's whole size counts as in flight from its first chunk,
+	 * as a frame's does from its first bytes. With nothing in assembly
+	 * here, a message waits for room (one is always let in, however
+	 * large); one beside another in assembly (a member's) goes in at
+	 * once, or the two could wait for each other. */
+	before = atomic_fetch_add(budget, want - held);
+	if (held == 0 && before != 0 && before + want > limit) {
+		if (atomic_fetch_sub(budget, want) == want)
+			weft__msvc_drained(c->svc);
+		c->assembly_wanted = want;
+		return false;
+	}
+	c->assembly_reserved = want;
+	return true;
+}
+
+void
+weft__msvc_guard_assembly_done(struct weft__msvc_conn *c)
+{
+	size_t n = c->assembly_reserved;
+
+	c->assembly_reserved = 0;
+	c->assembly_wanted = 0;
+	c->assembly_started_ns = 0;
+	c->assembly_messages = 0;
+	if (n != 0)
+		weft__msvc_inflight_release(c->svc, n,
+		                            weft__msvc_conn_urgent(c));
 }
 
 void

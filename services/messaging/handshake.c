@@ -14,6 +14,8 @@
 
 #include <event2/buffer.h>
 
+#include <weft/chunk.h>
+#include <weft/compress.h>
 #include <weft/envelope.h>
 #include <weft/frame.h>
 #include <weft/tls.h>
@@ -33,11 +35,56 @@ version_max(const weft_msvc *svc)
 	                                            : WEFT__MSVC_VERSION_MAX;
 }
 
-/* The frame codec's settings for the connection's traffic from here on,
- * and the envelope codec after it, in the place this handler leaves;
- * false (the connection then closes) if the codecs refused them. */
+/* The wire stages agreed, between the frame codec and this handler: a
+ * compression codec, then a chunk codec, as docs/PROTOCOL.md 2.1 orders
+ * them. Chunks fit the frames the peer takes (peer_max_frame; 0: not
+ * known, as on an accepted connection, whose dialer reads frames of its
+ * own max_frame). False if a codec refused its place. */
 static bool
-frames_agreed(struct weft__msvc_conn *c)
+stages_agreed(struct weft__msvc_conn *c, size_t peer_max_frame)
+{
+	const weft_msvc_limits *l = &c->svc->cfg->limits;
+	const char *after = WEFT__MSVC_FRAME_CODEC;
+	weft_chunk_codec_opts chunks = {
+	    .chunk_bytes = weft__msvc_chunk_bytes(l, peer_max_frame),
+	    .send = true,
+	    .max_message_bytes = weft__msvc_max_message(l) +
+	                         WEFT_ENVELOPE_HEADER_BYTES +
+	                         WEFT_ENVELOPE_PARAMS_MAX,
+	    /* A weft sender has one message in assembly at a time; a
+	     * client is held to that, a member may have a few. */
+	    .max_assembling = c->peer != NULL && c->peer->is_client ? 1 : 4,
+	    .quiet = true,
+	};
+
+	c->seen_compress = (weft_compress_stats){0};
+	c->seen_chunked_out = c->seen_chunked_in = 0;
+	if (c->compression != WEFT_COMPRESS_NONE) {
+		weft_compress_codec_opts z = {
+		    .alg = c->compression,
+		    .min_bytes = l->compression_min_bytes,
+		    .max_body_bytes = l->max_frame_bytes,
+		    .max_ratio = l->max_compression_ratio,
+		    .quiet = true,
+		};
+
+		if (weft_compress_codec_add_after(
+		        c->ch, after, WEFT__MSVC_COMPRESS_CODEC, &z) != 0)
+			return false;
+		after = WEFT__MSVC_COMPRESS_CODEC;
+	}
+	if (!c->chunks)
+		return true;
+	return weft_chunk_codec_add_after(c->ch, after, WEFT__MSVC_CHUNK_CODEC,
+	                                  &chunks) == 0;
+}
+
+/* The frame codec's settings for the connection's traffic from here on,
+ * the wire stages and the envelope codec after it, in the place this
+ * handler leaves; false (the connection then closes) if the codecs
+ * refused them. */
+static bool
+frames_agreed(struct weft__msvc_conn *c, size_t peer_max_frame)
 {
 	size_t max = c->svc->cfg->limits.max_frame_bytes;
 	/* Refused envelopes are logged by read.c, at its rate. */
@@ -52,6 +99,7 @@ frames_agreed(struct weft__msvc_conn *c)
 	           0 &&
 	       weft_frame_codec_set_min(c->ch, WEFT__MSVC_FRAME_CODEC,
 	                                MIN_ENVELOPE) == 0 &&
+	       stages_agreed(c, peer_max_frame) &&
 	       weft_envelope_codec_add_after(
 	           c->ch, WEFT__MSVC_HANDSHAKE_HANDLER,
 	           WEFT__MSVC_ENVELOPE_CODEC, &envelopes) == 0;
@@ -88,6 +136,25 @@ refuse(struct weft__msvc_conn *c, int status, const char *reason)
 	(void)send_frame(c, buf,
 	                 buf != NULL ? weft__msvc_reply_encode(buf, &r) : 0);
 	weft__msvc_conn_reject(c, r.reason);
+}
+
+/* The compression of an accepted connection: the one the dialer asks
+ * for, if this node compresses at all (a dialer of this release asks for
+ * one at most; of a later one maybe more: then this node's own, or
+ * LZ4). */
+static uint8_t
+compression_agreed(const weft_msvc *svc, uint64_t hello_flags)
+{
+	int mine = svc->cfg->limits.compression;
+	uint64_t asked = hello_flags & WEFT__MSVC_HELLO_ALGS;
+
+	if (mine == WEFT_COMPRESS_NONE || asked == 0)
+		return WEFT_COMPRESS_NONE;
+	if (asked & WEFT__MSVC_HELLO_ALG(mine))
+		return (uint8_t)mine;
+	return asked & WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_LZ4)
+	           ? WEFT_COMPRESS_LZ4
+	           : WEFT_COMPRESS_ZSTD;
 }
 
 /* Posted to a member's home loop when it dialed us: watch it too. */
@@ -207,13 +274,20 @@ on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 	c->version = (uint8_t)r.version;
 	snprintf(r.id, sizeof(r.id), "%s", svc->id);
 	/* CRCs go only where TLS protects every byte already. */
-	c->crc = !(weft_tls_is_active(c->ch) && (h.flags & 1));
-	r.flags = c->crc ? 1 : 0;
+	c->crc =
+	    !(weft_tls_is_active(c->ch) && (h.flags & WEFT__MSVC_HELLO_TLS));
+	c->chunks = (h.flags & WEFT__MSVC_HELLO_CHUNKS) != 0;
+	c->compression = compression_agreed(svc, h.flags);
+	r.flags = (c->crc ? WEFT__MSVC_REPLY_CRC : 0) |
+	          (c->chunks ? WEFT__MSVC_HELLO_CHUNKS : 0) |
+	          (c->compression != WEFT_COMPRESS_NONE
+	               ? WEFT__MSVC_HELLO_ALG(c->compression)
+	               : 0);
 	r.max_frame = svc->cfg->limits.max_frame_bytes;
 	buf = evbuffer_new();
 	if (!send_frame(c, buf,
 	                buf != NULL ? weft__msvc_reply_encode(buf, &r) : 0) ||
-	    !frames_agreed(c)) {
+	    !frames_agreed(c, 0)) {
 		weft__msvc_conn_reject(c, "cannot answer the handshake");
 		return false;
 	}
@@ -260,7 +334,11 @@ weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 	    .role = svc->member ? 0 : 1,
 	    .cls = c->cls,
 	    .index = c->index,
-	    .flags = weft_tls_is_active(c->ch) ? 1 : 0,
+	    .flags = (weft_tls_is_active(c->ch) ? WEFT__MSVC_HELLO_TLS : 0) |
+	             WEFT__MSVC_HELLO_CHUNKS |
+	             (svc->cfg->limits.compression != WEFT_COMPRESS_NONE
+	                  ? WEFT__MSVC_HELLO_ALG(svc->cfg->limits.compression)
+	                  : 0),
 	};
 	struct evbuffer *buf = evbuffer_new();
 
@@ -277,6 +355,25 @@ weft__msvc_handshake_send_hello(struct weft__msvc_conn *c)
 		return;
 	weft_timer_start(ob->reply_timer, svc->cfg->limits.connect_timeout_ms,
 	                 0);
+}
+
+/* The stages a reply agrees to, into c; false when it names a
+ * compression we did not ask for (a broken peer's). An acceptor of an
+ * older release sets neither bit: then neither stage. */
+static bool
+reply_stages(struct weft__msvc_conn *c, uint64_t flags)
+{
+	int mine = c->svc->cfg->limits.compression;
+	uint64_t alg = flags & WEFT__MSVC_HELLO_ALGS;
+
+	c->chunks = (flags & WEFT__MSVC_HELLO_CHUNKS) != 0;
+	c->compression = WEFT_COMPRESS_NONE;
+	if (alg == 0)
+		return true;
+	if (mine == WEFT_COMPRESS_NONE || alg != WEFT__MSVC_HELLO_ALG(mine))
+		return false;
+	c->compression = (uint8_t)mine;
+	return true;
 }
 
 /* The answer to our HELLO; true when the connection is up. */
@@ -327,12 +424,19 @@ on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
 		                          "did not offer");
 		return false;
 	}
+	if (!reply_stages(c, r.flags)) {
+		weft__msvc_count(&c->svc->st.handshakes_refused, 1);
+		weft__msvc_conn_reject(c, "handshake reply with a compression "
+		                          "we did not ask for");
+		return false;
+	}
 	c->version = (uint8_t)r.version;
 	weft_timer_stop(ob->reply_timer);
 	if (weft_tls_is_active(c->ch))
 		atomic_store(&c->peer->seen_tls, true);
-	c->crc = r.flags & 1;
-	if (!frames_agreed(c)) {
+	c->crc = r.flags & WEFT__MSVC_REPLY_CRC;
+	if (!frames_agreed(c, r.max_frame > SIZE_MAX ? SIZE_MAX
+	                                             : (size_t)r.max_frame)) {
 		weft__msvc_conn_reject(c, "cannot apply the handshake");
 		return false;
 	}

@@ -133,6 +133,12 @@ weft_msvc_peer_get_stats(const weft_msvc_peer *cpeer, weft_msvc_peer_stats *out)
 	out->connects = LOAD(s->connects);
 	out->connect_failures = LOAD(s->connect_failures);
 	out->downs = LOAD(s->downs);
+	out->body_bytes_out = LOAD(s->body_bytes_out);
+	out->wire_bytes_out = LOAD(s->wire_bytes_out);
+	out->body_bytes_in = LOAD(s->body_bytes_in);
+	out->wire_bytes_in = LOAD(s->wire_bytes_in);
+	out->chunked_sent = LOAD(s->chunked_sent);
+	out->chunked_received = LOAD(s->chunked_received);
 	pthread_mutex_lock(&peer->snap_lock);
 	out->latency_count = peer->snap_count;
 	out->latency_p50_ns = peer->snap_p50_ns;
@@ -210,6 +216,9 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->bad_frames = LOAD(s->bad_frames);
 	out->oversized_frames = LOAD(s->oversized_frames);
 	out->bad_envelopes = LOAD(s->bad_envelopes);
+	out->bad_compressed = LOAD(s->bad_compressed);
+	out->bad_chunks = LOAD(s->bad_chunks);
+	out->oversized_messages = LOAD(s->oversized_messages);
 	out->handshakes_refused = LOAD(s->handshakes_refused);
 	out->unknown_verbs = LOAD(s->unknown_verbs);
 	out->forbidden_requests = LOAD(s->forbidden_requests);
@@ -276,6 +285,13 @@ static const struct metric node_metrics[] = {
     NODE_METRIC(bad_frames, "counter", "Frames with a bad checksum."),
     NODE_METRIC(oversized_frames, "counter", "Frames over the limit."),
     NODE_METRIC(bad_envelopes, "counter", "Invalid envelopes."),
+    NODE_METRIC(bad_compressed, "counter",
+                "Compressed frames refused: corrupt, or past a bound."),
+    NODE_METRIC(bad_chunks, "counter",
+                "Chunks refused: out of order, or past max_message."),
+    NODE_METRIC(oversized_messages, "counter",
+                "Messages above max_frame for a peer that takes no chunks: "
+                "failed."),
     NODE_METRIC(handshakes_refused, "counter", "Handshakes refused."),
     NODE_METRIC(unknown_verbs, "counter", "Messages for unknown verbs."),
     NODE_METRIC(forbidden_requests, "counter",
@@ -338,6 +354,16 @@ static const struct metric peer_metrics[] = {
     PEER_METRIC(connects, "counter", "Handshakes completed."),
     PEER_METRIC(connect_failures, "counter", "Dials that failed."),
     PEER_METRIC(downs, "counter", "Times marked down."),
+    PEER_METRIC(body_bytes_out, "counter",
+                "Frame body bytes sent, before compression."),
+    PEER_METRIC(wire_bytes_out, "counter",
+                "Frame body bytes sent, as they travelled."),
+    PEER_METRIC(body_bytes_in, "counter",
+                "Frame body bytes received, after decompression."),
+    PEER_METRIC(wire_bytes_in, "counter",
+                "Frame body bytes received, as they travelled."),
+    PEER_METRIC(chunked_sent, "counter", "Messages sent as chunks."),
+    PEER_METRIC(chunked_received, "counter", "Messages received as chunks."),
 };
 
 #define VERB_METRIC(field, help)                                               \

@@ -14,6 +14,8 @@
 #include <event2/buffer.h>
 
 #include <weft/channel.h>
+#include <weft/chunk.h>
+#include <weft/compress.h>
 #include <weft/envelope.h>
 #include <weft/histogram.h>
 #include <weft/messaging.h>
@@ -117,6 +119,22 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 #define WEFT__MSVC_VERSION_MIN 1
 #define WEFT__MSVC_VERSION_MAX 2
 #define WEFT__MSVC_HELLO_MAX 4096
+/* HELLO flags (docs/PROTOCOL.md 3.1): TLS without CRCs, assembles chunks,
+ * asks for compression with the algorithm a bit of which is
+ * WEFT__MSVC_HELLO_ALG(alg). The reply's (3.2): CRCs, chunks both ways,
+ * the algorithm both ways. */
+#define WEFT__MSVC_HELLO_TLS 0x01u
+#define WEFT__MSVC_REPLY_CRC 0x01u
+#define WEFT__MSVC_HELLO_CHUNKS 0x02u
+#define WEFT__MSVC_HELLO_ALG(alg) (0x02u << (alg))
+#define WEFT__MSVC_HELLO_ALGS                                                  \
+	(WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_LZ4) |                             \
+	 WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_ZSTD))
+/* The largest max_message: an envelope's payload is a bin 32. */
+#define WEFT__MSVC_MAX_MESSAGE ((size_t)UINT32_MAX - 64)
+/* What a chunk's frame adds to its share of the body: the chunk header of
+ * a first chunk, and a compressed body's header should it not shrink. */
+#define WEFT__MSVC_CHUNK_OVERHEAD 64
 #define WEFT__MSVC_VERB_HEARTBEAT 0
 
 /* Envelope flags. */
@@ -268,7 +286,22 @@ struct weft__msvc_conn {
 	uint64_t frame_started_ns; /* a frame begun and not ended, or 0 */
 	size_t frame_reserved;     /* inflight bytes held for that frame */
 	size_t frame_wanted;       /* its size, while the budget has no room */
-	uint32_t turn_messages;    /* handed in during this read turn */
+	/* Messages in assembly from chunks (read.c): the inflight bytes held
+	 * for them from their first chunks, a new one's size while the
+	 * budget has no room for it, and when the first of them began (its
+	 * deadline is frame_timeout's). */
+	size_t assembly_reserved;
+	size_t assembly_wanted;
+	uint64_t assembly_started_ns;
+	size_t assembly_messages;
+	uint32_t turn_messages; /* handed in during this read turn */
+	/* The wire stages the handshake agreed (docs/PROTOCOL.md 2.1): chunks
+	 * both ways, and compression with this algorithm (0: none). */
+	bool chunks;
+	uint8_t compression;
+	/* The stages' counters last added to the peer's (write.c). */
+	weft_compress_stats seen_compress;
+	uint64_t seen_chunked_out, seen_chunked_in;
 	/* A client's rate limits (rate.c): its bucket, its address's, and
 	 * the timer that reads it again once its debt is paid. */
 	struct weft__msvc_bucket rate;
@@ -406,6 +439,9 @@ struct weft__msvc_pstats {
 	_Atomic uint64_t dropped_expired, dropped_overload, timed_out;
 	_Atomic uint64_t failed_peer_down, pending, connects;
 	_Atomic uint64_t connect_failures, downs;
+	_Atomic uint64_t body_bytes_out, wire_bytes_out;
+	_Atomic uint64_t body_bytes_in, wire_bytes_in;
+	_Atomic uint64_t chunked_sent, chunked_received;
 };
 
 /* A warning about a peer's clock (about all clients' for clients) at most
@@ -520,6 +556,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t expired_in_queue, expired_on_arrival;
 	_Atomic uint64_t expired_before_handler, overloaded, read_pauses;
 	_Atomic uint64_t bad_frames, oversized_frames, bad_envelopes;
+	_Atomic uint64_t bad_compressed, bad_chunks, oversized_messages;
 	_Atomic uint64_t handshakes_refused, unknown_verbs, late_responses;
 	_Atomic uint64_t forbidden_requests;
 	_Atomic uint64_t connections_accepted, connections_open;
@@ -911,6 +948,8 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 #define WEFT__MSVC_FRAME_CODEC "msvc-frame"
 #define WEFT__MSVC_HANDSHAKE_HANDLER "msvc-handshake"
 #define WEFT__MSVC_ENVELOPE_CODEC "msvc-envelope"
+#define WEFT__MSVC_COMPRESS_CODEC "msvc-compress"
+#define WEFT__MSVC_CHUNK_CODEC "msvc-chunk"
 #define WEFT__MSVC_HANDLER "msvc"
 int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
 int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
@@ -975,6 +1014,13 @@ void weft__msvc_loop_resume(weft_loop *loop, int status, void *arg);
  * open), into the channel's batch; the service handler's flush, which
  * releases a batch's queue bytes once they have left; and what a closed
  * connection's unflushed batch held. */
+void weft__msvc_conn_count_stages(struct weft__msvc_conn *c);
+/* The largest payload this node sends or accepts: max_message, but never
+ * less than one frame holds (config.c). */
+size_t weft__msvc_max_message(const weft_msvc_limits *l);
+/* The body bytes per chunk: chunk_size, cut to fit this node's frames
+ * and peer_max_frame (0: not known) with the chunk's header. */
+size_t weft__msvc_chunk_bytes(const weft_msvc_limits *l, size_t peer_max_frame);
 void weft__msvc_conn_send(struct weft__msvc_conn *c,
                           const struct weft__msvc_out *out);
 void weft__msvc_conn_flush(weft_ctx *ctx);
@@ -1004,6 +1050,14 @@ bool weft__msvc_guard_frame_wait(struct weft__msvc_conn *c, size_t total);
 /* weft__msvc_guard_may_resume tells whether paused c can be read again:
  * the budget has room for what it waits for. */
 bool weft__msvc_guard_may_resume(struct weft__msvc_conn *c);
+/* weft__msvc_guard_assembling takes the news of c's chunk codec about its
+ * messages in assembly: their declared bytes are held in the inflight
+ * budget from their first chunks; false when a new one must wait for room
+ * (the caller pauses c; resuming takes the room). */
+bool weft__msvc_guard_assembling(struct weft__msvc_conn *c,
+                                 const weft_chunk_assembling *a);
+/* c closed: what its messages in assembly held goes back. */
+void weft__msvc_guard_assembly_done(struct weft__msvc_conn *c);
 /* A frame's first bytes, before its length is known. */
 void weft__msvc_guard_frame_begun(struct weft__msvc_conn *c);
 /* The incomplete frame ended: its reservation goes back. */

@@ -165,10 +165,48 @@ conn_takes_writes(const struct weft__msvc_conn *c)
 	       weft_channel_is_open(c->ch);
 }
 
+/*
+ * A message larger than a frame, for a peer of an older release, which
+ * does not assemble chunks: the message fails, not the connection. A
+ * request completes with WEFT_ETOOBIG, a response goes as an error
+ * response saying so (its requester learns why), a one-way message is
+ * dropped.
+ */
+static void
+refuse_unchunked(struct weft__msvc_conn *c, struct weft__msvc_out *out,
+                 uint32_t slot)
+{
+	struct weft__msvc_out err = *out;
+	uint8_t payload[96];
+
+	if (out->flags & WEFT__MSVC_F_RESPONSE) {
+		err.flags = WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR;
+		err.len = weft__msvc_error_encode(
+		    payload, sizeof(payload), WEFT_ETOOBIG,
+		    "answer larger than a frame of this peer's release");
+		err.ptr = payload;
+		err.buf = NULL;
+		weft__msvc_conn_send(c, &err);
+	} else {
+		weft__msvc_release_queued(c->peer, out->accounted);
+		if (out->flags & WEFT__MSVC_F_REQUEST)
+			weft__msvc_slot_complete(c->ml, slot, WEFT_ETOOBIG,
+			                         NULL, 0);
+	}
+	if (out->buf != NULL)
+		evbuffer_drain(out->buf, evbuffer_get_length(out->buf));
+	weft__msvc_count(&c->svc->st.oversized_messages, 1);
+}
+
 /* Writes out into c's output batch. */
 static void
 encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
 {
+	if (!c->chunks && out->len > c->svc->cfg->limits.max_frame_bytes -
+	                                 WEFT_ENVELOPE_HEADER_BYTES) {
+		refuse_unchunked(c, out, slot);
+		return;
+	}
 	weft__msvc_conn_send(c, out);
 	if (out->flags & WEFT__MSVC_F_REQUEST)
 		weft__msvc_slot_sent(c->ml, slot, c);

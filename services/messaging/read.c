@@ -153,9 +153,12 @@ should_pause(struct weft__msvc_conn *c)
 
 	if (weft__msvc_guard_backlogged(c))
 		return true;
-	if (atomic_load_explicit(budget, memory_order_relaxed) -
-	        c->frame_reserved <
-	    limit)
+	/* A connection with a message in assembly reads on until it ends:
+	 * it holds room for all of it, which only its end gives back. */
+	if (c->assembly_reserved != 0 ||
+	    atomic_load_explicit(budget, memory_order_relaxed) -
+	            c->frame_reserved <
+	        limit)
 		return false;
 	pause_reading(c);
 	return true;
@@ -229,6 +232,8 @@ gate_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 	if (c->state != WEFT__MSVC_CLOSED && !c->paused && !c->blocked &&
 	    !(c->state == WEFT__MSVC_UP && should_pause(c)))
 		weft_ctx_fire_read(ctx, type, msg);
+	if (c->compression != WEFT_COMPRESS_NONE)
+		weft__msvc_conn_count_stages(c);
 	weft__msvc_batch_end(c->ml);
 }
 
@@ -283,6 +288,12 @@ h_user_event(weft_ctx *ctx, int event, void *data)
 	struct weft__msvc_conn *c = weft_ctx_state(ctx);
 	const weft_frame_partial *part = data;
 
+	if (event == WEFT_CHUNK_EVENT_ASSEMBLING) {
+		if (c->state != WEFT__MSVC_CLOSED &&
+		    !weft__msvc_guard_assembling(c, data))
+			pause_reading(c);
+		return;
+	}
 	if (event != WEFT_FRAME_EVENT_INCOMPLETE) {
 		weft_ctx_fire_user_event(ctx, event, data);
 		return;
@@ -295,9 +306,19 @@ h_user_event(weft_ctx *ctx, int event, void *data)
 		pause_reading(c);
 }
 
-/* The frame codec or the envelope codec refused the input (it closes the
- * channel itself): counted and logged here, in the service's words and at
- * its rate. Which one refused, its counters say. */
+/* Whether the wire stage called name refused the input. */
+static bool
+stage_refused(struct weft__msvc_conn *c, const char *name)
+{
+	weft_codec_stats st;
+
+	return weft_codec_get_stats(c->ch, name, &st) == 0 &&
+	       st.malformed + st.too_big > 0;
+}
+
+/* The frame codec, a wire stage or the envelope codec refused the input
+ * (it closes the channel itself): counted and logged here, in the
+ * service's words and at its rate. Which one refused, its counters say. */
 static void
 h_error(weft_ctx *ctx, int status)
 {
@@ -314,6 +335,21 @@ h_error(weft_ctx *ctx, int status)
 	    st.malformed > 0) {
 		weft__msvc_count(&svc->st.bad_envelopes, 1);
 		weft__msvc_conn_reject(c, "invalid envelope");
+		return;
+	}
+	if (up && stage_refused(c, WEFT__MSVC_COMPRESS_CODEC)) {
+		weft__msvc_count(&svc->st.bad_compressed, 1);
+		weft__msvc_conn_reject(c, status == WEFT_ETOOBIG
+		                              ? "compressed frame past a bound"
+		                              : "invalid compressed frame");
+		return;
+	}
+	if (up && stage_refused(c, WEFT__MSVC_CHUNK_CODEC)) {
+		weft__msvc_count(&svc->st.bad_chunks, 1);
+		weft__msvc_conn_reject(c, status == WEFT_ETOOBIG
+		                              ? "chunked message above "
+		                                "max_message"
+		                              : "invalid chunk");
 		return;
 	}
 	switch (status) {
@@ -367,8 +403,10 @@ h_inactive(weft_ctx *ctx)
 		c->paused = false;
 		atomic_fetch_sub(&svc->paused_conns, 1);
 	}
+	weft__msvc_conn_count_stages(c);
 	weft__msvc_conn_drop_batch(c);
 	if (c->outbound) {
+		weft__msvc_guard_assembly_done(c);
 		c->crc = true;
 		/* Optional mode: a peer dialed in plaintext may have TLS by
 		 * the time we redial (a rolling change), and may refuse

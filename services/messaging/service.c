@@ -477,7 +477,7 @@ prepare(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, size_t len,
 	    peer->is_self || verb < WEFT_MSVC_VERB_USER_MIN ||
 	    verb >= WEFT_MSVC_MAX_VERBS)
 		return WEFT_EINVAL;
-	if (len > l->max_frame_bytes - WEFT_ENVELOPE_HEADER_BYTES)
+	if (len > weft__msvc_max_message(l))
 		return WEFT_ETOOBIG;
 	if (!atomic_load(&svc->started) || atomic_load(&svc->stopping))
 		return WEFT_ESHUTDOWN;

@@ -10,9 +10,18 @@
  */
 #include <stdint.h>
 
+#include <weft/codec.h>
+#include <weft/compress.h>
 #include <weft/envelope.h>
 
 #include "msvc_int.h"
+
+/* A message above this many payload bytes releases its queue bytes when
+ * it has left, on its own: a chunk codec may hold it past the end of the
+ * batch it was written in, while it puts out the chunks one by one. */
+#define OWN_RELEASE_BYTES (64u << 10)
+
+static void on_written(weft_channel *ch, int status, void *arg);
 
 void
 weft__msvc_conn_send(struct weft__msvc_conn *c,
@@ -30,11 +39,16 @@ weft__msvc_conn_send(struct weft__msvc_conn *c,
 	    .payload_buf = out->buf,
 	};
 
-	/* No callback: the batch has one (send_flush). A write the codecs
-	 * cannot make comes back as an error event, and the connection
-	 * closes (read.c). */
-	weft_ctx_write(c->ctx, &weft_msg_envelope, &env, NULL, NULL);
-	c->batch_accounted += out->accounted;
+	/* A small message has no callback: the batch has one
+	 * (weft__msvc_conn_flush). A write the codecs cannot make comes back
+	 * as an error event, and the connection closes (read.c). */
+	if (out->len > OWN_RELEASE_BYTES && out->accounted > 0) {
+		weft_ctx_write(c->ctx, &weft_msg_envelope, &env, on_written,
+		               (void *)(uintptr_t)out->accounted);
+	} else {
+		weft_ctx_write(c->ctx, &weft_msg_envelope, &env, NULL, NULL);
+		c->batch_accounted += out->accounted;
+	}
 	c->batch_open = true;
 	weft__msvc_count1(&c->ml->rs.messages_out, 1);
 	if (c->peer != NULL) {
@@ -50,6 +64,43 @@ weft__msvc_conn_send(struct weft__msvc_conn *c,
 	}
 }
 
+/* Adds what c's wire stages did since the last look to its peer's
+ * counters: body bytes before and after compression, and messages that
+ * went as chunks. */
+void
+weft__msvc_conn_count_stages(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_pstats *ps;
+	weft_compress_stats z;
+	weft_codec_stats k;
+
+	if (c->ch == NULL || c->peer == NULL || c->state != WEFT__MSVC_UP)
+		return;
+	ps = &c->peer->st;
+	if (c->compression != WEFT_COMPRESS_NONE &&
+	    weft_compress_codec_get_stats(c->ch, WEFT__MSVC_COMPRESS_CODEC,
+	                                  &z) == 0) {
+		weft__msvc_count(&ps->body_bytes_out,
+		                 z.raw_out - c->seen_compress.raw_out);
+		weft__msvc_count(&ps->wire_bytes_out,
+		                 z.wire_out - c->seen_compress.wire_out);
+		weft__msvc_count(&ps->body_bytes_in,
+		                 z.raw_in - c->seen_compress.raw_in);
+		weft__msvc_count(&ps->wire_bytes_in,
+		                 z.wire_in - c->seen_compress.wire_in);
+		c->seen_compress = z;
+	}
+	if (c->chunks &&
+	    weft_codec_get_stats(c->ch, WEFT__MSVC_CHUNK_CODEC, &k) == 0) {
+		weft__msvc_count(&ps->chunked_sent,
+		                 k.msgs_out - c->seen_chunked_out);
+		weft__msvc_count(&ps->chunked_received,
+		                 k.msgs_in - c->seen_chunked_in);
+		c->seen_chunked_out = k.msgs_out;
+		c->seen_chunked_in = k.msgs_in;
+	}
+}
+
 /* Adds the socket writes the channel made since the last look to the
  * loop's counters, for bytes per write. */
 static void
@@ -59,6 +110,7 @@ count_writes(struct weft__msvc_conn *c)
 
 	if (c->ch == NULL)
 		return;
+	weft__msvc_conn_count_stages(c);
 	weft_channel_get_stats(c->ch, &st);
 	weft__msvc_count1(&c->ml->rs.write_calls, st.writes - c->seen_writes);
 	weft__msvc_count1(&c->ml->rs.bytes_written,

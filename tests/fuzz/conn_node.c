@@ -95,6 +95,11 @@ make_config(void)
 	l->loops = 1;
 	l->worker_threads = 1;
 	l->allow_clients = true;
+	/* The wire stages, for clients that ask (PROTOCOL.md 2.1): messages
+	 * up to four frames, in chunks of 16 KiB, and LZ4. */
+	l->max_message_bytes = 4 * CONN_NODE_MAX_FRAME;
+	l->chunk_bytes = 16u << 10;
+	l->compression = WEFT_COMPRESS_LZ4;
 	return cfg;
 }
 

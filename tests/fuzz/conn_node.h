@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include <weft/compress.h>
 #include <weft/messaging.h>
 
 enum conn_verb {

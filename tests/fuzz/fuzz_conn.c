@@ -15,7 +15,10 @@
  *   shutting down the write side; closing; reconnecting; releasing the
  *   requests the node holds; cancels (protocol version 2, which the
  *   ordinary HELLO offers) of our own requests, of ids nobody asked, and
- *   in storms.
+ *   in storms. The ordinary HELLO asks for chunks and LZ4 too: requests
+ *   go in chunks of any size, compressed, with sizes that lie, as the
+ *   input says; what the node sends in chunks or compressed is put
+ *   together here and must follow the document.
  * What the node sends back must be well-formed, and no request may be
  * answered twice or with another verb; an echo must echo. At the end every
  * connection closes and the node must come back to rest (no connection
@@ -77,10 +80,16 @@ struct seq {
 
 struct slot {
 	int fd;
-	bool reading; /* false: the node's answers pile up */
-	bool eof;     /* the node closed it */
-	bool replied; /* the handshake reply came */
+	bool reading;    /* false: the node's answers pile up */
+	bool eof;        /* the node closed it */
+	bool replied;    /* the handshake reply came */
+	uint64_t stages; /* the reply's flags: chunks, LZ4 (PROTOCOL.md 2.1) */
 	struct evbuffer *tx, *rx;
+	/* A message the node sends in chunks, being put together. */
+	struct evbuffer *assembly;
+	uint64_t assembly_total;
+	uint32_t assembly_msg;
+	bool assembling;
 	uint32_t next_seq;
 	struct seq seqs[SEQS];
 };
@@ -125,6 +134,9 @@ add_hello(struct run *r, struct slot *s, uint8_t shape)
 
 	snprintf(h.cluster, sizeof(h.cluster), "%s",
 	         shape & 0x80 ? "other" : "fuzz");
+	/* A client of this release asks for chunks and LZ4. */
+	h.flags =
+	    WEFT__MSVC_HELLO_CHUNKS | WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_LZ4);
 	/* Low bits 0: the ordinary client; others bend one field each. */
 	snprintf(h.id, sizeof(h.id), "%s", ids[(shape >> 4) & 1]);
 	/* Bit 5: a client of version 1, to which a cancel is malformed. */
@@ -206,6 +218,72 @@ expiry(uint8_t b)
 	}
 }
 
+/* Adds body as one frame, compressed (LZ4, when the handshake agreed on
+ * it and how asks: bit 4) and with its size lying by one (bit 5). */
+static void
+add_body(struct slot *s, uint8_t how, const uint8_t *body, size_t n,
+         bool bad_crc)
+{
+	struct evbuffer *z;
+	uint8_t *p;
+	long zn;
+
+	if (!(how & 0x10) ||
+	    !(s->stages & WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_LZ4)) ||
+	    (z = evbuffer_new()) == NULL) {
+		add_frame(s, body, n, bad_crc);
+		return;
+	}
+	zn = weft_compress_encode(z, WEFT_COMPRESS_LZ4, 0, 0, body, n);
+	if (zn <= 0) {
+		add_frame(s, body, n, bad_crc);
+	} else {
+		p = evbuffer_pullup(z, -1);
+		if (how & 0x20)
+			weft__store_be32(p + 3, (uint32_t)n + 1);
+		add_frame(s, p, (size_t)zn, bad_crc);
+	}
+	evbuffer_free(z);
+}
+
+/* Adds a message's body: in chunks of a size the input picks when the
+ * handshake agreed on them and how asks (bit 3), else as one frame. */
+static void
+add_chunked(struct run *r, struct slot *s, uint8_t how, const uint8_t *body,
+            size_t n, bool bad_crc)
+{
+	size_t chunk, at = 0;
+	uint32_t msg;
+	uint8_t *f;
+
+	if (!(how & 0x08) || !(s->stages & WEFT__MSVC_HELLO_CHUNKS)) {
+		add_body(s, how, body, n, bad_crc);
+		return;
+	}
+	chunk = 1 + fuzz_u16(&r->in) % (CONN_NODE_MAX_FRAME - 64);
+	msg = fuzz_u8(&r->in);
+	if ((f = malloc(WEFT_CHUNK_FIRST_HEADER_BYTES + chunk)) == NULL)
+		abort();
+	while (at < n) {
+		size_t k = n - at < chunk ? n - at : chunk, h = 7;
+
+		f[0] = WEFT_WRAPPED_MARK;
+		f[1] = WEFT_WRAPPED_CHUNK;
+		f[2] = (uint8_t)((at == 0 ? WEFT_CHUNK_FIRST : 0) |
+		                 (at + k == n ? WEFT_CHUNK_LAST : 0));
+		weft__store_be32(f + 3, msg);
+		if (at == 0) {
+			weft__store_be32(f + 7, 0);
+			weft__store_be32(f + 11, (uint32_t)n);
+			h = WEFT_CHUNK_FIRST_HEADER_BYTES;
+		}
+		memcpy(f + h, body + at, k);
+		add_body(s, how, f, h + k, bad_crc);
+		at += k;
+	}
+	free(f);
+}
+
 static void
 add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
 {
@@ -242,10 +320,11 @@ add_message(struct run *r, struct slot *s, uint32_t kind, bool bad_crc)
 	weft_envelope_encode_header(body, &env, (uint32_t)len);
 	if (r->trace)
 		fprintf(stderr,
-		        "  kind %u verb %u id %llx len %zu expiry %d%s\n", kind,
-		        verb, (unsigned long long)id, len, how & 3,
-		        bad_crc ? " bad crc" : "");
-	add_frame(s, body, WEFT_ENVELOPE_HEADER_BYTES + len, bad_crc);
+		        "  kind %u verb %u id %llx len %zu expiry %d%s%s%s%s\n",
+		        kind, verb, (unsigned long long)id, len, how & 3,
+		        bad_crc ? " bad crc" : "", how & 8 ? " chunked" : "",
+		        how & 0x10 ? " lz4" : "", how & 0x20 ? " lying" : "");
+	add_chunked(r, s, how, body, WEFT_ENVELOPE_HEADER_BYTES + len, bad_crc);
 	free(body);
 }
 
@@ -329,12 +408,97 @@ check_response(struct slot *s, const weft_envelope *env)
 		fuzz_fail("an echo came back changed");
 }
 
+static void
+take_envelope(struct slot *s, const uint8_t *p, size_t len)
+{
+	weft_envelope env;
+
+	if (weft_envelope_decode(p, len, &env) != 0)
+		fuzz_fail("the node sent a malformed envelope");
+	if (env.flags & WEFT__MSVC_F_RESPONSE)
+		check_response(s, &env);
+}
+
+/* A chunk the node sent: it must follow the document, every time. */
+static void
+take_chunk(struct slot *s, const uint8_t *p, size_t len)
+{
+	uint8_t flags;
+	uint32_t msg;
+	size_t h = WEFT_CHUNK_HEADER_BYTES;
+
+	if (!(s->stages & WEFT__MSVC_HELLO_CHUNKS))
+		fuzz_fail("the node sent a chunk where none were agreed");
+	if (len < h)
+		fuzz_fail("the node sent a chunk cut short");
+	flags = p[2];
+	msg = (uint32_t)weft__load_be(p + 3, 4);
+	if ((flags & ~3u) != 0 || flags == 3)
+		fuzz_fail("the node sent a chunk with flags %#x", flags);
+	if (flags & WEFT_CHUNK_FIRST) {
+		if (s->assembling || len < WEFT_CHUNK_FIRST_HEADER_BYTES)
+			fuzz_fail("the node began a message in the middle of "
+			          "another");
+		h = WEFT_CHUNK_FIRST_HEADER_BYTES;
+		s->assembly_total = weft__load_be(p + 7, 8);
+		s->assembly_msg = msg;
+		s->assembling = true;
+	} else if (!s->assembling || msg != s->assembly_msg) {
+		fuzz_fail("the node sent a chunk of no message");
+	}
+	if (len == h ||
+	    evbuffer_get_length(s->assembly) + (len - h) > s->assembly_total)
+		fuzz_fail("the node sent a chunk empty or past its total");
+	evbuffer_add(s->assembly, p + h, len - h);
+	if (!(flags & WEFT_CHUNK_LAST))
+		return;
+	if (evbuffer_get_length(s->assembly) != s->assembly_total)
+		fuzz_fail("the node ended a message short of its total");
+	take_envelope(s, evbuffer_pullup(s->assembly, -1),
+	              (size_t)s->assembly_total);
+	evbuffer_drain(s->assembly, evbuffer_get_length(s->assembly));
+	s->assembling = false;
+}
+
+/* A frame body the node sent after the handshake: compressed, a chunk
+ * or an envelope, as the handshake allows. */
+static void
+take_body(struct slot *s, const uint8_t *p, size_t len)
+{
+	struct evbuffer *raw;
+	const char *why;
+
+	if (len >= 2 && p[0] == WEFT_WRAPPED_MARK &&
+	    p[1] == WEFT_WRAPPED_COMPRESSED) {
+		if (!(s->stages & WEFT__MSVC_HELLO_ALG(WEFT_COMPRESS_LZ4)) ||
+		    (raw = evbuffer_new()) == NULL)
+			fuzz_fail("the node sent a compressed frame where none "
+			          "was agreed");
+		if (weft_compress_decode(raw, p, len, 1u << WEFT_COMPRESS_LZ4,
+		                         CONN_NODE_MAX_FRAME, 0, &why) != 0)
+			fuzz_fail("the node sent a bad compressed frame: %s",
+			          why);
+		len = evbuffer_get_length(raw);
+		p = evbuffer_pullup(raw, -1);
+		if (len >= 2 && p[0] == WEFT_WRAPPED_MARK &&
+		    p[1] == WEFT_WRAPPED_CHUNK)
+			take_chunk(s, p, len);
+		else
+			take_envelope(s, p, len);
+		evbuffer_free(raw);
+	} else if (len >= 2 && p[0] == WEFT_WRAPPED_MARK &&
+	           p[1] == WEFT_WRAPPED_CHUNK) {
+		take_chunk(s, p, len);
+	} else {
+		take_envelope(s, p, len);
+	}
+}
+
 /* Takes one whole frame off s->rx; false when none is there yet. */
 static bool
 take_frame(struct slot *s)
 {
 	struct weft__msvc_reply reply;
-	weft_envelope env;
 	uint8_t hdr[4];
 	const uint8_t *p;
 	size_t len;
@@ -354,10 +518,9 @@ take_frame(struct slot *s)
 		if (weft__msvc_reply_decode(p + 4, len, &reply) != 0)
 			fuzz_fail("the node sent a malformed reply");
 		s->replied = true;
-	} else if (weft_envelope_decode(p + 4, len, &env) != 0) {
-		fuzz_fail("the node sent a malformed envelope");
-	} else if (env.flags & WEFT__MSVC_F_RESPONSE) {
-		check_response(s, &env);
+		s->stages = reply.flags;
+	} else {
+		take_body(s, p + 4, len);
 	}
 	evbuffer_drain(s->rx, len + 8);
 	return true;
@@ -452,6 +615,9 @@ slot_close(struct slot *s)
 	s->fd = -1;
 	evbuffer_drain(s->tx, evbuffer_get_length(s->tx));
 	evbuffer_drain(s->rx, evbuffer_get_length(s->rx));
+	evbuffer_drain(s->assembly, evbuffer_get_length(s->assembly));
+	s->assembling = false;
+	s->stages = 0;
 }
 
 static void
@@ -637,7 +803,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r.slots[i].fd = -1;
 		r.slots[i].tx = evbuffer_new();
 		r.slots[i].rx = evbuffer_new();
-		if (r.slots[i].tx == NULL || r.slots[i].rx == NULL)
+		r.slots[i].assembly = evbuffer_new();
+		if (r.slots[i].tx == NULL || r.slots[i].rx == NULL ||
+		    r.slots[i].assembly == NULL)
 			abort();
 	}
 	fuzz_alloc_begin();
@@ -658,6 +826,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < SLOTS; i++) {
 		evbuffer_free(r.slots[i].tx);
 		evbuffer_free(r.slots[i].rx);
+		evbuffer_free(r.slots[i].assembly);
 	}
 	conn_node_stop(&r.node);
 	return 0;

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "cluster.h"
@@ -289,6 +290,57 @@ on_member_event_also(weft_msvc *svc, weft_msvc_peer *peer, bool joined,
 	atomic_fetch_add(joined ? &cl->also_joins : &cl->also_leaves, 1);
 }
 
+void
+cluster_fill(uint8_t *buf, size_t n, uint32_t seed)
+{
+	static const char *const words[16] = {
+	    "key",   "value", "node", "replica",   "range",  "token",
+	    "write", "read",  "42",   "1700000",   "status", "ok",
+	    "user",  "{",     "}",    "\"field\":"};
+	uint32_t x = seed * 2654435761u + 1;
+	size_t i = 0, k;
+
+	/* Words drawn at random: text a compressor shrinks, not to nothing. */
+	while (i < n) {
+		const char *w;
+
+		x = x * 1103515245u + 12345u;
+		w = words[(x >> 16) & 15];
+		for (k = 0; w[k] != '\0' && i < n; k++)
+			buf[i++] = (uint8_t)w[k];
+		if (i < n)
+			buf[i++] = (uint8_t)(' ' + ((x >> 8) & 1));
+	}
+}
+
+/* The grow verb: answers a payload of the size its request names (4
+ * bytes, big-endian), filled by cluster_fill with seed 0 and moved to
+ * the response. */
+static void
+on_grow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	const uint8_t *p = weft_msvc_msg_data(msg);
+	struct evbuffer *b;
+	struct evbuffer_iovec v;
+	uint32_t n;
+
+	(void)svc;
+	(void)arg;
+	if (weft_msvc_msg_len(msg) != 4 || (b = evbuffer_new()) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_EINVAL, "want a size");
+		return;
+	}
+	n = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+	    p[3];
+	if (n > 0 && evbuffer_reserve_space(b, n, &v, 1) == 1) {
+		cluster_fill(v.iov_base, n, 0);
+		v.iov_len = n;
+		evbuffer_commit_space(b, &v, 1);
+	}
+	weft_msvc_respond_buf(msg, b);
+	evbuffer_free(b);
+}
+
 static int
 register_verbs(struct cluster *cl, weft_msvc *svc)
 {
@@ -325,6 +377,8 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	                         on_hold_notify, cl, WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_HOLD_SLOW_NOTIFY, "hold_slow_notify",
 	                         on_hold_slow_notify, cl, WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_GROW, "grow", on_grow, cl,
+	                         WEFT_MSVC_CLIENTS);
 	return rv;
 }
 
@@ -351,6 +405,7 @@ cluster_start_node(struct cluster *cl, int i)
 {
 	weft_msvc_opts o = {.tls = cl->tls[i],
 	                    .clock_offset_ms = cl->clock_offset_ms[i]};
+	weft_msvc_limits limits;
 	char id[16];
 	int rv;
 
@@ -358,12 +413,15 @@ cluster_start_node(struct cluster *cl, int i)
 	if ((rv = weft_loop_group_new(cl->loops > 0 ? (size_t)cl->loops : 1,
 	                              &cl->groups[i])) != 0)
 		return rv;
-	/* The service copies the config: each node may get a version of
-	 * its own. */
+	/* The service copies the config: each node may get a version and
+	 * limits of its own. */
+	limits = *weft_msvc_config_limits(cl->cfg);
 	weft_msvc_config_limits(cl->cfg)->max_protocol_version =
 	    cl->max_version[i];
+	if (cl->tune_node != NULL)
+		cl->tune_node(i, weft_msvc_config_limits(cl->cfg));
 	rv = weft_msvc_new(cl->groups[i], cl->cfg, id, &o, &cl->svc[i]);
-	weft_msvc_config_limits(cl->cfg)->max_protocol_version = 0;
+	*weft_msvc_config_limits(cl->cfg) = limits;
 	if (rv != 0)
 		return rv;
 	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
@@ -403,6 +461,7 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 	memcpy(cl->clock_offset_ms, o->clock_offset_ms,
 	       sizeof(cl->clock_offset_ms));
 	memcpy(cl->max_version, o->max_version, sizeof(cl->max_version));
+	cl->tune_node = o->tune_node;
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;
 	for (i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #define WEFT_TEST_CLUSTER_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include <weft/loop.h>
 #include <weft/messaging.h>
@@ -36,6 +37,9 @@
 /* Holds as VERB_HOLD does, with an on-cancel callback that takes 100 ms
  * and leaves the answer to the test. */
 #define VERB_HOLD_SLOW_NOTIFY 27
+/* Answers with as many bytes as its request names (a 4-byte big-endian
+ * size), filled by cluster_fill with seed 0. */
+#define VERB_GROW 28
 
 struct cluster {
 	weft_msvc_config *cfg;
@@ -47,7 +51,8 @@ struct cluster {
 	/* Each node's clock offset (weft_msvc_opts), kept for restarts. */
 	int64_t clock_offset_ms[CLUSTER_MAX];
 	uint32_t max_version[CLUSTER_MAX]; /* kept for restarts too */
-	int loops;                         /* per node */
+	void (*tune_node)(int i, weft_msvc_limits *l); /* and this */
+	int loops;                                     /* per node */
 	int n;
 	/* State the handlers update. */
 	_Atomic uint64_t sink_count[CLUSTER_MAX];
@@ -119,6 +124,9 @@ struct cluster_opts {
 	weft_tls_ctx *tls[CLUSTER_MAX];
 	/* Node i's wall clock runs this far from the system's (ms). */
 	int64_t clock_offset_ms[CLUSTER_MAX];
+	/* Tunes node i's limits after tune (may be NULL): a node that
+	 * differs from the others. */
+	void (*tune_node)(int i, weft_msvc_limits *l);
 };
 
 /* cluster_start_with is cluster_start with TLS: n nodes (at most
@@ -134,6 +142,10 @@ struct cluster *cluster_new(int n, void (*tune)(weft_msvc_limits *l));
 void cluster_free(struct cluster *cl);
 /* cluster_peer returns node from's peer entry for node to. */
 weft_msvc_peer *cluster_peer(struct cluster *cl, int from, int to);
+
+/* cluster_fill fills n bytes at buf with a pattern of seed's, one that
+ * compresses to about a third. */
+void cluster_fill(uint8_t *buf, size_t n, uint32_t seed);
 
 /* cluster_black_hole listens on 127.0.0.1 and never accepts: the kernel
  * completes the TCP handshake, and a HELLO gets no answer. Returns the

@@ -307,6 +307,14 @@ int
 rp_handshake_version(rawpeer *p, const char *cluster, const char *id, int role,
                      int cls, int index, int max_version)
 {
+	return rp_handshake_flags(p, cluster, id, role, cls, index, max_version,
+	                          p->ssl != NULL ? 1 : 0);
+}
+
+int
+rp_handshake_flags(rawpeer *p, const char *cluster, const char *id, int role,
+                   int cls, int index, int max_version, uint64_t flags)
+{
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	msgpack_unpacked u;
@@ -326,7 +334,7 @@ rp_handshake_version(rawpeer *p, const char *cluster, const char *id, int role,
 	msgpack_pack_uint8(&pk, (uint8_t)role);
 	msgpack_pack_uint8(&pk, (uint8_t)cls);
 	msgpack_pack_uint8(&pk, (uint8_t)index);
-	msgpack_pack_uint8(&pk, p->ssl != NULL ? 1 : 0);
+	msgpack_pack_uint64(&pk, flags);
 	rp_frame(b, sb.data, sb.size, true);
 	msgpack_sbuffer_destroy(&sb);
 	sent = rp_send(p, b);
@@ -346,6 +354,7 @@ rp_handshake_version(rawpeer *p, const char *cluster, const char *id, int role,
 	snprintf(p->acceptor, sizeof(p->acceptor), "%.*s",
 	         (int)f[2].via.str.size, f[2].via.str.ptr);
 	p->crc = f[3].via.u64 & 1;
+	p->reply_flags = f[3].via.u64;
 	p->max_frame = f[4].via.u64;
 	msgpack_unpacked_destroy(&u);
 	return p->status;
@@ -379,20 +388,33 @@ decode_error(rp_env *e)
 	msgpack_unpacked_destroy(&u);
 }
 
+ssize_t
+rp_read_frame(rawpeer *p, int timeout_ms)
+{
+	return read_frame(p, p->crc, timeout_ms);
+}
+
 int
 rp_read_env(rawpeer *p, rp_env *out, int timeout_ms)
 {
-	msgpack_unpacked u;
-	const msgpack_object *a, *pl;
 	ssize_t n = read_frame(p, p->crc, timeout_ms);
 
 	if (n < 0)
 		return (int)n;
+	rp_env_decode(p->rbuf, (size_t)n, out);
+	return 0;
+}
+
+void
+rp_env_decode(const uint8_t *body, size_t n, rp_env *out)
+{
+	msgpack_unpacked u;
+	const msgpack_object *a, *pl;
+
 	memset(out, 0, sizeof(*out));
 	msgpack_unpacked_init(&u);
-	assert_int_equal(
-	    msgpack_unpack_next(&u, (const char *)p->rbuf, (size_t)n, NULL),
-	    MSGPACK_UNPACK_SUCCESS);
+	assert_int_equal(msgpack_unpack_next(&u, (const char *)body, n, NULL),
+	                 MSGPACK_UNPACK_SUCCESS);
 	a = &u.data;
 	assert_int_equal(a->type, MSGPACK_OBJECT_ARRAY);
 	assert_int_equal(a->via.array.size, 6);
@@ -405,11 +427,10 @@ rp_read_env(rawpeer *p, rp_env *out, int timeout_ms)
 	assert_int_equal(pl->type, MSGPACK_OBJECT_BIN);
 	out->payload = (const uint8_t *)pl->via.bin.ptr;
 	out->len = pl->via.bin.size;
-	/* The payload points into rbuf, which outlives u. */
+	/* The payload points into body, which outlives u. */
 	msgpack_unpacked_destroy(&u);
 	if (out->flags & RP_ERROR)
 		decode_error(out);
-	return 0;
 }
 
 bool

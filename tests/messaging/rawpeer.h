@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <openssl/ssl.h>
 
@@ -35,7 +36,8 @@ typedef struct rawpeer {
 	int version; /* the version the HELLO-REPLY chose */
 	char acceptor[64];
 	uint64_t max_frame;
-	uint8_t *rbuf; /* the last frame read */
+	uint64_t reply_flags; /* the HELLO-REPLY's flags */
+	uint8_t *rbuf;        /* the last frame read */
 	size_t rcap;
 } rawpeer;
 
@@ -81,6 +83,12 @@ int rp_handshake(rawpeer *p, const char *cluster, const char *id, int role,
 int rp_handshake_version(rawpeer *p, const char *cluster, const char *id,
                          int role, int cls, int index, int max_version);
 
+/* rp_handshake_flags is rp_handshake_version with the HELLO's flags as
+ * given (p->reply_flags: the reply's). */
+int rp_handshake_flags(rawpeer *p, const char *cluster, const char *id,
+                       int role, int cls, int index, int max_version,
+                       uint64_t flags);
+
 /* rp_close closes the connection (close_notify first on TLS). */
 void rp_close(rawpeer *p);
 
@@ -112,6 +120,15 @@ bool rp_request(rawpeer *p, uint64_t id, uint32_t verb, const void *payload,
  * envelope. Returns 0, -1 on EOF or error, or -2 on timeout.
  */
 int rp_read_env(rawpeer *p, rp_env *out, int timeout_ms);
+
+/* rp_read_frame reads the next frame's body into p->rbuf (within
+ * timeout_ms): returns its length, -1 on EOF or error, -2 on timeout. */
+ssize_t rp_read_frame(rawpeer *p, int timeout_ms);
+
+/* rp_env_decode decodes the envelope of n bytes at body (a frame body,
+ * or chunks put together) into *out, whose payload points into body;
+ * fails the running test when it is not one. */
+void rp_env_decode(const uint8_t *body, size_t n, rp_env *out);
 
 /* rp_closed reads and drops until EOF or reset; true if that came within
  * timeout_ms. */

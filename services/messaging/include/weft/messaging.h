@@ -142,6 +142,26 @@ typedef struct weft_msvc_limits {
 	 * release would be.
 	 */
 	uint32_t max_protocol_version;
+	/*
+	 * Large messages and compression (docs/PROTOCOL.md section 2.1).
+	 * max_message is the largest payload this node sends or accepts
+	 * (never less than one frame holds); one above chunk_size (cut to
+	 * fit a frame, the peer's too) travels as a sequence of frames of that
+	 * size, which interleave with the smaller messages on their
+	 * connection, to every peer that assembles them (every peer of
+	 * this release; to an older one, a message must fit max_frame).
+	 * compression is what this node asks for on the connections it
+	 * dials and agrees to on those it accepts: WEFT_COMPRESS_NONE, _LZ4
+	 * or _ZSTD of <weft/compress.h> (a connection is compressed when
+	 * both ends want it, with the dialer's choice); a body below
+	 * compression_min stays as it is, and a compressed body that would
+	 * grow more than max_compression_ratio times closes the connection.
+	 */
+	size_t max_message_bytes;       /* 64 MiB */
+	size_t chunk_bytes;             /* 128 KiB */
+	int compression;                /* WEFT_COMPRESS_NONE (0) */
+	size_t compression_min_bytes;   /* 512 */
+	uint32_t max_compression_ratio; /* 255 */
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -829,7 +849,7 @@ typedef void (*weft_msvc_reply_cb)(weft_msvc *svc, int status, const void *data,
  * weft_msvc_send sends a one-way message with a copy of data. Returns 0
  * once queued (delivery is not confirmed), WEFT_EPEERDOWN (the peer is
  * known down), WEFT_EOVERLOAD (the peer's outbound queue is full),
- * WEFT_ETOOBIG (over max_frame_bytes),
+ * WEFT_ETOOBIG (over max_message_bytes),
  * WEFT_EEXPIRED (the deadline has passed already), WEFT_EINVAL,
  * WEFT_ESHUTDOWN (stopping, or not started) or WEFT_ENOMEM. Any thread.
  */
@@ -1084,6 +1104,13 @@ typedef struct weft_msvc_peer_stats {
 	uint64_t connects;         /* outbound handshakes completed */
 	uint64_t connect_failures; /* dials or handshakes that failed */
 	uint64_t downs;            /* times marked down */
+	/* The wire stages of this peer's connections (docs/PROTOCOL.md
+	 * 2.1): on those that compress, frame bodies' bytes before
+	 * compression and as they travelled, both ways; on every one,
+	 * messages that travelled as chunks, both ways. */
+	uint64_t body_bytes_out, wire_bytes_out;
+	uint64_t body_bytes_in, wire_bytes_in;
+	uint64_t chunked_sent, chunked_received;
 	/* Request round trips in ns, from a snapshot at most ~1 s old. */
 	uint64_t latency_count, latency_p50_ns, latency_p99_ns;
 	uint64_t latency_max_ns;
@@ -1148,9 +1175,17 @@ typedef struct weft_msvc_stats {
 	uint64_t inflight_bytes;   /* inbound bytes received, not handled */
 	uint64_t pending_requests; /* requests awaiting a response */
 	/* Bad input, each closing one connection. */
-	uint64_t bad_frames;         /* checksum failures, frames cut short */
-	uint64_t oversized_frames;   /* length above max_frame_bytes */
-	uint64_t bad_envelopes;      /* invalid msgpack or envelope */
+	uint64_t bad_frames;       /* checksum failures, frames cut short */
+	uint64_t oversized_frames; /* length above max_frame_bytes */
+	uint64_t bad_envelopes;    /* invalid msgpack or envelope */
+	uint64_t bad_compressed;   /* compressed bodies refused: corrupt,
+	                              a size that lies, past the ratio */
+	uint64_t bad_chunks;       /* chunks out of order, or a message
+	                              declared above max_message_bytes */
+	/* Messages above max_frame_bytes for a peer of an older release,
+	 * which does not assemble chunks: failed (a request with
+	 * WEFT_ETOOBIG, a response as an error response saying so). */
+	uint64_t oversized_messages;
 	uint64_t handshakes_refused; /* wrong magic/cluster/node/version */
 	uint64_t unknown_verbs;      /* answered with an error */
 	uint64_t forbidden_requests; /* a client asked a members-only verb */
