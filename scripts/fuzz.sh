@@ -23,7 +23,8 @@ seconds=${FUZZ_SECONDS:-60}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-1}
 expect_crash=" ${FUZZ_EXPECT_CRASH:-} "
-all=(frame msgpack handshake envelope kv_wire config load metrics_http conn)
+all=(frame msgpack handshake envelope kv_wire config load metrics_http conn
+	decompress chunk)
 targets=("${@:-${all[@]}}")
 
 CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug \
