@@ -176,7 +176,9 @@ struct weft__sim_chaos_run {
 	weft_msvc_limits base[WEFT_SIM_MAX];
 };
 
-/* The limits a restart changes to: a quarter of the queues, or back. */
+/* The limits a restart changes to: a quarter of the queues and no
+ * compression (the node's connections then talk plainly with peers that
+ * compress), or back. */
 static void
 restart_limits(struct weft__sim_chaos_run *run, uint32_t node, bool tight,
                weft_msvc_limits *l)
@@ -186,6 +188,7 @@ restart_limits(struct weft__sim_chaos_run *run, uint32_t node, bool tight,
 		return;
 	l->outbound_queue_bytes /= 4;
 	l->inbound_inflight_bytes /= 4;
+	l->compression = 0;
 	l->max_pending_requests /= 4;
 	if (l->outbound_queue_bytes < (64u << 10))
 		l->outbound_queue_bytes = 64u << 10;
