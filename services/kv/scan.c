@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
 #include "kv_int.h"
 
 /* The most keys one scan examines, tombstones included. */
@@ -95,19 +97,33 @@ encode(const struct scan *sc, uint8_t *out)
 	return n;
 }
 
+/* The answer is encoded straight into the memory of the evbuffer it
+ * leaves in, which the response takes over: its bytes are written once,
+ * here, and their chains move on to the socket (chunks and frames move
+ * them too), where a copy would have been made twice more. */
 static void
 respond(weft_msvc_msg *msg, const struct scan *sc)
 {
-	uint8_t *out =
-	    malloc(sc->bytes + 2 * WEFT__KV_HDR_MAX + WEFT_KV_MAX_KEY + 1);
+	size_t cap = sc->bytes + 2 * WEFT__KV_HDR_MAX + WEFT_KV_MAX_KEY + 1;
+	struct evbuffer *out = evbuffer_new();
+	struct evbuffer_iovec v;
+	int rv;
 
-	if (out == NULL) {
+	if (out == NULL || evbuffer_reserve_space(out, cap, &v, 1) != 1) {
+		if (out != NULL)
+			evbuffer_free(out);
 		weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
 		return;
 	}
-	if (weft_msvc_respond(msg, out, encode(sc, out)) == WEFT_ETOOBIG)
+	v.iov_len = encode(sc, v.iov_base);
+	if (evbuffer_commit_space(out, &v, 1) != 0)
+		rv =
+		    weft_msvc_respond_error(msg, WEFT_EREMOTE, "out of memory");
+	else
+		rv = weft_msvc_respond_buf(msg, out);
+	if (rv == WEFT_ETOOBIG)
 		weft_msvc_respond_error(msg, WEFT_ETOOBIG, "entry too large");
-	free(out);
+	evbuffer_free(out);
 }
 
 void
