@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
 #include "kv_int.h"
 
 /* The encoded request around the key. */
@@ -59,11 +61,9 @@ weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node, const void *key,
 }
 
 /*
- * The value is copied once into one buffer with the header (then once more
- * by weft_msvc_request).
- * TODO: pass large values through weft_msvc_request_buf without the first
- * copy once the _buf calls no longer race with the loop that frees their
- * buffer.
+ * A small value is copied with the header into one buffer on the stack,
+ * which weft_msvc_request copies; a larger one is copied once, after its
+ * header, into an evbuffer whose chains weft_msvc_request_buf moves on.
  */
 int
 weft_kv_client_put(weft_msvc *svc, weft_msvc_peer *node, const void *key,
@@ -71,23 +71,31 @@ weft_kv_client_put(weft_msvc *svc, weft_msvc_peer *node, const void *key,
                    const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
                    void *arg)
 {
-	uint8_t stack[HEAD_MAX + 4096], *p = stack;
+	uint8_t p[HEAD_MAX + 4096];
+	struct evbuffer *buf;
 	size_t n;
 	int rv;
 
 	if (!key_is_valid(key, key_len) || value_len > UINT32_MAX ||
 	    (value == NULL && value_len > 0))
 		return WEFT_EINVAL;
-	if (value_len > sizeof(stack) - HEAD_MAX &&
-	    (p = malloc(HEAD_MAX + value_len)) == NULL)
-		return WEFT_ENOMEM;
 	n = encode_key(p, 2, key, key_len);
 	n += weft__kv_enc_bin(p + n, (uint32_t)value_len);
-	if (value_len > 0)
-		memcpy(p + n, value, value_len);
-	rv = weft_msvc_request(svc, node, WEFT_KV_VERB_PUT, p, n + value_len,
-	                       opts, cb, arg);
-	if (p != stack)
-		free(p);
+	if (value_len <= sizeof(p) - n) {
+		if (value_len > 0)
+			memcpy(p + n, value, value_len);
+		return weft_msvc_request(svc, node, WEFT_KV_VERB_PUT, p,
+		                         n + value_len, opts, cb, arg);
+	}
+	if ((buf = evbuffer_new()) == NULL)
+		return WEFT_ENOMEM;
+	if (evbuffer_expand(buf, n + value_len) != 0 ||
+	    evbuffer_add(buf, p, n) != 0 ||
+	    evbuffer_add(buf, value, value_len) != 0)
+		rv = WEFT_ENOMEM;
+	else
+		rv = weft_msvc_request_buf(svc, node, WEFT_KV_VERB_PUT, buf,
+		                           opts, cb, arg);
+	evbuffer_free(buf);
 	return rv;
 }
