@@ -2,8 +2,8 @@
 /*
  * codec_bench.c: how fast the codecs go on one core.
  *
- *   weft-codec-bench [-s payload_bytes] [-c chain_bytes] [-k] [-b] [-t secs]
- *                    [-m decode|encode|crc|envelope|batch|compress]
+ *   weft-codec-bench [-s payload_bytes] [-c chain_bytes] [-k] [-b] [-x]
+ *                    [-t secs] [-m decode|encode|crc|envelope|batch|compress]
  *
  * decode: batches of frames arrive in a channel's input in chains of
  * chain_bytes (4096, as libevent 2.1 reads a socket), the frame codec
@@ -11,8 +11,11 @@
  * encode: one handler writes payloads of that size through the frame codec
  * and flushes once per batch. crc: weft_crc32c of one frame (4 + payload
  * bytes, at every alignment; payloads up to 4092 bytes) and over 64 KiB. -k
- * turns the CRC32C trailer on; -b delivers frames as byte runs (emit_bytes).
- * Only the delivery is timed, not building the input.
+ * turns the CRC32C trailer on; -b delivers frames as byte runs (emit_bytes);
+ * -x puts a chunk codec (sending chunks) after the frame codec, as every
+ * messaging connection of this release has, to time what it costs the
+ * messages that pass it whole. Only the delivery is timed, not building
+ * the input.
  *
  * The two ways to send envelopes, same bytes on the wire (not run by
  * default): envelope writes each message down the pipeline through the
@@ -42,6 +45,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include <weft/chunk.h>
 #include <weft/compress.h>
 #include <weft/core.h>
 #include <weft/crc32c.h>
@@ -58,6 +62,8 @@ struct bench {
 	bool emit_bytes;
 	bool envelopes; /* an envelope codec after the frame codec */
 	bool compress;  /* a compression codec after the frame codec */
+	bool chunks;    /* a chunk codec (send on) after it, as a messaging
+	                   connection of this release has (-x) */
 	int alg;        /* its algorithm */
 	double seconds;
 	weft_loop *loop;
@@ -114,6 +120,9 @@ setup(struct bench *b)
 	             .alg = b->alg,
 	             .accept = (1u << WEFT_COMPRESS_LZ4) |
 	                       (1u << WEFT_COMPRESS_ZSTD)}) != 0) ||
+	    (b->chunks && weft_chunk_codec_add(
+	                      b->ch, "chunk",
+	                      &(weft_chunk_codec_opts){.send = true}) != 0) ||
 	    (b->envelopes &&
 	     weft_envelope_codec_add(b->ch, "envelope", NULL) != 0) ||
 	    weft_pipeline_add_last(b->ch, "sink", &sink, NULL) != 0) {
@@ -518,8 +527,11 @@ main(int argc, char **argv)
 		printf("weft-codec-bench %s\n", weft_version());
 		return 0;
 	}
-	while ((c = getopt(argc, argv, "s:c:kbt:m:")) != -1) {
+	while ((c = getopt(argc, argv, "s:c:kbxt:m:")) != -1) {
 		switch (c) {
+		case 'x':
+			b.chunks = true;
+			break;
 		case 'b':
 			b.emit_bytes = true;
 			break;
@@ -542,7 +554,7 @@ main(int argc, char **argv)
 			fprintf(
 			    stderr,
 			    "usage: %s [-s payload] [-c chain] "
-			    "[-k] [-b] [-t seconds] "
+			    "[-k] [-b] [-x] [-t seconds] "
 			    "[-m decode|encode|crc|envelope|batch|compress]\n",
 			    argv[0]);
 			return 2;
