@@ -35,6 +35,151 @@ wbench_pattern_fill(uint8_t *buf, size_t size, uint64_t seed)
 	}
 }
 
+/* splitmix64: the generator of the text and random payloads. */
+static uint64_t
+next_rand(uint64_t *state)
+{
+	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void
+random_fill(uint8_t *buf, size_t size, uint64_t seed)
+{
+	uint64_t state = seed, r;
+	size_t i = 0;
+
+	for (; i + 8 <= size; i += 8) {
+		r = next_rand(&state);
+		memcpy(buf + i, &r, 8);
+	}
+	r = next_rand(&state);
+	memcpy(buf + i, &r, size - i);
+}
+
+/* The vocabulary of the text payloads: YCSB-like records whose field
+ * names repeat and whose values are a few words each. */
+static const char *const text_words[] = {
+    "alpha",   "bravo",    "charlie", "delta",   "foxtrot", "juliet",
+    "oscar",   "sierra",   "active",  "pending", "shipped", "returned",
+    "premium", "standard", "europe",  "america"};
+static const char *const text_fields[] = {
+    "\"name\":\"", "\"city\":\"",    "\"status\":\"", "\"plan\":\"",
+    "\"note\":\"", "\"country\":\"", "\"tag\":\"",    "\"owner\":\""};
+
+#define NWORDS (sizeof(text_words) / sizeof(text_words[0]))
+#define NFIELDS (sizeof(text_fields) / sizeof(text_fields[0]))
+
+/* A text buffer being filled: bytes past its size are dropped. */
+typedef struct text_out {
+	uint8_t *buf;
+	size_t size, pos;
+} text_out;
+
+static void
+text_put(text_out *t, const char *s, size_t len)
+{
+	size_t room = t->size - t->pos;
+
+	memcpy(t->buf + t->pos, s, len < room ? len : room);
+	t->pos += len < room ? len : room;
+}
+
+static void
+text_puts(text_out *t, const char *s)
+{
+	text_put(t, s, strlen(s));
+}
+
+/* text_number writes digits decimal digits of r. */
+static void
+text_number(text_out *t, uint64_t r, unsigned digits)
+{
+	char d[20];
+
+	for (unsigned i = 0; i < digits; i++, r /= 10)
+		d[digits - 1 - i] = (char)('0' + r % 10);
+	text_put(t, d, digits);
+}
+
+/* text_record writes record i: its id and time stamp count up, as in a
+ * table's scan, and each field holds one or two of four words of its
+ * own (which is what makes LZ4 shrink the records about 3.5x). */
+static void
+text_record(text_out *t, uint64_t i, uint64_t *state)
+{
+	uint64_t r;
+
+	text_puts(t, "{\"id\":\"user");
+	text_number(t, i, 8);
+	text_puts(t, "\",");
+	for (size_t f = 0; f < NFIELDS; f++) {
+		unsigned words;
+
+		r = next_rand(state);
+		words = 1 + (unsigned)(r & 1);
+		text_puts(t, text_fields[f]);
+		for (unsigned w = 0; w < words; w++, r >>= 5) {
+			if (w > 0)
+				text_put(t, " ", 1);
+			text_puts(t,
+			          text_words[(2 * f + (r >> 1) % 4) % NWORDS]);
+		}
+		text_puts(t, "\",");
+	}
+	text_puts(t, "\"ts\":");
+	text_number(t, 1700000000000 + i * 1000 + next_rand(state) % 1000, 13);
+	text_puts(t, "}\n");
+}
+
+static void
+text_fill(uint8_t *buf, size_t size, uint64_t seed)
+{
+	text_out t = {buf, size, 0};
+	uint64_t state = seed;
+
+	for (uint64_t i = seed % 1000000; t.pos < t.size; i++)
+		text_record(&t, i, &state);
+}
+
+static const char *const payload_names[] = {"pattern", "text", "random"};
+
+const char *
+wbench_payload_name(enum wbench_payload kind)
+{
+	return (unsigned)kind < 3 ? payload_names[kind] : "?";
+}
+
+int
+wbench_payload_parse(const char *s, enum wbench_payload *out)
+{
+	for (unsigned i = 0; i < 3; i++)
+		if (strcmp(s, payload_names[i]) == 0) {
+			*out = (enum wbench_payload)i;
+			return 0;
+		}
+	return -1;
+}
+
+void
+wbench_payload_fill(uint8_t *buf, size_t size, enum wbench_payload kind,
+                    uint64_t seed)
+{
+	switch (kind) {
+	case WBENCH_PAYLOAD_TEXT:
+		text_fill(buf, size, seed);
+		break;
+	case WBENCH_PAYLOAD_RANDOM:
+		random_fill(buf, size, seed);
+		break;
+	default:
+		wbench_pattern_fill(buf, size, seed);
+	}
+}
+
 static size_t
 seq_len(size_t size)
 {

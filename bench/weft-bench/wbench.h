@@ -52,6 +52,13 @@ enum wbench_io {
 	WBENCH_IO_BOTH = 3,
 };
 
+/* What fills the payloads (payload.c). */
+enum wbench_payload {
+	WBENCH_PAYLOAD_PATTERN, /* xorshift bytes from the seed (default) */
+	WBENCH_PAYLOAD_TEXT,    /* JSON-like records of a small vocabulary */
+	WBENCH_PAYLOAD_RANDOM,  /* seeded pseudo-random bytes */
+};
+
 enum wbench_impl {
 	WBENCH_IMPL_WEFT = 1,
 	WBENCH_IMPL_RAW = 2,
@@ -228,6 +235,16 @@ int wbench_parse_words(const char *s, const char *const *names, unsigned *set);
 
 /* payload.c: building and checking messages. */
 void wbench_pattern_fill(uint8_t *buf, size_t size, uint64_t seed);
+/* wbench_payload_fill fills buf with size bytes of that kind, the same
+ * for the same seed: the pattern (wbench_pattern_fill), JSON-like text
+ * records of a small vocabulary (LZ4 shrinks them about 3-4x), or
+ * pseudo-random bytes (which no compressor shrinks). */
+void wbench_payload_fill(uint8_t *buf, size_t size, enum wbench_payload kind,
+                         uint64_t seed);
+/* wbench_payload_name is "pattern", "text" or "random";
+ * wbench_payload_parse reads one of those names: 0, or -1. */
+const char *wbench_payload_name(enum wbench_payload kind);
+int wbench_payload_parse(const char *s, enum wbench_payload *out);
 /* wbench_seq_put writes seq into the payload's first min(size, 8) bytes. */
 void wbench_seq_put(uint8_t *payload, size_t size, uint64_t seq);
 uint64_t wbench_seq_get(const uint8_t *payload, size_t size);

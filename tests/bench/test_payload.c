@@ -161,6 +161,72 @@ test_pattern_depends_on_seed(void **state)
 	assert_memory_not_equal(a, c, sizeof(a));
 }
 
+/* Each kind of payload is the same for the same seed, and the kinds
+ * differ: pattern is the pattern. */
+static void
+test_payload_kinds_repeat_by_seed(void **state)
+{
+	enum wbench_payload kinds[] = {
+	    WBENCH_PAYLOAD_PATTERN, WBENCH_PAYLOAD_TEXT, WBENCH_PAYLOAD_RANDOM};
+	uint8_t a[3][1000], b[1000], pattern[1000];
+
+	(void)state;
+	wbench_pattern_fill(pattern, sizeof(pattern), 7);
+	for (int k = 0; k < 3; k++) {
+		wbench_payload_fill(a[k], sizeof(a[k]), kinds[k], 7);
+		wbench_payload_fill(b, sizeof(b), kinds[k], 7);
+		assert_memory_equal(a[k], b, sizeof(b));
+		wbench_payload_fill(b, sizeof(b), kinds[k], 8);
+		assert_memory_not_equal(a[k], b, sizeof(b));
+	}
+	assert_memory_equal(a[0], pattern, sizeof(pattern));
+	assert_memory_not_equal(a[0], a[2], sizeof(pattern));
+}
+
+/* Text payloads are JSON-like records, one a line, cut at the size. */
+static void
+test_text_payload_is_records_of_words(void **state)
+{
+	uint8_t buf[4097];
+	char text[4097];
+	size_t lines = 0;
+
+	(void)state;
+	buf[4096] = 0xff;
+	wbench_payload_fill(buf, 4096, WBENCH_PAYLOAD_TEXT, 1);
+	assert_int_equal(buf[4096], 0xff);
+	assert_memory_equal(buf, "{\"id\":\"user", 10);
+	for (size_t i = 0; i < 4096; i++) {
+		assert_true(buf[i] == '\n' || (buf[i] >= 32 && buf[i] < 127));
+		lines += buf[i] == '\n';
+	}
+	assert_true(lines > 10);
+	memcpy(text, buf, 4096);
+	text[4096] = '\0';
+	assert_non_null(strstr(text, "\"status\":\""));
+	/* Sizes shorter than a record, and none at all. */
+	wbench_payload_fill(buf, 3, WBENCH_PAYLOAD_TEXT, 1);
+	assert_memory_equal(buf, "{\"i", 3);
+	wbench_payload_fill(buf, 0, WBENCH_PAYLOAD_RANDOM, 1);
+	wbench_payload_fill(buf, 5, WBENCH_PAYLOAD_RANDOM, 1);
+}
+
+static void
+test_payload_names_round_trip(void **state)
+{
+	enum wbench_payload kind;
+
+	(void)state;
+	for (int k = WBENCH_PAYLOAD_PATTERN; k <= WBENCH_PAYLOAD_RANDOM; k++) {
+		assert_int_equal(
+		    wbench_payload_parse(
+		        wbench_payload_name((enum wbench_payload)k), &kind),
+		    0);
+		assert_int_equal(kind, k);
+	}
+	assert_int_equal(wbench_payload_parse("zeros", &kind), -1);
+}
+
 int
 main(void)
 {
@@ -172,6 +238,9 @@ main(void)
 	    cmocka_unit_test(test_scan_verify_finds_a_changed_byte),
 	    cmocka_unit_test(test_scan_rejects_a_wrong_length),
 	    cmocka_unit_test(test_pattern_depends_on_seed),
+	    cmocka_unit_test(test_payload_kinds_repeat_by_seed),
+	    cmocka_unit_test(test_text_payload_is_records_of_words),
+	    cmocka_unit_test(test_payload_names_round_trip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
