@@ -66,7 +66,51 @@ wbench_client_config(const wbench_opts *o, weft_msvc_config **out)
 	lim->heartbeat_interval_ms = 10000;
 	lim->heartbeat_misses = 30;
 	lim->connect_timeout_ms = 30000;
+	wbench_wire_limits(o, lim);
 	return 0;
+}
+
+/* The messaging service's default byte limits (weft/messaging.h). */
+#define MSVC_DEFAULT_MAX_MESSAGE ((size_t)64 << 20)
+#define MSVC_DEFAULT_BUDGET ((size_t)64 << 20)
+
+/* raise_limit raises *limit to want when want is above both it and the
+ * service's default (0 in *limit stands for the default). */
+static void
+raise_limit(size_t *limit, size_t want, size_t dflt)
+{
+	if (want > *limit && want > dflt)
+		*limit = want;
+}
+
+void
+wbench_wire_limits(const wbench_opts *o, weft_msvc_limits *lim)
+{
+	size_t largest = o->size > o->large_size ? o->size : o->large_size;
+	size_t message = largest + WBENCH_WIRE_SLACK;
+	/* A node may hold a request and its answer at once. */
+	size_t budget = 2 * message * (o->in_flight > 0 ? o->in_flight : 1);
+
+	lim->compression = o->compression;
+	raise_limit(&lim->max_message_bytes, message, MSVC_DEFAULT_MAX_MESSAGE);
+	raise_limit(&lim->outbound_queue_bytes, budget, MSVC_DEFAULT_BUDGET);
+	raise_limit(&lim->client_outbound_bytes, budget, MSVC_DEFAULT_BUDGET);
+	raise_limit(&lim->inbound_inflight_bytes, budget, MSVC_DEFAULT_BUDGET);
+}
+
+void
+wbench_wire_bytes(weft_msvc *svc, uint64_t *body, uint64_t *wire)
+{
+	size_t n = weft_msvc_peer_count(svc);
+
+	*body = *wire = 0;
+	for (size_t i = 0; i < n; i++) {
+		weft_msvc_peer_stats st;
+
+		weft_msvc_peer_get_stats(weft_msvc_peer_at(svc, i), &st);
+		*body += st.body_bytes_out + st.body_bytes_in;
+		*wire += st.wire_bytes_out + st.wire_bytes_in;
+	}
 }
 
 int
@@ -311,7 +355,8 @@ wbench_child_result(const wbench_child_figs *f, const wbench_rusage *before,
 	wbench_child_say(
 	    "result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	    "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
-	    "first_error=%d sent=%llu replies=%llu duplicates=%llu",
+	    "first_error=%d sent=%llu replies=%llu duplicates=%llu "
+	    "body=%llu wire=%llu",
 	    (unsigned long long)f->ops, (unsigned long long)f->errors,
 	    (unsigned long long)(after->vcsw - before->vcsw),
 	    (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -321,5 +366,7 @@ wbench_child_result(const wbench_child_figs *f, const wbench_rusage *before,
 	    (unsigned long long)after->threads, (unsigned long long)f->wakeups,
 	    (unsigned long long)f->msgs_in, f->first_error,
 	    (unsigned long long)f->sent, (unsigned long long)f->replies,
-	    (unsigned long long)f->duplicates);
+	    (unsigned long long)f->duplicates,
+	    (unsigned long long)f->body_bytes,
+	    (unsigned long long)f->wire_bytes);
 }

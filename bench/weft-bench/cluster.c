@@ -24,6 +24,8 @@ typedef struct child {
 	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
 	uint64_t wakeups, msgs_in, sent, replies, duplicates;
 	uint64_t gets, puts; /* mix: replies in the window, by verb */
+	uint64_t large;      /* --large-share: large replies in the window */
+	uint64_t body, wire; /* compressed bodies, both ways, whole run */
 	bool hist_get, hist_put;
 	int first_error;
 } child;
@@ -55,8 +57,10 @@ typedef struct cluster {
 	child *kids;
 	wbench_procs g;
 	weft_histogram *lat, *lat_get, *lat_put;
-	char label[64]; /* the point, for progress lines */
-	bool running;   /* between "go" and every "done" */
+	weft_histogram *lat_large; /* --large-share: the large requests' */
+	uint64_t in_flight;        /* requests the processes keep in all */
+	char label[64];            /* the point, for progress lines */
+	bool running;              /* between "go" and every "done" */
 	uint64_t last_print_ns, last_ticks;
 	double up_ms; /* from "prime" to every node "ready" */
 	/* rpc --probe: the last process is the probe client, and the
@@ -87,6 +91,44 @@ wbench_server_name(enum wbench_io io, bool pipeline)
 	return pipeline ? "pipeline" : wbench_io_name(io);
 }
 
+/* node_depth is the requests member or client i keeps in flight. */
+static unsigned
+node_depth(const cluster *c, unsigned i)
+{
+	bool client = i >= c->members;
+	bool probe = c->probes > 0 && i == c->n - 1;
+
+	/* A probe run: the probe and each member keep one request in
+	 * flight, the members' traffic standing for replication. */
+	if (c->probes > 0 && (probe || !client))
+		return 1;
+	return c->members == c->n ? c->o->outstanding
+	       : client           ? c->pt.depth
+	                          : 0;
+}
+
+/* wire_argv adds the wire and payload options, those not at their
+ * defaults: every process of weft's service takes them (the baseline
+ * ignores the compression). */
+static void
+wire_argv(const cluster *c, unsigned i, wbench_argv *a)
+{
+	const wbench_opts *o = c->o;
+
+	if (o->compression != 0)
+		wbench_argv_addf(a, "--compression", "%s",
+		                 wbench_compression_name(o->compression));
+	if (o->payload != WBENCH_PAYLOAD_PATTERN)
+		wbench_argv_addf(a, "--payload", "%s",
+		                 wbench_payload_name(o->payload));
+	if (o->large_share > 0 && i < c->members) {
+		wbench_argv_addf(a, "--large-share", "%.17g", o->large_share);
+		wbench_argv_addf(a, "--large-size", "%zu", o->large_size);
+	}
+	wbench_argv_addf(a, "--in-flight", "%llu",
+	                 (unsigned long long)c->in_flight);
+}
+
 /* node_argv builds the arguments of member or client i. */
 static void
 node_argv(const cluster *c, unsigned i, wbench_argv *a)
@@ -95,9 +137,6 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	bool client = i >= c->members;
 	bool sync = client && c->pt.sync;
 	bool probe = c->probes > 0 && i == c->n - 1;
-	unsigned depth = c->members == c->n ? o->outstanding
-	                 : client           ? c->pt.depth
-	                                    : 0;
 
 	wbench_argv_init(a, o->self_exe, sync ? "rpc-client" : "cluster-node");
 	if (client)
@@ -109,11 +148,7 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 	 * changes between runs. */
 	wbench_argv_addf(a, "--io", "%s",
 	                 wbench_io_name(client ? WBENCH_IO_LOOP : c->io));
-	/* A probe run: the probe and each member keep one request in
-	 * flight, the members' traffic standing for replication. */
-	if (c->probes > 0 && (probe || !client))
-		depth = 1;
-	wbench_argv_addf(a, "--outstanding", "%u", depth);
+	wbench_argv_addf(a, "--outstanding", "%u", node_depth(c, i));
 	wbench_argv_addf(a, "--size", "%zu", o->size);
 	wbench_argv_addf(a, "--warmup", "%g", o->warmup_s);
 	wbench_argv_addf(a, "--duration", "%g", o->duration_s);
@@ -137,6 +172,8 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 		wbench_argv_addf(a, "--impl", "pipeline");
 	if (o->tls_dir != NULL)
 		wbench_argv_addf(a, "--tls", "%s", o->tls_dir);
+	if (c->pt.read_pct < 0)
+		wire_argv(c, i, a);
 	if (c->pt.read_pct >= 0) { /* mix: key-value members and clients */
 		wbench_argv_add(a, "--kv");
 		wbench_argv_addf(a, "--read-pct", "%d", c->pt.read_pct);
@@ -167,6 +204,8 @@ parse_result(child *k, const char *line)
 	    {" msgs_in=", &k->msgs_in}, {" sent=", &k->sent},
 	    {" replies=", &k->replies}, {" duplicates=", &k->duplicates},
 	    {" gets=", &k->gets},       {" puts=", &k->puts},
+	    {" large=", &k->large},     {" body=", &k->body},
+	    {" wire=", &k->wire},
 	};
 	const char *p;
 
@@ -202,7 +241,9 @@ read_hist(cluster *c, child *k, const char *line)
 		                                           : c->lat_probe) == 0;
 		return;
 	}
-	if (strncmp(line, "hist-get", 8) == 0)
+	if (strncmp(line, "hist-large", 10) == 0)
+		wbench_hist_parse(line, c->lat_large);
+	else if (strncmp(line, "hist-get", 8) == 0)
 		k->hist_get = wbench_hist_parse(line, c->lat_get) == 0;
 	else if (strncmp(line, "hist-put", 8) == 0)
 		k->hist_put = wbench_hist_parse(line, c->lat_put) == 0;
@@ -346,6 +387,42 @@ merge_verbs(const cluster *c, cresult *r)
 	r->put_p50_us = (double)weft_histogram_percentile(c->lat_put, 50) / 1e3;
 }
 
+/* merge_wire fills the figures of the wire: the payload bytes moved
+ * (one payload per request, as the CSV's MB/s counts them), the
+ * members' CPU per MB of them (the server's, in rpc), the compression
+ * ratio, and with --large-share the small and large requests' apart;
+ * then lat takes in the large requests' round trips too. */
+static void
+merge_wire(cluster *c, cresult *r)
+{
+	const wbench_opts *o = c->o;
+	uint64_t cpu = 0, body = 0, wire = 0;
+	double mb;
+
+	for (unsigned i = 0; i < c->n; i++) {
+		r->large_ops += c->kids[i].large;
+		body += c->kids[i].body;
+		wire += c->kids[i].wire;
+		if (i < c->members)
+			cpu += c->kids[i].cpu_us;
+	}
+	mb = ((double)(r->ops - r->large_ops) * (double)o->size +
+	      (double)r->large_ops * (double)o->large_size) /
+	     1e6;
+	r->mb_per_s = mb / o->duration_s;
+	r->cpu_us_per_mb = mb > 0 ? (double)cpu / mb : 0;
+	r->wire_ratio = wire > 0 ? (double)body / (double)wire : 0;
+	if (o->large_share <= 0)
+		return;
+	r->small_p50_us = (double)weft_histogram_percentile(c->lat, 50) / 1e3;
+	r->small_p99_us = (double)weft_histogram_percentile(c->lat, 99) / 1e3;
+	r->large_p50_us =
+	    (double)weft_histogram_percentile(c->lat_large, 50) / 1e3;
+	r->large_p99_us =
+	    (double)weft_histogram_percentile(c->lat_large, 99) / 1e3;
+	weft_histogram_merge(c->lat, c->lat_large);
+}
+
 static void
 merge(cluster *c, cresult *r)
 {
@@ -384,6 +461,7 @@ merge(cluster *c, cresult *r)
 	r->errors += r->lost + r->duplicates;
 	ops = r->ops ? (double)r->ops : 1;
 	r->ops_per_s = (double)r->ops / c->o->duration_s;
+	merge_wire(c, r);
 	wbench_cresult_latency(r, c->lat);
 	r->vcsw_per_op = (double)vcsw / ops;
 	r->ivcsw_per_op = (double)ivcsw / ops;
@@ -470,6 +548,7 @@ cluster_init(cluster *c)
 	    weft_histogram_new(&c->lat) != 0 ||
 	    weft_histogram_new(&c->lat_get) != 0 ||
 	    weft_histogram_new(&c->lat_put) != 0 ||
+	    weft_histogram_new(&c->lat_large) != 0 ||
 	    weft_histogram_new(&c->lat_probe) != 0 ||
 	    weft_histogram_new(&c->lat_members) != 0)
 		return -1;
@@ -518,6 +597,8 @@ run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r,
 	c.probes = pf != NULL ? 1 : 0;
 	c.n = pt->members + pt->clients + c.probes;
 	c.members = pt->members;
+	for (unsigned i = 0; i < c.n; i++)
+		c.in_flight += node_depth(&c, i);
 	if (cluster_init(&c) == 0)
 		rv = run_phases(&c);
 	if (rv == 0) {
@@ -538,6 +619,7 @@ run_point(const wbench_opts *o, server_kind kind, const point *pt, cresult *r,
 	weft_histogram_free(c.lat);
 	weft_histogram_free(c.lat_get);
 	weft_histogram_free(c.lat_put);
+	weft_histogram_free(c.lat_large);
 	free(c.kids);
 	return rv;
 }

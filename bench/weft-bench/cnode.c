@@ -75,6 +75,10 @@ typedef struct mix_slot {
 	uint64_t rng;     /* picks the operation and the key */
 	bool put;         /* the request in flight is a put */
 	uint64_t puts_ok; /* of the slot's ok, the puts */
+	/* cluster --large-share: the request in flight carries
+	 * --large-size bytes; of the slot's ok, the large ones */
+	bool large;
+	uint64_t large_ok;
 } mix_slot;
 
 /*
@@ -87,6 +91,8 @@ typedef struct mix_slot {
 typedef struct thread_lat {
 	weft_histogram *lat;     /* round trips (mix: of gets) */
 	weft_histogram *lat_put; /* mix: of puts; NULL otherwise */
+	/* --large-share: of the large requests; NULL otherwise */
+	weft_histogram *lat_large;
 	struct thread_lat *next;
 } thread_lat;
 
@@ -104,8 +110,9 @@ struct cnode {
 	wbase_kv *base_kv; /* mix, --io threads: this member's replica */
 	size_t self;
 	uint8_t *payload;
-	wload *load;   /* the slots, the pacer and the window */
-	mix_slot *mix; /* by slot index */
+	uint8_t *large_payload; /* --large-share: --large-size bytes */
+	wload *load;            /* the slots, the pacer and the window */
+	mix_slot *mix;          /* by slot index */
 	atomic_uint_fast64_t completed; /* replies, any time */
 	/* A sample of the round trips so far (one reply in PROGRESS_SAMPLE
 	 * of each slot), for the progress lines: counted by the threads
@@ -140,8 +147,10 @@ my_lat(cnode *n)
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return NULL;
 	if (wbench_hist_new(&t->lat) != 0 ||
-	    (n->o->kv && wbench_hist_new(&t->lat_put) != 0)) {
+	    (n->o->kv && wbench_hist_new(&t->lat_put) != 0) ||
+	    (n->o->large_share > 0 && wbench_hist_new(&t->lat_large) != 0)) {
 		weft_histogram_free(t->lat);
+		weft_histogram_free(t->lat_put);
 		free(t);
 		return NULL;
 	}
@@ -216,8 +225,11 @@ booked(wload_slot *s, int status, uint64_t latency_ns, bool in_window,
 		thread_lat *t = my_lat(n);
 
 		m->puts_ok += m->put;
+		m->large_ok += m->large;
 		if (t != NULL)
-			weft_histogram_record(m->put ? t->lat_put : t->lat,
+			weft_histogram_record(m->put     ? t->lat_put
+			                      : m->large ? t->lat_large
+			                                 : t->lat,
 			                      latency_ns);
 	}
 	atomic_fetch_add_explicit(&n->completed, 1, memory_order_relaxed);
@@ -266,6 +278,16 @@ slot_count(const cnode *n)
 	return n->o->outstanding * (n->nsess > 0 ? n->nsess : 1);
 }
 
+/* slot_rand is the slot's next random number. */
+static uint64_t
+slot_rand(mix_slot *m)
+{
+	m->rng ^= m->rng << 13;
+	m->rng ^= m->rng >> 7;
+	m->rng ^= m->rng << 17;
+	return m->rng;
+}
+
 /* kv_send sends a get or a put of a random key, by the run's mix. */
 static int
 kv_send(cnode *n, wload_slot *s)
@@ -284,10 +306,7 @@ kv_send(cnode *n, wload_slot *s)
 		peer = ss->peer;
 	}
 
-	m->rng ^= m->rng << 13;
-	m->rng ^= m->rng >> 7;
-	m->rng ^= m->rng << 17;
-	r = m->rng;
+	r = slot_rand(m);
 	len = kv_key(key, (r >> 8) % n->o->keys);
 	m->put = r % 100 >= n->o->read_pct;
 	if (!m->put)
@@ -297,23 +316,41 @@ kv_send(cnode *n, wload_slot *s)
 	                          NULL, msvc_reply, s);
 }
 
+/* pick_large decides whether s's next echo carries --large-size bytes,
+ * a --large-share of them at random. */
+static bool
+pick_large(cnode *n, wload_slot *s)
+{
+	mix_slot *m = &n->mix[s->index];
+
+	m->large = n->o->large_share > 0 &&
+	           (double)(slot_rand(m) >> 11) * 0x1p-53 < n->o->large_share;
+	return m->large;
+}
+
 /* slot_send sends s's request by the run's kind. A refusal is counted by
  * the generator, which keeps going from a later reply of another slot. */
 static int
 slot_send(wload_slot *s, void *arg)
 {
 	cnode *n = arg;
+	const uint8_t *payload = n->payload;
+	size_t len = n->o->size;
 
 	if (n->o->kv)
 		return kv_send(n, s);
+	if (pick_large(n, s)) {
+		payload = n->large_payload;
+		len = n->o->large_size;
+	}
 	if (n->svc != NULL)
-		return weft_msvc_request(
-		    n->svc, n->peers[s->target],
-		    n->o->client && n->o->flood_cap >= 0 ? WBENCH_VERB_FLOOD
-		                                         : echo_verb(n),
-		    n->payload, n->o->size, NULL, msvc_reply, s);
-	return wbase_request(n->base, s->target, WBENCH_VERB_ECHO, n->payload,
-	                     n->o->size, 0, base_reply, s);
+		return weft_msvc_request(n->svc, n->peers[s->target],
+		                         n->o->client && n->o->flood_cap >= 0
+		                             ? WBENCH_VERB_FLOOD
+		                             : echo_verb(n),
+		                         payload, len, NULL, msvc_reply, s);
+	return wbase_request(n->base, s->target, WBENCH_VERB_ECHO, payload, len,
+	                     0, base_reply, s);
 }
 
 /* maybe_slow makes every slow_every-th request take slow_ms longer. */
@@ -580,6 +617,7 @@ make_config(cnode *n)
 			return rv;
 	}
 	lim = weft_msvc_config_limits(n->cfg);
+	wbench_wire_limits(n->o, lim);
 	lim->loops = 1;
 	lim->connect_timeout_ms = 30000;
 	/* Every client dials from 127.0.0.1, two connections (small and
@@ -814,6 +852,27 @@ print_tick(void *arg)
 	fflush(stdout);
 }
 
+/* print_large prints the large requests' round trips ("hist-large",
+ * before "hist", which has the others) and returns their count. */
+static uint64_t
+print_large(cnode *n)
+{
+	weft_histogram *large_lat;
+	uint64_t nlarge = 0;
+
+	for (unsigned i = 0; i < slot_count(n); i++)
+		nlarge += n->mix[i].large_ok;
+	if (n->o->large_share <= 0 || wbench_hist_new(&large_lat) != 0)
+		return nlarge;
+	pthread_mutex_lock(&n->lat_lock);
+	for (thread_lat *t = n->lats; t != NULL; t = t->next)
+		weft_histogram_merge(large_lat, t->lat_large);
+	pthread_mutex_unlock(&n->lat_lock);
+	wbench_hist_print(large_lat, "hist-large", stdout);
+	weft_histogram_free(large_lat);
+	return nlarge;
+}
+
 /* print_verbs prints a mix client's gets and puts apart: their count
  * and their round trips, before the merged histogram. */
 static uint64_t
@@ -843,7 +902,7 @@ print_verbs(cnode *n, weft_histogram *lat)
 static void
 report(cnode *n, const wload_usage *before, const wload_usage *after)
 {
-	uint64_t wakeups = 0, msgs_in = 0, nputs;
+	uint64_t wakeups = 0, msgs_in = 0, nputs, nlarge, body = 0, wire = 0;
 	weft_histogram *lat = NULL;
 	wload_totals t;
 
@@ -856,6 +915,7 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 		weft_histogram_merge(lat, l->lat);
 	pthread_mutex_unlock(&n->lat_lock);
 	nputs = print_verbs(n, lat);
+	nlarge = print_large(n);
 	for (unsigned k = 0; k < n->nsess; k++) {
 		weft_msvc_stats st;
 
@@ -869,6 +929,7 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 		weft_msvc_get_stats(n->svc, &st);
 		wakeups = st.read_batches;
 		msgs_in = st.messages_in;
+		wbench_wire_bytes(n->svc, &body, &wire);
 	} else if (n->svc == NULL) {
 		wbase_stats st;
 
@@ -878,7 +939,7 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
 	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
-	       "gets=%llu puts=%llu\n",
+	       "gets=%llu puts=%llu large=%llu body=%llu wire=%llu\n",
 	       (unsigned long long)t.ok, (unsigned long long)t.errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -888,7 +949,9 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	       (unsigned long long)msgs_in, wload_first_error(n->load),
 	       (unsigned long long)t.sent, (unsigned long long)t.replies,
 	       (unsigned long long)t.duplicates,
-	       (unsigned long long)(t.ok - nputs), (unsigned long long)nputs);
+	       (unsigned long long)(t.ok - nputs), (unsigned long long)nputs,
+	       (unsigned long long)nlarge, (unsigned long long)body,
+	       (unsigned long long)wire);
 	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
 	weft_histogram_free(lat);
@@ -931,6 +994,9 @@ node_init(cnode *n, const wbench_opts *o)
 	n->self = o->client ? SIZE_MAX : o->node_index;
 	n->nsess = o->client && o->kv ? o->sessions : 0;
 	n->payload = calloc(1, o->size ? o->size : 1);
+	if (o->large_share > 0 &&
+	    (n->large_payload = malloc(o->large_size)) == NULL)
+		return -1;
 	n->peers = calloc(o->peers, sizeof(*n->peers));
 	pthread_mutex_init(&n->lat_lock, NULL);
 	pthread_mutex_init(&n->primed_lock, NULL);
@@ -942,7 +1008,10 @@ node_init(cnode *n, const wbench_opts *o)
 	n->lat_key_made = true;
 	if (o->slow_fraction > 0)
 		n->slow_every = (uint64_t)(1 / o->slow_fraction + 0.5);
-	wbench_pattern_fill(n->payload, o->size, o->seed);
+	wbench_payload_fill(n->payload, o->size, o->payload, o->seed);
+	if (n->large_payload != NULL)
+		wbench_payload_fill(n->large_payload, o->large_size, o->payload,
+		                    o->seed);
 	return make_config(n);
 }
 
@@ -983,6 +1052,7 @@ node_fini(cnode *n)
 		n->lats = t->next;
 		weft_histogram_free(t->lat);
 		weft_histogram_free(t->lat_put);
+		weft_histogram_free(t->lat_large);
 		free(t);
 	}
 	if (n->lat_key_made)
@@ -994,6 +1064,7 @@ node_fini(cnode *n)
 	free(n->mix);
 	wbench_sample_fini(&n->so_far);
 	free(n->payload);
+	free(n->large_payload);
 }
 
 int

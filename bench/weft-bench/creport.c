@@ -74,6 +74,41 @@ print_shape(const wbench_opts *o, FILE *out)
 		        o->outstanding);
 }
 
+/* shows_wire: the table has the wire's columns (MB/s after ops/s; the
+ * compression ratio and CPU per MB at the end) for payloads of 64 KiB
+ * or more and when --compression, --payload or --large-share is given. */
+static bool
+shows_wire(const wbench_opts *o)
+{
+	return (o->workload == WBENCH_CLUSTER || o->workload == WBENCH_RPC) &&
+	       (o->size >= (64u << 10) || o->large_share > 0 || o->wire_given);
+}
+
+/* mb_per_s is a row's payload MB/s, one payload per request (rows of
+ * --hosts and --netns runs, made elsewhere, have only their op rate). */
+static double
+mb_per_s(const wbench_opts *o, const cresult *r)
+{
+	return o->large_share > 0 ? r->mb_per_s
+	                          : r->ops_per_s * (double)o->size / 1e6;
+}
+
+/* print_wire_shape says what travels: the payload kind, the compression
+ * and the large requests. */
+static void
+print_wire_shape(const wbench_opts *o, FILE *out)
+{
+	if (o->wire_given)
+		fprintf(out, "  payloads %s, compression %s (weft's service)\n",
+		        wbench_payload_name(o->payload),
+		        wbench_compression_name(o->compression));
+	if (o->large_share > 0)
+		fprintf(out,
+		        "  %g%% of requests carry %zu B; their p50/p99 and the "
+		        "small ones' below each row\n",
+		        o->large_share * 100, o->large_size);
+}
+
 void
 wbench_cprint_header(const wbench_opts *o, FILE *out)
 {
@@ -85,21 +120,27 @@ wbench_cprint_header(const wbench_opts *o, FILE *out)
 		fprintf(out,
 		        "  %g%% of requests take %g ms more in the handler\n",
 		        o->slow_fraction * 100, o->slow_ms);
-	fprintf(out,
-	        "  %15s %-8s %10s %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s "
-	        "%8s %7s %8s %6s",
+	print_wire_shape(o, out);
+	fprintf(out, "  %15s %-8s %10s",
 	        o->workload == WBENCH_RPC              ? "CxD"
 	        : o->workload == WBENCH_MIX            ? "N:get%"
 	        : o->hosts != NULL && o->clients_given ? "CxK"
 	                                               : "P",
-	        "io", "ops/s", "mean us", "p50 us", "p95 us", "p99 us",
-	        "p99.9 us", "max us", "vcsw/op", "ivcs/op", "cpu us/op",
-	        "RSS MB", "MB/node", "threads", "msgs/wk", "errors");
+	        "io", "ops/s");
+	if (shows_wire(o))
+		fprintf(out, " %9s", "MB/s");
+	fprintf(out, " %8s %8s %8s %9s %9s %9s %8s %8s %8s %8s %8s %7s %8s %6s",
+	        "mean us", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us",
+	        "vcsw/op", "ivcs/op", "cpu us/op", "RSS MB", "MB/node",
+	        "threads", "msgs/wk", "errors");
 	if (o->workload == WBENCH_RPC)
 		fprintf(out, " %9s %9s", "srv us/op", "srv msg/wk");
 	if (o->workload == WBENCH_MIX)
 		fprintf(out, " %9s %9s %9s %9s", "gets/s", "get p99", "puts/s",
 		        "put p99");
+	if (shows_wire(o))
+		fprintf(out, " %6s %9s", "ratio",
+		        o->workload == WBENCH_RPC ? "srv us/MB" : "cpu us/MB");
 	fputc('\n', out);
 }
 
@@ -116,16 +157,40 @@ label(const cresult *r, char *out, size_t len)
 		snprintf(out, len, "%u", r->peers);
 }
 
+/* print_wire_figs ends a row with the compression ratio ("-": nothing
+ * compressed) and CPU per MB, and adds the line of the small and the
+ * large requests. */
+static void
+print_wire_figs(const wbench_opts *o, const cresult *r, FILE *out)
+{
+	if (shows_wire(o) && r->wire_ratio > 0)
+		fprintf(out, " %6.2f %9.1f", r->wire_ratio, r->cpu_us_per_mb);
+	else if (shows_wire(o))
+		fprintf(out, " %6s %9.1f", "-", r->cpu_us_per_mb);
+	fputc('\n', out);
+	if (o->large_share > 0)
+		fprintf(out,
+		        "       small %zu B: p50 %.1f us, p99 %.1f us (%llu); "
+		        "large %zu B: p50 %.1f us, p99 %.1f us (%llu)\n",
+		        o->size, r->small_p50_us, r->small_p99_us,
+		        (unsigned long long)(r->ops - r->large_ops),
+		        o->large_size, r->large_p50_us, r->large_p99_us,
+		        (unsigned long long)r->large_ops);
+}
+
 void
 wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 {
 	char name[48];
 
 	label(r, name, sizeof(name));
+	fprintf(out, "  %15s %-8s %10.0f", name,
+	        wbench_server_name(r->io, r->pipeline), r->ops_per_s);
+	if (shows_wire(o))
+		fprintf(out, " %9.1f", mb_per_s(o, r));
 	fprintf(out,
-	        "  %15s %-8s %10.0f %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
+	        " %8.1f %8.1f %8.1f %9.1f %9.1f %9.1f %8.3f "
 	        "%8.3f %8.2f %8.1f %8.2f %7llu %8.2f %6llu",
-	        name, wbench_server_name(r->io, r->pipeline), r->ops_per_s,
 	        r->mean_us, r->p50_us, r->p95_us, r->p99_us, r->p999_us,
 	        r->max_us, r->vcsw_per_op, r->ivcsw_per_op, r->cpu_us_per_op,
 	        r->rss_mb, r->rss_mb_per_node, (unsigned long long)r->threads,
@@ -136,7 +201,7 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 	if (o->workload == WBENCH_MIX)
 		fprintf(out, " %9.0f %9.1f %9.0f %9.1f", r->get_ops_per_s,
 		        r->get_p99_us, r->put_ops_per_s, r->put_p99_us);
-	fputc('\n', out);
+	print_wire_figs(o, r, out);
 	if (o->workload == WBENCH_MIX && o->sessions > 0)
 		fprintf(out,
 		        "       members %.1f MB and %llu threads each, "
@@ -232,6 +297,26 @@ json_verbs(FILE *f, const cresult *r)
 	json_fig(f, "put_p99_us", "%.2f", r->put_p99_us, mix && r->puts);
 }
 
+/* json_wire writes a cluster or rpc row's wire figures. */
+static void
+json_wire(FILE *f, const wbench_opts *o, const cresult *r)
+{
+	bool wire = o->workload == WBENCH_CLUSTER || o->workload == WBENCH_RPC;
+	bool large = o->large_share > 0;
+
+	json_fig(f, "mb_per_s", "%.3f", mb_per_s(o, r), wire && r->ops > 0);
+	json_fig(f, "cpu_us_per_mb", "%.2f", r->cpu_us_per_mb,
+	         wire && r->cpu_us_per_mb > 0);
+	json_fig(f, "wire_ratio", "%.3f", r->wire_ratio, r->wire_ratio > 0);
+	json_fig(f, "large_ops", "%.0f", (double)r->large_ops, large);
+	json_fig(f, "small_p50_us", "%.2f", r->small_p50_us, large);
+	json_fig(f, "small_p99_us", "%.2f", r->small_p99_us, large);
+	json_fig(f, "large_p50_us", "%.2f", r->large_p50_us,
+	         large && r->large_ops);
+	json_fig(f, "large_p99_us", "%.2f", r->large_p99_us,
+	         large && r->large_ops);
+}
+
 static void
 json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 {
@@ -274,6 +359,7 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	json_fig(f, "p99_us_hi", "%.2f", r->p99_hi, r->runs > 1);
 	json_modes(f, o, r);
 	json_verbs(f, r);
+	json_wire(f, o, r);
 	fprintf(f,
 	        ", \"sent\": %llu, \"replies\": %llu, \"lost\": %llu, "
 	        "\"duplicates\": %llu}",
@@ -301,8 +387,12 @@ write_json(const wbench_opts *o, const cresult *rows, unsigned n)
 	wbench_json_num(f, "%g", o->rate, o->rate > 0); /* null: closed */
 	fprintf(f,
 	        ",\n  \"slow_fraction\": %g,\n  \"slow_ms\": %g,\n"
+	        "  \"payload\": \"%s\",\n  \"compression\": \"%s\",\n"
+	        "  \"large_share\": %g,\n  \"large_size\": %zu,\n"
 	        "  \"runs\": [",
-	        o->slow_fraction, o->slow_ms);
+	        o->slow_fraction, o->slow_ms, wbench_payload_name(o->payload),
+	        wbench_compression_name(o->compression), o->large_share,
+	        o->large_size);
 	for (unsigned i = 0; i < n; i++)
 		json_row(f, o, &rows[i], i == 0);
 	fprintf(f, "\n  ]\n}\n");
@@ -333,7 +423,7 @@ write_csv(const wbench_opts *o, const cresult *rows, unsigned n)
 		    o->workload == WBENCH_CLUSTER ? o->outstanding : r->depth;
 		c->read_pct = r->read_pct;
 		c->ops_per_s = r->ops_per_s;
-		c->mb_per_s = r->ops_per_s * (double)o->size / 1e6;
+		c->mb_per_s = mb_per_s(o, r);
 		c->p50_us = timed ? r->p50_us : -1;
 		c->p99_us = timed ? r->p99_us : -1;
 		c->p999_us = timed ? r->p999_us : -1;

@@ -55,12 +55,17 @@ enum opt_code {
 	O_FLOOD_IDLE,
 	O_FLOOD_CAP,
 	O_SESSIONS,
+	O_COMPRESSION,
+	O_PAYLOAD,
+	O_LARGE_SHARE,
+	O_LARGE_SIZE,
 	/* Options of the processes the node workloads start. */
 	O_NODE,
 	O_CLIENT_INDEX,
 	O_KV,
 	O_READ_PCT,
 	O_NCLIENTS,
+	O_IN_FLIGHT,
 	O_HELP,
 };
 

@@ -42,7 +42,9 @@ typedef struct optdef {
 static const optdef opt_table[] = {
     {"size", O_SIZE, OT | OL, "S",
      "payload bytes per message (64, 1K, 64K; default 64)"},
-    {"size", O_SIZE, OC | OR | ON, "S", "payload bytes (default 64)"},
+    {"size", O_SIZE, OC | OR | ON, "S",
+     "payload bytes (default 64; up to 256M, above 16M with --io\n"
+     "loop only); from 64K on, the table adds MB/s"},
     {"size", O_SIZE, OM, "S", "value bytes (default 1K)"},
     {"size", O_SIZE, OY, "S", "record bytes (default 1K)"},
     {"size", O_SIZE, OS, "S", "value bytes (default 100)"},
@@ -225,6 +227,21 @@ static const optdef opt_table[] = {
      "sessions per client process, each a client service of its\n"
      "own connected to every member; the threads are spread over\n"
      "them (default 1)"},
+    {"compression", O_COMPRESSION, OC | OR | ON, "C",
+     "none (default), lz4 or zstd: what every node and client of\n"
+     "weft's messaging service asks for on its connections (not the\n"
+     "thread-per-peer baseline, not --impl pipeline); the table adds\n"
+     "the ratio achieved and CPU per MB"},
+    {"payload", O_PAYLOAD, OC | OR | ON, "P",
+     "pattern (default: seeded xorshift bytes), text (JSON-like\n"
+     "records of a small vocabulary, which LZ4 shrinks ~3.5x) or\n"
+     "random (seeded pseudo-random bytes, incompressible)"},
+    {"large-share", O_LARGE_SHARE, OC | BIT(WBENCH_CLUSTER_NODE), "F",
+     "that share of the requests carries --large-size bytes; the\n"
+     "table adds the small and the large requests' p50 and p99"},
+    {"large-size", O_LARGE_SIZE, OC | BIT(WBENCH_CLUSTER_NODE), "S",
+     "the large requests' payload bytes (default 4M; up to 256M)"},
+    {"in-flight", O_IN_FLIGHT, ON, "N", NULL},
     {"node", O_NODE, ON, "I", NULL},
     {"client-index", O_CLIENT_INDEX, ON, "I", NULL},
     {"kv", O_KV, BIT(WBENCH_CLUSTER_NODE), NULL, NULL},

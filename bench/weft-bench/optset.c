@@ -238,6 +238,36 @@ ycsb_opt(wbench_opts *o, int code, const char *arg)
 	return series_opt(o, code, arg);
 }
 
+/* wire_opt sets the options of the messaging service's wire and of the
+ * payloads. */
+static int
+wire_opt(wbench_opts *o, int code, const char *arg)
+{
+	uint64_t v;
+
+	switch (code) {
+	case O_COMPRESSION:
+		o->wire_given = true;
+		return wbench_parse_compression(arg, &o->compression);
+	case O_PAYLOAD:
+		o->wire_given = true;
+		return wbench_payload_parse(arg, &o->payload);
+	case O_LARGE_SHARE:
+		return wbench_parse_double(arg, 0, 1, &o->large_share) != 0 ||
+		               o->large_share <= 0
+		           ? -1
+		           : 0;
+	case O_LARGE_SIZE:
+		if (set_count(arg, true, 1, WBENCH_MAX_MESSAGE, &v) != 0)
+			return -1;
+		o->large_size = (size_t)v;
+		return 0;
+	case O_IN_FLIGHT:
+		return set_count(arg, false, 0, 1000000000, &o->in_flight);
+	}
+	return ycsb_opt(o, code, arg);
+}
+
 /* node_opt sets the options of the nodes and of the node workloads. */
 static int
 node_opt(wbench_opts *o, int code, const char *arg)
@@ -308,7 +338,23 @@ node_opt(wbench_opts *o, int code, const char *arg)
 	case O_NCLIENTS:
 		return set_unsigned(arg, 1, 1000, &o->nclients);
 	}
-	return ycsb_opt(o, code, arg);
+	return wire_opt(o, code, arg);
+}
+
+/* max_size is the largest --size of o's workload: messages of weft's
+ * messaging service may be chunked, a frame may not. */
+static uint64_t
+max_size(const wbench_opts *o)
+{
+	switch (o->workload) {
+	case WBENCH_CLUSTER:
+	case WBENCH_RPC:
+	case WBENCH_CLUSTER_NODE:
+	case WBENCH_RPC_CLIENT:
+		return WBENCH_MAX_MESSAGE;
+	default:
+		return WBENCH_MAX_SIZE;
+	}
 }
 
 int
@@ -319,7 +365,7 @@ wbench__opt_apply(wbench_opts *o, int code, const char *arg)
 
 	switch (code) {
 	case O_SIZE:
-		if (set_count(arg, true, 0, WBENCH_MAX_SIZE, &v) != 0)
+		if (set_count(arg, true, 0, max_size(o), &v) != 0)
 			return -1;
 		o->size = (size_t)v;
 		o->size_given = true;
@@ -398,6 +444,35 @@ pipeline_defaults(wbench_opts *o)
 	return 0;
 }
 
+/* check_wire checks the wire and payload options of cluster and rpc:
+ * local nodes of weft's service only, and messages above a frame only
+ * where they may be chunked. */
+static int
+check_wire(wbench_opts *o)
+{
+	size_t largest = o->size > o->large_size ? o->size : o->large_size;
+	bool msvc =
+	    o->workload == WBENCH_CLUSTER || (o->rpc_impls & WBENCH_RPC_MSVC);
+
+	if (o->large_size > 0 && o->large_share == 0)
+		return fail(o, "--large-size: with --large-share");
+	if (o->large_share > 0 && o->large_size == 0)
+		o->large_size = largest = (size_t)4 << 20;
+	if ((o->wire_given || o->large_share > 0) &&
+	    (o->hosts != NULL || o->netns))
+		return fail(o,
+		            "--compression, --payload, --large-share: "
+		            "weft-bench's own nodes, not --hosts or --netns");
+	if (o->compression != 0 && (o->rpc_impls & WBENCH_RPC_PIPELINE))
+		return fail(o, "--compression is the messaging service's: "
+		               "not with --impl pipeline");
+	if (largest > WBENCH_MAX_SIZE && msvc && (o->io & WBENCH_IO_THREADS))
+		return fail(o, "payloads above 16M: --io loop (the "
+		               "thread-per-peer baseline reads one frame of at "
+		               "most 32 MiB)");
+	return 0;
+}
+
 /* check_cluster: P nodes of 2 or more; --clients, --netns and --plot
  * with --hosts as they fit. */
 static int
@@ -426,7 +501,7 @@ check_cluster(wbench_opts *o)
 		}
 		o->io = WBENCH_IO_LOOP;
 	}
-	return 0;
+	return check_wire(o);
 }
 
 static int
@@ -473,7 +548,7 @@ check_rpc(wbench_opts *o)
 		            "pool handlers, --io loop on weft's service, a "
 		            "closed loop; its table only (not --json, --csv, "
 		            "--md, --plot)");
-	return 0;
+	return check_wire(o);
 }
 
 /* mix_defaults: 3 and 5 nodes, 8 clients x 32, 1 KiB values, unless

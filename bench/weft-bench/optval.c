@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* optval.c: the values of weft-bench's options: counts, sizes, seconds,
- * lists, and --hosts entries. */
+ * lists, --hosts entries, and compression algorithms. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/compress.h>
 #include <weft/transport.h>
 
 #include "wbench.h"
@@ -150,4 +151,26 @@ wbench_host_at(const char *list, unsigned i, char id[64], char host[256],
 	if (weft_address_split(addr, host, 256, port) != 0 || *port == 0)
 		return -1;
 	return 0;
+}
+
+/* The names of WEFT_COMPRESS_NONE, _LZ4 and _ZSTD, in their order. */
+static const char *const compression_names[] = {"none", "lz4", "zstd"};
+
+int
+wbench_parse_compression(const char *s, int *out)
+{
+	for (int i = WEFT_COMPRESS_NONE; i <= WEFT_COMPRESS_ZSTD; i++)
+		if (strcmp(s, compression_names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *
+wbench_compression_name(int alg)
+{
+	return alg >= WEFT_COMPRESS_NONE && alg <= WEFT_COMPRESS_ZSTD
+	           ? compression_names[alg]
+	           : "?";
 }

@@ -189,7 +189,8 @@ static const weft_handler rpc_handler = {
 static int
 client_init(weft_channel *ch, void *arg)
 {
-	int rv = wbench_pipe_codecs(ch);
+	const pclient *c = arg;
+	int rv = wbench_pipe_codecs(ch, c->o->size);
 
 	if (rv != 0)
 		return rv;
@@ -253,7 +254,7 @@ client_start(pclient *c, const wbench_opts *o)
 	    wbench_sample_init(&c->so_far) != 0 ||
 	    weft_loop_group_new(1, &c->group) != 0)
 		return -1;
-	wbench_pattern_fill(c->payload, o->size, o->seed);
+	wbench_payload_fill(c->payload, o->size, o->payload, o->seed);
 	for (unsigned i = 0; i < c->nslots; i++)
 		c->slots[i].id = i;
 	return 0;

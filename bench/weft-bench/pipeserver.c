@@ -81,10 +81,14 @@ static const weft_handler echo_handler = {
 };
 
 int
-wbench_pipe_codecs(weft_channel *ch)
+wbench_pipe_codecs(weft_channel *ch, size_t size)
 {
+	/* One frame holds a whole message: the frame codec's limit is set
+	 * to the run's payload (2 GiB is the most it takes). */
 	const weft_frame_codec_opts fo = {
-	    .max_frame_bytes = WBENCH_MAX_SIZE + WEFT_ENVELOPE_HEADER_BYTES,
+	    .max_frame_bytes =
+	        (size > WBENCH_MAX_SIZE ? size : WBENCH_MAX_SIZE) +
+	        WEFT_ENVELOPE_HEADER_BYTES,
 	    .emit_bytes = true,
 	};
 	int rv;
@@ -98,7 +102,8 @@ wbench_pipe_codecs(weft_channel *ch)
 static int
 server_init(weft_channel *ch, void *arg)
 {
-	int rv = wbench_pipe_codecs(ch);
+	const pserver *s = arg;
+	int rv = wbench_pipe_codecs(ch, s->o->size);
 
 	if (rv != 0)
 		return rv;

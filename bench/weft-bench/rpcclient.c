@@ -115,7 +115,7 @@ client_start(client *c, const wbench_opts *o)
 	    wbench_client_config(o, &c->cfg) != 0 ||
 	    wbench_client_tls(o, c->cfg, id, &c->tls) != 0)
 		return -1;
-	wbench_pattern_fill(c->payload, o->size, o->seed);
+	wbench_payload_fill(c->payload, o->size, o->payload, o->seed);
 	mo.tls = c->tls;
 	if (weft_loop_group_new(1, &c->group) != 0 ||
 	    weft_msvc_new(c->group, c->cfg, id, &mo, &c->svc) != 0 ||
@@ -225,6 +225,7 @@ report(client *c, const wbench_rusage *before, const wbench_rusage *after)
 	weft_msvc_get_stats(c->svc, &st);
 	f.wakeups = st.read_batches;
 	f.msgs_in = st.messages_in;
+	wbench_wire_bytes(c->svc, &f.body_bytes, &f.wire_bytes);
 	wbench_child_result(&f, before, after);
 	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);

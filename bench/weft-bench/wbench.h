@@ -78,6 +78,10 @@ enum wbench_peer {
 
 /* The largest payload a run may use: the frame codec's default maximum. */
 #define WBENCH_MAX_SIZE (16u << 20)
+/* The largest payload of the workloads on weft's messaging service
+ * (cluster, rpc), which sends a message above a frame as chunks, and of
+ * rpc --impl pipeline, whose frame codec is set to hold it. */
+#define WBENCH_MAX_MESSAGE (256u << 20)
 /* The echo verb of weft-bench's own nodes (cnode.c), which every client
  * mode asks; weftd's own echo, for --hosts, is WEFTD_VERB_ECHO. */
 #define WBENCH_VERB_ECHO 16u
@@ -167,6 +171,15 @@ typedef struct wbench_opts {
 	unsigned scan_length; /* longest scan (uniform 1 to it) */
 	bool duration_given;  /* --duration on the command line */
 	bool warmup_given, keys_given;
+	/* cluster, rpc: the messaging service's wire and the payloads */
+	enum wbench_payload payload;
+	int compression;    /* WEFT_COMPRESS_* of <weft/compress.h> */
+	bool wire_given;    /* --compression or --payload given */
+	double large_share; /* cluster: share of requests of large_size */
+	size_t large_size;  /* their payload bytes */
+	/* cluster-node, rpc-client: requests in flight in the whole run,
+	 * which the service's byte limits are raised to hold */
+	uint64_t in_flight;
 } wbench_opts;
 
 #define WBENCH_CLIENT_ASYNC 1u
@@ -229,6 +242,10 @@ int wbench_parse_num(const char *s, bool binary, uint64_t *out);
 /* wbench_parse_list reads up to max counts in [lo, hi]: "1", "1,4,16". */
 int wbench_parse_list(const char *s, unsigned long lo, unsigned long hi,
                       unsigned *out, unsigned max, unsigned *n);
+/* wbench_parse_compression reads none, lz4 or zstd as a WEFT_COMPRESS_*
+ * of <weft/compress.h>; wbench_compression_name names one. */
+int wbench_parse_compression(const char *s, int *out);
+const char *wbench_compression_name(int alg);
 /* wbench_parse_words reads a list of words of names[] (NULL-ended) into
  * a set of bits (1 << index); "both" is every word. */
 int wbench_parse_words(const char *s, const char *const *names, unsigned *set);
@@ -501,6 +518,13 @@ typedef struct wbench_cresult {
 	uint64_t gets, puts;
 	double get_ops_per_s, put_ops_per_s;
 	double get_p50_us, get_p99_us, put_p50_us, put_p99_us;
+	/* The wire: payload MB/s (one payload per request), the members'
+	 * CPU per MB of payload (rpc: the server's), the compression ratio
+	 * (body bytes per wire byte; 0: nothing compressed), and with
+	 * --large-share the large requests and both kinds' percentiles */
+	double mb_per_s, cpu_us_per_mb, wire_ratio;
+	uint64_t large_ops;
+	double small_p50_us, small_p99_us, large_p50_us, large_p99_us;
 	/* --repeat: the runs behind this one (the median op rate), and the
 	 * lowest and highest of their op rates and p99s */
 	unsigned runs;
@@ -643,6 +667,20 @@ int wbench_child_expect(const char *word, char *line, size_t len);
 /* wbench_client_config makes the run's config: members n0 to nP-1 on
  * 127.0.0.1 (ports from the "ports" line), limits as the members'. */
 int wbench_client_config(const wbench_opts *o, struct weft_msvc_config **out);
+/* wbench_wire_limits sets o's wire on a service's limits: its
+ * --compression, and byte limits that hold the run's messages. A
+ * message may be as large as the largest payload (--size,
+ * --large-size) and WBENCH_WIRE_SLACK; the outbound queue per peer, the
+ * answers queued for all clients, and the inbound bytes in flight are
+ * raised to hold every request the run keeps in flight (--in-flight, at
+ * least one) at that size. Limits already larger stay. */
+#define WBENCH_WIRE_SLACK 4096u
+struct weft_msvc_limits;
+void wbench_wire_limits(const wbench_opts *o, struct weft_msvc_limits *lim);
+/* wbench_wire_bytes sums svc's peers' frame bodies on compressed
+ * connections, both ways, before compression (*body) and as they
+ * travelled (*wire). */
+void wbench_wire_bytes(struct weft_msvc *svc, uint64_t *body, uint64_t *wire);
 /* wbench_client_tls, under --tls, sets cfg's [tls] for client id and
  * makes its context (*out; NULL in plaintext). 0 or -1. */
 int wbench_client_tls(const wbench_opts *o, struct weft_msvc_config *cfg,
@@ -721,6 +759,7 @@ void wbench_rusage_read(wbench_rusage *u);
 /* What a client process reports (the "result" line cnode.c prints). */
 typedef struct wbench_child_figs {
 	uint64_t ops, errors, wakeups, msgs_in, sent, replies, duplicates;
+	uint64_t body_bytes, wire_bytes; /* wbench_wire_bytes */
 	int first_error;
 } wbench_child_figs;
 
@@ -748,9 +787,10 @@ int wbench_rpc_client(const wbench_opts *o);
 int wbench_pipe_server(const wbench_opts *o);
 int wbench_pipe_client(const wbench_opts *o);
 /* wbench_pipe_codecs adds the frame and envelope codecs both sides put
- * before their own handler. */
+ * before their own handler, for payloads of up to size bytes (at least
+ * WBENCH_MAX_SIZE). */
 struct weft_channel;
-int wbench_pipe_codecs(struct weft_channel *ch);
+int wbench_pipe_codecs(struct weft_channel *ch, size_t size);
 
 /* ycsb.c, ycsbclient.c: the ycsb workload and one of its clients. */
 int wbench_ycsb_run(const wbench_opts *o);
