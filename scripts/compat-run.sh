@@ -6,8 +6,11 @@
 # this repository's history) in build-compat/, then runs a 3-node cluster
 # on loopback in which n3 is of REV and the client (weft-kv) too, with
 # puts and gets through every node for a bounded time (skew-run.sh with
-# no clock offset). Fails if a request failed or none was served. Where
-# REV is not in the history (a shallow clone), says so and skips (77).
+# no clock offset), then a rolling upgrade of a cluster of REV to this
+# build under key-value load (rolling-upgrade.sh). Fails if a request of
+# the mixed cluster failed or none was served, or if the upgrade lost an
+# acknowledged write. Where REV is not in the history (a shallow clone),
+# says so and skips (77).
 set -euo pipefail
 
 build=${1:?usage: compat-run.sh BUILD_DIR REV}
@@ -44,10 +47,18 @@ line=$(bash "$root/scripts/skew-run.sh" "$build" +0 "$seconds" "$old" \
 [ $rc -ne 77 ] || { cat "$log"; exit 77; }
 echo "compat with $rev (n3 and weft-kv of $rev): $line"
 [ $rc -eq 0 ] || fail "the mixed cluster (skew-run.sh exited $rc)"
-if [[ $line =~ requests\ ([0-9]+)\ served,\ ([0-9]+)\ failed ]] &&
-	[ "${BASH_REMATCH[1]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ]; then
-	exit 0
+if ! [[ $line =~ requests\ ([0-9]+)\ served,\ ([0-9]+)\ failed ]] ||
+	[ "${BASH_REMATCH[1]}" -eq 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
+	echo "compat-run.sh: a node of this build failed a node or client of $rev"
+	tail -n 40 "$log"
+	exit 1
 fi
-echo "compat-run.sh: a node of this build failed a node or client of $rev"
-tail -n 40 "$log"
-exit 1
+
+# Then every node of REV upgraded to this build, one at a time, under
+# key-value load from clients of both: nothing acknowledged is lost.
+rc=0
+bash "$root/scripts/rolling-upgrade.sh" "$build" "$old" 3 >"$log" 2>&1 ||
+	rc=$?
+tail -n 1 "$log"
+[ $rc -eq 0 ] || fail "the rolling upgrade from $rev"
+
