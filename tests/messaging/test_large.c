@@ -414,6 +414,41 @@ test_messages_larger_than_a_frame_travel_as_chunks(void **state)
 	cluster_stop(&cl);
 }
 
+static bool
+n1_queue_empty(void *arg)
+{
+	(void)arg;
+	return peer_stats(0, 1).queued_bytes == 0;
+}
+
+/* A peer that goes away in the middle of large messages: their callbacks
+ * run once, and the queue bytes they held come back. */
+static void
+test_a_peer_lost_in_the_middle_of_chunks_gives_the_queue_back(void **state)
+{
+	struct tally t = {.want = 4};
+	uint8_t *big = calloc(1, 12 * MIB);
+	int i;
+
+	(void)state;
+	assert_non_null(big);
+	assert_int_equal(cluster_start(&cl, 2, tune_large), 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(weft_msvc_request(cl.svc[0],
+		                                   cluster_peer(&cl, 0, 1),
+		                                   VERB_HOLD, big, 12 * MIB,
+		                                   NULL, tally_cb, &t),
+		                 0);
+	assert_true(peer_stats(0, 1).queued_bytes > 0);
+	cluster_stop_node(&cl, 1, 0);
+	assert_true(test_wait(tally_complete, &t, WAIT_MS));
+	assert_int_equal(atomic_load(&t.ok), 0);
+	assert_int_equal(atomic_load(&t.done), 4);
+	assert_true(test_wait(n1_queue_empty, NULL, 5000));
+	free(big);
+	cluster_stop(&cl);
+}
+
 /* ---- Compression ------------------------------------------------------- */
 
 static void
@@ -816,6 +851,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(
 	        test_messages_larger_than_a_frame_travel_as_chunks),
+	    cmocka_unit_test(
+	        test_a_peer_lost_in_the_middle_of_chunks_gives_the_queue_back),
 	    cmocka_unit_test(test_lz4_shrinks_what_travels),
 	    cmocka_unit_test(test_zstd_shrinks_what_travels),
 	    cmocka_unit_test(
