@@ -289,8 +289,13 @@ h_user_event(weft_ctx *ctx, int event, void *data)
 	const weft_frame_partial *part = data;
 
 	if (event == WEFT_CHUNK_EVENT_ASSEMBLING) {
-		if (c->state != WEFT__MSVC_CLOSED &&
-		    !weft__msvc_guard_assembling(c, data))
+		if (c->state == WEFT__MSVC_CLOSED)
+			return;
+		/* The chunk's frame is whole: what it held as a frame begun
+		 * goes back before the message takes its room, or the two
+		 * could wait for each other. */
+		weft__msvc_frame_arrived(c);
+		if (!weft__msvc_guard_assembling(c, data))
 			pause_reading(c);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -53,6 +54,15 @@ tune_large(weft_msvc_limits *l)
 	l->outbound_queue_bytes = 64 * MIB;
 	l->client_outbound_bytes = 64 * MIB;
 	l->frame_timeout_ms = 1000;
+}
+
+/* An inbound budget that one message of 2 MiB nearly fills. */
+static void
+tune_tight(weft_msvc_limits *l)
+{
+	tune_large(l);
+	l->inbound_inflight_bytes = 2 * MIB + 200 * KIB;
+	l->frame_timeout_ms = 3000;
 }
 
 static void
@@ -763,6 +773,54 @@ test_a_message_in_assembly_holds_its_room_until_it_ends(void **state)
 	cluster_stop(&cl);
 }
 
+/* The first chunk's frame arrives in two pieces, so its bytes are held
+ * as a frame begun before the chunk is whole: the message's room must not
+ * then wait for that frame's own room to go back (it did: the message was
+ * never read again, until frame_timeout closed the connection). */
+static void
+test_a_first_chunk_that_came_in_pieces_is_let_in(void **state)
+{
+	size_t n, len = 2 * MIB + 180 * KIB, at;
+	uint8_t *payload = malloc(len), *body, *back = NULL;
+	struct evbuffer *b = evbuffer_new();
+	rawpeer p;
+	rp_env e;
+
+	(void)state;
+	assert_int_equal(cluster_start(&cl, 1, tune_tight), 0);
+	raw_client(&p, "pieces", F_CHUNKS);
+	cluster_fill(payload, len, 3);
+	body = request_body(5, VERB_ECHO, payload, len, &n);
+	/* The first chunk's frame, cut in two. */
+	put_chunk(b, p.crc, 0x01, 1, n, body, 64 * KIB);
+	at = evbuffer_get_length(b) / 2;
+	assert_true(rp_send_bytes(&p, evbuffer_pullup(b, -1), at));
+	usleep(200 * 1000);
+	assert_true(rp_send_bytes(&p, evbuffer_pullup(b, -1) + at,
+	                          evbuffer_get_length(b) - at));
+	evbuffer_drain(b, evbuffer_get_length(b));
+	/* The rest, in chunks of 64 KiB. */
+	for (at = 64 * KIB; at < n; at += 64 * KIB) {
+		size_t k = n - at < 64 * KIB ? n - at : 64 * KIB;
+
+		put_chunk(b, p.crc, at + k == n ? 0x02 : 0x00, 1, 0, body + at,
+		          k);
+	}
+	assert_true(rp_send(&p, b));
+	assert_int_equal(read_message(&p, 0, &back), n);
+	rp_env_decode(back, n, &e);
+	assert_int_equal(e.id, 5);
+	assert_int_equal(e.len, len);
+	assert_memory_equal(e.payload, payload, len);
+	assert_true(WAIT_STAT_DOWN(0, inflight_bytes, 0));
+	free(back);
+	free(body);
+	free(payload);
+	evbuffer_free(b);
+	rp_close(&p);
+	cluster_stop(&cl);
+}
+
 /* A compressed frame of the given alg and declared raw_len around the n
  * bytes at data. */
 static size_t
@@ -865,6 +923,7 @@ main(void)
 	    cmocka_unit_test(test_bad_chunks_close_their_connection),
 	    cmocka_unit_test(
 	        test_a_message_in_assembly_holds_its_room_until_it_ends),
+	    cmocka_unit_test(test_a_first_chunk_that_came_in_pieces_is_let_in),
 	    cmocka_unit_test(test_bad_compressed_frames_close_their_connection),
 	    cmocka_unit_test(test_a_node_without_compression_agrees_to_none),
 	};
