@@ -132,6 +132,10 @@ static const weft_msvc_conf_key limit_keys[] = {
           .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
     LIMIT(U32, "connections_large", connections[WEFT_MSVC_LARGE], .min = 1,
           .max = WEFT__MSVC_MAX_CONNECTIONS_PER_CLASS, .why = CONN_WHY),
+    LIMIT(DURATION, "slow_call", slow_call_ms, .min = 1, .zero_ok = true,
+          .max = WEFT_MSVC_CONF_DAY_MS,
+          .why = "0 is off; at most a day, longer than any request waits "
+                 "(units: 500ms, 2s, 5m)"),
 };
 
 static int

@@ -49,6 +49,7 @@ weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch)
 	c->ctx = weft_pipeline_get(ch, WEFT__MSVC_HANDLER);
 	c->seen_writes = 0;
 	c->seen_bytes = 0;
+	c->opened_ns = weft_now_ns();
 	snprintf(c->peer_addr, sizeof(c->peer_addr), "%s",
 	         weft_channel_peer(ch));
 	atomic_fetch_add(&c->svc->st.connections_open, 1);

@@ -68,7 +68,7 @@ msg_release(weft_msvc_msg *msg)
  * worker pool and for responding later. Counts its payload's bytes as in
  * flight, copied or not, so that reading pauses for it either way. */
 static weft_msvc_msg *
-msg_copy(const weft_msvc_msg *src, bool payload)
+msg_copy(const weft_msvc_msg *src, bool payload, int stage)
 {
 	size_t len = payload ? src->len : 0;
 	weft_msvc_msg *m;
@@ -92,6 +92,7 @@ msg_copy(const weft_msvc_msg *src, bool payload)
 	                 m->counted);
 	if (m->peer->is_client)
 		atomic_fetch_add(&m->peer->refs, 1);
+	atomic_store_explicit(&m->stage, stage, memory_order_relaxed);
 	weft__msvc_track(m);
 	return m;
 }
@@ -231,7 +232,7 @@ detach(weft_msvc_msg *msg, bool payload)
 	if (!(msg->flags & WEFT__MSVC_F_REQUEST) || msg->responded ||
 	    msg->detached)
 		return NULL;
-	if ((copy = msg_copy(msg, payload)) == NULL)
+	if ((copy = msg_copy(msg, payload, WEFT_MSVC_REQ_DETACHED)) == NULL)
 		return NULL;
 	copy->detached = true;
 	/* The original is answered by the copy, which holds its slot and
@@ -292,6 +293,8 @@ run_job(weft_msvc_msg *msg)
 	} else if (atomic_load(&svc->stopped)) {
 		/* Dropped: the requester hears "shut down" or times out. */
 	} else {
+		atomic_store_explicit(&msg->stage, WEFT_MSVC_REQ_HANDLER,
+		                      memory_order_relaxed);
 		v->cb(svc, msg, v->arg);
 		weft__msvc_count(&v->handled, 1);
 		after_handler(msg);
@@ -513,7 +516,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 		return;
 	if (v->flags & WEFT_MSVC_BLOCKING) {
 		/* The job holds the slot from here. */
-		weft_msvc_msg *job = msg_copy(&msg, true);
+		weft_msvc_msg *job = msg_copy(&msg, true, WEFT_MSVC_REQ_QUEUED);
 
 		if (job == NULL) {
 			slot_release(&msg);

@@ -299,6 +299,7 @@ struct weft__msvc_conn {
 	 * both ways, and compression with this algorithm (0: none). */
 	bool chunks;
 	uint8_t compression;
+	uint64_t opened_ns; /* when ch was attached (debug.c) */
 	/* The stages' counters last added to the peer's (write.c). */
 	weft_compress_stats seen_compress;
 	uint64_t seen_chunked_out, seen_chunked_in;
@@ -650,6 +651,9 @@ struct weft_msvc_msg {
 	bool holds_slot;
 	bool urgent; /* counted in svc->urgent_inflight, not inflight */
 	_Atomic bool cancelled;
+	/* A heap message's enum weft_msvc_req_stage, for snapshots
+	 * (debug.c), which read it under svc->cancels.lock. */
+	_Atomic int stage;
 	struct weft_msvc_msg *tracked_next; /* svc->cancels' bucket */
 	/* weft_msvc_msg_on_cancel's callback, until it runs; while it runs,
 	 * running is the running side's record (cancel.c). Both under
@@ -739,6 +743,7 @@ struct weft_msvc {
 	/* Clients' clocks past max_clock_skew: one line for them all, each
 	 * client being a peer of its own (clock.c). */
 	weft_log_limit log_client_clock;
+	weft_log_limit log_slow_call; /* debug.c */
 	/* weft__msvc_each_loop: loops yet to run the task, and what runs
 	 * after the last. */
 	_Atomic uint32_t each_left;
@@ -1145,6 +1150,11 @@ int weft__msvc_wire_to_error_status(int code);
 #define WEFT__MSVC_PEER_LAT_SUB_BITS 4
 #define WEFT__MSVC_PEER_LAT_MAX_NS ((UINT64_C(1) << 40) - 1)
 int weft__msvc_peer_lat_new(weft_histogram **out);
+
+/* debug.c: logs the request of slot s, answered after took_ns, if that
+ * is above slow_call (rate limited). Home loop. */
+void weft__msvc_slow_call(struct weft__msvc_loop *ml,
+                          const struct weft__msvc_slot *s, uint64_t took_ns);
 
 /* metrics.c */
 void weft__msvc_stats_tick(weft_timer *t, void *arg);

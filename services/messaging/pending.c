@@ -270,6 +270,8 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 		    weft__msvc_peer_lat_new(&peer->lat) == 0)
 			weft_histogram_record(peer->lat, took);
 		record_verb_latency(ml, s->verb, took);
+		if (svc->cfg->limits.slow_call_ms != 0)
+			weft__msvc_slow_call(ml, s, took);
 	}
 	s->live = false;
 	s->next = ml->free_head;

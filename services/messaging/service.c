@@ -216,6 +216,8 @@ svc_alloc(weft_loop_group *group, const weft_msvc_config *cfg,
 	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_LOG_LIMIT_MS);
 	svc->log_client_clock =
 	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_CLOCK_LOG_MS);
+	svc->log_slow_call =
+	    (weft_log_limit)WEFT_LOG_LIMIT_INIT(WEFT__MSVC_LOG_LIMIT_MS);
 	svc->group = group;
 	snprintf(svc->id, sizeof(svc->id), "%s", node_id);
 	if ((rv = weft__msvc_config_copy(cfg, &svc->cfg)) != 0)

@@ -162,6 +162,10 @@ typedef struct weft_msvc_limits {
 	int compression;                /* WEFT_COMPRESS_NONE (0) */
 	size_t compression_min_bytes;   /* 512 */
 	uint32_t max_compression_ratio; /* 255 */
+	/* This node's requests whose round trip took longer are logged
+	 * (peer, verb, round trip), at most a line per 5 s with the number
+	 * of others; 0 (the default): none are. */
+	uint64_t slow_call_ms;
 } weft_msvc_limits;
 
 enum weft_msvc_tls_mode {
@@ -1246,6 +1250,129 @@ WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
  * Any thread.
  */
 WEFT_API int weft_msvc_metrics_dump(weft_msvc *svc, struct evbuffer *out);
+
+/* ---- What is in flight (debug.c) ----------------------------------------
+ *
+ * A snapshot of the node's connections and of the requests in flight
+ * through it, for a person looking at a live node (Kudu's rpcz, gRPC's
+ * channelz, brpc's /connections). Connections and pending requests belong
+ * to their loops, so a snapshot posts a task to every loop of the service;
+ * each copies what it owns (no lock on the data path, nothing read from
+ * another thread), and the last one adds the requests that wait for or run
+ * in a worker or were detached (read under the lock that cancellation
+ * already takes for them) and hands the whole over. A snapshot is a copy:
+ * it owes the service nothing and may outlive it.
+ */
+typedef struct weft_msvc_snapshot weft_msvc_snapshot;
+
+/* One connection; its strings belong to the snapshot. */
+typedef struct weft_msvc_conn_info {
+	const char *peer;    /* the peer's id; "" before its handshake */
+	const char *address; /* the remote end, "host:port" */
+	const char *state;   /* "connecting", "handshake", "up", "closed" */
+	int cls;             /* WEFT_MSVC_URGENT, _SMALL or _LARGE */
+	uint32_t index;      /* within its class */
+	bool outbound;       /* dialled by this node (false: accepted) */
+	bool client;         /* the peer is a client, not a member */
+	bool tls;
+	/* What the handshake agreed (all 0 before it ends): the protocol
+	 * version, CRCs on frames, chunks, and the compression algorithm
+	 * (WEFT_COMPRESS_NONE, _LZ4 or _ZSTD of <weft/compress.h>). */
+	uint32_t version;
+	bool crc, chunks;
+	int compression;
+	uint64_t bytes_in, bytes_out; /* the socket's, both ways */
+	uint64_t age_ms;              /* since it connected or was accepted */
+} weft_msvc_conn_info;
+
+/* Where a request in flight is. This node's own requests: not yet
+ * written (queued for its connection), or written and awaiting the
+ * answer. A peer's request handled here: queued for a worker, in a
+ * worker's handler, or detached (its handler returned, to be answered
+ * later). A request whose handler runs on its loop is never seen: the
+ * snapshot's task runs between such handlers. */
+enum weft_msvc_req_stage {
+	WEFT_MSVC_REQ_UNSENT = 0,
+	WEFT_MSVC_REQ_SENT = 1,
+	WEFT_MSVC_REQ_QUEUED = 2,
+	WEFT_MSVC_REQ_HANDLER = 3,
+	WEFT_MSVC_REQ_DETACHED = 4,
+};
+
+/* One request in flight; its strings belong to the snapshot. */
+typedef struct weft_msvc_req_info {
+	const char *peer;      /* who it was sent to, or who sent it */
+	const char *verb_name; /* the name registered here, or "" */
+	uint32_t verb;
+	bool inbound; /* a peer's request handled here */
+	int stage;    /* enum weft_msvc_req_stage */
+	/* This node's requests: since they were made. A peer's: since its
+	 * sender made it, in this node's clock (through the offset measured
+	 * for that peer's clock). */
+	uint64_t age_ms;
+	uint64_t id; /* the envelope's id */
+} weft_msvc_req_info;
+
+/* Runs once with the snapshot (taken by cb: free it with
+ * weft_msvc_snapshot_free) and status 0, or with NULL and a negative
+ * WEFT_E code; on one of the service's loop threads. */
+typedef void (*weft_msvc_snapshot_cb)(weft_msvc *svc, int status,
+                                      weft_msvc_snapshot *snap, void *arg);
+
+/* weft_msvc_snapshot_async takes a snapshot and hands it to cb; if it
+ * returns non-zero (WEFT_EINVAL, WEFT_ESHUTDOWN once the service stops,
+ * WEFT_ENOMEM), cb is never called. A stop waits for a snapshot under way.
+ * Any thread. */
+WEFT_API int weft_msvc_snapshot_async(weft_msvc *svc, weft_msvc_snapshot_cb cb,
+                                      void *arg);
+/* weft_msvc_snapshot_take takes a snapshot and waits for it, at most
+ * timeout_ms (0: no limit); *out is the caller's to free. Returns 0,
+ * WEFT_ETIMEDOUT when a loop has not run its task by then (one that
+ * blocks), WEFT_EBUSY on one of the service's loop threads (where waiting
+ * would never end: use weft_msvc_snapshot_async), or as
+ * weft_msvc_snapshot_async. Any other thread. */
+WEFT_API int weft_msvc_snapshot_take(weft_msvc *svc, uint64_t timeout_ms,
+                                     weft_msvc_snapshot **out);
+/* weft_msvc_snapshot_free frees snap and its strings; NULL is ignored.
+ * Any thread. */
+WEFT_API void weft_msvc_snapshot_free(weft_msvc_snapshot *snap);
+/* weft_msvc_snapshot_node returns the id of the node it was taken on,
+ * and weft_msvc_snapshot_wall_ms returns when (the node's wall clock,
+ * ms); both borrowed from snap. Any thread. */
+WEFT_API const char *weft_msvc_snapshot_node(const weft_msvc_snapshot *snap);
+WEFT_API uint64_t weft_msvc_snapshot_wall_ms(const weft_msvc_snapshot *snap);
+/* weft_msvc_snapshot_conn_count returns the number of connections;
+ * weft_msvc_snapshot_conn_at returns the i-th (by loop, then accepted
+ * before dialled), borrowed from snap, or NULL past the end. Any
+ * thread. */
+WEFT_API size_t weft_msvc_snapshot_conn_count(const weft_msvc_snapshot *snap);
+WEFT_API const weft_msvc_conn_info *
+weft_msvc_snapshot_conn_at(const weft_msvc_snapshot *snap, size_t i);
+/* weft_msvc_snapshot_req_count returns the number of requests in
+ * flight; weft_msvc_snapshot_req_at returns the i-th (this node's first,
+ * each kind oldest first), borrowed from snap, or NULL past the end. Any
+ * thread. */
+WEFT_API size_t weft_msvc_snapshot_req_count(const weft_msvc_snapshot *snap);
+WEFT_API const weft_msvc_req_info *
+weft_msvc_snapshot_req_at(const weft_msvc_snapshot *snap, size_t i);
+
+/* What weft_msvc_snapshot_json writes: either or both. */
+#define WEFT_MSVC_SNAPSHOT_CONNS 0x1u
+#define WEFT_MSVC_SNAPSHOT_REQS 0x2u
+/* weft_msvc_snapshot_json appends snap as one JSON object to out: "node",
+ * "wall_ms", and "connections" and "requests" as what asks, arrays of
+ * objects whose members are the info structs' fields (class, direction,
+ * stage and compression as names). docs/WEFTD.md shows it. Returns 0 or
+ * WEFT_ENOMEM. Any thread. */
+WEFT_API int weft_msvc_snapshot_json(const weft_msvc_snapshot *snap,
+                                     unsigned what, struct evbuffer *out);
+/* weft_msvc_class_name returns a class's name ("urgent", "small",
+ * "large"), a constant string, "?" for anything else. Any thread. */
+WEFT_API const char *weft_msvc_class_name(int cls);
+/* weft_msvc_req_stage_name returns a stage's name ("unsent", "sent",
+ * "queued", "handler", "detached"), a constant string, "?" for anything
+ * else. Any thread. */
+WEFT_API const char *weft_msvc_req_stage_name(int stage);
 
 #ifdef __cplusplus
 }
