@@ -127,6 +127,84 @@ u64_at(const msgpack_object *o, const char *key)
 	           : 0;
 }
 
+static bool
+bool_at(const msgpack_object *o, const char *key)
+{
+	const msgpack_object *v = map_get(o, key);
+
+	return v != NULL && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
+}
+
+/* The array at key of map o, or NULL. */
+static const msgpack_object *
+array_at(const msgpack_object *o, const char *key)
+{
+	const msgpack_object *v = map_get(o, key);
+
+	return v != NULL && v->type == MSGPACK_OBJECT_ARRAY ? v : NULL;
+}
+
+/* The node's connections, one a line (a node of an older release sends
+ * none: nothing is printed). */
+static void
+print_connections(const msgpack_object *o)
+{
+	const msgpack_object *conns = array_at(o, "connections"), *c;
+	const char *peer, *cls, *dir, *state;
+	int pl, cl, dl, sl;
+	uint32_t i;
+
+	if (conns == NULL)
+		return;
+	printf("\nconnections: %u\n", conns->via.array.size);
+	printf("%-20s %-4s %-7s %3s %-10s %-4s %3s %12s %12s %10s\n", "PEER",
+	       "DIR", "CLASS", "IDX", "STATE", "TLS", "VER", "BYTES_IN",
+	       "BYTES_OUT", "AGE_S");
+	for (i = 0; i < conns->via.array.size; i++) {
+		c = &conns->via.array.ptr[i];
+		peer = str_at(c, "peer", &pl);
+		dir = str_at(c, "direction", &dl);
+		cls = str_at(c, "class", &cl);
+		state = str_at(c, "state", &sl);
+		printf("%-20.*s %-4.*s %-7.*s %3llu %-10.*s %-4s %3llu %12llu "
+		       "%12llu %10.1f\n",
+		       pl ? pl : 1, pl ? peer : "-", dl, dir, cl, cls,
+		       (unsigned long long)u64_at(c, "index"), sl, state,
+		       bool_at(c, "tls") ? "yes" : "no",
+		       (unsigned long long)u64_at(c, "version"),
+		       (unsigned long long)u64_at(c, "bytes_in"),
+		       (unsigned long long)u64_at(c, "bytes_out"),
+		       (double)u64_at(c, "age_ms") / 1000.0);
+	}
+}
+
+/* The requests in flight through the node, one a line. */
+static void
+print_requests(const msgpack_object *o)
+{
+	const msgpack_object *reqs = array_at(o, "requests"), *r;
+	const char *peer, *dir, *name, *stage;
+	int pl, dl, nl, sl;
+	uint32_t i;
+
+	if (reqs == NULL)
+		return;
+	printf("\nrequests in flight: %u\n", reqs->via.array.size);
+	printf("%-4s %-20s %6s %-16s %-9s %10s\n", "DIR", "PEER", "VERB",
+	       "NAME", "STAGE", "AGE_MS");
+	for (i = 0; i < reqs->via.array.size; i++) {
+		r = &reqs->via.array.ptr[i];
+		dir = str_at(r, "direction", &dl);
+		peer = str_at(r, "peer", &pl);
+		name = str_at(r, "verb_name", &nl);
+		stage = str_at(r, "stage", &sl);
+		printf("%-4.*s %-20.*s %6llu %-16.*s %-9.*s %10llu\n", dl, dir,
+		       pl, peer, (unsigned long long)u64_at(r, "verb"),
+		       nl ? nl : 1, nl ? name : "-", sl, stage,
+		       (unsigned long long)u64_at(r, "age_ms"));
+	}
+}
+
 static void
 print_status_text(const msgpack_object *o)
 {
@@ -152,6 +230,8 @@ print_status_text(const msgpack_object *o)
 		state = str_at(&members->via.array.ptr[i], "state", &sl);
 		printf("%.*s\t%.*s\n", il, id, sl, state);
 	}
+	print_connections(o);
+	print_requests(o);
 }
 
 int

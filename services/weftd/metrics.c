@@ -153,16 +153,18 @@ weftd_metrics_dump(struct weftd *d, struct evbuffer *out)
  * (libevent 2.1 would send the body after them too). */
 static void
 send_text(struct evhttp_request *req, int code, const char *reason,
-          struct evbuffer *body, bool metrics)
+          struct evbuffer *body, const char *path)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+	const char *type = "text/plain; charset=utf-8";
 	char length[24];
 
 	/* The Prometheus text format's version, on its answers only. */
-	evhttp_add_header(h, "Content-Type",
-	                  code == HTTP_OK && metrics
-	                      ? "text/plain; version=0.0.4; charset=utf-8"
-	                      : "text/plain; charset=utf-8");
+	if (code == HTTP_OK && path != NULL && strcmp(path, "/metrics") == 0)
+		type = "text/plain; version=0.0.4; charset=utf-8";
+	else if (code == HTTP_OK && path != NULL && weftd_debug_is_path(path))
+		type = "application/json";
+	evhttp_add_header(h, "Content-Type", type);
 	if (evhttp_request_get_command(req) != EVHTTP_REQ_HEAD) {
 		evhttp_send_reply(req, code, reason, body);
 		return;
@@ -212,6 +214,8 @@ answer(struct weftd *d, const char *path, struct evhttp_request *req,
 		return weftd_readyz(d, body, wants_verbose(req))
 		           ? HTTP_OK
 		           : HTTP_SERVUNAVAIL;
+	if (weftd_debug_is_path(path))
+		return weftd_debug_answer(d, path, body);
 	return 0;
 }
 
@@ -247,14 +251,14 @@ on_request(struct evhttp_request *req, void *arg)
 		                  "Allow", "GET, HEAD");
 		evbuffer_add_printf(body, "method not allowed: GET or HEAD\n");
 		send_text(req, HTTP_BADMETHOD, "Method Not Allowed", body,
-		          false);
+		          NULL);
 	} else if (path == NULL || (code = answer(d, path, req, body)) == 0) {
-		evbuffer_add_printf(body, "not found: try /metrics, /livez "
-		                          "or /readyz\n");
-		send_text(req, HTTP_NOTFOUND, "Not Found", body, false);
+		evbuffer_add_printf(body, "not found: try /metrics, /livez, "
+		                          "/readyz, /debug/connections or "
+		                          "/debug/requests\n");
+		send_text(req, HTTP_NOTFOUND, "Not Found", body, NULL);
 	} else {
-		send_text(req, code, reason_of(code), body,
-		          strcmp(path, "/metrics") == 0);
+		send_text(req, code, reason_of(code), body, path);
 	}
 	evbuffer_free(body);
 }

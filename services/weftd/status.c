@@ -5,6 +5,7 @@
  * (weftd_int.h), read by clients as they read any map: by key, skipping
  * keys they do not know, so that fields can be added.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -58,8 +59,11 @@ pack_members(msgpack_packer *pk, weft_msvc *svc)
 	return 0;
 }
 
+/* Packs the answer; with snap, the connections and requests in flight
+ * too (weft-kv status shows them). */
 static int
-pack_status(struct weftd *d, struct evbuffer *out)
+pack_status(struct weftd *d, const weft_msvc_snapshot *snap,
+            struct evbuffer *out)
 {
 	weft_msvc_stats ms;
 	weft_kv_stats ks;
@@ -68,7 +72,8 @@ pack_status(struct weftd *d, struct evbuffer *out)
 	weft_msvc_get_stats(d->svc, &ms);
 	weft_kv_get_stats(d->kv, &ks);
 	weft_msgpack_packer_init(&pk, out);
-	if (msgpack_pack_map(&pk, 8) != 0 || pack_str(&pk, "node") != 0 ||
+	if (msgpack_pack_map(&pk, snap != NULL ? 10 : 8) != 0 ||
+	    pack_str(&pk, "node") != 0 ||
 	    pack_str(&pk, weft_msvc_node_id(d->svc)) != 0 ||
 	    pack_str(&pk, "cluster") != 0 ||
 	    pack_str(&pk, weft_msvc_config_cluster(d->cfg)) != 0 ||
@@ -80,23 +85,61 @@ pack_status(struct weftd *d, struct evbuffer *out)
 	    pack_u64(&pk, "clients", ms.clients_open) != 0 ||
 	    pack_members(&pk, d->svc) != 0)
 		return WEFT_ENOMEM;
-	return 0;
+	return snap != NULL ? weftd_debug_pack(snap, &pk) : 0;
 }
 
 static void
-on_status(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+answer(struct weftd *d, weft_msvc_msg *msg, const weft_msvc_snapshot *snap)
 {
 	struct evbuffer *out;
 
-	(void)svc;
-	if (!weft_msvc_msg_is_request(msg))
-		return;
-	if ((out = evbuffer_new()) == NULL || pack_status(arg, out) != 0)
+	if ((out = evbuffer_new()) == NULL || pack_status(d, snap, out) != 0)
 		weft_msvc_respond_error(msg, WEFT_ENOMEM, "out of memory");
 	else
 		weft_msvc_respond_buf(msg, out);
 	if (out != NULL)
 		evbuffer_free(out);
+}
+
+/* A status request waiting for its snapshot. */
+struct status_call {
+	struct weftd *d;
+	weft_msvc_msg *msg; /* detached */
+};
+
+static void
+on_snapshot(weft_msvc *svc, int status, weft_msvc_snapshot *snap, void *arg)
+{
+	struct status_call *sc = arg;
+
+	(void)svc;
+	(void)status; /* without a snapshot, the answer has the rest */
+	answer(sc->d, sc->msg, snap);
+	weft_msvc_snapshot_free(snap);
+	free(sc);
+}
+
+/* The snapshot's tasks run on every loop, this one included, after the
+ * handler returns: the request is detached and answered from the
+ * snapshot's callback. */
+static void
+on_status(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct status_call *sc;
+
+	if (!weft_msvc_msg_is_request(msg))
+		return;
+	if ((sc = malloc(sizeof(*sc))) == NULL ||
+	    (sc->msg = weft_msvc_msg_detach_reply(msg)) == NULL) {
+		free(sc);
+		answer(arg, msg, NULL);
+		return;
+	}
+	sc->d = arg;
+	if (weft_msvc_snapshot_async(svc, on_snapshot, sc) != 0) {
+		answer(arg, sc->msg, NULL);
+		free(sc);
+	}
 }
 
 int

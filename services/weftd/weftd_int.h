@@ -168,6 +168,17 @@ int weftd_kv_ping(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
 int weftd_kv_status(weft_msvc *svc, weft_msvc_peer *node, uint64_t timeout_ms,
                     bool json);
 
+/* debug.c: what is in flight (docs/WEFTD.md, "What is in flight").
+ * weftd_debug_is_path tells the endpoint's paths; weftd_debug_answer
+ * fills body with path's JSON and returns the HTTP status (main loop:
+ * it waits for the service's loops, at most a second); weftd_debug_pack
+ * adds "connections" and "requests" to a map being packed (status.c).
+ * 0 or WEFT_ENOMEM. */
+bool weftd_debug_is_path(const char *path);
+int weftd_debug_answer(struct weftd *d, const char *path,
+                       struct evbuffer *body);
+int weftd_debug_pack(const weft_msvc_snapshot *snap, msgpack_packer *pk);
+
 /* load.c: the load verb, with which weft-bench runs the cluster workload
  * on weftd nodes (docs/WEFTD.md). Register before the service starts;
  * stop (ends a run, joins its thread) before the service stops; free

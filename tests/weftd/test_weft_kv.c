@@ -266,7 +266,8 @@ test_status_shows_the_nodes_view(void **state)
 	assert_non_null(strstr(out, "\"keys\":1,"));
 	assert_non_null(strstr(out,
 	                       "\"members\":[{\"id\":\"n1\",\"state\":\"up\"},"
-	                       "{\"id\":\"n2\",\"state\":\"self\"}]}"));
+	                       "{\"id\":\"n2\",\"state\":\"self\"}],"
+	                       "\"connections\":[{"));
 	/* n2 goes: n1 sees it down. */
 	wt_node_signal_exit(&f->p[1], SIGTERM);
 	f->p[1].pid = 0;
