@@ -132,6 +132,7 @@ respond(weft_msvc_msg *msg, uint32_t flags, const void *data, size_t len,
 	out.ptr = data;
 	out.len = len;
 	out.buf = buf;
+	weft__msvc_stages_answered(msg, &out);
 	if (!weft__msvc_take_queued(peer, frame, out.internal)) {
 		weft__msvc_count(&peer->st.dropped_overload, 1);
 		weft__msvc_count(&svc->st.overloaded, 1);
@@ -276,6 +277,17 @@ is_expired(const weft_msvc_msg *msg)
 	return msg->expires_ms <= weft__msvc_clock_now_ms(msg->svc);
 }
 
+/* Runs msg's handler, as the one running on this thread (trace.c). */
+static void
+run_handler(struct weft__msvc_verb *v, weft_msvc_msg *msg)
+{
+	const weft_msvc_msg *prev = weft__msvc_handler_enter(msg);
+
+	v->cb(msg->svc, msg, v->arg);
+	weft__msvc_handler_leave(prev);
+	weft__msvc_count(&v->handled, 1);
+}
+
 /* ---- The worker pool --------------------------------------------------- */
 
 static void
@@ -295,8 +307,9 @@ run_job(weft_msvc_msg *msg)
 	} else {
 		atomic_store_explicit(&msg->stage, WEFT_MSVC_REQ_HANDLER,
 		                      memory_order_relaxed);
-		v->cb(svc, msg, v->arg);
-		weft__msvc_count(&v->handled, 1);
+		if (msg->read_ns != 0)
+			msg->run_ns = weft_now_ns();
+		run_handler(v, msg);
 		after_handler(msg);
 	}
 	msg_release(msg);
@@ -478,6 +491,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 
 	if (env->verb < WEFT_MSVC_MAX_VERBS)
 		v = &svc->verbs[env->verb];
+	weft__msvc_trace_arrived(c, &msg, env);
 	/* A heartbeat is answered however late: an answer that comes too
 	 * late is dropped by its requester, and a peer's clock never gets
 	 * one dropped here. */
@@ -526,8 +540,7 @@ weft__msvc_dispatch(struct weft__msvc_conn *c, const weft_envelope *env)
 		pool_push(svc, job);
 		return;
 	}
-	v->cb(svc, &msg, v->arg);
-	weft__msvc_count(&v->handled, 1);
+	run_handler(v, &msg);
 	after_handler(&msg);
 	slot_release(&msg);
 }

@@ -95,6 +95,7 @@ weft__msvc_stats_tick(weft_timer *t, void *arg)
 	(void)t;
 	weft__msvc_cache_wakeups(ml);
 	snapshot_verbs(ml);
+	weft__msvc_stages_snapshot(ml);
 	for (i = 0; i < svc->npeers; i++) {
 		weft_msvc_peer *peer = svc->peers[i];
 
@@ -245,6 +246,7 @@ weft_msvc_get_stats(const weft_msvc *csvc, weft_msvc_stats *out)
 	out->cancels_received = LOAD(s->cancels_received);
 	out->cancels_unknown = LOAD(s->cancels_unknown);
 	out->cancelled_jobs = LOAD(s->cancelled_jobs);
+	out->bad_traceparents = LOAD(s->bad_traceparents);
 }
 
 /* ---- Prometheus text --------------------------------------------------- */
@@ -333,6 +335,8 @@ static const struct metric node_metrics[] = {
                 "Cancels from peers for no request in progress: ignored."),
     NODE_METRIC(cancelled_jobs, "counter",
                 "Cancelled requests not run: still queued for a worker."),
+    NODE_METRIC(bad_traceparents, "counter",
+                "Trace contexts from peers not valid by W3C: ignored."),
     NODE_METRIC(worker_jobs, "counter", "Handlers run on workers."),
 };
 
@@ -509,6 +513,47 @@ dump_peer_latency(weft_msvc *svc, struct evbuffer *out)
 	}
 }
 
+/* The stages of weft_msvc_stage, as metric labels. */
+static const char *const stage_names[WEFT_MSVC_STAGES] = {
+    "inbound",
+    "queue",
+    "handler",
+    "send",
+};
+
+/* The peers' stage times from their answers (trace.c), from the last
+ * second's copy. */
+static void
+dump_peer_stages(weft_msvc *svc, struct evbuffer *out)
+{
+	char lb[320];
+	size_t p;
+	int s;
+
+	evbuffer_add_printf(out, "# HELP weft_msvc_peer_stage_seconds "
+	                         "Time this node's requests spent in each "
+	                         "stage at the peer, as its answers say.\n"
+	                         "# TYPE weft_msvc_peer_stage_seconds "
+	                         "histogram\n");
+	for (p = 0; p < svc->npeers; p++) {
+		weft_msvc_peer *peer = svc->peers[p];
+
+		if (!is_remote(peer))
+			continue;
+		pthread_mutex_lock(&peer->snap_lock);
+		for (s = 0; s < WEFT_MSVC_STAGES; s++) {
+			if (peer->stages_snap.h[s] == NULL)
+				continue;
+			labels(lb, sizeof(lb), "node", svc->id, "peer",
+			       peer->id, "stage", stage_names[s]);
+			weft_metrics_histogram(out,
+			                       "weft_msvc_peer_stage_seconds",
+			                       lb, peer->stages_snap.h[s]);
+		}
+		pthread_mutex_unlock(&peer->snap_lock);
+	}
+}
+
 /* One gauge per remote peer, value(ps[p]) for each: what the table of
  * counters above cannot hold (signed, or not a count). */
 static void
@@ -588,6 +633,7 @@ dump_peers(weft_msvc *svc, struct evbuffer *out)
 		}
 	}
 	dump_peer_latency(svc, out);
+	dump_peer_stages(svc, out);
 	dump_peer_clock(svc, ps, n, out);
 	free(ps);
 }
@@ -637,6 +683,61 @@ dump_verb_latency(weft_msvc *svc, struct evbuffer *out)
 	}
 }
 
+/* Merges every loop's copy of verb's stage s into sum; false if none
+ * has one. */
+static bool
+verb_stage_merged(weft_msvc *svc, uint32_t verb, int s, weft_histogram *sum)
+{
+	bool has = false;
+	uint32_t i;
+
+	weft_histogram_reset(sum);
+	for (i = 0; i < svc->nloops; i++) {
+		struct weft__msvc_loop *ml = &svc->loops[i];
+
+		pthread_mutex_lock(&ml->snap_lock);
+		if (ml->verb_stages_snap != NULL &&
+		    ml->verb_stages_snap[verb] != NULL &&
+		    ml->verb_stages_snap[verb]->h[s] != NULL) {
+			weft_histogram_merge(sum,
+			                     ml->verb_stages_snap[verb]->h[s]);
+			has = true;
+		}
+		pthread_mutex_unlock(&ml->snap_lock);
+	}
+	return has;
+}
+
+/* The stage times of this node's requests at their responders, by verb. */
+static void
+dump_verb_stages(weft_msvc *svc, struct evbuffer *out)
+{
+	char lb[600], number[16];
+	weft_histogram *h;
+	uint32_t v;
+	int s;
+
+	if (weft__msvc_peer_lat_new(&h) != 0)
+		return;
+	evbuffer_add_printf(out, "# HELP weft_msvc_verb_stage_seconds "
+	                         "Time this node's requests spent in each "
+	                         "stage at their responders, by verb.\n"
+	                         "# TYPE weft_msvc_verb_stage_seconds "
+	                         "histogram\n");
+	for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
+		for (s = 0; s < WEFT_MSVC_STAGES; s++) {
+			if (!verb_stage_merged(svc, v, s, h))
+				continue;
+			snprintf(number, sizeof(number), "%u", (unsigned)v);
+			labels(lb, sizeof(lb), "node", svc->id, "number",
+			       number, "stage", stage_names[s]);
+			weft_metrics_histogram(
+			    out, "weft_msvc_verb_stage_seconds", lb, h);
+		}
+	}
+	weft_histogram_free(h);
+}
+
 static void
 dump_verbs(weft_msvc *svc, struct evbuffer *out)
 {
@@ -663,6 +764,7 @@ dump_verbs(weft_msvc *svc, struct evbuffer *out)
 		}
 	}
 	dump_verb_latency(svc, out);
+	dump_verb_stages(svc, out);
 }
 
 int

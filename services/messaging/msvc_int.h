@@ -203,6 +203,19 @@ struct weft__msvc_loop;
 struct weft__msvc_conn;
 
 /* A message waiting to be encoded: on a peer's queue or a backlog. */
+/* What a message carries in its version 2 params (trace.c). */
+struct weft__msvc_out_params {
+	/* Response: when it was answered (0: no stage times), and its first
+	 * stages then known, in us; SEND is added when it is encoded. */
+	uint64_t answered_ns;
+	uint32_t stage_us[WEFT_MSVC_STAGE_SEND];
+	/* Request: it belongs to tp's trace, tp.span_id being the caller's
+	 * span, until open_slot makes it the request's own (traced); or it
+	 * starts a new trace there (new_trace). */
+	bool traced, new_trace;
+	weft_msvc_traceparent tp;
+};
+
 struct weft__msvc_out {
 	weft_task task;       /* the hand-off to the peer's home loop */
 	weft_msvc_peer *peer; /* while handed off */
@@ -227,7 +240,8 @@ struct weft__msvc_out {
 	size_t len;           /* payload bytes */
 	size_t accounted;     /* bytes counted in the peer's queued_bytes */
 	struct evbuffer *buf; /* payload, when not inline */
-	uint8_t data[];       /* inline payload */
+	struct weft__msvc_out_params params;
+	uint8_t data[]; /* inline payload */
 };
 TAILQ_HEAD(weft__msvc_outq, weft__msvc_out);
 
@@ -386,6 +400,16 @@ struct weft__msvc_slot {
 	/* The tag of the slot's last request if it was cancelled (0:
 	 * not), so that its answer is counted as such (cancel.c). */
 	uint32_t cancelled_tag;
+	/* A request of a trace: tp as sent (its own span), and its parent
+	 * span (all zero: a root). */
+	bool traced;
+	weft_msvc_traceparent tp;
+	uint8_t parent_span_id[8];
+};
+
+/* A histogram per stage (weft_msvc_stage), made on first use. */
+struct weft__msvc_stage_hists {
+	weft_histogram *h[WEFT_MSVC_STAGES];
 };
 
 /* Reactor counters, written by their loop only. */
@@ -425,6 +449,9 @@ struct weft__msvc_loop {
 	 * allocated for a verb on its first completed request. */
 	weft_histogram **verb_lat;
 	weft_histogram **verb_snap;
+	/* The stage times of the answers, per verb, the same two ways:
+	 * arrays made on the first answer that carries them (trace.c). */
+	struct weft__msvc_stage_hists **verb_stages, **verb_stages_snap;
 	pthread_mutex_t snap_lock;
 	/* Random bits for request ids, refilled from getrandom. */
 	uint32_t random[256];
@@ -522,6 +549,9 @@ struct weft_msvc_peer {
 	/* And the exposition's histogram (metrics.c). */
 	uint64_t snap_buckets[WEFT_METRICS_LATENCY_BUCKETS + 1];
 	double snap_sum_ns;
+	/* The stage times of its answers: live (home loop) and the last
+	 * second's copy (under snap_lock), trace.c. */
+	struct weft__msvc_stage_hists stages, stages_snap;
 	struct weft__msvc_pstats st;
 	struct weft__msvc_clock clock;
 	/* members.c. Any thread: WEFT__MSVC_MEMBER_*. */
@@ -569,6 +599,7 @@ struct weft__msvc_nstats {
 	_Atomic uint64_t superseded_connections, superseded_messages;
 	_Atomic uint64_t cancelled_requests, cancelled_responses;
 	_Atomic uint64_t cancels_received, cancels_unknown, cancelled_jobs;
+	_Atomic uint64_t bad_traceparents;
 };
 
 /* The requests a cancel may still reach (cancel.c): heap messages of
@@ -650,6 +681,11 @@ struct weft_msvc_msg {
 	 * the copy that answers it (the pool's, or a detached one). */
 	bool holds_slot;
 	bool urgent; /* counted in svc->urgent_inflight, not inflight */
+	bool traced; /* tp holds the sender's trace context */
+	weft_msvc_traceparent tp;
+	/* Monotonic times of its stages (trace.c): read (0: not measured,
+	 * a request of version 1), dispatched, handler started. */
+	uint64_t read_ns, dispatch_ns, run_ns;
 	_Atomic bool cancelled;
 	/* A heap message's enum weft_msvc_req_stage, for snapshots
 	 * (debug.c), which read it under svc->cancels.lock. */
@@ -737,6 +773,11 @@ struct weft_msvc {
 	struct weft__msvc_pool pool;
 	struct weft__msvc_stop stop;
 	struct weft__msvc_cancels cancels;
+	/* trace.c: the span hook (set before start), and the requests that
+	 * could have started a trace, for trace_sample_rate. */
+	weft_msvc_span_cb span_cb;
+	void *span_arg;
+	_Atomic uint64_t trace_roots;
 	struct weft__msvc_nstats st;
 	/* A bad connection is one line, not one per connection. */
 	weft_log_limit log_reject;
@@ -1090,6 +1131,11 @@ void weft__msvc_slot_fail_soon(struct weft__msvc_loop *ml, uint32_t i,
                                int status);
 void weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i,
                               int status, const void *data, size_t len);
+/* weft__msvc_slot_complete_stages is weft__msvc_slot_complete for an
+ * answer that carried stage times (stages may be NULL). */
+void weft__msvc_slot_complete_stages(struct weft__msvc_loop *ml, uint32_t i,
+                                     int status, const void *data, size_t len,
+                                     const weft_msvc_stage_times *stages);
 /* What became of a response (weft__msvc_response). */
 enum weft__msvc_match {
 	WEFT__MSVC_MATCHED, /* completed its request */
@@ -1293,6 +1339,56 @@ weft__msvc_host_of(const char *peer, char *out, size_t len)
 		colon = peer + strlen(peer);
 	snprintf(out, len, "%.*s", (int)(colon - peer), peer);
 }
+
+/* trace.c: trace context and stage times (docs/PROTOCOL.md 4.5). */
+
+/* The longest params map weft writes: a traceparent and 8 stage times. */
+#define WEFT__MSVC_PARAMS_MAX 80
+
+/* weft__msvc_random32 is 32 unpredictable bits (pending.c). Loop thread. */
+uint32_t weft__msvc_random32(struct weft__msvc_loop *ml);
+/* Marks msg as the handler running on this thread, for the requests it
+ * makes, until weft__msvc_handler_leave(the value returned). */
+const weft_msvc_msg *weft__msvc_handler_enter(const weft_msvc_msg *msg);
+void weft__msvc_handler_leave(const weft_msvc_msg *prev);
+/* The same for the stage times of the reply callback about to run. */
+const weft_msvc_stage_times *
+weft__msvc_reply_enter(const weft_msvc_stage_times *stages);
+void weft__msvc_reply_leave(const weft_msvc_stage_times *prev);
+/* A request's trace context, from opts, the running handler or the
+ * sampling rate, into out->params. Any thread. */
+void weft__msvc_trace_request(weft_msvc *svc, const weft_msvc_call_opts *opts,
+                              struct weft__msvc_out *out);
+/* Gives the request of slot s its own span (and trace, if it starts
+ * one), in out->params and s. Home loop. */
+void weft__msvc_trace_open(struct weft__msvc_loop *ml,
+                           struct weft__msvc_slot *s,
+                           struct weft__msvc_out *out);
+/* An inbound request of c: its trace context and first stage time. */
+void weft__msvc_trace_arrived(struct weft__msvc_conn *c, weft_msvc_msg *msg,
+                              const weft_envelope *env);
+/* msg is answered by out: the stage times so far. */
+void weft__msvc_stages_answered(const weft_msvc_msg *msg,
+                                struct weft__msvc_out *out);
+/* Encodes out's params for a connection of version 2 into buf
+ * (WEFT__MSVC_PARAMS_MAX bytes); returns their length, 0 for none. */
+size_t weft__msvc_params_encode(const struct weft__msvc_out *out, uint8_t *buf);
+/* Reads the stage times of a response; false if it has none. */
+bool weft__msvc_stages_decode(const weft_envelope *env,
+                              weft_msvc_stage_times *out);
+/* Counts an answer's stage times for its peer and verb. Home loop. */
+void weft__msvc_stages_record(struct weft__msvc_loop *ml, weft_msvc_peer *peer,
+                              uint32_t verb, const weft_msvc_stage_times *st);
+/* Publishes the stage histograms of ml's loop (and of the peers it is home
+ * for) to the snapshots readers use. Loop thread. */
+void weft__msvc_stages_snapshot(struct weft__msvc_loop *ml);
+/* Frees what the stage histograms of ml, or of peer, hold. */
+void weft__msvc_stages_loop_fini(struct weft__msvc_loop *ml);
+void weft__msvc_stages_free(struct weft__msvc_stage_hists *sh);
+/* Calls the span hook for slot s, ending with status. Home loop. */
+void weft__msvc_span_end(struct weft__msvc_loop *ml,
+                         const struct weft__msvc_slot *s, int status,
+                         const weft_msvc_stage_times *stages);
 
 /* rate.c. Init and fini with the service; the rest on c's loop. */
 void weft__msvc_rate_init(weft_msvc *svc);

@@ -146,6 +146,7 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	if (out->verb < WEFT_MSVC_MAX_VERBS)
 		weft__msvc_count(&peer->svc->verbs[out->verb].pending, 1);
 	out->id = weft__msvc_slot_id(ml, *slot);
+	weft__msvc_trace_open(ml, s, out);
 	weft__msvc_slot_arm(ml, *slot, out->timeout_ms, out->expires_ms);
 	return 0;
 }

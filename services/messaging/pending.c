@@ -85,8 +85,8 @@ weft__msvc_peer_lat_new(weft_histogram **out)
  * a splitmix64 step over the monotonic clock keeps ids unique, if not
  * secret; that is logged once.
  */
-static uint32_t
-random32(struct weft__msvc_loop *ml)
+uint32_t
+weft__msvc_random32(struct weft__msvc_loop *ml)
 {
 	static const size_t want = sizeof(ml->random);
 	uint64_t z;
@@ -157,7 +157,8 @@ weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out)
 	i = ml->free_head;
 	s = slot(ml, i);
 	ml->free_head = s->next;
-	s->tag = random32(ml);
+	s->tag = weft__msvc_random32(ml);
+	s->traced = false;
 	s->live = true;
 	s->sent = false;
 	s->internal = false;
@@ -241,11 +242,46 @@ weft__msvc_slot_cancel(struct weft__msvc_loop *ml, uint32_t i)
 	ml->free_head = i;
 }
 
-/* Frees the slot and runs its callback: the callback may make new
- * requests, so the slot is released first. */
+/* Ends a request of a trace: its span goes to the hook, from a copy of
+ * its slot, which is free again by then. */
+static void
+end_span(struct weft__msvc_loop *ml, const struct weft__msvc_slot *s,
+         int status, const weft_msvc_stage_times *stages)
+{
+	struct weft__msvc_slot copy = *s;
+
+	weft__msvc_span_end(ml, &copy, status, stages);
+}
+
+/* Runs a reply callback, with stages for weft_msvc_reply_stages. */
+static void
+run_reply(weft_msvc *svc, weft_msvc_reply_cb cb, void *arg, int status,
+          const void *data, size_t len, const weft_msvc_stage_times *stages)
+{
+	const weft_msvc_stage_times *prev;
+
+	if (stages == NULL) {
+		cb(svc, status, data, len, arg);
+		return;
+	}
+	prev = weft__msvc_reply_enter(stages);
+	cb(svc, status, data, len, arg);
+	weft__msvc_reply_leave(prev);
+}
+
 void
 weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
                          const void *data, size_t len)
+{
+	weft__msvc_slot_complete_stages(ml, i, status, data, len, NULL);
+}
+
+/* Frees the slot and runs its callback: the callback may make new
+ * requests, so the slot is released first. */
+void
+weft__msvc_slot_complete_stages(struct weft__msvc_loop *ml, uint32_t i,
+                                int status, const void *data, size_t len,
+                                const weft_msvc_stage_times *stages)
 {
 	struct weft__msvc_slot *s = slot(ml, i);
 	weft_msvc_peer *peer = s->peer;
@@ -273,6 +309,8 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 		if (svc->cfg->limits.slow_call_ms != 0)
 			weft__msvc_slow_call(ml, s, took);
 	}
+	if (stages != NULL && !s->internal)
+		weft__msvc_stages_record(ml, peer, s->verb, stages);
 	s->live = false;
 	s->next = ml->free_head;
 	ml->free_head = i;
@@ -283,7 +321,9 @@ weft__msvc_slot_complete(struct weft__msvc_loop *ml, uint32_t i, int status,
 	if (s->verb < WEFT_MSVC_MAX_VERBS)
 		atomic_fetch_sub_explicit(&svc->verbs[s->verb].pending, 1,
 		                          memory_order_relaxed);
-	cb(svc, status, data, len, arg);
+	if (s->traced)
+		end_span(ml, s, status, stages);
+	run_reply(svc, cb, arg, status, data, len, stages);
 }
 
 void
@@ -377,6 +417,7 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 	uint32_t i = (uint32_t)(env->id & (MAX_SLOTS - 1));
 	uint32_t tag = (uint32_t)(env->id >> 32);
 	const uint8_t *text = NULL;
+	weft_msvc_stage_times st, *stages = NULL;
 	size_t text_len = 0;
 	int status = 0;
 
@@ -392,10 +433,13 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 		weft__msvc_count(&ml->svc->st.forged_responses, 1);
 		return WEFT__MSVC_FORGED;
 	}
+	if (env->params_len > 0 && weft__msvc_stages_decode(env, &st))
+		stages = &st;
 	if (env->flags & WEFT__MSVC_F_ERROR) {
 		weft__msvc_error_decode(env->payload, env->payload_len, &status,
 		                        &text, &text_len);
-		weft__msvc_slot_complete(ml, i, status, text, text_len);
+		weft__msvc_slot_complete_stages(ml, i, status, text, text_len,
+		                                stages);
 		return WEFT__MSVC_MATCHED;
 	}
 	if (env->verb == WEFT__MSVC_VERB_HEARTBEAT && slot(ml, i)->internal &&
@@ -404,7 +448,8 @@ weft__msvc_response(struct weft__msvc_loop *ml, const weft_msvc_peer *from,
 		                            weft__msvc_now_ns(ml) -
 		                                slot(ml, i)->start_ns,
 		                            weft__msvc_wall_ms(ml));
-	weft__msvc_slot_complete(ml, i, 0, env->payload, env->payload_len);
+	weft__msvc_slot_complete_stages(ml, i, 0, env->payload,
+	                                env->payload_len, stages);
 	return WEFT__MSVC_MATCHED;
 }
 
@@ -510,4 +555,5 @@ weft__msvc_loop_fini(struct weft__msvc_loop *ml)
 	free(ml->verb_lat);
 	free(ml->verb_snap);
 	ml->verb_lat = ml->verb_snap = NULL;
+	weft__msvc_stages_loop_fini(ml);
 }

@@ -72,8 +72,8 @@ route_response(struct weft__msvc_conn *c, const weft_envelope *env)
 			weft__msvc_conn_reject(c, FORGED_WHY);
 		return;
 	}
-	if (li >= svc->nloops ||
-	    (h = malloc(sizeof(*h) + env->payload_len)) == NULL) {
+	if (li >= svc->nloops || (h = malloc(sizeof(*h) + env->payload_len +
+	                                     env->params_len)) == NULL) {
 		weft__msvc_count(&svc->st.late_responses, 1);
 		return;
 	}
@@ -83,6 +83,12 @@ route_response(struct weft__msvc_conn *c, const weft_envelope *env)
 	h->env = *env;
 	memcpy(h->payload, env->payload, env->payload_len);
 	h->env.payload = h->payload;
+	/* The params (stage times) come along, after the payload. */
+	if (env->params_len > 0) {
+		memcpy(h->payload + env->payload_len, env->params,
+		       env->params_len);
+		h->env.params = h->payload + env->payload_len;
+	}
 	weft_channel_ref(h->ch);
 	if (weft_loop_post(h->ml->loop, handoff_task, h) != 0) {
 		weft_channel_unref(h->ch);

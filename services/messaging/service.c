@@ -96,6 +96,8 @@ weft__msvc_peer_free(weft_msvc_peer *peer)
 		free(peer->conns[cls]);
 	}
 	weft_histogram_free(peer->lat);
+	weft__msvc_stages_free(&peer->stages);
+	weft__msvc_stages_free(&peer->stages_snap);
 	free(atomic_load(&peer->newest_inbound));
 	pthread_mutex_destroy(&peer->addr_lock);
 	pthread_mutex_destroy(&peer->snap_lock);
@@ -580,6 +582,8 @@ call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb, const void *data,
 	out.buf = payload;
 	if (request && opts != NULL && opts->cancel_handle != NULL)
 		out.handle = atomic_fetch_add(&svc->cancels.next_handle, 1) + 1;
+	if (request)
+		weft__msvc_trace_request(svc, opts, &out);
 	if ((rv = weft__msvc_submit_stack(peer, &out)) != 0)
 		unprepare(svc, peer, &out);
 	else if (out.handle != 0)

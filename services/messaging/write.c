@@ -27,6 +27,7 @@ void
 weft__msvc_conn_send(struct weft__msvc_conn *c,
                      const struct weft__msvc_out *out)
 {
+	uint8_t params[WEFT__MSVC_PARAMS_MAX];
 	weft_envelope env = {
 	    .id = out->id,
 	    .verb = out->verb,
@@ -38,6 +39,18 @@ weft__msvc_conn_send(struct weft__msvc_conn *c,
 	    .payload_len = out->len,
 	    .payload_buf = out->buf,
 	};
+
+	/* Trace context and stage times go to peers of version 2 only; to
+	 * one that does not take chunks, only within its frame limit. */
+	if (c->version >= 2 &&
+	    (out->params.traced || out->params.answered_ns != 0)) {
+		env.params_len = weft__msvc_params_encode(out, params);
+		if (!c->chunks &&
+		    out->len + WEFT_ENVELOPE_HEADER_BYTES + env.params_len >
+		        c->svc->cfg->limits.max_frame_bytes)
+			env.params_len = 0;
+		env.params = env.params_len > 0 ? params : NULL;
+	}
 
 	/* A small message has no callback: the batch has one
 	 * (weft__msvc_conn_flush). A write the codecs cannot make comes back

@@ -84,6 +84,7 @@ struct slot {
 	bool eof;        /* the node closed it */
 	bool replied;    /* the handshake reply came */
 	uint64_t stages; /* the reply's flags: chunks, LZ4 (PROTOCOL.md 2.1) */
+	int version;     /* the reply's protocol version */
 	struct evbuffer *tx, *rx;
 	/* A message the node sends in chunks, being put together. */
 	struct evbuffer *assembly;
@@ -413,7 +414,8 @@ take_envelope(struct slot *s, const uint8_t *p, size_t len)
 {
 	weft_envelope env;
 
-	if (weft_envelope_decode(p, len, &env) != 0)
+	/* In version 2 an answer has params: its stage times. */
+	if (weft_envelope_decode_version(p, len, s->version, &env) != 0)
 		fuzz_fail("the node sent a malformed envelope");
 	if (env.flags & WEFT__MSVC_F_RESPONSE)
 		check_response(s, &env);
@@ -519,6 +521,7 @@ take_frame(struct slot *s)
 			fuzz_fail("the node sent a malformed reply");
 		s->replied = true;
 		s->stages = reply.flags;
+		s->version = (int)reply.version;
 	} else {
 		take_body(s, p + 4, len);
 	}

@@ -341,6 +341,44 @@ on_grow(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
 	evbuffer_free(b);
 }
 
+static void
+on_relayed(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
+{
+	weft_msvc_msg *held = arg;
+
+	(void)svc;
+	if (status == 0)
+		weft_msvc_respond(held, data, len);
+	else
+		weft_msvc_respond_error(held, status, "relay failed");
+}
+
+/* The relay verb (cluster.h). */
+static void
+on_relay(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	struct cluster *cl = arg;
+	const uint8_t *p = weft_msvc_msg_data(msg);
+	size_t len = weft_msvc_msg_len(msg);
+	int me = node_index(svc);
+	weft_msvc_msg *held;
+
+	atomic_store(&cl->relay_traced[me],
+	             weft_msvc_msg_traceparent(msg, &cl->relay_tp[me]) == 0);
+	atomic_fetch_add(&cl->relay_seen[me], 1);
+	if (len == 0 || p[0] >= cl->n || p[0] == me) {
+		weft_msvc_respond(msg, "done", 4);
+		return;
+	}
+	if ((held = weft_msvc_msg_detach_reply(msg)) == NULL) {
+		weft_msvc_respond_error(msg, WEFT_ENOMEM, "no memory");
+		return;
+	}
+	if (weft_msvc_request(svc, cluster_peer(cl, me, p[0]), VERB_RELAY,
+	                      p + 1, len - 1, NULL, on_relayed, held) != 0)
+		weft_msvc_respond_error(held, WEFT_EREMOTE, "relay refused");
+}
+
 static int
 register_verbs(struct cluster *cl, weft_msvc *svc)
 {
@@ -379,6 +417,8 @@ register_verbs(struct cluster *cl, weft_msvc *svc)
 	                         on_hold_slow_notify, cl, WEFT_MSVC_CLIENTS);
 	rv |= weft_msvc_register(svc, VERB_GROW, "grow", on_grow, cl,
 	                         WEFT_MSVC_CLIENTS);
+	rv |= weft_msvc_register(svc, VERB_RELAY, "relay", on_relay, cl,
+	                         WEFT_MSVC_CLIENTS);
 	return rv;
 }
 
@@ -404,7 +444,8 @@ int
 cluster_start_node(struct cluster *cl, int i)
 {
 	weft_msvc_opts o = {.tls = cl->tls[i],
-	                    .clock_offset_ms = cl->clock_offset_ms[i]};
+	                    .clock_offset_ms = cl->clock_offset_ms[i],
+	                    .trace_sample_rate = cl->trace_sample_rate};
 	weft_msvc_limits limits;
 	char id[16];
 	int rv;
@@ -426,6 +467,8 @@ cluster_start_node(struct cluster *cl, int i)
 		return rv;
 	if ((rv = register_verbs(cl, cl->svc[i])) != 0)
 		return rv;
+	if (cl->setup_node != NULL)
+		cl->setup_node(i, cl->svc[i]);
 	if ((rv = weft_msvc_start(cl->svc[i])) != 0)
 		return rv;
 	/* Restarted nodes keep their port when they can. */
@@ -462,6 +505,8 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 	       sizeof(cl->clock_offset_ms));
 	memcpy(cl->max_version, o->max_version, sizeof(cl->max_version));
 	cl->tune_node = o->tune_node;
+	cl->trace_sample_rate = o->trace_sample_rate;
+	cl->setup_node = o->setup_node;
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;
 	for (i = 0; i < n; i++) {

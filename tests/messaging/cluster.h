@@ -40,6 +40,10 @@
 /* Answers with as many bytes as its request names (a 4-byte big-endian
  * size), filled by cluster_fill with seed 0. */
 #define VERB_GROW 28
+/* Records the trace context it came with (relay_tp), and when its payload
+ * names nodes (one byte each, 0 for n1), asks the first one's relay, with
+ * the rest, while its handler runs, and answers with that answer. */
+#define VERB_RELAY 29
 
 struct cluster {
 	weft_msvc_config *cfg;
@@ -75,6 +79,14 @@ struct cluster {
 	/* The order of events: each takes the next number. */
 	_Atomic int event_seq;
 	_Atomic int last_up, last_down, last_join, last_leave;
+	/* The relay verb's requests seen by each node, and the trace
+	 * context of the last (valid when relay_traced). */
+	_Atomic int relay_seen[CLUSTER_MAX];
+	_Atomic bool relay_traced[CLUSTER_MAX];
+	weft_msvc_traceparent relay_tp[CLUSTER_MAX];
+	/* Kept for restarts, as cluster_opts has them. */
+	double trace_sample_rate;
+	void (*setup_node)(int i, weft_msvc *svc);
 };
 
 /* The test thread's waiter. */
@@ -127,6 +139,11 @@ struct cluster_opts {
 	/* Tunes node i's limits after tune (may be NULL): a node that
 	 * differs from the others. */
 	void (*tune_node)(int i, weft_msvc_limits *l);
+	/* Every node's weft_msvc_opts.trace_sample_rate. */
+	double trace_sample_rate;
+	/* Called for node i after its verbs are registered, before it
+	 * starts (may be NULL): hooks that must be set before the start. */
+	void (*setup_node)(int i, weft_msvc *svc);
 };
 
 /* cluster_start_with is cluster_start with TLS: n nodes (at most

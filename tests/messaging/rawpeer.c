@@ -245,6 +245,35 @@ rp_envelope_at(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
 	free(b);
 }
 
+void
+rp_envelope_params(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
+                   uint32_t flags, const void *payload, size_t len,
+                   const void *params, size_t n)
+{
+	uint64_t now = weft_wall_ms();
+	uint8_t *b = malloc(39 + len + n);
+
+	assert_non_null(b);
+	b[0] = 0x97;
+	b[1] = 0xcf;
+	weft_test_put_be64(b + 2, id);
+	b[10] = 0xce;
+	weft_test_put_be32(b + 11, verb);
+	b[15] = (uint8_t)flags;
+	b[16] = 0xcf;
+	weft_test_put_be64(b + 17, now);
+	b[25] = 0xcf;
+	weft_test_put_be64(b + 26, now + 5000);
+	b[34] = 0xc6;
+	weft_test_put_be32(b + 35, (uint32_t)len);
+	if (len > 0)
+		memcpy(b + 39, payload, len);
+	if (n > 0)
+		memcpy(b + 39 + len, params, n);
+	rp_frame(out, b, 39 + len + n, crc);
+	free(b);
+}
+
 bool
 rp_request(rawpeer *p, uint64_t id, uint32_t verb, const void *payload,
            size_t len)
@@ -417,10 +446,18 @@ rp_env_decode(const uint8_t *body, size_t n, rp_env *out)
 	                 MSGPACK_UNPACK_SUCCESS);
 	a = &u.data;
 	assert_int_equal(a->type, MSGPACK_OBJECT_ARRAY);
-	assert_int_equal(a->via.array.size, 6);
+	/* Version 2: an array of 7 has params, which PARAMS announces. */
+	assert_true(a->via.array.size == 6 || a->via.array.size == 7);
 	out->id = uint_at(a, 0);
 	out->verb = (uint32_t)uint_at(a, 1);
 	out->flags = (uint32_t)uint_at(a, 2);
+	out->has_params = a->via.array.size == 7;
+	assert_int_equal(out->has_params, (out->flags & RP_PARAMS) != 0);
+	out->flags &= ~RP_PARAMS;
+	if (out->has_params) {
+		assert_int_equal(a->via.array.ptr[6].type, MSGPACK_OBJECT_MAP);
+		out->params_count = a->via.array.ptr[6].via.map.size;
+	}
 	out->created_ms = uint_at(a, 3);
 	out->expires_ms = uint_at(a, 4);
 	pl = &a->via.array.ptr[5];

@@ -50,6 +50,10 @@ typedef struct rp_env {
 	uint64_t created_ms, expires_ms;
 	const uint8_t *payload;
 	size_t len;
+	/* Version 2: whether params came (their flag bit is taken out of
+	 * flags), and how many pairs. */
+	bool has_params;
+	uint32_t params_count;
 	/* For error responses: the code and text of [code, text]. */
 	uint64_t error_code;
 	char error_text[256];
@@ -105,6 +109,13 @@ void rp_envelope(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
 void rp_envelope_at(struct evbuffer *out, bool crc, uint64_t id, uint32_t verb,
                     uint32_t flags, uint64_t created_ms, uint64_t expires_ms,
                     const void *payload, size_t len);
+
+/* rp_envelope_params appends one frame holding a fixed-layout envelope of
+ * version 2: an array of 7 with the n bytes at params after the payload
+ * (flags should have RP_PARAMS), stamped now and due in 5 s. */
+void rp_envelope_params(struct evbuffer *out, bool crc, uint64_t id,
+                        uint32_t verb, uint32_t flags, const void *payload,
+                        size_t len, const void *params, size_t n);
 
 /* rp_send writes all of b in one write and empties it. False when the
  * peer closed the connection. */

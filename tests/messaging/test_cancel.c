@@ -68,41 +68,6 @@ reached(void *arg)
 #define WAIT_COUNT(c, w)                                                       \
 	test_wait(reached, &(struct reach){.counter = (c), .want = (w)}, 5000)
 
-/* Appends a fixed-layout envelope of version 2, an array of 7 with params
- * p (n bytes) after the payload, as one frame. */
-static void
-put_v2(struct evbuffer *b, bool crc, uint64_t id, uint32_t verb, uint32_t flags,
-       const void *payload, size_t len, const void *p, size_t n)
-{
-	uint8_t body[256];
-	uint64_t now = weft_wall_ms();
-	size_t k = 0;
-
-	assert_true(WEFT_ENVELOPE_HEADER_BYTES + len + n <= sizeof(body));
-	body[k++] = 0x97;
-	body[k++] = 0xcf;
-	for (int s = 56; s >= 0; s -= 8)
-		body[k++] = (uint8_t)(id >> s);
-	body[k++] = 0xce;
-	for (int s = 24; s >= 0; s -= 8)
-		body[k++] = (uint8_t)(verb >> s);
-	body[k++] = (uint8_t)flags;
-	body[k++] = 0xcf;
-	for (int s = 56; s >= 0; s -= 8)
-		body[k++] = (uint8_t)(now >> s);
-	body[k++] = 0xcf;
-	for (int s = 56; s >= 0; s -= 8)
-		body[k++] = (uint8_t)((now + 5000) >> s);
-	body[k++] = 0xc6;
-	for (int s = 24; s >= 0; s -= 8)
-		body[k++] = (uint8_t)(len >> s);
-	memcpy(body + k, payload, len);
-	k += len;
-	memcpy(body + k, p, n);
-	k += n;
-	rp_frame(b, body, k, crc);
-}
-
 /* A raw client of n1 that offers versions up to max_version. */
 static void
 raw_client(rawpeer *p, const char *id, int max_version)
@@ -155,8 +120,8 @@ test_a_version_1_peer_is_served_as_before(void **state)
 	assert_int_equal(e.id, 7);
 	assert_int_equal(e.flags, RP_RESPONSE);
 	assert_int_equal(STAT(0, cancels_unknown), 0);
-	put_v2(b, p.crc, 8, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi", 2,
-	       doc_params, sizeof(doc_params));
+	rp_envelope_params(b, p.crc, 8, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi",
+	                   2, doc_params, sizeof(doc_params));
 	assert_true(rp_send(&p, b));
 	assert_true(rp_closed(&p, 3000));
 	rp_close(&p);
@@ -198,10 +163,10 @@ test_params_are_skipped(void **state)
 	(void)state;
 	assert_int_equal(cluster_start(&cl, 1, tune), 0);
 	raw_client(&p, "params-client", 2);
-	put_v2(b, p.crc, 1, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi", 2,
-	       doc_params, sizeof(doc_params));
-	put_v2(b, p.crc, 2, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi", 2, nested,
-	       sizeof(nested));
+	rp_envelope_params(b, p.crc, 1, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi",
+	                   2, doc_params, sizeof(doc_params));
+	rp_envelope_params(b, p.crc, 2, VERB_ECHO, RP_REQUEST | RP_PARAMS, "hi",
+	                   2, nested, sizeof(nested));
 	assert_true(rp_send(&p, b));
 	assert_int_equal(rp_read_env(&p, &e, 3000), 0);
 	assert_int_equal(e.id, 1);
@@ -249,8 +214,9 @@ test_bad_params_close_their_connection(void **state)
 			frame =
 			    calloc(1, WEFT_ENVELOPE_HEADER_BYTES + bad[i].n);
 			assert_non_null(frame);
-			put_v2(b, false, 1, VERB_ECHO, RP_REQUEST | RP_PARAMS,
-			       "", 0, "", 0);
+			rp_envelope_params(b, false, 1, VERB_ECHO,
+			                   RP_REQUEST | RP_PARAMS, "", 0, "",
+			                   0);
 			n = evbuffer_get_length(b) - 4;
 			evbuffer_drain(b, 4);
 			evbuffer_remove(b, frame, n);
@@ -258,8 +224,9 @@ test_bad_params_close_their_connection(void **state)
 			rp_frame(b, frame, n + bad[i].n, p.crc);
 			free(frame);
 		} else {
-			put_v2(b, p.crc, 1, VERB_ECHO, RP_REQUEST | RP_PARAMS,
-			       "hi", 2, bad[i].p, bad[i].n);
+			rp_envelope_params(b, p.crc, 1, VERB_ECHO,
+			                   RP_REQUEST | RP_PARAMS, "hi", 2,
+			                   bad[i].p, bad[i].n);
 		}
 		assert_true(rp_send(&p, b));
 		if (!rp_closed(&p, 3000))

@@ -85,10 +85,10 @@ struct evbuffer;
 #define WEFT_ENVELOPE_PARAMS_MAX_KEYS 16
 #define WEFT_ENVELOPE_PARAM_KEY_MAX 0xffffu
 /* A W3C trace context: bin 8 of 26 bytes (version, trace id, parent id,
- * flags). Reserved for trace context; not yet set by weft. */
+ * flags). Set by the messaging service on a request of a trace. */
 #define WEFT_PARAM_TRACEPARENT 1u
 /* Per-stage times of a response: an array of at most 8 unsigned integers
- * (microseconds). Reserved; not yet set by weft. */
+ * (microseconds). Set by the messaging service on every response. */
 #define WEFT_PARAM_STAGE_US 2u
 /* A request's priority: an unsigned integer up to 255. Reserved; not yet
  * set by weft. */

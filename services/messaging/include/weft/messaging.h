@@ -496,6 +496,10 @@ typedef struct weft_msvc_opts {
 	 * system's (behind if negative), for everything the service stamps
 	 * and judges and for weft_msvc_wall_ms. 0 in production. */
 	int64_t clock_offset_ms;
+	/* The share of requests without a trace context (neither in their
+	 * call options nor inherited from a handler) that start a sampled
+	 * trace, 0 to 1; the others carry none. 0: none start one. */
+	double trace_sample_rate;
 } weft_msvc_opts;
 
 /*
@@ -815,6 +819,19 @@ WEFT_API int weft_msvc_respond_buf(weft_msvc_msg *msg,
 WEFT_API int weft_msvc_respond_error(weft_msvc_msg *msg, int status,
                                      const char *text);
 
+/*
+ * A W3C trace context (docs/PROTOCOL.md 4.5, TRACEPARENT): the trace, the
+ * span of the request that carries it (the parent of whatever its handler
+ * does), and the flags, of which bit 0 (WEFT_MSVC_TRACE_SAMPLED) says that
+ * the trace is recorded. An all-zero trace id or span id is not valid.
+ */
+typedef struct weft_msvc_traceparent {
+	uint8_t trace_id[16];
+	uint8_t span_id[8];
+	uint8_t flags;
+} weft_msvc_traceparent;
+#define WEFT_MSVC_TRACE_SAMPLED 0x01u
+
 /* Per-call options; NULL or zero fields take the defaults shown. */
 typedef struct weft_msvc_call_opts {
 	/* Request: the config's request_timeout_ms. One-way: no expiry. */
@@ -833,6 +850,11 @@ typedef struct weft_msvc_call_opts {
 	/* Request: where to store, before the call returns 0, a handle
 	 * for weft_msvc_cancel (never 0). NULL: none wanted. */
 	uint64_t *cancel_handle;
+	/* Request: the trace it belongs to, span_id being the caller's
+	 * span (copied). NULL: that of the handler running on this thread,
+	 * if it has one, or a new trace at the service's
+	 * trace_sample_rate. */
+	const weft_msvc_traceparent *traceparent;
 } weft_msvc_call_opts;
 
 /*
@@ -1235,10 +1257,87 @@ typedef struct weft_msvc_stats {
 	uint64_t cancels_received;
 	uint64_t cancels_unknown;
 	uint64_t cancelled_jobs;
+	/* Trace contexts from peers not valid by W3C Trace Context
+	 * (ignored: the request is handled without one). */
+	uint64_t bad_traceparents;
 } weft_msvc_stats;
 
 /* weft_msvc_get_stats reads the node counters. Any thread. */
 WEFT_API void weft_msvc_get_stats(const weft_msvc *svc, weft_msvc_stats *out);
+
+/* ---- Trace context and stage times (trace.c) ------------------------- */
+
+/*
+ * The stages of a request at its responder, in the order of the STAGE_US
+ * param (docs/PROTOCOL.md 4.5): from the read that took its frame in to
+ * its dispatch (INBOUND), waiting for a worker (QUEUE, 0 for an inline
+ * handler), from the handler's start to its answer (HANDLER), and from
+ * the answer to its encoding on the connection (SEND). A responder of a
+ * later version may report more; WEFT_MSVC_STAGES_MAX bounds them.
+ */
+enum weft_msvc_stage {
+	WEFT_MSVC_STAGE_INBOUND = 0,
+	WEFT_MSVC_STAGE_QUEUE = 1,
+	WEFT_MSVC_STAGE_HANDLER = 2,
+	WEFT_MSVC_STAGE_SEND = 3,
+	WEFT_MSVC_STAGES = 4, /* the stages this version reports */
+};
+#define WEFT_MSVC_STAGES_MAX 8
+
+/* The stage times a response carried: n values in us, microseconds. */
+typedef struct weft_msvc_stage_times {
+	uint32_t n;
+	uint64_t us[WEFT_MSVC_STAGES_MAX];
+} weft_msvc_stage_times;
+
+/*
+ * weft_msvc_reply_stages points *out at the stage times of the answer
+ * whose reply callback is running on this thread, borrowed until the
+ * callback returns. Returns 0, or WEFT_ENOTFOUND outside a reply
+ * callback, or when the answer carried none (a peer of protocol version
+ * 1, or no answer: a timeout, a failed connection). Any thread: it
+ * answers for the reply callback running on the calling thread.
+ */
+WEFT_API int weft_msvc_reply_stages(const weft_msvc_stage_times **out);
+
+/*
+ * weft_msvc_msg_traceparent copies msg's trace context to *out: the one
+ * its sender put in the request, span_id being the sender's span.
+ * Returns 0, or WEFT_ENOTFOUND when it came without one (or with one not
+ * valid by W3C Trace Context, which is ignored). A request the handler
+ * makes while it runs, on its thread, takes the trace on. The handler's
+ * thread, or the thread that holds a detached message.
+ */
+WEFT_API int weft_msvc_msg_traceparent(const weft_msvc_msg *msg,
+                                       weft_msvc_traceparent *out);
+
+/* One request of a sampled trace, made by this node and ended. */
+typedef struct weft_msvc_span {
+	/* The trace, this request's span and the flags: what went to the
+	 * peer in its TRACEPARENT. */
+	weft_msvc_traceparent context;
+	uint8_t parent_span_id[8];           /* all zero: the trace's root */
+	uint64_t start_unix_ns, end_unix_ns; /* this node's wall clock */
+	const char *peer;                    /* the peer's id, borrowed */
+	uint32_t verb;
+	const char *verb_name; /* as registered here, or NULL; borrowed */
+	int status;            /* as the reply callback sees it */
+	/* The responder's stage times, or NULL when none came. */
+	const weft_msvc_stage_times *stages;
+} weft_msvc_span;
+
+/* A span hook: span is borrowed until it returns. */
+typedef void (*weft_msvc_span_cb)(weft_msvc *svc, const weft_msvc_span *span,
+                                  void *arg);
+
+/*
+ * weft_msvc_on_span calls cb once for each request of a sampled trace
+ * this node made, when it ends (answered, failed or timed out), just
+ * before its reply callback, on the loop that runs it. One hook per
+ * service; cb NULL removes it. Before weft_msvc_start only. Returns 0,
+ * or WEFT_EINVAL or WEFT_EBUSY (already started). Any thread.
+ */
+WEFT_API int weft_msvc_on_span(weft_msvc *svc, weft_msvc_span_cb cb, void *arg);
 
 /*
  * weft_msvc_metrics_dump appends every counter (node, per peer, per verb),
