@@ -5,9 +5,12 @@
  * benchmark: C connections x D outstanding requests of S bytes, the full
  * envelope, id matching and a callback per request.
  *
- *   msvc-bench [-c conns] [-d depth] [-s size] [-t seconds] [-b] [-l]
+ *   msvc-bench [-c conns] [-d depth] [-s size] [-t seconds] [-b] [-T]
  *
- * -b runs the server's handler on the worker pool instead of inline. The
+ * -b runs the server's handler on the worker pool instead of inline. -T
+ * gives every request a sampled trace context, whose spans a hook of the
+ * client's counts (the cost of tracing, beside the stage times every
+ * answer of protocol version 2 carries anyway). The
  * program forks: the child is the server node, the parent the client node,
  * each on one loop (one core each on a 2-core machine). Both print their
  * reactor counters (messages per read, bytes per write, wake-ups).
@@ -38,6 +41,9 @@ struct bench {
 	size_t size;
 	uint8_t *payload;
 	_Atomic uint64_t done;
+	bool traced;              /* -T */
+	weft_msvc_traceparent tp; /* -T: the trace every request is of */
+	_Atomic uint64_t spans;   /* -T: spans the hook saw */
 	_Atomic uint64_t errors;
 	_Atomic bool stop;
 	_Atomic uint32_t outstanding;
@@ -173,6 +179,9 @@ issue(struct bench *b, uint32_t slot)
 {
 	weft_msvc_call_opts o = {.key = slot % b->conns};
 
+	if (b->traced)
+		o.traceparent = &b->tp;
+
 	if (weft_msvc_request(b->svc, b->server, VERB_ECHO, b->payload, b->size,
 	                      &o, on_reply, (void *)(uintptr_t)slot) != 0) {
 		atomic_fetch_add(&b->errors, 1);
@@ -213,6 +222,16 @@ start_load(weft_loop *loop, int status, void *arg)
 }
 
 static void
+on_span(weft_msvc *svc, const weft_msvc_span *span, void *arg)
+{
+	struct bench *b = arg;
+
+	(void)svc;
+	(void)span;
+	atomic_fetch_add_explicit(&b->spans, 1, memory_order_relaxed);
+}
+
+static void
 sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -233,6 +252,7 @@ run_client(uint16_t srv_port, uint16_t cli_port, struct bench *b, int seconds)
 
 	if (weft_loop_group_new(1, &group) != 0 ||
 	    weft_msvc_new(group, cfg, "cli", NULL, &b->svc) != 0 ||
+	    (b->traced && weft_msvc_on_span(b->svc, on_span, b) != 0) ||
 	    weft_msvc_start(b->svc) != 0)
 		return 1;
 	b->server = weft_msvc_peer_find(b->svc, "srv");
@@ -263,6 +283,9 @@ run_client(uint16_t srv_port, uint16_t cli_port, struct bench *b, int seconds)
 	       "allow %.0f requests/s on this side)\n",
 	       (c1 - c0) * 1e6 / (double)(d1 - d0),
 	       (double)(d1 - d0) / (c1 - c0));
+	if (b->traced)
+		printf("client: %llu spans\n",
+		       (unsigned long long)atomic_load(&b->spans));
 	fflush(stdout);
 	print_reactor("client", b->svc);
 	weft_msvc_stop(b->svc, 100);
@@ -289,7 +312,7 @@ main(int argc, char **argv)
 	bench.conns = 4;
 	bench.depth = 32;
 	bench.size = 64;
-	while ((opt = getopt(argc, argv, "c:d:s:t:b")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:s:t:bT")) != -1) {
 		switch (opt) {
 		case 'c':
 			bench.conns = (uint32_t)atoi(optarg);
@@ -306,10 +329,18 @@ main(int argc, char **argv)
 		case 'b':
 			blocking = true;
 			break;
+		case 'T':
+			bench.traced = true;
+			memset(bench.tp.trace_id, 0x4b,
+			       sizeof(bench.tp.trace_id));
+			memset(bench.tp.span_id, 0x5a,
+			       sizeof(bench.tp.span_id));
+			bench.tp.flags = WEFT_MSVC_TRACE_SAMPLED;
+			break;
 		default:
 			fprintf(stderr,
 			        "usage: %s [-c conns] [-d depth] "
-			        "[-s size] [-t seconds] [-b]\n",
+			        "[-s size] [-t seconds] [-b] [-T]\n",
 			        argv[0]);
 			return 2;
 		}
