@@ -1371,8 +1371,10 @@ void weft__msvc_trace_arrived(struct weft__msvc_conn *c, weft_msvc_msg *msg,
 void weft__msvc_stages_answered(const weft_msvc_msg *msg,
                                 struct weft__msvc_out *out);
 /* Encodes out's params for a connection of version 2 into buf
- * (WEFT__MSVC_PARAMS_MAX bytes); returns their length, 0 for none. */
-size_t weft__msvc_params_encode(const struct weft__msvc_out *out, uint8_t *buf);
+ * (WEFT__MSVC_PARAMS_MAX bytes), now_ns ending the SEND stage; returns
+ * their length, 0 for none. */
+size_t weft__msvc_params_encode(const struct weft__msvc_out *out,
+                                uint64_t now_ns, uint8_t *buf);
 /* Reads the stage times of a response; false if it has none. */
 bool weft__msvc_stages_decode(const weft_envelope *env,
                               weft_msvc_stage_times *out);

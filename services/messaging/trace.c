@@ -245,7 +245,8 @@ weft__msvc_stages_answered(const weft_msvc_msg *msg, struct weft__msvc_out *out)
 }
 
 size_t
-weft__msvc_params_encode(const struct weft__msvc_out *out, uint8_t *buf)
+weft__msvc_params_encode(const struct weft__msvc_out *out, uint64_t now_ns,
+                         uint8_t *buf)
 {
 	const struct weft__msvc_out_params *pa = &out->params;
 	bool tp = pa->traced && (out->flags & WEFT__MSVC_F_REQUEST);
@@ -271,8 +272,7 @@ weft__msvc_params_encode(const struct weft__msvc_out *out, uint8_t *buf)
 		weft_mp_write_array(&w, WEFT_MSVC_STAGES);
 		for (i = 0; i < WEFT_MSVC_STAGE_SEND; i++)
 			weft_mp_write_uint(&w, pa->stage_us[i]);
-		weft_mp_write_uint(&w,
-		                   us_between(pa->answered_ns, weft_now_ns()));
+		weft_mp_write_uint(&w, us_between(pa->answered_ns, now_ns));
 	}
 	return weft_mp_writer_status(&w) == 0 ? weft_mp_writer_length(&w) : 0;
 }

@@ -44,7 +44,11 @@ weft__msvc_conn_send(struct weft__msvc_conn *c,
 	 * one that does not take chunks, only within its frame limit. */
 	if (c->version >= 2 &&
 	    (out->params.traced || out->params.answered_ns != 0)) {
-		env.params_len = weft__msvc_params_encode(out, params);
+		/* The SEND stage ends at the batch's clock reading: a
+		 * clock read less per answer, and an answer encoded in the
+		 * batch it was made in shows 0. */
+		env.params_len = weft__msvc_params_encode(
+		    out, weft__msvc_now_ns(c->ml), params);
 		if (!c->chunks &&
 		    out->len + WEFT_ENVELOPE_HEADER_BYTES + env.params_len >
 		        c->svc->cfg->limits.max_frame_bytes)
