@@ -203,18 +203,24 @@ weft__msvc_trace_arrived(struct weft__msvc_conn *c, weft_msvc_msg *msg,
 
 	if (c->version < 2 || !(env->flags & WEFT__MSVC_F_REQUEST))
 		return;
-	/* The read's time is the batch's (the gate's reading); the
-	 * dispatch's is read now, after the frames before it. */
+	if (env->params_len != 0 &&
+	    weft_envelope_param_find(env->params, env->params_len,
+	                             WEFT_PARAM_TRACEPARENT, &value,
+	                             &len) == 0) {
+		if (traceparent_decode(value, len, &msg->tp))
+			msg->traced = true;
+		else
+			weft__msvc_count(&c->svc->st.bad_traceparents, 1);
+	}
+	/* Stage times for every answer where the node says so, else for
+	 * traced requests only: they cost clock reads here and a params map
+	 * on the answer. The read's time is the batch's (the gate's
+	 * reading); the dispatch's is read now, after the frames before
+	 * it. */
+	if (!msg->traced && !c->svc->opts.stage_times)
+		return;
 	msg->read_ns = weft__msvc_now_ns(c->ml);
 	msg->dispatch_ns = msg->run_ns = weft_now_ns();
-	if (env->params_len == 0 ||
-	    weft_envelope_param_find(env->params, env->params_len,
-	                             WEFT_PARAM_TRACEPARENT, &value, &len) != 0)
-		return;
-	if (traceparent_decode(value, len, &msg->tp))
-		msg->traced = true;
-	else
-		weft__msvc_count(&c->svc->st.bad_traceparents, 1);
 }
 
 /* ---- Stage times ------------------------------------------------------- */

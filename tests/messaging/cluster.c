@@ -445,7 +445,8 @@ cluster_start_node(struct cluster *cl, int i)
 {
 	weft_msvc_opts o = {.tls = cl->tls[i],
 	                    .clock_offset_ms = cl->clock_offset_ms[i],
-	                    .trace_sample_rate = cl->trace_sample_rate};
+	                    .trace_sample_rate = cl->trace_sample_rate,
+	                    .stage_times = cl->stage_times};
 	weft_msvc_limits limits;
 	char id[16];
 	int rv;
@@ -506,6 +507,7 @@ cluster_start_with(struct cluster *cl, int n, const struct cluster_opts *o)
 	memcpy(cl->max_version, o->max_version, sizeof(cl->max_version));
 	cl->tune_node = o->tune_node;
 	cl->trace_sample_rate = o->trace_sample_rate;
+	cl->stage_times = o->stage_times;
 	cl->setup_node = o->setup_node;
 	if ((rv = weft_msvc_config_new("test", &cl->cfg)) != 0)
 		return rv;

@@ -86,6 +86,7 @@ struct cluster {
 	weft_msvc_traceparent relay_tp[CLUSTER_MAX];
 	/* Kept for restarts, as cluster_opts has them. */
 	double trace_sample_rate;
+	bool stage_times;
 	void (*setup_node)(int i, weft_msvc *svc);
 };
 
@@ -139,8 +140,9 @@ struct cluster_opts {
 	/* Tunes node i's limits after tune (may be NULL): a node that
 	 * differs from the others. */
 	void (*tune_node)(int i, weft_msvc_limits *l);
-	/* Every node's weft_msvc_opts.trace_sample_rate. */
+	/* Every node's weft_msvc_opts.trace_sample_rate and stage_times. */
 	double trace_sample_rate;
+	bool stage_times;
 	/* Called for node i after its verbs are registered, before it
 	 * starts (may be NULL): hooks that must be set before the start. */
 	void (*setup_node)(int i, weft_msvc *svc);

@@ -92,6 +92,9 @@ metrics_have(void *arg)
 /* Every answer from a peer of version 2 has its four stage times, inline
  * and on the pool, and they add up to no more than the round trip the
  * caller measured; they are in the node's metrics per peer and verb. */
+/* Nodes that put their stage times in every answer. */
+static const struct cluster_opts stage_opts = {.stage_times = true};
+
 static void
 test_stage_times_add_up_within_the_round_trip(void **state)
 {
@@ -103,7 +106,7 @@ test_stage_times_add_up_within_the_round_trip(void **state)
 	int i;
 
 	(void)state;
-	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	assert_int_equal(cluster_start_with(&cl, 2, &stage_opts), 0);
 	for (v = 0; v < sizeof(verbs) / sizeof(verbs[0]); v++) {
 		for (i = 0; i < 20; i++) {
 			ask_timed(verbs[v], &t);
@@ -131,11 +134,12 @@ test_stage_times_add_up_within_the_round_trip(void **state)
 	cluster_stop(&cl);
 }
 
-/* An error answer carries them too; a peer of version 1 sends none. */
+/* An error answer carries them too; a peer of version 1 sends none, nor
+ * does a node without stage_times to a request without a trace. */
 static void
 test_no_stage_times_from_a_version_1_peer(void **state)
 {
-	struct cluster_opts o = {.max_version = {0, 1}};
+	struct cluster_opts o = {.max_version = {0, 1}, .stage_times = true};
 	struct timed t;
 
 	(void)state;
@@ -146,6 +150,12 @@ test_no_stage_times_from_a_version_1_peer(void **state)
 	cluster_stop(&cl);
 
 	assert_int_equal(cluster_start(&cl, 2, NULL), 0);
+	ask_timed(VERB_ECHO, &t);
+	assert_int_equal(t.status, 0);
+	assert_int_equal(t.stages_rv, WEFT_ENOTFOUND);
+	cluster_stop(&cl);
+
+	assert_int_equal(cluster_start_with(&cl, 2, &stage_opts), 0);
 	ask_timed(WEFT_MSVC_VERB_USER_MIN + 200, &t);
 	assert_int_equal(t.status, WEFT_EUNKNOWNVERB);
 	assert_int_equal(t.stages_rv, 0);

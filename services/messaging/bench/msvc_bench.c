@@ -5,12 +5,13 @@
  * benchmark: C connections x D outstanding requests of S bytes, the full
  * envelope, id matching and a callback per request.
  *
- *   msvc-bench [-c conns] [-d depth] [-s size] [-t seconds] [-b] [-T]
+ *   msvc-bench [-c conns] [-d depth] [-s size] [-t seconds] [-b] [-S] [-T]
  *
- * -b runs the server's handler on the worker pool instead of inline. -T
- * gives every request a sampled trace context, whose spans a hook of the
- * client's counts (the cost of tracing, beside the stage times every
- * answer of protocol version 2 carries anyway). The
+ * -b runs the server's handler on the worker pool instead of inline. -S
+ * has the server put its stage times in every answer
+ * (weft_msvc_opts.stage_times). -T gives every request a sampled trace
+ * context, whose spans a hook of the client's counts (the cost of tracing,
+ * with the stage times the answers to traced requests carry). The
  * program forks: the child is the server node, the parent the client node,
  * each on one loop (one core each on a 2-core machine). Both print their
  * reactor counters (messages per read, bytes per write, wake-ups).
@@ -42,12 +43,15 @@ struct bench {
 	uint8_t *payload;
 	_Atomic uint64_t done;
 	bool traced;              /* -T */
+	bool stage_times;         /* -S: the server's weft_msvc_opts */
 	weft_msvc_traceparent tp; /* -T: the trace every request is of */
 	_Atomic uint64_t spans;   /* -T: spans the hook saw */
 	_Atomic uint64_t errors;
 	_Atomic bool stop;
 	_Atomic uint32_t outstanding;
 };
+
+static struct bench bench;
 
 static uint16_t
 free_port(void)
@@ -145,7 +149,9 @@ run_server(uint16_t srv_port, uint16_t cli_port, uint32_t conns, bool blocking,
 
 	signal(SIGTERM, on_term);
 	if (weft_loop_group_new(1, &group) != 0 ||
-	    weft_msvc_new(group, cfg, "srv", NULL, &svc) != 0 ||
+	    weft_msvc_new(group, cfg, "srv",
+	                  &(weft_msvc_opts){.stage_times = bench.stage_times},
+	                  &svc) != 0 ||
 	    weft_msvc_register(svc, VERB_ECHO, "echo", on_echo, NULL,
 	                       WEFT_MSVC_CLIENTS |
 	                           (blocking ? WEFT_MSVC_BLOCKING : 0)) != 0 ||
@@ -188,8 +194,6 @@ issue(struct bench *b, uint32_t slot)
 		atomic_fetch_sub(&b->outstanding, 1);
 	}
 }
-
-static struct bench bench;
 
 static void
 on_reply(weft_msvc *svc, int status, const void *data, size_t len, void *arg)
@@ -312,8 +316,11 @@ main(int argc, char **argv)
 	bench.conns = 4;
 	bench.depth = 32;
 	bench.size = 64;
-	while ((opt = getopt(argc, argv, "c:d:s:t:bT")) != -1) {
+	while ((opt = getopt(argc, argv, "c:d:s:t:bST")) != -1) {
 		switch (opt) {
+		case 'S':
+			bench.stage_times = true;
+			break;
 		case 'c':
 			bench.conns = (uint32_t)atoi(optarg);
 			break;
@@ -340,7 +347,7 @@ main(int argc, char **argv)
 		default:
 			fprintf(stderr,
 			        "usage: %s [-c conns] [-d depth] "
-			        "[-s size] [-t seconds] [-b] [-T]\n",
+			        "[-s size] [-t seconds] [-b] [-S] [-T]\n",
 			        argv[0]);
 			return 2;
 		}

@@ -500,6 +500,12 @@ typedef struct weft_msvc_opts {
 	 * call options nor inherited from a handler) that start a sampled
 	 * trace, 0 to 1; the others carry none. 0: none start one. */
 	double trace_sample_rate;
+	/* Whether this node puts its stage times in every answer it sends
+	 * (docs/PROTOCOL.md 4.5); false: only in the answers to requests
+	 * that carry a trace context. Each costs the node two clock reads
+	 * and the answer a params map, and the requester eight histogram
+	 * records: about a tenth more per small request. */
+	bool stage_times;
 } weft_msvc_opts;
 
 /*
