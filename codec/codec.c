@@ -64,12 +64,9 @@ thread_block(void)
 }
 
 static const char *const kind_names[WEFT_CODEC_KINDS] = {
-    [WEFT_CODEC_FRAME] = "frame",
-    [WEFT_CODEC_LINE] = "line",
-    [WEFT_CODEC_MSGPACK] = "msgpack",
-    [WEFT_CODEC_ENVELOPE] = "envelope",
-    [WEFT_CODEC_COMPRESS] = "compress",
-    [WEFT_CODEC_CHUNK] = "chunk",
+    [WEFT_CODEC_FRAME] = "frame",       [WEFT_CODEC_LINE] = "line",
+    [WEFT_CODEC_MSGPACK] = "msgpack",   [WEFT_CODEC_ENVELOPE] = "envelope",
+    [WEFT_CODEC_COMPRESS] = "compress", [WEFT_CODEC_CHUNK] = "chunk",
 };
 
 void
