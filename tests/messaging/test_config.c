@@ -13,6 +13,8 @@
 
 #include <weft/messaging.h>
 
+#include "msvc_int.h"
+
 static const char good_ini[] = "# a cluster of two\n"
                                "[cluster]\n"
                                "name = demo\n"
@@ -587,6 +589,29 @@ test_check_change_takes_members_and_refuses_the_rest(void **state)
 	weft_msvc_config_free(old);
 }
 
+/* The chunk size fits this node's frames and the peer's announced ones,
+ * with the chunk's header; a peer announcing frames smaller than a
+ * handshake (a lie) gets chunks of a handshake's frame, never a size that
+ * wraps below zero. */
+static void
+test_chunk_size_fits_the_frames_of_both_ends(void **state)
+{
+	weft_msvc_limits l = {.max_frame_bytes = 32u << 20,
+	                      .chunk_bytes = 128u << 10};
+
+	(void)state;
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 0), 128u << 10);
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 64u << 10),
+	                 (64u << 10) - WEFT__MSVC_CHUNK_OVERHEAD);
+	l.max_frame_bytes = 16u << 10;
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 0),
+	                 (16u << 10) - WEFT__MSVC_CHUNK_OVERHEAD);
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 10),
+	                 WEFT__MSVC_HELLO_MAX - WEFT__MSVC_CHUNK_OVERHEAD);
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 1),
+	                 WEFT__MSVC_HELLO_MAX - WEFT__MSVC_CHUNK_OVERHEAD);
+}
+
 int
 main(void)
 {
@@ -599,6 +624,7 @@ main(void)
 	    cmocka_unit_test(test_load_file_and_missing_file),
 	    cmocka_unit_test(test_build_in_code),
 	    cmocka_unit_test(test_cluster_section_takes_a_component_keys),
+	    cmocka_unit_test(test_chunk_size_fits_the_frames_of_both_ends),
 	    cmocka_unit_test(
 	        test_check_holds_the_members_within_the_file_limit),
 	    cmocka_unit_test(
