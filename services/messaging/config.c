@@ -74,13 +74,13 @@ weft__msvc_chunk_bytes(const weft_msvc_limits *l, size_t peer_max_frame)
 	size_t frame = l->max_frame_bytes;
 	size_t n = l->chunk_bytes;
 
-	/* A peer's frames hold at least a handshake (PROTOCOL.md 3): one
-	 * that announces less lies, and gets chunks that fit a handshake's
-	 * frame rather than a size that wraps below zero. */
-	if (peer_max_frame != 0 && peer_max_frame < WEFT__MSVC_HELLO_MAX)
-		peer_max_frame = WEFT__MSVC_HELLO_MAX;
 	if (peer_max_frame != 0 && peer_max_frame < frame)
 		frame = peer_max_frame;
+	/* A frame too small for a chunk's header and the least chunk (a
+	 * peer's lie, or a limit set below any use) gets the least chunk,
+	 * not a size that wraps below zero. */
+	if (frame < WEFT__MSVC_CHUNK_OVERHEAD + WEFT__MSVC_CHUNK_MIN)
+		frame = WEFT__MSVC_CHUNK_OVERHEAD + WEFT__MSVC_CHUNK_MIN;
 	if (n + WEFT__MSVC_CHUNK_OVERHEAD > frame)
 		n = frame - WEFT__MSVC_CHUNK_OVERHEAD;
 	return n;

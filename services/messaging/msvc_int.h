@@ -135,6 +135,8 @@ int weft__msvc_config_copy(const weft_msvc_config *src, weft_msvc_config **out);
 /* What a chunk's frame adds to its share of the body: the chunk header of
  * a first chunk, and a compressed body's header should it not shrink. */
 #define WEFT__MSVC_CHUNK_OVERHEAD 64
+/* The least chunk the chunk codec takes (weft/chunk.h). */
+#define WEFT__MSVC_CHUNK_MIN 64
 #define WEFT__MSVC_VERB_HEARTBEAT 0
 
 /* Envelope flags. */

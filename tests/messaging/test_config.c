@@ -590,9 +590,9 @@ test_check_change_takes_members_and_refuses_the_rest(void **state)
 }
 
 /* The chunk size fits this node's frames and the peer's announced ones,
- * with the chunk's header; a peer announcing frames smaller than a
- * handshake (a lie) gets chunks of a handshake's frame, never a size that
- * wraps below zero. */
+ * with the chunk's header; a peer announcing frames too small for a
+ * chunk (a lie) gets the least chunk, never a size that wraps below
+ * zero. */
 static void
 test_chunk_size_fits_the_frames_of_both_ends(void **state)
 {
@@ -606,10 +606,12 @@ test_chunk_size_fits_the_frames_of_both_ends(void **state)
 	l.max_frame_bytes = 16u << 10;
 	assert_int_equal(weft__msvc_chunk_bytes(&l, 0),
 	                 (16u << 10) - WEFT__MSVC_CHUNK_OVERHEAD);
-	assert_int_equal(weft__msvc_chunk_bytes(&l, 10),
-	                 WEFT__MSVC_HELLO_MAX - WEFT__MSVC_CHUNK_OVERHEAD);
-	assert_int_equal(weft__msvc_chunk_bytes(&l, 1),
-	                 WEFT__MSVC_HELLO_MAX - WEFT__MSVC_CHUNK_OVERHEAD);
+	/* Frames of 2 KiB (below a configuration file's least, possible
+	 * through the API) still take chunks. */
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 2048),
+	                 2048 - WEFT__MSVC_CHUNK_OVERHEAD);
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 10), WEFT__MSVC_CHUNK_MIN);
+	assert_int_equal(weft__msvc_chunk_bytes(&l, 1), WEFT__MSVC_CHUNK_MIN);
 }
 
 int
