@@ -74,8 +74,21 @@
 #define DRAIN_MS 8000 /* after the traffic: every callback by then */
 #define HEADER 24     /* idx, round, seq, key: what a payload starts with */
 #define KEYS 3
-/* Ordered streams: per sending thread, sender, receiver, class and key. */
-#define STREAMS (SENDERS * ENDPOINTS * NODES * 2 * KEYS)
+/*
+ * Ordered streams: per sending thread, sender, receiver, size and key.
+ * The sizes are three: sent whole (up to the chunk size), sent as chunks
+ * in the small class, and the large class (all of it chunks). Smaller
+ * messages go out between another's chunks, so a message sent whole may
+ * pass one sent as chunks before it (RELIABILITY.md 2): each keeps its
+ * order among its own. A body is its payload and an envelope of some tens
+ * of bytes, so payloads within BAND of the chunk size may go either way,
+ * and their order is not checked.
+ */
+#define CHUNK_BYTES (32u << 10)
+#define BAND 256
+#define SIZES 3
+#define STREAMS (SENDERS * ENDPOINTS * NODES * SIZES * KEYS)
+#define UNORDERED UINT32_MAX
 #define MAX_FAILURES 16
 
 enum verb {
@@ -319,10 +332,14 @@ fill(uint8_t *p, size_t len, uint64_t idx)
 }
 
 static uint32_t
-stream_of(uint32_t thread, uint32_t from, uint32_t to, bool large, uint32_t key)
+stream_of(uint32_t thread, uint32_t from, uint32_t to, size_t len, uint32_t key)
 {
-	return (((thread * ENDPOINTS + from) * NODES + to) * 2 +
-	        (large ? 1 : 0)) *
+	uint32_t size;
+
+	if (len + BAND > CHUNK_BYTES && len <= CHUNK_BYTES)
+		return UNORDERED;
+	size = len <= CHUNK_BYTES ? 0 : len <= (64u << 10) ? 1 : 2;
+	return (((thread * ENDPOINTS + from) * NODES + to) * SIZES + size) *
 	           KEYS +
 	       key;
 }
@@ -389,8 +406,8 @@ deliver(struct burn *b, weft_msvc_msg *msg, bool ordered)
 	    (atomic_load(&e->from) < NODES ||
 	     atomic_load(&b->gen[atomic_load(&e->from)][atomic_load(&e->to)]) ==
 	         atomic_load(&e->gen)))
-		burn_fail(b, "stream %u: message %u after %u", stream, seq,
-		          last);
+		burn_fail(b, "stream %u: message %u (%zu bytes) after %u",
+		          stream, seq, len, last);
 	if (seq > last)
 		atomic_store(&b->last_seq[stream], seq);
 	else if (atomic_load(&e->from) < NODES)
@@ -567,11 +584,11 @@ send_one(struct sender *s, const struct plan *pl, uint8_t *buf)
 	struct call *c;
 	int rv;
 
-	stream = stream_of(s->index, pl->from, pl->to, pl->len > (64u << 10),
-	                   pl->key);
+	stream = stream_of(s->index, pl->from, pl->to, pl->len, pl->key);
 	put64(buf, idx);
 	put64(buf + 8, b->round);
-	put64(buf + 16, (uint64_t)stream << 32 | ++s->seq[stream]);
+	put64(buf + 16, (uint64_t)stream << 32 |
+	                    (stream == UNORDERED ? 0 : ++s->seq[stream]));
 	fill(buf, pl->len, idx);
 	atomic_store(&e->request, pl->request);
 	atomic_store(&e->from, (uint8_t)pl->from);
@@ -797,7 +814,7 @@ run_round(uint64_t seed, uint32_t round, uint64_t round_ms)
 	/* The wire stages: messages above 32 KiB (one in ten) travel in
 	 * chunks, and bodies are compressed, but on a node that a restart
 	 * brought back tight (chaos.c), which has compression off. */
-	l.chunk_bytes = 32u << 10;
+	l.chunk_bytes = CHUNK_BYTES;
 	l.compression = WEFT_COMPRESS_LZ4;
 	o.limits = &l;
 	o.arg = b;
