@@ -63,6 +63,8 @@ struct weft_dns_discovery {
 	char *qname;
 	uint64_t grace_ms, min_ms, max_ms;
 	uint32_t max_members;
+	void (*on_answer)(void *arg);
+	void *arg;
 	ares_channel channel;
 	weft_timer *query_timer, *ares_timer;
 	struct sock socks[MAX_SOCKETS];
@@ -368,6 +370,7 @@ on_answer(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 	weft_dns_discovery *d = arg;
 	struct ares_srv_reply *srv = NULL;
 	uint64_t next = d->min_ms, removal = UINT64_MAX;
+	bool answered = false;
 	uint32_t ttl_s;
 
 	(void)timeouts;
@@ -392,10 +395,12 @@ on_answer(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 			next = clamp(d, (uint64_t)ttl_s * 1000);
 		removal = apply(d, srv);
 		ares_free_data(srv);
+		answered = true;
 	} else if (status == ARES_ENODATA || status == ARES_ENOTFOUND) {
 		/* An answer all the same: nobody is there. */
 		log_failure(d, ares_strerror(status));
 		removal = apply(d, NULL);
+		answered = true;
 	} else
 		log_failure(d, ares_strerror(status));
 	/* Back in time to remove a member whose grace ends first. */
@@ -403,6 +408,8 @@ on_answer(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 		next = clamp(d, removal);
 	d->st.members = (uint32_t)d->nknown;
 	weft_timer_start(d->query_timer, next, 0);
+	if (answered && d->on_answer != NULL)
+		d->on_answer(d->arg);
 }
 
 static void
@@ -476,6 +483,8 @@ weft_dns_discovery_new(weft_msvc *svc, weft_loop *loop,
 	d->svc = svc;
 	d->loop = loop;
 	d->grace_ms = opts->grace_ms ? opts->grace_ms : DEFAULT_GRACE_MS;
+	d->on_answer = opts->on_answer;
+	d->arg = opts->arg;
 	d->min_ms = opts->min_interval_ms ? opts->min_interval_ms
 	                                  : DEFAULT_MIN_INTERVAL_MS;
 	d->max_ms = opts->max_interval_ms ? opts->max_interval_ms

@@ -157,6 +157,7 @@ override(weft_kv *kv, const weft_kv_opts *opts)
 		    WEFT__KV_QUORUM_COUNT, opts->write_quorum};
 		kv->quorum = opts->write_quorum;
 	}
+	atomic_store(&kv->members_known, !opts->await_members);
 	kv->on_caught_up = opts->on_caught_up;
 	kv->on_caught_up_arg = opts->on_caught_up_arg;
 	if (opts->repair_interval_ms)

@@ -377,6 +377,7 @@ struct weft_kv {
 	_Atomic uint32_t members;           /* as last seen, for reports */
 	_Atomic uint32_t quorum;            /* quorum_spec for members */
 	_Atomic bool caught_up;             /* reads are answered */
+	_Atomic bool members_known;         /* not awaiting discovery */
 	_Atomic uint64_t born_ts; /* this run's first write's ts; 0: none */
 	uint64_t repair_interval_ms;
 	uint64_t replicate_timeout_ms;

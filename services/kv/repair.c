@@ -100,7 +100,10 @@ catch_up(weft_kv *kv)
 	size_t i;
 	bool done;
 
-	if (weft__kv_members_get(kv, &m) != 0)
+	/* Members still to come from discovery: alone now, it would need
+	 * no copy. */
+	if (!atomic_load(&kv->members_known) ||
+	    weft__kv_members_get(kv, &m) != 0)
 		return false;
 	n = (uint32_t)m.count;
 	need = n + 1 - weft__kv_quorum_now(&kv->quorum_spec, n);
@@ -317,6 +320,13 @@ weft_kv_repair(weft_kv *kv)
 	r->requested = true;
 	pthread_cond_signal(&r->cond);
 	pthread_mutex_unlock(&r->lock);
+}
+
+void
+weft_kv_members_known(weft_kv *kv)
+{
+	if (!atomic_exchange(&kv->members_known, true))
+		weft_kv_repair(kv); /* wakes the catch-up now */
 }
 
 bool

@@ -11,6 +11,16 @@
 
 #include "weftd_int.h"
 
+/* The members are known once the first answer is in: the replica may
+ * catch up from them (weft_kv_opts.await_members). */
+static void
+on_answer(void *arg)
+{
+	struct weftd *d = arg;
+
+	weft_kv_members_known(d->kv);
+}
+
 int
 weftd_discovery_start(struct weftd *d)
 {
@@ -22,6 +32,8 @@ weftd_discovery_start(struct weftd *d)
 	    .servers = servers != NULL ? servers : c->dns_servers,
 	    .grace_ms = c->dns_grace_ms,
 	    .max_members = c->dns_max_members,
+	    .on_answer = on_answer,
+	    .arg = d,
 	};
 	int rv;
 

@@ -336,7 +336,9 @@ start_service(struct weftd *d)
 	weft_msvc_opts opts = {.tls = d->tls};
 	weft_kv_opts kv_opts = {.config = d->cfg,
 	                        .on_caught_up = on_caught_up,
-	                        .on_caught_up_arg = d};
+	                        .on_caught_up_arg = d,
+	                        .await_members = d->cluster.discovery ==
+	                                         WEFTD_DISCOVERY_DNS_SRV};
 	int rv;
 
 	/* [weftd] listen: bound here, while the node's host is only what

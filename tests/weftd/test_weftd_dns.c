@@ -191,6 +191,52 @@ test_members_follow_the_records(void **state)
 	assert_true(n1_sees_up(f, "n2", true));
 }
 
+/* Whether n1's /readyz answers 200 within the wait. */
+static bool
+n1_ready(struct fixture *f)
+{
+	char buf[1024];
+	uint64_t start = weft_now_ns();
+
+	do {
+		wt_http_ask(f->p[0].metrics_port, "GET", "/readyz", buf,
+		            sizeof(buf));
+		if (strncmp(buf, "HTTP/1.", 7) == 0 &&
+		    strncmp(buf + 8, " 200 ", 5) == 0)
+			return true;
+		wt_pause_ms(20);
+	} while (wt_ms_since(start) < WAIT_MS);
+	print_message("n1's /readyz: %s\n", buf);
+	return false;
+}
+
+/*
+ * A node that finds its members by DNS knows none but itself until the
+ * first answer comes: its replica must not count itself caught up then
+ * (alone, it would need no copy), or it is ready, and answers gets, with
+ * none of the data the others hold. Once n1 is ready, a key written
+ * through n2 before n1 started reads back through n1.
+ */
+static void
+test_a_replica_found_by_dns_is_ready_with_the_data(void **state)
+{
+	struct fixture *f = *state;
+	char *put[] = {WEFT_KV_PATH, "--config", f->others,    "--node", "n2",
+	               "put",        "before",   "n1 started", NULL};
+	char *get[] = {WEFT_KV_PATH, "--config", f->others, "--node",
+	               "n1",         "get",      "before",  NULL};
+	char out[256];
+
+	set_records(f, "123");
+	wt_node_start(&f->p[1], f->others, f->dir, "n2", f->ports[1], NULL);
+	wt_node_start(&f->p[2], f->others, f->dir, "n3", f->ports[2], NULL);
+	assert_int_equal(wt_run_line(put, out, sizeof(out), WAIT_MS), 0);
+	wt_node_start(&f->p[0], f->config, f->dir, "n1", f->ports[0], NULL);
+	assert_true(n1_ready(f));
+	assert_int_equal(wt_run_line(get, out, sizeof(out), WAIT_MS), 0);
+	assert_string_equal(out, "n1 started");
+}
+
 static void
 test_dns_srv_needs_a_name(void **state)
 {
@@ -213,6 +259,9 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_members_follow_the_records,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        test_a_replica_found_by_dns_is_ready_with_the_data, setup,
+	        teardown),
 	    cmocka_unit_test_setup_teardown(test_dns_srv_needs_a_name, setup,
 	                                    teardown),
 	};

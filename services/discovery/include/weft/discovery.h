@@ -44,6 +44,12 @@ typedef struct weft_dns_discovery_opts {
 	uint64_t min_interval_ms, max_interval_ms;
 	/* At most this many members taken from one answer: 256. */
 	uint32_t max_members;
+	/* on_answer, when set, is called with arg on the loop after each
+	 * answer has been applied: records, or none (the name has no SRV
+	 * records, or does not exist); not after a failure (no answer,
+	 * truncated). The first call says the members are known. */
+	void (*on_answer)(void *arg);
+	void *arg;
 } weft_dns_discovery_opts;
 
 /* What a provider has done so far (weft_dns_discovery_stats). */

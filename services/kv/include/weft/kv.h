@@ -129,6 +129,12 @@ typedef struct weft_kv_opts {
 	 * weft_kv_free. For a readiness signal. */
 	void (*on_caught_up)(weft_kv *kv, void *arg);
 	void *on_caught_up_arg;
+	/* await_members: the members are not all known when the service
+	 * starts (they come from discovery), so this replica does not
+	 * count itself caught up, however few members it knows, until
+	 * weft_kv_members_known is called: a node that knows only itself
+	 * would need no copy, and would answer reads without the data. */
+	bool await_members;
 } weft_kv_opts;
 
 /*
@@ -178,6 +184,14 @@ WEFT_API uint32_t weft_kv_write_quorum(const weft_kv *kv);
  * thread.
  */
 WEFT_API bool weft_kv_is_caught_up(const weft_kv *kv);
+
+/*
+ * weft_kv_members_known tells a replica made with await_members that its
+ * members are known now (discovery's first answer has been applied): its
+ * catch-up goes on from them at once. Once is enough; later calls do
+ * nothing. Any thread.
+ */
+WEFT_API void weft_kv_members_known(weft_kv *kv);
 
 /*
  * weft_kv_repair asks for an anti-entropy round now (see "Anti-entropy"
