@@ -755,7 +755,8 @@ netns_run(const wbench_opts *o)
 }
 
 /* hosts_run: the cluster workload on the --hosts nodes (weftd), or with
- * --clients, C local clients against them. */
+ * --clients, C local clients against them; mix: C local clients of the
+ * nodes' key-value service. */
 static int
 hosts_run(const wbench_opts *o)
 {
@@ -763,8 +764,13 @@ hosts_run(const wbench_opts *o)
 	int failed = 0;
 
 	wbench_cprint_header(o, stdout);
-	if (o->clients_given) {
-		point pt = {0,    o->client_list[0], o->outstanding, -1, false,
+	if (o->clients_given || o->workload == WBENCH_MIX) {
+		point pt = {0,
+		            o->client_list[0],
+		            o->outstanding,
+		            o->workload == WBENCH_MIX ? (int)o->mix_list[0]
+		                                      : -1,
+		            false,
 		            false};
 
 		if (run_point(o, (server_kind){WBENCH_IO_LOOP, false}, &pt, &r,

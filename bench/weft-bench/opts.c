@@ -155,8 +155,11 @@ static const optdef opt_table[] = {
     {"hosts", O_HOSTS, OC, "[ID@]H:P,..",
      "the cluster workload on weftd nodes run elsewhere, with\n"
      "[weftd] load = on (ids n0, n1.. by default)"},
+    {"hosts", O_HOSTS, OM, "[ID@]H:P,..",
+     "C local clients against weftd nodes run elsewhere, with\n"
+     "[kv] on (ids n0, n1.. by default); one --mixes value"},
     {"hosts", O_HOSTS, ON, "LIST", NULL},
-    {"cluster-name", O_CLUSTER_NAME, OC | ON, "N",
+    {"cluster-name", O_CLUSTER_NAME, OC | OM | ON, "N",
      "the nodes' [cluster] name (default weft-bench)"},
     {"coordinator", O_COORDINATOR, OC, "ID@H:P",
      "with --hosts: join as member ID, listening on H:P (the nodes'\n"

@@ -556,7 +556,7 @@ check_rpc(wbench_opts *o)
 static void
 mix_defaults(wbench_opts *o)
 {
-	if (!o->peers_given) {
+	if (!o->peers_given && o->hosts == NULL) {
 		o->peer_list[0] = 3;
 		o->peer_list[1] = 5;
 		o->npeer_list = 2;
@@ -649,6 +649,9 @@ wbench__opts_finish(wbench_opts *o)
 		 * name clients cI only. */
 		if (o->sessions > 0 && o->tls_dir != NULL)
 			return fail(o, "--sessions: not with --tls");
+		if (o->hosts != NULL && (o->nmix_list != 1 || o->peers_given))
+			return fail(o, "--hosts: one --mixes value, and the "
+			               "nodes are its entries (no --peers)");
 		return 0;
 	case WBENCH_YCSB:
 		return check_ycsb(o);

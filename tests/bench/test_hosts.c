@@ -136,8 +136,9 @@ test_hosts_drives_weftd_nodes(void **state)
 	assert_int_equal(strcmp(text + n - 3, ",0\n"), 0);
 }
 
-/* A cluster of three weftd nodes on fixed loopback ports, and a member
- * c0 (the coordinator: weft-bench or the test) that they list. */
+/* A cluster of three weftd nodes on fixed loopback ports, and (if asked
+ * for) a member c0 (the coordinator: weft-bench or the test) that they
+ * list. */
 typedef struct trio {
 	char config[32];
 	unsigned ports[3];
@@ -147,7 +148,7 @@ typedef struct trio {
 } trio;
 
 static void
-trio_start(trio *t, const char *weftd_section)
+trio_start_as(trio *t, const char *weftd_section, bool coordinator)
 {
 	FILE *f;
 	int fd;
@@ -165,8 +166,9 @@ trio_start(trio *t, const char *weftd_section)
 	t->coordinator_port = weft_test_free_port();
 	snprintf(t->coordinator, sizeof(t->coordinator), "c0@127.0.0.1:%u",
 	         t->coordinator_port);
-	fprintf(f, "[node c0]\nhost = 127.0.0.1\nport = %u\n",
-	        t->coordinator_port);
+	if (coordinator)
+		fprintf(f, "[node c0]\nhost = 127.0.0.1\nport = %u\n",
+		        t->coordinator_port);
 	fprintf(f, "[limits]\nloops = 1\n[weftd]\nlog_level = error\n%s",
 	        weftd_section);
 	fclose(f);
@@ -176,6 +178,12 @@ trio_start(trio *t, const char *weftd_section)
 		snprintf(id, sizeof(id), "n%u", i);
 		start_weftd(&t->nodes[i], t->config, id);
 	}
+}
+
+static void
+trio_start(trio *t, const char *weftd_section)
+{
+	trio_start_as(t, weftd_section, true);
 }
 
 static void
@@ -631,6 +639,49 @@ test_netns_cluster_over_tls(void **state)
 		skip();
 }
 
+/* mix --hosts: local clients load the keys into three weftd nodes'
+ * key-value service and run gets and puts on it; every request answered
+ * exactly once, none failed. One mix only, and no --peers. */
+static void
+test_hosts_mix_on_the_kv_of_weftd_nodes(void **state)
+{
+	char csv[] = "/tmp/wbench-mix-csv-XXXXXX", hosts[192], text[4096];
+	char *argv[] = {"mix",    "--hosts",   hosts,   "--cluster-name",
+	                "wbmesh", "--clients", "2",     "--outstanding",
+	                "4",      "--mixes",   "50",    "--keys",
+	                "300",    "--warmup",  "0.1",   "--duration",
+	                "0.5",    "--quiet",   "--csv", csv,
+	                NULL};
+	char *two_mixes[] = {"mix", "--hosts", hosts, "--mixes", "90,50", NULL};
+	char *with_peers[] = {"mix", "--hosts", hosts, "--mixes",
+	                      "90",  "--peers", "3",   NULL};
+	trio t;
+	size_t n;
+	FILE *f;
+
+	(void)state;
+	/* No member c0: weft-bench's clients are c0 and c1. */
+	trio_start_as(&t, "", false);
+	snprintf(hosts, sizeof(hosts),
+	         "n0@127.0.0.1:%u,n1@127.0.0.1:%u,n2@127.0.0.1:%u", t.ports[0],
+	         t.ports[1], t.ports[2]);
+	assert_int_equal(run_bench(two_mixes), 2);
+	assert_int_equal(run_bench(with_peers), 2);
+	close(mkstemp(csv));
+	assert_int_equal(run_bench(argv), 0);
+	trio_stop(&t);
+	f = fopen(csv, "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	unlink(csv);
+	/* One row: 3 nodes at 50 % gets, 2 clients x 4; no failed, lost or
+	 * repeated request. */
+	assert_non_null(strstr(text, "\nmix,loop,"));
+	assert_int_equal(strcmp(text + n - 3, ",0\n"), 0);
+}
+
 /* Malformed lists are refused. */
 static void
 test_hosts_bad_lists(void **state)
@@ -652,6 +703,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_hosts_drives_weftd_nodes, kill_live),
 	    cmocka_unit_test_teardown(test_hosts_bad_lists, kill_live),
+	    cmocka_unit_test_teardown(test_hosts_mix_on_the_kv_of_weftd_nodes,
+	                              kill_live),
 	    cmocka_unit_test_teardown(test_hosts_mesh_runs_on_the_nodes,
 	                              kill_live),
 	    cmocka_unit_test_teardown(
