@@ -119,6 +119,7 @@ weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
                        struct weft__kv_settings *s, char *err, size_t errlen)
 {
 	const weft_msvc_limits *l;
+	size_t message;
 	char where[256];
 	int rv;
 
@@ -144,15 +145,19 @@ weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
 		    where, s->quorum.count, members);
 		return WEFT_ECONFIG;
 	}
+	/* A value travels in chunks where it is larger than a frame
+	 * (docs/PROTOCOL.md 2.1): it and its key must fit a message. */
 	l = weft_msvc_config_limits_const(cfg);
-	if (s->max_value > l->max_frame_bytes - PUT_OVERHEAD ||
-	    l->max_frame_bytes < PUT_OVERHEAD) {
+	message = l->max_message_bytes > l->max_frame_bytes
+	              ? l->max_message_bytes
+	              : l->max_frame_bytes;
+	if (message < PUT_OVERHEAD || s->max_value > message - PUT_OVERHEAD) {
 		weft_msvc_config_where(cfg, "kv", "max_value", where,
 		                       sizeof(where));
 		snprintf(err, errlen,
 		         "%s: [kv] max_value: %zu bytes and a key do not fit "
-		         "[limits] max_frame (%zu bytes)",
-		         where, s->max_value, l->max_frame_bytes);
+		         "[limits] max_message (%zu bytes)",
+		         where, s->max_value, message);
 		return WEFT_ECONFIG;
 	}
 	return 0;

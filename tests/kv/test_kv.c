@@ -33,6 +33,9 @@
 
 static const char *const ids[NODES] = {"n1", "n2", "n3"};
 
+/* The frame limit of the next cluster_start (0: the default). */
+static size_t next_max_frame;
+
 /* A replica that holds on to the writes it gets until the test lets them
  * go: a slow node, made on purpose. */
 #define STUB UINT32_MAX
@@ -268,6 +271,9 @@ cluster_start_clocked(const uint32_t quorum[NODES],
 	l.request_timeout_ms = 3000;
 	l.connect_timeout_ms = 1000;
 	l.loops = 1;
+	if (next_max_frame != 0)
+		l.max_frame_bytes = next_max_frame;
+	next_max_frame = 0;
 	o.limits = &l;
 	o.arg = c;
 	for (i = 0; clock_ms != NULL && i < NODES; i++)
@@ -397,6 +403,36 @@ expect_kv(struct cluster *c, size_t node, const char *key, const char *value)
 /* ---- Tests --------------------------------------------------------------- */
 
 static const uint32_t all3[NODES] = {3, 3, 3};
+
+/* A value larger than a frame (64 KiB here) is put, replicated to every
+ * member and read back from each, in chunks both ways (PROTOCOL.md 2.1):
+ * [kv] max_value need only fit max_message. */
+static void
+test_a_value_larger_than_a_frame_is_stored_everywhere(void **state)
+{
+	const size_t len = 300u << 10;
+	struct cluster *c;
+	struct evbuffer *buf;
+	unsigned char *value = malloc(len);
+	size_t i;
+
+	(void)state;
+	assert_non_null(value);
+	for (i = 0; i < len; i++)
+		value[i] = (unsigned char)(i * 7 + (i >> 12));
+	next_max_frame = 64u << 10;
+	c = cluster_start(all3);
+	assert_int_equal(put(c, 0, "large", value, len), 0);
+	for (i = 0; i < NODES; i++) {
+		assert_non_null(buf = evbuffer_new());
+		assert_int_equal(get(c, i, "large", buf), 0);
+		assert_int_equal(evbuffer_get_length(buf), len);
+		assert_memory_equal(evbuffer_pullup(buf, -1), value, len);
+		evbuffer_free(buf);
+	}
+	cluster_stop(c);
+	free(value);
+}
 
 static void
 test_put_is_readable_on_every_node_after_the_ack(void **state)
@@ -1336,6 +1372,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_put_is_readable_on_every_node_after_the_ack),
+	    cmocka_unit_test(
+	        test_a_value_larger_than_a_frame_is_stored_everywhere),
 	    cmocka_unit_test(test_unknown_key_is_not_found),
 	    cmocka_unit_test(test_delete_removes_the_key_everywhere),
 	    cmocka_unit_test(test_write_quorum_with_a_node_stopped),

@@ -468,11 +468,20 @@ test_kv_section_uses_the_common_grammar(void **state)
 	                 WEFT_ECONFIG);
 	assert_non_null(strstr(err, "kv.ini:13: [kv] write_quorum: 4 is more "
 	                            "than the 3 members"));
+	/* A value larger than a frame travels in chunks: it and its key
+	 * must fit a message. */
 	assert_int_equal(kv_settings(THREE_NODES "[limits]\nmax_frame = 1MiB\n"
-	                                         "[kv]\nmax_value = 1MiB\n",
+	                                         "[kv]\nmax_value = 48MiB\n",
+	                             &s, err, sizeof(err)),
+	                 0);
+	assert_int_equal(s.max_value, 48u << 20);
+	assert_int_equal(kv_settings(THREE_NODES "[limits]\nmax_frame = 1MiB\n"
+	                                         "max_message = 2MiB\n"
+	                                         "[kv]\nmax_value = 2MiB\n",
 	                             &s, err, sizeof(err)),
 	                 WEFT_ECONFIG);
-	assert_non_null(strstr(err, "kv.ini:15: [kv] max_value: "));
+	assert_non_null(strstr(err, "kv.ini:16: [kv] max_value: "));
+	assert_non_null(strstr(err, "max_message (2097152 bytes)"));
 }
 
 int

@@ -110,8 +110,9 @@ typedef struct weft_kv_opts {
 	/* replicate_timeout: how long a replica has to acknowledge a write
 	 * (the client's deadline still applies). Default 2000 ms. */
 	uint64_t replicate_timeout_ms;
-	/* max_value: longest value accepted. Default 16 MiB, which must
-	 * fit the messaging service's max_frame with room to spare. */
+	/* max_value: longest value accepted. Default 16 MiB; it and its
+	 * key must fit the messaging service's max_message (a value larger
+	 * than a frame travels in chunks). */
 	size_t max_value_bytes;
 	/* max_clock_skew: how far ahead of this node's clock a replicated
 	 * write's version may be. A member whose clock runs further ahead
