@@ -44,6 +44,22 @@ dump_daemon(struct weftd *d, struct evbuffer *out)
 	        node, cluster, weft_version(), node, up, node,
 	        d->reloads_applied, node, d->reloads_refused) < 0)
 		return WEFT_ENOMEM;
+	if (d->spans != NULL) {
+		uint64_t written, dropped;
+
+		weftd_spans_counts(d, &written, &dropped);
+		if (evbuffer_add_printf(
+		        out,
+		        "# HELP weftd_spans_total Spans of sampled traces for "
+		        "[weftd] span_file, by outcome.\n"
+		        "# TYPE weftd_spans_total counter\n"
+		        "weftd_spans_total{node=\"%s\",result=\"written\"} "
+		        "%" PRIu64 "\n"
+		        "weftd_spans_total{node=\"%s\",result=\"dropped\"} "
+		        "%" PRIu64 "\n",
+		        node, written, node, dropped) < 0)
+			return WEFT_ENOMEM;
+	}
 	return weft_metrics_dump_process(out);
 }
 

@@ -5,6 +5,7 @@
  * every section checked, an unknown one or a misspelt key an error naming
  * the file and line.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,25 @@ static const char *const log_levels[] = {"debug", "info", "warn",
 static const char *const log_formats[] = {"auto", "text",    "logfmt",
                                           "json", "journal", NULL};
 
+/* trace_sample_rate: a share, 0 to 1 (0.01, 1, 0). */
+static int
+parse_rate(const char *text, void *field, char *why, size_t whylen)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(text, &end);
+	if (end == text || *end != '\0' || errno != 0 || !(v >= 0 && v <= 1)) {
+		snprintf(why, whylen,
+		         "want a share from 0 to 1 (0.01: one "
+		         "request in a hundred)");
+		return WEFT_ECONFIG;
+	}
+	*(double *)field = v;
+	return 0;
+}
+
 #define WEFTD_KEY(type, name, field, ...)                                      \
 	WEFT_MSVC_CONF_KEY(type, name, struct weftd_settings, field,           \
 	                   __VA_ARGS__)
@@ -40,6 +60,9 @@ static const weft_msvc_conf_key weftd_keys[] = {
     WEFTD_KEY(U32, "load_max_rate", load_max_rate, .min = 1, .max = 100000000,
               .why = "requests/s; above what any node sends, a typing "
                      "error"),
+    WEFTD_KEY(STRING, "span_file", span_file),
+    WEFTD_KEY(CUSTOM, "trace_sample_rate", trace_sample_rate,
+              .parse = parse_rate),
 };
 
 const weft_msvc_conf_section weftd_config_section = {

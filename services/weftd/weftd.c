@@ -333,7 +333,8 @@ static int
 start_service(struct weftd *d)
 {
 	const weft_msvc_limits *l = weft_msvc_config_limits_const(d->cfg);
-	weft_msvc_opts opts = {.tls = d->tls};
+	weft_msvc_opts opts = {.tls = d->tls,
+	                       .trace_sample_rate = d->set.trace_sample_rate};
 	weft_kv_opts kv_opts = {.config = d->cfg,
 	                        .on_caught_up = on_caught_up,
 	                        .on_caught_up_arg = d,
@@ -357,7 +358,8 @@ start_service(struct weftd *d)
 	    (rv = weft_msvc_on_peer_event(d->svc, on_peer, d)) != 0 ||
 	    (d->set.load && (rv = weftd_load_register(d)) != 0) ||
 	    (rv = weft_kv_new(d->svc, &kv_opts, &d->kv)) != 0 ||
-	    (rv = weftd_status_register(d)) != 0) {
+	    (rv = weftd_status_register(d)) != 0 ||
+	    (rv = weftd_spans_start(d)) != 0) {
 		weft_error("weftd: %s: cannot set up the service: %s", d->id,
 		           weft_strerror(rv));
 		return rv;
@@ -408,6 +410,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGHUP:
 		weftd_tls_reload(d);
+		weftd_spans_reopen(d);
 		if (d->cluster.discovery == WEFTD_DISCOVERY_FILE)
 			weftd_reload(d, "SIGHUP", true);
 		break;
@@ -491,6 +494,7 @@ teardown(struct weftd *d)
 	weftd_load_free(d);
 	weft_kv_free(d->kv);
 	weft_msvc_free(d->svc);
+	weftd_spans_free(d);
 	/* The loops close what is still open (the metrics and health
 	 * listeners' connections) after its writes drain, run their
 	 * shutdown hooks and end. */

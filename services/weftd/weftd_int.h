@@ -28,6 +28,8 @@ struct weftd_settings {
 	bool load;                     /* register the load verb */
 	uint64_t load_max_duration_ms; /* a run's warm-up and window */
 	uint32_t load_max_rate;        /* requests/s of an open-loop run */
+	const char *span_file;         /* NULL: spans are not written */
+	double trace_sample_rate;      /* weft_msvc_opts' */
 };
 extern const weft_msvc_conf_section weftd_config_section;
 
@@ -102,6 +104,8 @@ struct weftd {
 	uint64_t reloads_applied, reloads_refused;
 	/* discovery.c, main loop: the DNS SRV provider, or NULL. */
 	struct weft_dns_discovery *dns;
+	/* spans.c: [weftd] span_file's writer, or NULL. */
+	struct weftd_spans *spans;
 };
 
 /* metrics.c: the Prometheus text of the whole node. */
@@ -143,6 +147,17 @@ int weftd_tls_ctx_from_config(const weft_msvc_config *cfg, const char *cert,
 int weftd_tls_open(struct weftd *d, char *err, size_t errlen);
 void weftd_tls_reload(struct weftd *d);
 void weftd_tls_close(struct weftd *d);
+
+/* spans.c: [weftd] span_file (docs/WEFTD.md, "Traces"): the spans of
+ * sampled traces as OTLP/JSON lines. Start on the main loop after the
+ * service is made and before it starts (nothing without span_file);
+ * reopen on SIGHUP; free after the service is freed. Start returns 0 or
+ * a WEFT_E code (logged). */
+int weftd_spans_start(struct weftd *d);
+void weftd_spans_reopen(struct weftd *d);
+void weftd_spans_counts(const struct weftd *d, uint64_t *written,
+                        uint64_t *dropped);
+void weftd_spans_free(struct weftd *d);
 
 /* status.c: the status verb; register before the service starts, once
  * d->kv is set. 0 or a WEFT_E code. */
