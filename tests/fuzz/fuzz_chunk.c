@@ -19,9 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -30,23 +27,15 @@
 #include <weft/transport.h>
 
 #include "fuzz.h"
-
-/* What a socket channel holds whatever it reads: a read chain and a
- * write batch (libevent rounds each 16 KiB request up to a 32 KiB chain),
- * and the chain an echo's small writes are gathered in. */
-#define CHANNEL_BUFFERS (3u * 32768)
+#include "socket_pipe.h"
 
 static const size_t max_messages[4] = {0, 64, 4096, 100000};
 
 struct run {
+	fuzz_pipe pipe;
 	uint8_t setup;
 	uint32_t max_assembling;
 	size_t max_message_bytes;
-	weft_loop *loop;
-	weft_channel *ch;
-	int fd;   /* the channel's end */
-	int peer; /* ours */
-	bool inactive;
 };
 
 static void
@@ -82,7 +71,7 @@ echo_inactive(weft_ctx *ctx)
 {
 	struct run *r = weft_channel_data(weft_ctx_channel(ctx));
 
-	r->inactive = true;
+	r->pipe.inactive = true;
 }
 
 static const weft_handler echo = {
@@ -108,113 +97,32 @@ build(struct run *r, uint8_t setup)
 	r->max_message_bytes = co.max_message_bytes != 0
 	                           ? co.max_message_bytes
 	                           : WEFT_CHUNK_DEFAULT_MAX_MESSAGE;
-	if (weft_frame_codec_add(r->ch, "frame", &fo) != 0 ||
-	    weft_chunk_codec_add(r->ch, "chunk", &co) != 0)
+	if (weft_frame_codec_add(r->pipe.ch, "frame", &fo) != 0 ||
+	    weft_chunk_codec_add(r->pipe.ch, "chunk", &co) != 0)
 		return -1;
-	return weft_pipeline_add_last(r->ch, "echo", &echo, NULL);
-}
-
-/* Drops what the channel echoed, so that its writes never back up. */
-static void
-drain_peer(struct run *r)
-{
-	char buf[4096];
-
-	while (recv(r->peer, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-		;
-}
-
-/* The channel has read every byte sent so far (or is gone). */
-static bool
-settled(void *arg)
-{
-	struct run *r = arg;
-	int unread = 0;
-
-	drain_peer(r);
-	return r->inactive || ioctl(r->fd, FIONREAD, &unread) != 0 ||
-	       unread == 0;
-}
-
-static bool
-is_inactive(void *arg)
-{
-	struct run *r = arg;
-
-	drain_peer(r);
-	return r->inactive;
-}
-
-static size_t
-piece_size(uint8_t setup, uint32_t *rng, size_t left)
-{
-	size_t n;
-
-	*rng = *rng * 1103515245u + 12345u;
-	switch (setup >> 6) {
-	case 0:
-		n = left;
-		break;
-	case 1:
-		n = 1;
-		break;
-	case 2:
-		n = 1 + (*rng >> 16) % 7;
-		break;
-	default:
-		n = 1 + (*rng >> 16) % 61;
-		break;
-	}
-	return n < left ? n : left;
-}
-
-static void
-feed(struct run *r, uint8_t setup, const uint8_t *data, size_t size)
-{
-	uint32_t rng = setup;
-	size_t n;
-	ssize_t sent;
-
-	while (size > 0 && !r->inactive) {
-		n = piece_size(setup, &rng, size);
-		if ((sent = send(r->peer, data, n, MSG_NOSIGNAL)) <= 0)
-			return; /* the channel closed its end */
-		if (weft_loop_run_until(r->loop, settled, r, 5000) != 0)
-			fuzz_fail("the pipeline hangs");
-		data += sent;
-		size -= (size_t)sent;
-	}
+	return weft_pipeline_add_last(r->pipe.ch, "echo", &echo, NULL);
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct run r = {0};
-	int fds[2];
+	uint32_t rng;
 
 	if (size < 1)
 		return 0;
 	r.setup = data[0];
 	weft_log_set_level(WEFT_LOG_OFF);
-	if (weft_loop_new(&r.loop) != 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0 ||
-	    weft_channel_new_socket(r.loop, fds[0], NULL, &r.ch) != 0)
-		abort();
-	r.fd = fds[0];
-	r.peer = fds[1];
-	weft_channel_set_data(r.ch, &r);
+	fuzz_pipe_open(&r.pipe, &r);
 	if (build(&r, r.setup) != 0)
 		abort();
-	weft_channel_activate(r.ch);
+	weft_channel_activate(r.pipe.ch);
 	fuzz_alloc_begin();
-	feed(&r, r.setup, data + 1, size - 1);
-	shutdown(r.peer, SHUT_WR);
-	if (weft_loop_run_until(r.loop, is_inactive, &r, 5000) != 0)
-		fuzz_fail("the channel did not end after the input");
-	fuzz_alloc_end_within(FUZZ_ALLOC_PER_BYTE * size + FUZZ_ALLOC_SLACK +
-	                          CHANNEL_BUFFERS,
-	                      "chunk pipeline");
-	close(r.peer);
-	weft_loop_free(r.loop);
+	rng = r.setup;
+	fuzz_pipe_send(&r.pipe, r.setup >> 6, &rng, data + 1, size - 1);
+	fuzz_pipe_finish(&r.pipe,
+	                 FUZZ_ALLOC_PER_BYTE * size + FUZZ_ALLOC_SLACK +
+	                     FUZZ_CHANNEL_BUFFERS,
+	                 "chunk pipeline");
 	return 0;
 }

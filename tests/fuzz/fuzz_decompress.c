@@ -25,9 +25,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -36,9 +33,8 @@
 #include <weft/transport.h>
 
 #include "fuzz.h"
+#include "socket_pipe.h"
 
-/* What a socket channel holds whatever it reads (as in fuzz_frame.c). */
-#define CHANNEL_BUFFERS (3u * 32768)
 /* The compression contexts, made before the watch starts, may grow with
  * the sizes they see. */
 #define CONTEXT_SLACK (1u << 20)
@@ -173,11 +169,7 @@ decode_alone(const struct limits *l, const uint8_t *body, size_t len)
 /* ---- The pipeline ------------------------------------------------------- */
 
 struct run {
-	weft_loop *loop;
-	weft_channel *ch;
-	int fd;   /* the channel's end */
-	int peer; /* ours */
-	bool inactive;
+	fuzz_pipe pipe;
 };
 
 static void
@@ -197,7 +189,7 @@ echo_inactive(weft_ctx *ctx)
 {
 	struct run *r = weft_channel_data(weft_ctx_channel(ctx));
 
-	r->inactive = true;
+	r->pipe.inactive = true;
 }
 
 static const weft_handler echo = {
@@ -205,51 +197,6 @@ static const weft_handler echo = {
     .read_complete = echo_read_complete,
     .inactive = echo_inactive,
 };
-
-static void
-drain_peer(struct run *r)
-{
-	char buf[4096];
-
-	while (recv(r->peer, buf, sizeof(buf), MSG_DONTWAIT) > 0)
-		;
-}
-
-static bool
-settled(void *arg)
-{
-	struct run *r = arg;
-	int unread = 0;
-
-	drain_peer(r);
-	return r->inactive || ioctl(r->fd, FIONREAD, &unread) != 0 ||
-	       unread == 0;
-}
-
-static bool
-is_inactive(void *arg)
-{
-	struct run *r = arg;
-
-	drain_peer(r);
-	return r->inactive;
-}
-
-static void
-send_all(struct run *r, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	ssize_t sent;
-
-	while (len > 0 && !r->inactive) {
-		if ((sent = send(r->peer, p, len, MSG_NOSIGNAL)) <= 0)
-			return; /* the channel closed its end */
-		if (weft_loop_run_until(r->loop, settled, r, 5000) != 0)
-			fuzz_fail("the pipeline hangs");
-		p += sent;
-		len -= (size_t)sent;
-	}
-}
 
 /* Runs the pipeline over body; its memory is watched from the channel's
  * start to its end, bounded by bound bytes. */
@@ -265,32 +212,21 @@ through_pipeline(const struct limits *l, const uint8_t *body, size_t len,
 	                               .quiet = true};
 	uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16),
 	                  (uint8_t)(len >> 8), (uint8_t)len};
-	struct run r = {0};
-	int fds[2];
+	struct run r;
+	uint32_t rng = 0;
 
-	if (weft_loop_new(&r.loop) != 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0 ||
-	    weft_channel_new_socket(r.loop, fds[0], NULL, &r.ch) != 0)
+	fuzz_pipe_open(&r.pipe, &r);
+	if (weft_frame_codec_add(r.pipe.ch, "frame", &fo) != 0 ||
+	    weft_compress_codec_add(r.pipe.ch, "z", &zo) != 0 ||
+	    weft_pipeline_add_last(r.pipe.ch, "echo", &echo, NULL) != 0)
 		abort();
-	r.fd = fds[0];
-	r.peer = fds[1];
-	weft_channel_set_data(r.ch, &r);
-	if (weft_frame_codec_add(r.ch, "frame", &fo) != 0 ||
-	    weft_compress_codec_add(r.ch, "z", &zo) != 0 ||
-	    weft_pipeline_add_last(r.ch, "echo", &echo, NULL) != 0)
-		abort();
-	weft_channel_activate(r.ch);
+	weft_channel_activate(r.pipe.ch);
 	fuzz_alloc_begin();
-	send_all(&r, hdr, sizeof(hdr));
-	send_all(&r, body, len);
-	send_all(&r, hdr, sizeof(hdr));
-	send_all(&r, body, len);
-	shutdown(r.peer, SHUT_WR);
-	if (weft_loop_run_until(r.loop, is_inactive, &r, 5000) != 0)
-		fuzz_fail("the channel did not end after the input");
-	fuzz_alloc_end_within(bound, "compress pipeline");
-	close(r.peer);
-	weft_loop_free(r.loop);
+	fuzz_pipe_send(&r.pipe, 0, &rng, hdr, sizeof(hdr));
+	fuzz_pipe_send(&r.pipe, 0, &rng, body, len);
+	fuzz_pipe_send(&r.pipe, 0, &rng, hdr, sizeof(hdr));
+	fuzz_pipe_send(&r.pipe, 0, &rng, body, len);
+	fuzz_pipe_finish(&r.pipe, bound, "compress pipeline");
 }
 
 int
@@ -312,6 +248,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                      "weft_compress_decode");
 	through_pipeline(&l, data + 1, size - 1,
 	                 FUZZ_ALLOC_PER_BYTE * size + FUZZ_ALLOC_SLACK +
-	                     CONTEXT_SLACK + CHANNEL_BUFFERS + 6 * raw);
+	                     CONTEXT_SLACK + FUZZ_CHANNEL_BUFFERS + 6 * raw);
 	return 0;
 }
