@@ -36,21 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Ports below the kernel's ephemeral range (32768 up, by default), so no
-# outgoing connection of this run or another holds one of them.
-base=$((20000 + RANDOM % 12000))
-{
-	printf '[cluster]\nname = rolling\n'
-	for i in 1 2 3; do
-		printf '[node n%d]\nhost = 127.0.0.1\nport = %d\n' $i $((base + i))
-	done
-	printf '[weftd]\nlog_level = info\n'
-	for i in 1 2 3; do
-		printf '[weftd n%d]\nmetrics_listen = 127.0.0.1:%d\n' $i \
-			$((base + 10 + i))
-	done
-	printf '[kv]\nwrite_quorum = majority\nreplicate_timeout = 2s\n'
-} >"$dir/cluster.ini"
+. "$(dirname "$0")/lib-cluster.sh"
+cluster_ini rolling "$dir/cluster.ini"
 
 start() { # node build
 	"$2/services/weftd/weftd" --config "$dir/cluster.ini" --id "n$1" \
