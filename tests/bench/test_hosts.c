@@ -91,6 +91,22 @@ stop_weftd(node *n)
 	close(n->out_fd);
 }
 
+/* Reads the CSV report at path into text (NUL-terminated), removes the
+ * file, and returns its length. */
+static size_t
+take_csv(const char *path, char *text, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	assert_non_null(f);
+	n = fread(text, 1, cap - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return n;
+}
+
 /* --clients: local clients' load on two weftd nodes. */
 static void
 test_hosts_drives_weftd_nodes(void **state)
@@ -124,12 +140,7 @@ test_hosts_drives_weftd_nodes(void **state)
 	stop_weftd(&a);
 	stop_weftd(&b);
 	unlink(config);
-	f = fopen(csv, "r");
-	assert_non_null(f);
-	n = fread(text, 1, sizeof(text) - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	unlink(csv);
+	n = take_csv(csv, text, sizeof(text));
 	/* One row: 2 nodes, 2 clients x 8, no failed, lost or repeated
 	 * request. */
 	assert_non_null(strstr(text, "\ncluster,loop,0,64,2,2,8,,"));
@@ -657,7 +668,6 @@ test_hosts_mix_on_the_kv_of_weftd_nodes(void **state)
 	                      "90",  "--peers", "3",   NULL};
 	trio t;
 	size_t n;
-	FILE *f;
 
 	(void)state;
 	/* No member c0: weft-bench's clients are c0 and c1. */
@@ -670,12 +680,7 @@ test_hosts_mix_on_the_kv_of_weftd_nodes(void **state)
 	close(mkstemp(csv));
 	assert_int_equal(run_bench(argv), 0);
 	trio_stop(&t);
-	f = fopen(csv, "r");
-	assert_non_null(f);
-	n = fread(text, 1, sizeof(text) - 1, f);
-	text[n] = '\0';
-	fclose(f);
-	unlink(csv);
+	n = take_csv(csv, text, sizeof(text));
 	/* One row: 3 nodes at 50 % gets, 2 clients x 4; no failed, lost or
 	 * repeated request. */
 	assert_non_null(strstr(text, "\nmix,loop,"));
