@@ -31,14 +31,9 @@ struct weft__msvc_capacity {
 void
 weft__msvc_capacity_init(weft_msvc *svc)
 {
-	pthread_condattr_t attr;
-
 	TAILQ_INIT(&svc->capacity_list);
 	pthread_mutex_init(&svc->capacity_lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&svc->capacity_cond, &attr);
-	pthread_condattr_destroy(&attr);
+	weft__msvc_cond_init_monotonic(&svc->capacity_cond);
 }
 
 void

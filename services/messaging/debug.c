@@ -27,8 +27,6 @@
 
 #include "msvc_int.h"
 
-#define VERB_NAME_MAX 48
-
 struct conn_entry {
 	weft_msvc_conn_info info;
 	char peer[WEFT_MSVC_MAX_ID + 1];
@@ -38,7 +36,7 @@ struct conn_entry {
 struct req_entry {
 	weft_msvc_req_info info;
 	char peer[WEFT_MSVC_MAX_ID + 1];
-	char verb_name[VERB_NAME_MAX];
+	char verb_name[WEFT__MSVC_VERB_NAME_MAX];
 	uint64_t started_ns; /* this node's requests: for the order */
 };
 
@@ -166,16 +164,6 @@ copy_conn(weft_msvc_snapshot *s, struct weft__msvc_conn *c, uint64_t now_ns)
 	}
 }
 
-static void
-copy_verb_name(const weft_msvc *svc, uint32_t verb, char *out, size_t len)
-{
-	const char *name = NULL;
-
-	if (verb < WEFT_MSVC_MAX_VERBS)
-		name = svc->verbs[verb].name;
-	snprintf(out, len, "%s", name != NULL ? name : "");
-}
-
 /* The outbound connections of the members whose home is ml. */
 static void
 copy_outbound(struct weft__msvc_loop *ml, weft_msvc_snapshot *s,
@@ -217,8 +205,8 @@ copy_slots(struct weft__msvc_loop *ml, weft_msvc_snapshot *s, uint64_t now_ns)
 		if (!slot->live || slot->internal || (e = req_add(s)) == NULL)
 			continue;
 		snprintf(e->peer, sizeof(e->peer), "%s", slot->peer->id);
-		copy_verb_name(ml->svc, slot->verb, e->verb_name,
-		               sizeof(e->verb_name));
+		weft__msvc_verb_name(ml->svc, slot->verb, e->verb_name,
+		                     sizeof(e->verb_name));
 		e->info.verb = slot->verb;
 		e->info.stage =
 		    slot->sent ? WEFT_MSVC_REQ_SENT : WEFT_MSVC_REQ_UNSENT;
@@ -273,8 +261,8 @@ copy_held(weft_msvc *svc, weft_msvc_snapshot *s)
 			    (e = req_add(s)) == NULL)
 				continue;
 			snprintf(e->peer, sizeof(e->peer), "%s", m->peer->id);
-			copy_verb_name(svc, m->verb, e->verb_name,
-			               sizeof(e->verb_name));
+			weft__msvc_verb_name(svc, m->verb, e->verb_name,
+			                     sizeof(e->verb_name));
 			e->info.verb = m->verb;
 			e->info.inbound = true;
 			e->info.stage = atomic_load_explicit(
@@ -721,25 +709,4 @@ weft_msvc_snapshot_json(const weft_msvc_snapshot *snap, unsigned what,
 			return WEFT_ENOMEM;
 	}
 	return evbuffer_add(out, "}\n", 2) == 0 ? 0 : WEFT_ENOMEM;
-}
-
-/* ---- Slow calls --------------------------------------------------------- */
-
-void
-weft__msvc_slow_call(struct weft__msvc_loop *ml,
-                     const struct weft__msvc_slot *s, uint64_t took_ns)
-{
-	weft_msvc *svc = ml->svc;
-	uint64_t limit_ms = svc->cfg->limits.slow_call_ms;
-	char verb[VERB_NAME_MAX];
-
-	if (limit_ms == 0 || took_ns <= limit_ms * 1000000u)
-		return;
-	copy_verb_name(svc, s->verb, verb, sizeof(verb));
-	weft_log_limited(&svc->log_slow_call, WEFT_LOG_WARN,
-	                 "msvc %s: slow call to %s: verb %" PRIu32
-	                 "%s%s%s took %.3f ms (slow_call %" PRIu64 " ms)",
-	                 svc->id, s->peer->id, s->verb, verb[0] ? " (" : "",
-	                 verb, verb[0] ? ")" : "", (double)took_ns / 1e6,
-	                 limit_ms);
 }

@@ -14,31 +14,6 @@
 
 #define ERROR_PAYLOAD_MAX 320
 
-void
-weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent)
-{
-	uint64_t limit = urgent ? weft__msvc_urgent_limit(svc)
-	                        : svc->cfg->limits.inbound_inflight_bytes;
-	uint64_t left;
-	uint32_t i;
-
-	left = atomic_fetch_sub(urgent ? &svc->urgent_inflight : &svc->inflight,
-	                        n) -
-	       n;
-	if (left == 0)
-		weft__msvc_drained(svc);
-	if (left >= limit || atomic_load(&svc->paused_conns) == 0)
-		return;
-	for (i = 0; i < svc->nloops; i++) {
-		struct weft__msvc_loop *ml = &svc->loops[i];
-
-		if (atomic_exchange(&ml->resume_posted, true))
-			continue;
-		if (weft_loop_post_task(ml->loop, &ml->resume_task) != 0)
-			atomic_store(&ml->resume_posted, false);
-	}
-}
-
 /* msg is answered (or never will be): its verb has room for another. */
 static void
 slot_release(weft_msvc_msg *msg)

@@ -30,43 +30,6 @@
 
 /* ---- Finding members (any thread) -------------------------------------- */
 
-ssize_t
-weft__msvc_member_index(weft_msvc *svc, const char *id)
-{
-	uint32_t i, n = atomic_load(&svc->npeers);
-
-	for (i = 0; i < n; i++) {
-		weft_msvc_peer *peer = svc->peers[i];
-
-		if (strcmp(peer->id, id) == 0)
-			return weft__msvc_peer_left(peer) ? -1 : (ssize_t)i;
-	}
-	return -1;
-}
-
-ssize_t
-weft__msvc_member_admitted(weft_msvc *svc, const char *id)
-{
-	uint32_t i, n = atomic_load(&svc->npeers);
-
-	for (i = 0; i < n; i++) {
-		weft_msvc_peer *peer = svc->peers[i];
-
-		if (strcmp(peer->id, id) != 0)
-			continue;
-		if (!weft__msvc_peer_left(peer))
-			return (ssize_t)i;
-		/* Leaving, it answers what we asked on connections of its
-		 * own, which it may not have opened yet. */
-		if (atomic_load(&peer->member_state) ==
-		        WEFT__MSVC_MEMBER_LEAVING &&
-		    weft__msvc_relaxed(&peer->st.pending) != 0)
-			return (ssize_t)i;
-		return -1;
-	}
-	return -1;
-}
-
 /* A slot of svc->peers by id, whatever its state; NULL: none. */
 static weft_msvc_peer *
 find_any(weft_msvc *svc, const char *id)
@@ -488,35 +451,6 @@ weft_msvc_member_remove(weft_msvc *svc, const char *id)
 }
 
 /* ---- Hooks in the send path (home loop) -------------------------------- */
-
-bool
-weft__msvc_member_gate(weft_msvc_peer *peer, struct weft__msvc_out *out,
-                       uint32_t slot, bool heap, int *rv)
-{
-	int state = atomic_load(&peer->member_state);
-
-	if (state == WEFT__MSVC_MEMBER_ACTIVE || out->internal)
-		return false;
-	/* Answers to what it asked before it left go while it drains. */
-	if ((out->flags & WEFT__MSVC_F_RESPONSE) &&
-	    state == WEFT__MSVC_MEMBER_LEAVING)
-		return false;
-	*rv = 0;
-	if (out->flags & WEFT__MSVC_F_REQUEST) {
-		weft__msvc_slot_fail_soon(peer->home, slot, WEFT_ENOTMEMBER);
-	} else if (out->flags & WEFT__MSVC_F_RESPONSE) {
-		weft__msvc_count(&peer->svc->st.responses_dropped, 1);
-		weft__msvc_release_queued(peer, out->accounted);
-	} else {
-		/* A one-way message: refused, as a send to a peer known
-		 * down is (the caller or run_out drops it). */
-		*rv = WEFT_ENOTMEMBER;
-		return true;
-	}
-	if (heap)
-		weft__msvc_out_free(out);
-	return true;
-}
 
 /* ---- Stopping ---------------------------------------------------------- */
 

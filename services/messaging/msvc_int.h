@@ -829,30 +829,24 @@ weft__msvc_peer_left(const weft_msvc_peer *peer)
 	                            memory_order_relaxed) !=
 	       WEFT__MSVC_MEMBER_ACTIVE;
 }
-/* weft__msvc_member_index is the slot of the member id in svc->peers, or
- * -1 when it is not a member (never was, or removed). Any thread. */
+/* peer_life.c: weft__msvc_member_index is the slot of the member id in
+ * svc->peers, or -1 when it is not a member (never was, or removed). Any
+ * thread. */
 ssize_t weft__msvc_member_index(weft_msvc *svc, const char *id);
 /* weft__msvc_member_admitted is weft__msvc_member_index for a HELLO: a
  * member that is leaving is let in too while it owes this node answers.
  * Any thread. */
 ssize_t weft__msvc_member_admitted(weft_msvc *svc, const char *id);
-/* weft__msvc_member_gate ends out (just opened in slot, for a request)
- * if its peer left: true then, with *rv what emit returns. Home loop. */
-bool weft__msvc_member_gate(weft_msvc_peer *peer, struct weft__msvc_out *out,
-                            uint32_t slot, bool heap, int *rv);
 /* At stop: the drain's timer stops (shutdown), and is freed (teardown).
  * Home loop. */
 void weft__msvc_member_stop(weft_msvc_peer *peer);
 void weft__msvc_member_free_timers(weft_msvc_peer *peer);
-/* service.c: a member's peer, made and freed. */
+/* peer_life.c: a member's peer, made and freed. */
 int weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
                           const char *host, uint16_t port,
                           weft_msvc_peer **out);
 void weft__msvc_peer_free(weft_msvc_peer *peer);
 
-/* sync.c: blocking calls for threads that are not the service's. */
-void weft__msvc_sync_init(weft_msvc *svc);
-void weft__msvc_sync_fini(weft_msvc *svc);
 /* weft__msvc_cancel_moved: msg's on-cancel callback now belongs to its
  * detached copy. */
 void weft__msvc_cancel_moved(weft_msvc_msg *msg);
@@ -861,8 +855,14 @@ void weft__msvc_cancel_moved(weft_msvc_msg *msg);
  * the service has stopped. The peer's loop. */
 void weft__msvc_tell_peer(weft_msvc_peer *peer, bool up);
 
-/* weft__msvc_sync_notify wakes the threads waiting on svc: a peer's state
- * changed, or the service is stopping. Any thread. */
+/* wait.c: what waits by threads that are not the service's need. */
+/* weft__msvc_cond_init_monotonic makes cond wait on CLOCK_MONOTONIC. */
+void weft__msvc_cond_init_monotonic(pthread_cond_t *cond);
+/* The condition waiters for a peer's state sleep on, made and freed with
+ * the service; weft__msvc_sync_notify wakes them: a peer's state changed,
+ * or the service is stopping. Any thread. */
+void weft__msvc_sync_init(weft_msvc *svc);
+void weft__msvc_sync_fini(weft_msvc *svc);
 void weft__msvc_sync_notify(weft_msvc *svc);
 /* weft__msvc_on_own_loop is true on one of svc's loop threads, where
  * waiting would never end. Any thread. */
@@ -880,7 +880,7 @@ void weft__msvc_capacity_fini(weft_msvc *svc);
 void weft__msvc_capacity_returned(weft_msvc *svc);
 void weft__msvc_capacity_stop(weft_msvc *svc);
 
-/* service.c */
+/* stop.c */
 /* weft__msvc_each_loop runs fn(ml) on each loop's thread (at once on a
  * loop that no longer takes tasks) and done(svc) after the last, on the
  * thread that ran it. One at a time. Any thread. */
@@ -888,16 +888,25 @@ void weft__msvc_each_loop(weft_msvc *svc,
                           void (*fn)(struct weft__msvc_loop *ml),
                           void (*done)(weft_msvc *svc));
 
-/* stop.c */
-/* weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed kick the stop
- * when what it waits for holds: no request pending, no inbound bytes in
- * flight and nothing queued for a member; no connect in progress and no
- * connection left open. weft__msvc_stop_kick asks the stop to look again
+/* drain.c: what the stop waits for. weft__msvc_is_quiet: no request
+ * pending, no inbound bytes in flight and nothing queued for a member;
+ * weft__msvc_is_closed: no connect in progress and no connection left
+ * open. weft__msvc_wake_if_quiet and weft__msvc_wake_if_closed kick the
+ * stop when they hold. weft__msvc_stop_kick asks the stop to look again
  * at what its stage waits for; nothing before the stop begins. Any
  * thread. */
+bool weft__msvc_is_quiet(weft_msvc *svc);
+bool weft__msvc_is_closed(weft_msvc *svc);
 void weft__msvc_wake_if_quiet(weft_msvc *svc);
 void weft__msvc_wake_if_closed(weft_msvc *svc);
 void weft__msvc_stop_kick(weft_msvc *svc);
+/* drain.c: an API call from a thread that is not a service loop is
+ * bracketed by these, so that stopping waits for it; enter returns false
+ * once the service is stopping. Any thread. */
+bool weft__msvc_enter(weft_msvc *svc);
+void weft__msvc_leave(weft_msvc *svc);
+
+/* stop.c */
 /* weft__msvc_stop_loop_init, on each loop's thread at weft_msvc_new:
  * the group's shutdown hook, and on the first loop the stop's timer.
  * Returns 0 or WEFT_ENOMEM. weft__msvc_stop_fini waits for kicks still
@@ -960,21 +969,16 @@ weft__msvc_pending_sub(weft_msvc *svc)
 void weft__msvc_wait_done(weft_msvc *svc);
 uint64_t weft__msvc_class_for(const weft_msvc *svc, uint32_t verb, size_t len);
 void weft__msvc_peer_set_up(weft_msvc_peer *peer, bool up);
+/* peer_life.c: a client's peer, made at its HELLO on c, and a reference
+ * to a client's peer given back (the last frees it). */
 void weft__msvc_peer_unref(weft_msvc_peer *peer);
 int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
                                const char *id, weft_msvc_peer **out);
 
 /* peer.c: queues, class choice, heartbeats. */
-/* service.c: an API call from a thread that is not a service loop is
- * bracketed by these, so that stopping waits for it; enter returns false
- * once the service is stopping. */
-bool weft__msvc_enter(weft_msvc *svc);
-void weft__msvc_leave(weft_msvc *svc);
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
 int weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out);
 void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
-struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
-void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
 /* weft__msvc_peer_dialed_us: a member's connection to us came up: watch
  * it, and if it is known down, dial it now rather than at the end of the
@@ -984,8 +988,11 @@ void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
 void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);
 void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
 void weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c);
+/* out.c: a message to encode, with inline_len bytes of payload room. */
+struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
+void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
-/* weft__msvc_take_queued counts n more bytes queued for peer, within its
+/* out.c: weft__msvc_take_queued counts n more bytes queued for peer, within its
  * queue limit (and for a client, the node's budget for all clients)
  * unless internal; false, with nothing counted, when they do not fit.
  * weft__msvc_release_queued gives them back. Any thread. */
@@ -1116,8 +1123,17 @@ bool weft__msvc_guard_backlogged(struct weft__msvc_conn *c);
 /* Answers to c's client left: reading may resume. */
 void weft__msvc_guard_drained(struct weft__msvc_conn *c);
 void weft__msvc_guard_active(struct weft__msvc_conn *c);
+/* weft__msvc_inflight_release gives n inbound bytes back to the node's
+ * budget (or the urgent lanes'), resuming the connections paused for
+ * room. Any thread. */
+void weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent);
 
 /* pending.c: pending requests and their deadlines, per loop. */
+/* weft__msvc_verb_name writes verb's registered name to out, or "" for a
+ * verb without one. */
+#define WEFT__MSVC_VERB_NAME_MAX 48
+void weft__msvc_verb_name(const weft_msvc *svc, uint32_t verb, char *out,
+                          size_t len);
 int weft__msvc_slot_new(struct weft__msvc_loop *ml, uint32_t *out);
 struct weft__msvc_slot *weft__msvc_slot_at(struct weft__msvc_loop *ml,
                                            uint32_t i);
@@ -1153,6 +1169,12 @@ enum weft__msvc_match weft__msvc_response(struct weft__msvc_loop *ml,
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
 void weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status);
+/* weft__msvc_slots_init and _fini make ml's slot table empty and free
+ * its slots and their timers. */
+void weft__msvc_slots_init(struct weft__msvc_loop *ml);
+void weft__msvc_slots_fini(struct weft__msvc_loop *ml);
+/* loop.c: a loop's state, set up on its thread (0 or WEFT_ENOMEM) and
+ * torn down. */
 int weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml);
 void weft__msvc_loop_fini(struct weft__msvc_loop *ml);
 
@@ -1188,18 +1210,17 @@ int weft__msvc_pool_start(weft_msvc *svc);
 void weft__msvc_pool_quit(weft_msvc *svc);
 bool weft__msvc_pool_idle(weft_msvc *svc);
 void weft__msvc_pool_join(weft_msvc *svc);
-void weft__msvc_inflight_release(weft_msvc *svc, size_t n, bool urgent);
 int weft__msvc_error_status_to_wire(int status);
 int weft__msvc_wire_to_error_status(int code);
 
-/* pending.c: a peer's round trips, in 4.8 KB: a node keeps one per peer
+/* trace.c: a peer's round trips, in 4.8 KB: a node keeps one per peer
  * it calls, so within 1/16 rather than the default's 1/128 (59 KB), up
  * to 2^40 ns (18 minutes; longer ones count as the maximum). */
 #define WEFT__MSVC_PEER_LAT_SUB_BITS 4
 #define WEFT__MSVC_PEER_LAT_MAX_NS ((UINT64_C(1) << 40) - 1)
 int weft__msvc_peer_lat_new(weft_histogram **out);
 
-/* debug.c: logs the request of slot s, answered after took_ns, if that
+/* pending.c: logs the request of slot s, answered after took_ns, if that
  * is above slow_call (rate limited). Home loop. */
 void weft__msvc_slow_call(struct weft__msvc_loop *ml,
                           const struct weft__msvc_slot *s, uint64_t took_ns);
@@ -1347,7 +1368,7 @@ weft__msvc_host_of(const char *peer, char *out, size_t len)
 /* The longest params map weft writes: a traceparent and 8 stage times. */
 #define WEFT__MSVC_PARAMS_MAX 80
 
-/* weft__msvc_random32 is 32 unpredictable bits (pending.c). Loop thread. */
+/* weft__msvc_random32 is 32 unpredictable bits (random.c). Loop thread. */
 uint32_t weft__msvc_random32(struct weft__msvc_loop *ml);
 /* Marks msg as the handler running on this thread, for the requests it
  * makes, until weft__msvc_handler_leave(the value returned). */

@@ -15,71 +15,6 @@
 
 #include "msvc_int.h"
 
-struct weft__msvc_out *
-weft__msvc_out_new(size_t inline_len)
-{
-	struct weft__msvc_out *out;
-
-	if ((out = malloc(sizeof(*out) + inline_len)) == NULL)
-		return NULL;
-	memset(out, 0, sizeof(*out));
-	out->ptr = out->data;
-	return out;
-}
-
-void
-weft__msvc_out_free(struct weft__msvc_out *out)
-{
-	if (out == NULL)
-		return;
-	if (out->buf != NULL)
-		evbuffer_free(out->buf);
-	free(out);
-}
-
-void
-weft__msvc_release_queued(weft_msvc_peer *peer, size_t n)
-{
-	if (n == 0)
-		return;
-	if (peer->is_client)
-		atomic_fetch_sub_explicit(&peer->svc->client_queued, n,
-		                          memory_order_relaxed);
-	if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
-		weft__msvc_drained(peer->svc);
-}
-
-bool
-weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
-{
-	weft_msvc *svc = peer->svc;
-	const weft_msvc_limits *l = &svc->cfg->limits;
-
-	/* Heartbeats and their answers are exempt from the limits. */
-	if (internal) {
-		atomic_fetch_add(&peer->queued_bytes, n);
-		if (peer->is_client)
-			atomic_fetch_add(&svc->client_queued, n);
-		return true;
-	}
-	if (atomic_fetch_add(&peer->queued_bytes, n) + n >
-	    l->outbound_queue_bytes) {
-		if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
-			weft__msvc_drained(svc);
-		return false;
-	}
-	/* Answers to clients also count against the node's budget for all
-	 * of them, so many clients that do not read cannot add up. */
-	if (peer->is_client && atomic_fetch_add(&svc->client_queued, n) + n >
-	                           l->client_outbound_bytes) {
-		atomic_fetch_sub(&svc->client_queued, n);
-		if (atomic_fetch_sub(&peer->queued_bytes, n) == n)
-			weft__msvc_drained(svc);
-		return false;
-	}
-	return true;
-}
-
 /* The lane of a message of verb with len bytes of payload: heartbeats
  * and urgent verbs up to large_message_bytes on the urgent one, the rest
  * by size. */
@@ -259,6 +194,37 @@ dial_urgent(weft_msvc_peer *peer)
 		weft__msvc_conn_dial(&peer->conns[WEFT_MSVC_URGENT][0].conn);
 }
 
+/* member_gate ends out (just opened in slot, for a request) if its peer
+ * left: true then, with *rv what emit returns. Home loop. */
+static bool
+member_gate(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t slot,
+            bool heap, int *rv)
+{
+	int state = atomic_load(&peer->member_state);
+
+	if (state == WEFT__MSVC_MEMBER_ACTIVE || out->internal)
+		return false;
+	/* Answers to what it asked before it left go while it drains. */
+	if ((out->flags & WEFT__MSVC_F_RESPONSE) &&
+	    state == WEFT__MSVC_MEMBER_LEAVING)
+		return false;
+	*rv = 0;
+	if (out->flags & WEFT__MSVC_F_REQUEST) {
+		weft__msvc_slot_fail_soon(peer->home, slot, WEFT_ENOTMEMBER);
+	} else if (out->flags & WEFT__MSVC_F_RESPONSE) {
+		weft__msvc_count(&peer->svc->st.responses_dropped, 1);
+		weft__msvc_release_queued(peer, out->accounted);
+	} else {
+		/* A one-way message: refused, as a send to a peer known
+		 * down is (the caller or run_out drops it). */
+		*rv = WEFT_ENOTMEMBER;
+		return true;
+	}
+	if (heap)
+		weft__msvc_out_free(out);
+	return true;
+}
+
 static int
 emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 {
@@ -271,7 +237,7 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	weft__msvc_peer_touch(peer);
 	if (request && (rv = open_slot(peer, out, &slot)) != 0)
 		return rv;
-	if (weft__msvc_member_gate(peer, out, slot, heap, &rv))
+	if (member_gate(peer, out, slot, heap, &rv))
 		return rv;
 	/* A peer known to be down fails what is sent to it at once: a
 	 * one-way message here, a request within a millisecond (its

@@ -20,9 +20,10 @@
  * were the largest cost the service's private timer wheel did not have. A
  * timer that fires for a slot no longer in use does nothing.
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "msvc_int.h"
 
@@ -66,48 +67,6 @@ record_verb_latency(struct weft__msvc_loop *ml, uint32_t verb, uint64_t ns)
 	    weft_histogram_new(&ml->verb_lat[verb]) != 0)
 		return;
 	weft_histogram_record(ml->verb_lat[verb], ns);
-}
-
-int
-weft__msvc_peer_lat_new(weft_histogram **out)
-{
-	const weft_histogram_opts o = {
-	    .sub_bits = WEFT__MSVC_PEER_LAT_SUB_BITS,
-	    .max_value = WEFT__MSVC_PEER_LAT_MAX_NS,
-	};
-
-	return weft_histogram_new_opts(&o, out);
-}
-
-/*
- * 32 unpredictable bits for a request id, from a pool refilled with
- * getrandom (one system call per 256 requests). Should the kernel refuse,
- * a splitmix64 step over the monotonic clock keeps ids unique, if not
- * secret; that is logged once.
- */
-uint32_t
-weft__msvc_random32(struct weft__msvc_loop *ml)
-{
-	static const size_t want = sizeof(ml->random);
-	uint64_t z;
-
-	if (ml->random_left == 0) {
-		if (getrandom(ml->random, want, GRND_NONBLOCK) ==
-		    (ssize_t)want) {
-			ml->random_left = want / sizeof(ml->random[0]);
-		} else {
-			if (ml->random[0] == 0 && ml->random[1] == 0)
-				weft_warn("msvc %s: no random bits from the "
-				          "kernel; request ids are guessable",
-				          ml->svc->id);
-			z = weft_now_ns() + 0x9e3779b97f4a7c15ull;
-			z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-			z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-			ml->random[1] = 1;
-			return (uint32_t)(z ^ (z >> 31));
-		}
-	}
-	return ml->random[--ml->random_left];
 }
 
 /* Adds a chunk of slots, each with its timer, to the free list. */
@@ -489,53 +448,40 @@ weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status)
 			weft__msvc_slot_complete(ml, i, status, NULL, 0);
 }
 
-int
-weft__msvc_loop_init(weft_msvc *svc, struct weft__msvc_loop *ml)
+void
+weft__msvc_verb_name(const weft_msvc *svc, uint32_t verb, char *out, size_t len)
 {
-	int rv;
+	const char *name = NULL;
 
-	ml->svc = svc;
-	ml->free_head = NONE;
-	LIST_INIT(&ml->paused);
-	LIST_INIT(&ml->paused_clients);
-	LIST_INIT(&ml->inbound);
-	ml->resume_task.cb = weft__msvc_loop_resume;
-	ml->resume_task.arg = ml;
-	ml->verb_lat = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*ml->verb_lat));
-	ml->verb_snap = calloc(WEFT_MSVC_MAX_VERBS, sizeof(*ml->verb_snap));
-	if (ml->verb_lat == NULL || ml->verb_snap == NULL) {
-		rv = WEFT_ENOMEM;
-		goto err_free_verbs;
-	}
-	pthread_mutex_init(&ml->snap_lock, NULL);
-	rv = weft_timer_new(ml->loop, weft__msvc_stats_tick, ml,
-	                    &ml->stats_timer);
-	if (rv != 0)
-		goto err_free_lock;
-	if ((rv = weft_timer_start(ml->stats_timer, 1000, 1000)) != 0)
-		goto err_free_stats;
-	return 0;
-
-err_free_stats:
-	weft_timer_free(ml->stats_timer);
-	ml->stats_timer = NULL;
-err_free_lock:
-	pthread_mutex_destroy(&ml->snap_lock);
-err_free_verbs:
-	free(ml->verb_lat);
-	free(ml->verb_snap);
-	ml->verb_lat = ml->verb_snap = NULL;
-	return rv;
+	if (verb < WEFT_MSVC_MAX_VERBS)
+		name = svc->verbs[verb].name;
+	snprintf(out, len, "%s", name != NULL ? name : "");
 }
 
 void
-weft__msvc_loop_fini(struct weft__msvc_loop *ml)
+weft__msvc_slow_call(struct weft__msvc_loop *ml,
+                     const struct weft__msvc_slot *s, uint64_t took_ns)
+{
+	weft_msvc *svc = ml->svc;
+	uint64_t limit_ms = svc->cfg->limits.slow_call_ms;
+	char verb[WEFT__MSVC_VERB_NAME_MAX];
+
+	if (limit_ms == 0 || took_ns <= limit_ms * 1000000u)
+		return;
+	weft__msvc_verb_name(svc, s->verb, verb, sizeof(verb));
+	weft_log_limited(&svc->log_slow_call, WEFT_LOG_WARN,
+	                 "msvc %s: slow call to %s: verb %" PRIu32
+	                 "%s%s%s took %.3f ms (slow_call %" PRIu64 " ms)",
+	                 svc->id, s->peer->id, s->verb, verb[0] ? " (" : "",
+	                 verb, verb[0] ? ")" : "", (double)took_ns / 1e6,
+	                 limit_ms);
+}
+
+void
+weft__msvc_slots_fini(struct weft__msvc_loop *ml)
 {
 	uint32_t i;
 
-	if (ml->stats_timer != NULL)
-		weft_timer_free(ml->stats_timer);
-	ml->stats_timer = NULL;
 	for (i = 0; i < ml->slots_cap; i++)
 		weft_timer_free(slot(ml, i)->timer);
 	for (i = 0; i < ml->slots_cap / CHUNK; i++)
@@ -543,17 +489,10 @@ weft__msvc_loop_fini(struct weft__msvc_loop *ml)
 	free(ml->chunks);
 	ml->chunks = NULL;
 	ml->slots_cap = 0;
-	if (ml->verb_lat != NULL) {
-		uint32_t v;
+}
 
-		for (v = 0; v < WEFT_MSVC_MAX_VERBS; v++) {
-			weft_histogram_free(ml->verb_lat[v]);
-			weft_histogram_free(ml->verb_snap[v]);
-		}
-		pthread_mutex_destroy(&ml->snap_lock);
-	}
-	free(ml->verb_lat);
-	free(ml->verb_snap);
-	ml->verb_lat = ml->verb_snap = NULL;
-	weft__msvc_stages_loop_fini(ml);
+void
+weft__msvc_slots_init(struct weft__msvc_loop *ml)
+{
+	ml->free_head = NONE;
 }

@@ -19,6 +19,40 @@
 
 #include "msvc_int.h"
 
+/* ---- A task on every loop --------------------------------------------- */
+
+static void
+each_task(weft_loop *loop, int status, void *arg)
+{
+	struct weft__msvc_loop *ml = arg;
+	weft_msvc *svc = ml->svc;
+	void (*done)(weft_msvc * svc) = svc->each_done;
+
+	(void)loop;
+	(void)status;
+	ml->each_fn(ml);
+	if (atomic_fetch_sub(&svc->each_left, 1) == 1)
+		done(svc);
+}
+
+void
+weft__msvc_each_loop(weft_msvc *svc, void (*fn)(struct weft__msvc_loop *ml),
+                     void (*done)(weft_msvc *svc))
+{
+	struct weft__msvc_loop *ml;
+	uint32_t i;
+
+	svc->each_done = done;
+	atomic_store(&svc->each_left, svc->nloops);
+	for (i = 0; i < svc->nloops; i++) {
+		ml = &svc->loops[i];
+		ml->each_fn = fn;
+		ml->each_task = (weft_task){.cb = each_task, .arg = ml};
+		if (weft_loop_post_task(ml->loop, &ml->each_task) != 0)
+			each_task(NULL, 0, ml);
+	}
+}
+
 /* ---- What each loop does ---------------------------------------------- */
 
 static bool
@@ -143,50 +177,6 @@ on_group_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
 
 /* ---- What the stop waits for ------------------------------------------ */
 
-/* The loads are sequentially consistent: see weft__msvc_drained. */
-static bool
-is_quiet(weft_msvc *svc)
-{
-	uint32_t p;
-
-	if (atomic_load(&svc->pending) != 0 ||
-	    atomic_load(&svc->inflight) != 0 ||
-	    atomic_load(&svc->urgent_inflight) != 0)
-		return false;
-	for (p = 0; p < svc->npeers; p++)
-		if (atomic_load(&svc->peers[p]->queued_bytes) != 0)
-			return false;
-	return true;
-}
-
-static bool
-is_closed(weft_msvc *svc)
-{
-	uint32_t i;
-
-	if (atomic_load(&svc->st.connections_open) != 0)
-		return false;
-	for (i = 0; i < svc->nloops; i++)
-		if (atomic_load(&svc->loops[i].connects_in_progress) != 0 ||
-		    atomic_load(&svc->loops[i].inbound_len) != 0)
-			return false;
-	return true;
-}
-
-void
-weft__msvc_wake_if_quiet(weft_msvc *svc)
-{
-	if (is_quiet(svc))
-		weft__msvc_stop_kick(svc);
-}
-
-void
-weft__msvc_wake_if_closed(weft_msvc *svc)
-{
-	if (is_closed(svc))
-		weft__msvc_stop_kick(svc);
-}
-
 /* deadline_ns has passed, or cannot be waited for (the loops no longer
  * run); otherwise the timer looks again then. */
 static bool
@@ -244,7 +234,7 @@ advance(weft_msvc *svc)
 		st->stage = WEFT__MSVC_STOP_DRAIN;
 		return true;
 	case WEFT__MSVC_STOP_DRAIN:
-		if (atomic_load(&svc->started) && !is_quiet(svc) &&
+		if (atomic_load(&svc->started) && !weft__msvc_is_quiet(svc) &&
 		    !passed(svc, st->drain_deadline_ns))
 			return false;
 		st->stage = WEFT__MSVC_STOP_GUARD;
@@ -274,7 +264,7 @@ advance(weft_msvc *svc)
 		st->stage = WEFT__MSVC_STOP_CLOSE;
 		return true;
 	case WEFT__MSVC_STOP_CLOSE:
-		if (!is_closed(svc)) {
+		if (!weft__msvc_is_closed(svc)) {
 			if (!passed(svc, st->close_deadline_ns))
 				return false;
 			weft_warn("msvc %s: connections still closing at "
@@ -343,20 +333,6 @@ run_task(weft_loop *loop, int status, void *arg)
 
 	/* Not 0: the loop is ending, and its timers with it. */
 	run(svc, status == 0 && weft_loop_in_thread(loop));
-}
-
-void
-weft__msvc_stop_kick(weft_msvc *svc)
-{
-	struct weft__msvc_stop *st = &svc->stop;
-
-	if (!atomic_load(&st->armed))
-		return;
-	atomic_fetch_add(&st->kickers, 1);
-	if (atomic_fetch_add(&st->kicks, 1) == 0 &&
-	    weft_loop_post_task(svc->loops[0].loop, &st->task) != 0)
-		run(svc, false);
-	atomic_fetch_sub(&st->kickers, 1);
 }
 
 static void

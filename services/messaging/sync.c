@@ -33,42 +33,6 @@ struct weft_msvc_future {
 	size_t len;
 };
 
-/* A condition variable that waits on the monotonic clock. */
-static void
-cond_init_monotonic(pthread_cond_t *cond)
-{
-	pthread_condattr_t attr;
-
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(cond, &attr);
-	pthread_condattr_destroy(&attr);
-}
-
-bool
-weft__msvc_deadline_in(uint64_t timeout_ms, struct timespec *at)
-{
-	uint64_t ns;
-
-	if (timeout_ms >= (uint64_t)1 << 40) /* 34 years: for ever */
-		return false;
-	ns = weft_now_ns() + timeout_ms * 1000000u;
-	at->tv_sec = (time_t)(ns / 1000000000u);
-	at->tv_nsec = (long)(ns % 1000000000u);
-	return true;
-}
-
-bool
-weft__msvc_on_own_loop(const weft_msvc *svc)
-{
-	uint32_t i;
-
-	for (i = 0; i < svc->nloops; i++)
-		if (weft_loop_in_thread(svc->loops[i].loop))
-			return true;
-	return false;
-}
-
 /* ---- Futures ----------------------------------------------------------- */
 
 static void
@@ -121,7 +85,7 @@ weft_msvc_request_future(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 	if ((f = calloc(1, sizeof(*f))) == NULL)
 		return WEFT_ENOMEM;
 	pthread_mutex_init(&f->lock, NULL);
-	cond_init_monotonic(&f->cond);
+	weft__msvc_cond_init_monotonic(&f->cond);
 	atomic_init(&f->refs, 2);
 	f->svc = svc;
 	f->peer = peer;
@@ -239,28 +203,6 @@ weft_msvc_call(weft_msvc *svc, weft_msvc_peer *peer, uint32_t verb,
 }
 
 /* ---- Waiting for a peer ------------------------------------------------ */
-
-void
-weft__msvc_sync_init(weft_msvc *svc)
-{
-	pthread_mutex_init(&svc->sync_lock, NULL);
-	cond_init_monotonic(&svc->sync_cond);
-}
-
-void
-weft__msvc_sync_fini(weft_msvc *svc)
-{
-	pthread_cond_destroy(&svc->sync_cond);
-	pthread_mutex_destroy(&svc->sync_lock);
-}
-
-void
-weft__msvc_sync_notify(weft_msvc *svc)
-{
-	pthread_mutex_lock(&svc->sync_lock);
-	pthread_cond_broadcast(&svc->sync_cond);
-	pthread_mutex_unlock(&svc->sync_lock);
-}
 
 /* On the peer's home loop: start watching it (heartbeats, which dial its
  * urgent connection), as its first message would. Counted as a caller,

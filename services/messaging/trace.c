@@ -470,3 +470,14 @@ weft__msvc_span_end(struct weft__msvc_loop *ml, const struct weft__msvc_slot *s,
 	span.stages = stages;
 	svc->span_cb(svc, &span, svc->span_arg);
 }
+
+int
+weft__msvc_peer_lat_new(weft_histogram **out)
+{
+	const weft_histogram_opts o = {
+	    .sub_bits = WEFT__MSVC_PEER_LAT_SUB_BITS,
+	    .max_value = WEFT__MSVC_PEER_LAT_MAX_NS,
+	};
+
+	return weft_histogram_new_opts(&o, out);
+}
