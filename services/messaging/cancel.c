@@ -286,15 +286,3 @@ weft_msvc_cancel(weft_msvc *svc, weft_msvc_peer *peer, uint64_t handle)
 	}
 	return 0;
 }
-
-bool
-weft__msvc_answer_was_cancelled(struct weft__msvc_loop *ml, uint32_t i,
-                                uint32_t tag, const weft_msvc_peer *from)
-{
-	struct weft__msvc_slot *s = weft__msvc_slot_at(ml, i);
-
-	if (s->cancelled_tag == 0 || s->cancelled_tag != tag || s->peer != from)
-		return false;
-	weft__msvc_count(&ml->svc->st.cancelled_responses, 1);
-	return true;
-}

@@ -15,8 +15,6 @@
 
 #include "msvc_int.h"
 
-#define NONE UINT32_MAX
-
 /* Before the handshake: frames of a HELLO's size, CRCs on, both ways.
  * The handler after the codec logs bad input, in its words and at its
  * rate (read.c). */
@@ -88,51 +86,6 @@ weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why)
 	c->state = WEFT__MSVC_CLOSED;
 }
 
-/* ---- Accepting --------------------------------------------------------- */
-
-static struct weft__msvc_loop *
-loop_of(weft_msvc *svc, weft_loop *loop)
-{
-	uint32_t i;
-
-	for (i = 0; i < svc->nloops; i++)
-		if (svc->loops[i].loop == loop)
-			return &svc->loops[i];
-	return NULL;
-}
-
-int
-weft__msvc_accept_init(weft_channel *ch, void *arg)
-{
-	weft_msvc *svc = arg;
-	struct weft__msvc_inbound *in;
-	struct weft__msvc_conn *c;
-	int rv;
-
-	if ((in = calloc(1, sizeof(*in))) == NULL)
-		return WEFT_ENOMEM;
-	c = &in->conn;
-	c->svc = svc;
-	c->ml = loop_of(svc, weft_channel_loop(ch));
-	c->state = WEFT__MSVC_HANDSHAKE;
-	c->crc = true;
-	c->pending_head = NONE;
-	TAILQ_INIT(&c->backlog);
-	if (c->ml == NULL) {
-		free(in);
-		return WEFT_EINVAL;
-	}
-	if ((rv = weft__msvc_conn_attach(c, ch)) != 0) {
-		free(in);
-		return rv;
-	}
-	atomic_fetch_add(&svc->st.connections_accepted, 1);
-	LIST_INSERT_HEAD(&c->ml->inbound, in, link);
-	atomic_fetch_add(&c->ml->inbound_len, 1);
-	/* On failure the channel closes, and its handler frees it. */
-	return weft__msvc_guard_accept(c);
-}
-
 /* ---- Order across reconnections ---------------------------------------- */
 
 /*
@@ -166,7 +119,7 @@ static void
 sweep_task(weft_loop *loop, int status, void *arg)
 {
 	weft_msvc_peer *peer = arg;
-	struct weft__msvc_loop *ml = loop_of(peer->svc, loop);
+	struct weft__msvc_loop *ml = weft__msvc_loop_of(peer->svc, loop);
 
 	if (status == 0 && ml != NULL)
 		sweep(ml, peer);
@@ -236,43 +189,6 @@ weft__msvc_conn_drop_superseded(struct weft__msvc_conn *c, bool message)
 
 /* ---- Outbound connection objects --------------------------------------- */
 
-int
-weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
-                              struct weft__msvc_outbound *o)
-{
-	struct weft__msvc_conn *c = &o->conn;
-
-	memset(o, 0, sizeof(*o));
-	c->svc = peer->svc;
-	c->ml = peer->home;
-	c->peer = peer;
-	c->outbound = true;
-	c->crc = true;
-	c->cls = (uint8_t)cls;
-	c->index = index;
-	c->state = WEFT__MSVC_IDLE;
-	c->pending_head = NONE;
-	o->jitter_seed = (unsigned)(uintptr_t)o ^ (unsigned)weft_now_ns();
-	TAILQ_INIT(&c->backlog);
-	return 0;
-}
-
-/* An outbound connection's timers; on its loop, or a stopped one. */
-void
-weft__msvc_conn_free_timers(struct weft__msvc_conn *c)
-{
-	struct weft__msvc_outbound *o = weft__msvc_outbound_of(c);
-
-	if (o == NULL)
-		return;
-	if (o->backoff != NULL)
-		weft_timer_free(o->backoff);
-	o->backoff = NULL;
-	if (o->reply_timer != NULL)
-		weft_timer_free(o->reply_timer);
-	o->reply_timer = NULL;
-}
-
 /* Frees what a connection holds (not an outbound one itself, which lives
  * in its peer's array). Its loop, or a stopped one. */
 void
@@ -287,22 +203,8 @@ weft__msvc_conn_fini(struct weft__msvc_conn *c)
 	weft__msvc_conn_free_timers(c);
 }
 
-/* Frees an inbound connection. */
 void
-weft__msvc_conn_free(struct weft__msvc_conn *c)
+weft__msvc_conn_free_timers(struct weft__msvc_conn *c)
 {
-	struct weft__msvc_inbound *in = weft__msvc_inbound_of(c);
-	weft_msvc_peer *peer = c->peer;
-	weft_msvc *svc = c->svc;
-	bool last;
-
-	LIST_REMOVE(in, link);
-	last = atomic_fetch_sub(&c->ml->inbound_len, 1) == 1;
-	weft__msvc_guard_fini(c);
-	weft__msvc_conn_fini(c);
-	free(in);
-	if (peer != NULL && peer->is_client)
-		weft__msvc_peer_unref(peer);
-	if (last)
-		weft__msvc_closed(svc);
+	c->ops->free_timers(c);
 }

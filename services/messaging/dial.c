@@ -196,3 +196,68 @@ weft__msvc_conn_dial(struct weft__msvc_conn *c)
 	}
 	atomic_fetch_add(&c->ml->connects_in_progress, 1);
 }
+
+int
+weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
+                              struct weft__msvc_outbound *o)
+{
+	struct weft__msvc_conn *c = &o->conn;
+
+	memset(o, 0, sizeof(*o));
+	c->svc = peer->svc;
+	c->ml = peer->home;
+	c->peer = peer;
+	c->outbound = true;
+	c->ops = &weft__msvc_outbound_ops;
+	c->crc = true;
+	c->cls = (uint8_t)cls;
+	c->index = index;
+	c->state = WEFT__MSVC_IDLE;
+	c->pending_head = UINT32_MAX;
+	o->jitter_seed = (unsigned)(uintptr_t)o ^ (unsigned)weft_now_ns();
+	TAILQ_INIT(&c->backlog);
+	return 0;
+}
+
+/* An outbound connection's timers; on its loop, or a stopped one. */
+static void
+out_free_timers(struct weft__msvc_conn *c)
+{
+	struct weft__msvc_outbound *o = weft__msvc_outbound_of(c);
+
+	if (o == NULL)
+		return;
+	if (o->backoff != NULL)
+		weft_timer_free(o->backoff);
+	o->backoff = NULL;
+	if (o->reply_timer != NULL)
+		weft_timer_free(o->reply_timer);
+	o->reply_timer = NULL;
+}
+
+/* Its channel closed: the link dials again after its back-off. */
+static void
+out_closed(struct weft__msvc_conn *c)
+{
+	weft__msvc_guard_assembly_done(c);
+	c->crc = true;
+	/* Optional mode: a peer dialed in plaintext may have TLS by the time
+	 * we redial (a rolling change), and may refuse plaintext from then
+	 * on: each new connection tries TLS first. */
+	weft__msvc_outbound_of(c)->plain_fallback = false;
+	weft__msvc_dial_lost(c, WEFT_ECLOSED);
+}
+
+/* Its channel let go of it: it stays its peer's, for the next channel. */
+static void
+out_removed(struct weft__msvc_conn *c)
+{
+	(void)c;
+}
+
+const struct weft__msvc_conn_ops weft__msvc_outbound_ops = {
+    .handshake = weft__msvc_handshake_reply,
+    .closed = out_closed,
+    .removed = out_removed,
+    .free_timers = out_free_timers,
+};

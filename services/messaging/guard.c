@@ -281,6 +281,29 @@ on_watch(weft_timer *t, void *arg)
 	}
 }
 
+ssize_t
+weft__msvc_member_admitted(weft_msvc *svc, const char *id)
+{
+	uint32_t i, n = atomic_load(&svc->npeers);
+
+	for (i = 0; i < n; i++) {
+		weft_msvc_peer *peer = svc->peers[i];
+
+		if (strcmp(peer->id, id) != 0)
+			continue;
+		if (!weft__msvc_peer_left(peer))
+			return (ssize_t)i;
+		/* Leaving, it answers what we asked on connections of its
+		 * own, which it may not have opened yet. */
+		if (atomic_load(&peer->member_state) ==
+		        WEFT__MSVC_MEMBER_LEAVING &&
+		    weft__msvc_relaxed(&peer->st.pending) != 0)
+			return (ssize_t)i;
+		return -1;
+	}
+	return -1;
+}
+
 /* ---- An accepted connection's life ----------------------------------------
  */
 

@@ -234,8 +234,9 @@ check_hello(struct weft__msvc_conn *c, const struct weft__msvc_hello *h,
 }
 
 /* An accepted connection's HELLO; true when the connection is up. */
-static bool
-on_hello(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+bool
+weft__msvc_handshake_hello(struct weft__msvc_conn *c, const uint8_t *body,
+                           size_t n)
 {
 	weft_msvc *svc = c->svc;
 	struct weft__msvc_hello h;
@@ -377,8 +378,9 @@ reply_stages(struct weft__msvc_conn *c, uint64_t flags)
 }
 
 /* The answer to our HELLO; true when the connection is up. */
-static bool
-on_reply(struct weft__msvc_conn *c, const uint8_t *body, size_t n)
+bool
+weft__msvc_handshake_reply(struct weft__msvc_conn *c, const uint8_t *body,
+                           size_t n)
 {
 	struct weft__msvc_outbound *ob = weft__msvc_outbound_of(c);
 	struct weft__msvc_reply r;
@@ -465,7 +467,7 @@ hs_read(weft_ctx *ctx, const weft_msg_type *type, void *msg)
 		return;
 	}
 	weft__msvc_frame_arrived(c);
-	up = c->outbound ? on_reply(c, body, n) : on_hello(c, body, n);
+	up = c->ops->handshake(c, body, n);
 	/* Done: the frames after this one go to the service's handler. */
 	if (weft__msvc_may_read_on(c) && up)
 		weft_ctx_remove(ctx);

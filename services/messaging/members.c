@@ -114,6 +114,43 @@ tell(weft_msvc_peer *peer, bool joined)
 
 /* ---- Joining ----------------------------------------------------------- */
 
+/* Makes member index of svc; *out is set (to be freed) even when this
+ * fails. */
+int
+weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
+                      const char *host, uint16_t port, weft_msvc_peer **out)
+{
+	weft_msvc_peer *peer;
+	uint32_t cls, i, n;
+	int rv;
+
+	*out = NULL;
+	if ((peer = calloc(1, sizeof(*peer))) == NULL)
+		return WEFT_ENOMEM;
+	*out = peer;
+	if ((rv = weft__msvc_peer_init(svc, peer, id)) != 0)
+		return rv;
+	peer->index = index;
+	peer->is_self = svc->member && index == svc->self_index;
+	peer->home = &svc->loops[index % svc->nloops];
+	peer->port = port;
+	if ((peer->host = strdup(host)) == NULL)
+		return WEFT_ENOMEM;
+	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
+		n = svc->cfg->limits.connections[cls];
+		if ((peer->conns[cls] = calloc(n, sizeof(**peer->conns))) ==
+		    NULL)
+			return WEFT_ENOMEM;
+		for (i = 0; i < n; i++) {
+			rv = weft__msvc_conn_init_outbound(
+			    peer, (int)cls, i, &peer->conns[cls][i]);
+			if (rv != 0)
+				return rv;
+		}
+	}
+	return 0;
+}
+
 /* On the new member's home loop: it joined, and is watched from now on
  * (heartbeats dial it), so it is reported up as soon as it answers. */
 static void
@@ -449,8 +486,6 @@ weft_msvc_member_remove(weft_msvc *svc, const char *id)
 		weft__msvc_leave(svc);
 	return rv;
 }
-
-/* ---- Hooks in the send path (home loop) -------------------------------- */
 
 /* ---- Stopping ---------------------------------------------------------- */
 

@@ -274,7 +274,28 @@ struct weft__msvc_bucket {
 
 struct weft__msvc_rate_addr;
 
+/* What a connection does that depends on its kind: weft__msvc_inbound_ops
+ * (accept.c) for one this node accepted, weft__msvc_outbound_ops (dial.c)
+ * for one it dials. All on the connection's loop. */
+struct weft__msvc_conn_ops {
+	/* The first frame on a new channel: the peer's HELLO, or its reply
+	 * to ours. True once the connection is up; false when it was
+	 * refused (and closed). */
+	bool (*handshake)(struct weft__msvc_conn *c, const uint8_t *body,
+	                  size_t n);
+	/* Its channel closed, by either side. */
+	void (*closed)(struct weft__msvc_conn *c);
+	/* Its channel let go of it: nothing reaches it through the channel
+	 * from here on. */
+	void (*removed)(struct weft__msvc_conn *c);
+	/* Its timers are freed (its loop, or a stopped one). */
+	void (*free_timers)(struct weft__msvc_conn *c);
+};
+extern const struct weft__msvc_conn_ops weft__msvc_inbound_ops;
+extern const struct weft__msvc_conn_ops weft__msvc_outbound_ops;
+
 struct weft__msvc_conn {
+	const struct weft__msvc_conn_ops *ops; /* its kind's */
 	weft_msvc *svc;
 	struct weft__msvc_loop *ml; /* owning loop */
 	weft_msvc_peer *peer;       /* NULL for inbound before handshake */
@@ -833,15 +854,14 @@ weft__msvc_peer_left(const weft_msvc_peer *peer)
  * svc->peers, or -1 when it is not a member (never was, or removed). Any
  * thread. */
 ssize_t weft__msvc_member_index(weft_msvc *svc, const char *id);
-/* weft__msvc_member_admitted is weft__msvc_member_index for a HELLO: a
- * member that is leaving is let in too while it owes this node answers.
- * Any thread. */
-ssize_t weft__msvc_member_admitted(weft_msvc *svc, const char *id);
 /* At stop: the drain's timer stops (shutdown), and is freed (teardown).
  * Home loop. */
 void weft__msvc_member_stop(weft_msvc_peer *peer);
 void weft__msvc_member_free_timers(weft_msvc_peer *peer);
-/* peer_life.c: a member's peer, made and freed. */
+/* peer_life.c: what every peer starts with (0, or WEFT_ENOMEM), and a
+ * peer freed; members.c: a member's peer, made with its outbound
+ * connections. */
+int weft__msvc_peer_init(weft_msvc *svc, weft_msvc_peer *peer, const char *id);
 int weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
                           const char *host, uint16_t port,
                           weft_msvc_peer **out);
@@ -978,7 +998,6 @@ int weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
 /* peer.c: queues, class choice, heartbeats. */
 int weft__msvc_submit(weft_msvc_peer *peer, struct weft__msvc_out *out);
 int weft__msvc_submit_stack(weft_msvc_peer *peer, struct weft__msvc_out *out);
-void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
 void weft__msvc_peer_touch(weft_msvc_peer *peer);
 /* weft__msvc_peer_dialed_us: a member's connection to us came up: watch
  * it, and if it is known down, dial it now rather than at the end of the
@@ -986,12 +1005,15 @@ void weft__msvc_peer_touch(weft_msvc_peer *peer);
 void weft__msvc_peer_dialed_us(weft_msvc_peer *peer);
 void weft__msvc_peer_down(weft_msvc_peer *peer, const char *why);
 void weft__msvc_peer_unreachable(weft_msvc_peer *peer, const char *why);
-void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
 void weft__msvc_peer_conn_up(weft_msvc_peer *peer, struct weft__msvc_conn *c);
 /* out.c: a message to encode, with inline_len bytes of payload room. */
 struct weft__msvc_out *weft__msvc_out_new(size_t inline_len);
 void weft__msvc_out_free(struct weft__msvc_out *out);
 void weft__msvc_release_queued(weft_msvc_peer *peer, size_t n);
+/* weft__msvc_out_drop ends out, which will never be written: a
+ * request's callback runs with status. Its peer's loop. */
+void weft__msvc_out_drop(weft_msvc_peer *peer, struct weft__msvc_out *out,
+                         int status);
 /* out.c: weft__msvc_take_queued counts n more bytes queued for peer, within its
  * queue limit (and for a client, the node's budget for all clients)
  * unless internal; false, with nothing counted, when they do not fit.
@@ -1006,16 +1028,34 @@ void weft__msvc_hb_start(weft_msvc_peer *peer);
 #define WEFT__MSVC_COMPRESS_CODEC "msvc-compress"
 #define WEFT__MSVC_CHUNK_CODEC "msvc-chunk"
 #define WEFT__MSVC_HANDLER "msvc"
+/* weft__msvc_loop_of is svc's loop state for loop, or NULL. */
+static inline struct weft__msvc_loop *
+weft__msvc_loop_of(weft_msvc *svc, weft_loop *loop)
+{
+	uint32_t i;
+
+	for (i = 0; i < svc->nloops; i++)
+		if (svc->loops[i].loop == loop)
+			return &svc->loops[i];
+	return NULL;
+}
+/* weft__msvc_conn_attach gives ch c's pipeline, bound to c. */
 int weft__msvc_conn_attach(struct weft__msvc_conn *c, weft_channel *ch);
-int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
-                                  struct weft__msvc_outbound *o);
+/* weft__msvc_conn_fini frees what c holds (its backlog, its kind's
+ * timers), not c. Its loop, or a stopped one. */
 void weft__msvc_conn_fini(struct weft__msvc_conn *c);
 void weft__msvc_conn_free_timers(struct weft__msvc_conn *c);
-void weft__msvc_conn_free(struct weft__msvc_conn *c);
 void weft__msvc_conn_close(struct weft__msvc_conn *c, const char *why);
 /* weft__msvc_conn_reject closes c for bad input, with a warning. */
 void weft__msvc_conn_reject(struct weft__msvc_conn *c, const char *why);
+/* accept.c: the server's init for a new channel (a connection made for
+ * it), and the end of one, freed when its channel let go of it. */
 int weft__msvc_accept_init(weft_channel *ch, void *arg);
+void weft__msvc_conn_free(struct weft__msvc_conn *c);
+/* dial.c: outbound connection index of class cls to a member, made with
+ * its peer (not dialed yet). */
+int weft__msvc_conn_init_outbound(weft_msvc_peer *peer, int cls, uint32_t index,
+                                  struct weft__msvc_outbound *o);
 /*
  * weft__msvc_conn_supersede makes c, an inbound connection from a member
  * whose HELLO was just accepted, the newest of that member's class and
@@ -1058,6 +1098,12 @@ void weft__msvc_dial_now(struct weft__msvc_conn *c);
 
 /* handshake.c: the handler that runs the handshake, then leaves. */
 extern const weft_handler weft__msvc_handshake_handler;
+/* The two sides of the handshake, as the kinds' ops: an inbound
+ * connection's HELLO, an outbound one's reply. */
+bool weft__msvc_handshake_hello(struct weft__msvc_conn *c, const uint8_t *body,
+                                size_t n);
+bool weft__msvc_handshake_reply(struct weft__msvc_conn *c, const uint8_t *body,
+                                size_t n);
 void weft__msvc_handshake_send_hello(struct weft__msvc_conn *c);
 
 /* read.c: the gate before the frame codec and the service's handler. */
@@ -1080,7 +1126,17 @@ void weft__msvc_conn_send(struct weft__msvc_conn *c,
                           const struct weft__msvc_out *out);
 void weft__msvc_conn_flush(weft_ctx *ctx);
 void weft__msvc_conn_drop_batch(struct weft__msvc_conn *c);
+/* weft__msvc_conn_takes_writes: c is up and its channel is not closing;
+ * weft__msvc_conn_encode writes out (a request's, in slot) into its
+ * batch. A connection's backlog, what waits for it to take writes: sent
+ * (flush), ended with status (fail), or rid of its one-way messages and
+ * responses that expired, or of all of them (purge). c's loop. */
+bool weft__msvc_conn_takes_writes(const struct weft__msvc_conn *c);
+void weft__msvc_conn_encode(struct weft__msvc_conn *c,
+                            struct weft__msvc_out *out, uint32_t slot);
 void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
+void weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status);
+void weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all);
 
 /* guard.c: caps, budgets and deadlines for accepted connections. */
 void weft__msvc_guard_init(weft_msvc *svc);
@@ -1096,6 +1152,10 @@ void weft__msvc_guard_handshake_done(struct weft__msvc_conn *c);
 /* weft__msvc_guard_admit_client counts c as a client, or returns the
  * refusal (reason in *why) when the node or its address has too many. */
 int weft__msvc_guard_admit_client(struct weft__msvc_conn *c, const char **why);
+/* weft__msvc_member_admitted is weft__msvc_member_index for a HELLO: a
+ * member that is leaving is let in too while it owes this node answers.
+ * Any thread. */
+ssize_t weft__msvc_member_admitted(weft_msvc *svc, const char *id);
 void weft__msvc_guard_release(struct weft__msvc_conn *c);
 void weft__msvc_guard_fini(struct weft__msvc_conn *c);
 /* A frame of total bytes is incomplete: its clock starts, and its bytes
@@ -1169,6 +1229,10 @@ enum weft__msvc_match weft__msvc_response(struct weft__msvc_loop *ml,
 void weft__msvc_fail_conn_pending(struct weft__msvc_conn *c, int status);
 void weft__msvc_fail_all_pending(struct weft__msvc_loop *ml, int status);
 void weft__msvc_fail_internal_pending(struct weft__msvc_loop *ml, int status);
+/* The answer to a request of slot i came from the slot's peer after the
+ * slot was freed: true (and counted) if it was cancelled. */
+bool weft__msvc_answer_was_cancelled(struct weft__msvc_loop *ml, uint32_t i,
+                                     uint32_t tag, const weft_msvc_peer *from);
 /* weft__msvc_slots_init and _fini make ml's slot table empty and free
  * its slots and their timers. */
 void weft__msvc_slots_init(struct weft__msvc_loop *ml);
@@ -1196,10 +1260,6 @@ void weft__msvc_msg_assign(weft_msvc_msg *dst, const weft_msvc_msg *src);
  * loop. */
 void weft__msvc_cancel_arrived(struct weft__msvc_conn *c,
                                const weft_envelope *env);
-/* The answer to a request of slot i came from the slot's peer after the
- * slot was freed: true (and counted) if it was cancelled. */
-bool weft__msvc_answer_was_cancelled(struct weft__msvc_loop *ml, uint32_t i,
-                                     uint32_t tag, const weft_msvc_peer *from);
 
 /* The pool's workers start with weft_msvc_start; weft__msvc_pool_quit
  * asks them to end after the jobs queued so far (the last one out kicks

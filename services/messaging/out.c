@@ -76,3 +76,23 @@ weft__msvc_take_queued(weft_msvc_peer *peer, size_t n, bool internal)
 	}
 	return true;
 }
+
+/* Ends a message that will never be written: a request's callback runs
+ * with status (we are on the loop, never inside the API call). */
+void
+weft__msvc_out_drop(weft_msvc_peer *peer, struct weft__msvc_out *out,
+                    int status)
+{
+	weft_msvc *svc = peer->svc;
+
+	weft__msvc_release_queued(peer, out->accounted);
+	if (out->flags & WEFT__MSVC_F_RESPONSE)
+		weft__msvc_count(&svc->st.responses_dropped, 1);
+	if (out->flags & WEFT__MSVC_F_REQUEST) {
+		if (out->internal)
+			atomic_fetch_sub(&svc->pending_internal, 1);
+		weft__msvc_pending_sub(svc);
+		out->cb(svc, status, NULL, 0, out->arg);
+	}
+	weft__msvc_out_free(out);
+}

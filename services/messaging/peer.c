@@ -41,25 +41,6 @@ pick_conn(weft_msvc_peer *peer, const struct weft__msvc_out *out)
 	return &peer->conns[out->cls][out->key % n].conn;
 }
 
-/* Ends a message that will never be written: a request's callback runs
- * with status (we are on the loop, never inside the API call). */
-static void
-drop_out(weft_msvc_peer *peer, struct weft__msvc_out *out, int status)
-{
-	weft_msvc *svc = peer->svc;
-
-	weft__msvc_release_queued(peer, out->accounted);
-	if (out->flags & WEFT__MSVC_F_RESPONSE)
-		weft__msvc_count(&svc->st.responses_dropped, 1);
-	if (out->flags & WEFT__MSVC_F_REQUEST) {
-		if (out->internal)
-			atomic_fetch_sub(&svc->pending_internal, 1);
-		weft__msvc_pending_sub(svc);
-		out->cb(svc, status, NULL, 0, out->arg);
-	}
-	weft__msvc_out_free(out);
-}
-
 /* Registers a request's pending slot; returns its index or an error. */
 static int
 open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
@@ -84,68 +65,6 @@ open_slot(weft_msvc_peer *peer, struct weft__msvc_out *out, uint32_t *slot)
 	weft__msvc_trace_open(ml, s, out);
 	weft__msvc_slot_arm(ml, *slot, out->timeout_ms, out->expires_ms);
 	return 0;
-}
-
-/*
- * c takes writes now: it is up and its channel is not closing. A
- * connection this node closed (its peer marked down) stays UP until its
- * channel is gone, which is up to the channel's linger later when the
- * peer does not read: what was encoded into it meanwhile would be
- * dropped unsent, with nothing to tell of it. What is sent then waits in
- * c's backlog for the next connection instead.
- */
-static bool
-conn_takes_writes(const struct weft__msvc_conn *c)
-{
-	return c->state == WEFT__MSVC_UP && c->ch != NULL &&
-	       weft_channel_is_open(c->ch);
-}
-
-/*
- * A message larger than a frame, for a peer of an older release, which
- * does not assemble chunks: the message fails, not the connection. A
- * request completes with WEFT_ETOOBIG, a response goes as an error
- * response saying so (its requester learns why), a one-way message is
- * dropped.
- */
-static void
-refuse_unchunked(struct weft__msvc_conn *c, struct weft__msvc_out *out,
-                 uint32_t slot)
-{
-	struct weft__msvc_out err = *out;
-	uint8_t payload[96];
-
-	if (out->flags & WEFT__MSVC_F_RESPONSE) {
-		err.flags = WEFT__MSVC_F_RESPONSE | WEFT__MSVC_F_ERROR;
-		err.len = weft__msvc_error_encode(
-		    payload, sizeof(payload), WEFT_ETOOBIG,
-		    "answer larger than a frame of this peer's release");
-		err.ptr = payload;
-		err.buf = NULL;
-		weft__msvc_conn_send(c, &err);
-	} else {
-		weft__msvc_release_queued(c->peer, out->accounted);
-		if (out->flags & WEFT__MSVC_F_REQUEST)
-			weft__msvc_slot_complete(c->ml, slot, WEFT_ETOOBIG,
-			                         NULL, 0);
-	}
-	if (out->buf != NULL)
-		evbuffer_drain(out->buf, evbuffer_get_length(out->buf));
-	weft__msvc_count(&c->svc->st.oversized_messages, 1);
-}
-
-/* Writes out into c's output batch. */
-static void
-encode_now(struct weft__msvc_conn *c, struct weft__msvc_out *out, uint32_t slot)
-{
-	if (!c->chunks && out->len > c->svc->cfg->limits.max_frame_bytes -
-	                                 WEFT_ENVELOPE_HEADER_BYTES) {
-		refuse_unchunked(c, out, slot);
-		return;
-	}
-	weft__msvc_conn_send(c, out);
-	if (out->flags & WEFT__MSVC_F_REQUEST)
-		weft__msvc_slot_sent(c->ml, slot, c);
 }
 
 /* Copies a caller's message (stack, borrowed payload) to the heap. */
@@ -253,8 +172,9 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 			weft__msvc_out_free(out);
 		return 0;
 	}
-	if (c != NULL && conn_takes_writes(c) && TAILQ_EMPTY(&c->backlog)) {
-		encode_now(c, out, slot);
+	if (c != NULL && weft__msvc_conn_takes_writes(c) &&
+	    TAILQ_EMPTY(&c->backlog)) {
+		weft__msvc_conn_encode(c, out, slot);
 		if (heap)
 			weft__msvc_out_free(out);
 		return 0;
@@ -286,90 +206,6 @@ emit(weft_msvc_peer *peer, struct weft__msvc_out *out, bool heap)
 	return 0;
 }
 
-/* Sends every message of c's backlog, now that c is up. */
-void
-weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c)
-{
-	weft_msvc_peer *peer = c->peer;
-	struct weft__msvc_out *out;
-	uint64_t now = weft__msvc_clock_now_ms(c->svc);
-
-	while (conn_takes_writes(c) &&
-	       (out = TAILQ_FIRST(&c->backlog)) != NULL) {
-		TAILQ_REMOVE(&c->backlog, out, link);
-		if (out->flags & WEFT__MSVC_F_REQUEST)
-			weft__msvc_slot_at(c->ml, out->slot)->out = NULL;
-		if (out->expires_ms != 0 && out->expires_ms <= now) {
-			weft__msvc_count(&peer->svc->st.expired_in_queue, 1);
-			weft__msvc_count(&peer->st.dropped_expired, 1);
-			if (out->flags & WEFT__MSVC_F_REQUEST) {
-				weft__msvc_release_queued(peer, out->accounted);
-				weft__msvc_slot_complete(
-				    c->ml, out->slot, WEFT_EEXPIRED, NULL, 0);
-				weft__msvc_out_free(out);
-			} else {
-				drop_out(peer, out, WEFT_EEXPIRED);
-			}
-			continue;
-		}
-		encode_now(c, out, out->slot);
-		weft__msvc_out_free(out);
-	}
-}
-
-/* Ends everything in c's backlog with status: requests complete with it,
- * one-way messages and responses are dropped. For a connection that
- * could not be made, or that a stopping service does not dial again. */
-void
-weft__msvc_conn_fail_backlog(struct weft__msvc_conn *c, int status)
-{
-	struct weft__msvc_out *out;
-
-	while ((out = TAILQ_FIRST(&c->backlog)) != NULL) {
-		TAILQ_REMOVE(&c->backlog, out, link);
-		if (out->flags & WEFT__MSVC_F_REQUEST) {
-			if (!out->internal && status == WEFT_EPEERDOWN)
-				weft__msvc_count(&c->peer->st.failed_peer_down,
-				                 1);
-			weft__msvc_slot_at(c->ml, out->slot)->out = NULL;
-			weft__msvc_release_queued(c->peer, out->accounted);
-			weft__msvc_slot_complete(c->ml, out->slot, status, NULL,
-			                         0);
-			weft__msvc_out_free(out);
-		} else if (out->expires_ms != 0 &&
-		           out->expires_ms <= weft__msvc_clock_now_ms(c->svc)) {
-			weft__msvc_count(&c->svc->st.expired_in_queue, 1);
-			weft__msvc_count(&c->peer->st.dropped_expired, 1);
-			drop_out(c->peer, out, WEFT_EEXPIRED);
-		} else {
-			drop_out(c->peer, out, status);
-		}
-	}
-}
-
-/* Drops the expired one-way messages and responses of a backlog (a
- * request's own timer takes care of it). */
-void
-weft__msvc_conn_purge_backlog(struct weft__msvc_conn *c, bool all)
-{
-	struct weft__msvc_out *out, *next;
-	uint64_t now = weft__msvc_clock_now_ms(c->svc);
-
-	for (out = TAILQ_FIRST(&c->backlog); out != NULL; out = next) {
-		next = TAILQ_NEXT(out, link);
-		if (out->flags & WEFT__MSVC_F_REQUEST)
-			continue;
-		if (!all && (out->expires_ms == 0 || out->expires_ms > now))
-			continue;
-		TAILQ_REMOVE(&c->backlog, out, link);
-		if (!all) {
-			weft__msvc_count(&c->svc->st.expired_in_queue, 1);
-			weft__msvc_count(&c->peer->st.dropped_expired, 1);
-		}
-		drop_out(c->peer, out, all ? WEFT_ESHUTDOWN : WEFT_EEXPIRED);
-	}
-}
-
 /* A message handed to the peer's home loop arrives: the loop's own task
  * queue carries it (one queue for everything that crosses threads, FIFO
  * per sender), and the loop runs every message that came in one wake-up
@@ -386,13 +222,13 @@ run_out(weft_loop *loop, int status, void *arg)
 	(void)loop;
 	weft__msvc_batch_begin(ml);
 	if (status != 0 || atomic_load(&svc->stopped)) {
-		drop_out(peer, out, WEFT_ESHUTDOWN);
+		weft__msvc_out_drop(peer, out, WEFT_ESHUTDOWN);
 	} else if (out->expires_ms != 0 && out->expires_ms <= ml->now_ms) {
 		weft__msvc_count(&svc->st.expired_in_queue, 1);
 		weft__msvc_count(&peer->st.dropped_expired, 1);
-		drop_out(peer, out, WEFT_EEXPIRED);
+		weft__msvc_out_drop(peer, out, WEFT_EEXPIRED);
 	} else if ((rv = emit(peer, out, true)) != 0) {
-		drop_out(peer, out, rv);
+		weft__msvc_out_drop(peer, out, rv);
 	}
 	weft__msvc_count1(&ml->rs.handoffs, 1);
 	weft__msvc_batch_end(ml);

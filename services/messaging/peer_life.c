@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * peer_life.c: a peer's life. A member's is made at weft_msvc_new or when
- * it is added, with its outbound connections; a client's at its HELLO,
- * counted by the connections and messages that hold it. Members are found
- * by id here, for the handshake and the guard.
+ * peer_life.c: a peer's life and what the API tells of it. Every peer
+ * starts here (a member's is then given its outbound connections by
+ * members.c); a client's is made at its HELLO and counted by the
+ * connections and messages that hold it; each is freed here. Members are
+ * found by id, and the peer accessors of <weft/messaging.h> read them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,8 @@
 
 #include "msvc_int.h"
 
-static int
-peer_init_common(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
+int
+weft__msvc_peer_init(weft_msvc *svc, weft_msvc_peer *peer, const char *id)
 {
 	snprintf(peer->id, sizeof(peer->id), "%s", id);
 	peer->svc = svc;
@@ -47,43 +48,6 @@ weft__msvc_peer_free(weft_msvc_peer *peer)
 	free(peer);
 }
 
-/* Makes member index of svc; *out is set (to be freed) even when this
- * fails. */
-int
-weft__msvc_member_new(weft_msvc *svc, uint32_t index, const char *id,
-                      const char *host, uint16_t port, weft_msvc_peer **out)
-{
-	weft_msvc_peer *peer;
-	uint32_t cls, i, n;
-	int rv;
-
-	*out = NULL;
-	if ((peer = calloc(1, sizeof(*peer))) == NULL)
-		return WEFT_ENOMEM;
-	*out = peer;
-	if ((rv = peer_init_common(svc, peer, id)) != 0)
-		return rv;
-	peer->index = index;
-	peer->is_self = svc->member && index == svc->self_index;
-	peer->home = &svc->loops[index % svc->nloops];
-	peer->port = port;
-	if ((peer->host = strdup(host)) == NULL)
-		return WEFT_ENOMEM;
-	for (cls = 0; cls < WEFT_MSVC_CLASSES; cls++) {
-		n = svc->cfg->limits.connections[cls];
-		if ((peer->conns[cls] = calloc(n, sizeof(**peer->conns))) ==
-		    NULL)
-			return WEFT_ENOMEM;
-		for (i = 0; i < n; i++) {
-			rv = weft__msvc_conn_init_outbound(
-			    peer, (int)cls, i, &peer->conns[cls][i]);
-			if (rv != 0)
-				return rv;
-		}
-	}
-	return 0;
-}
-
 int
 weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
                            const char *id, weft_msvc_peer **out)
@@ -92,7 +56,7 @@ weft__msvc_peer_client_new(weft_msvc *svc, struct weft__msvc_conn *c,
 
 	if ((peer = calloc(1, sizeof(*peer))) == NULL)
 		return WEFT_ENOMEM;
-	if (peer_init_common(svc, peer, id) != 0) {
+	if (weft__msvc_peer_init(svc, peer, id) != 0) {
 		weft__msvc_peer_free(peer);
 		return WEFT_ENOMEM;
 	}
@@ -122,29 +86,6 @@ weft__msvc_member_index(weft_msvc *svc, const char *id)
 
 		if (strcmp(peer->id, id) == 0)
 			return weft__msvc_peer_left(peer) ? -1 : (ssize_t)i;
-	}
-	return -1;
-}
-
-ssize_t
-weft__msvc_member_admitted(weft_msvc *svc, const char *id)
-{
-	uint32_t i, n = atomic_load(&svc->npeers);
-
-	for (i = 0; i < n; i++) {
-		weft_msvc_peer *peer = svc->peers[i];
-
-		if (strcmp(peer->id, id) != 0)
-			continue;
-		if (!weft__msvc_peer_left(peer))
-			return (ssize_t)i;
-		/* Leaving, it answers what we asked on connections of its
-		 * own, which it may not have opened yet. */
-		if (atomic_load(&peer->member_state) ==
-		        WEFT__MSVC_MEMBER_LEAVING &&
-		    weft__msvc_relaxed(&peer->st.pending) != 0)
-			return (ssize_t)i;
-		return -1;
 	}
 	return -1;
 }

@@ -416,25 +416,7 @@ h_inactive(weft_ctx *ctx)
 	}
 	weft__msvc_conn_count_stages(c);
 	weft__msvc_conn_drop_batch(c);
-	if (c->outbound) {
-		weft__msvc_guard_assembly_done(c);
-		c->crc = true;
-		/* Optional mode: a peer dialed in plaintext may have TLS by
-		 * the time we redial (a rolling change), and may refuse
-		 * plaintext from then on: each new connection tries TLS
-		 * first. */
-		weft__msvc_outbound_of(c)->plain_fallback = false;
-		weft__msvc_dial_lost(c, WEFT_ECLOSED);
-		return;
-	}
-	weft__msvc_guard_release(c);
-	weft__msvc_rate_release(c);
-	c->state = WEFT__MSVC_CLOSED;
-	c->ch = NULL;
-	if (c->peer != NULL && c->peer->is_client) {
-		c->peer->client_conn = NULL;
-		weft__msvc_conn_purge_backlog(c, true);
-	}
+	c->ops->closed(c);
 }
 
 static void
@@ -444,8 +426,7 @@ h_removed(weft_ctx *ctx)
 
 	/* Nothing reaches c through the channel from here on. */
 	weft_channel_set_data(weft_ctx_channel(ctx), NULL);
-	if (!c->outbound)
-		weft__msvc_conn_free(c);
+	c->ops->removed(c);
 }
 
 const weft_handler weft__msvc_handler = {
