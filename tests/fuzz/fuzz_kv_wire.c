@@ -106,7 +106,7 @@ static void
 check_same(const struct weft__kv_req *a, const struct weft__kv_req *b)
 {
 	if (a->op != b->op || a->key_len != b->key_len ||
-	    memcmp(a->key, b->key, a->key_len) != 0 ||
+	    (a->key_len > 0 && memcmp(a->key, b->key, a->key_len) != 0) ||
 	    a->value_len != b->value_len ||
 	    (a->value_len > 0 &&
 	     memcmp(a->value, b->value, a->value_len) != 0) ||
