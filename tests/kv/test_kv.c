@@ -62,6 +62,8 @@ enum {
 
 /* The stub's read mode in the next cluster_start. */
 static int next_stub_read;
+/* The members' read_consistency in the next cluster_start (0: one). */
+static weft_kv_consistency next_read_consistency;
 
 /* Three nodes and a client on the cluster simulator (<weft/sim.h>): the
  * key-value service is started on each node by on_start, freed by
@@ -261,6 +263,7 @@ on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 		return weft_msvc_register(svc, WEFT_KV_VERB_REPLICATE, "stub",
 		                          on_stub_replicate, &c->stub, 0);
 	opts.write_quorum = c->quorum[node];
+	opts.read_consistency = next_read_consistency;
 	return weft_kv_new(svc, &opts, &c->kv[node]);
 }
 
@@ -353,6 +356,7 @@ cluster_start_clocked(const uint32_t quorum[NODES],
 	for (i = 0; clock_ms != NULL && i < NODES; i++)
 		o.clock_offset_ms[i] = clock_ms[i];
 	assert_int_equal(weft_sim_new(&o, &c->sim), 0);
+	next_read_consistency = WEFT_KV_READ_DEFAULT;
 	assert_int_equal(
 	    weft_sim_client_new(c->sim, "client", &endpoint, &c->client), 0);
 	assert_false(weft_msvc_is_member(c->client));
@@ -1511,7 +1515,27 @@ test_lying_read_answers_fail_the_replica_not_the_node(void **state)
 	}
 }
 
-/* A node's [kv] read_consistency is what a get that names none reads. */
+/* A node's read_consistency is what a get that names none reads (an
+ * older client's get, which cannot name one): at all, n3's newer value. */
+static void
+test_the_default_read_consistency_reads_every_replica(void **state)
+{
+	struct cluster *c;
+	weft_kv_stats st;
+
+	(void)state;
+	next_read_consistency = WEFT_KV_READ_ALL;
+	c = cluster_start(all3);
+	assert_int_equal(put_str(c, 0, "k", "old"), 0);
+	replica_only(c, 2, "k", "new", (weft_wall_ms() + 2000) << 16);
+	expect_kv(c, 0, "k", "new");
+	expect_kv_at(c, 1, "k", WEFT_KV_READ_ONE, "old");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_coordinated, 1);
+	cluster_stop(c);
+}
+
+/* The names of the read consistencies, and a bad one refused. */
 static void
 test_read_consistency_config_is_validated(void **state)
 {
@@ -1752,6 +1776,8 @@ main(void)
 	    cmocka_unit_test(test_a_member_without_reads_is_left_out),
 	    cmocka_unit_test(
 	        test_lying_read_answers_fail_the_replica_not_the_node),
+	    cmocka_unit_test(
+	        test_the_default_read_consistency_reads_every_replica),
 	    cmocka_unit_test(test_read_consistency_config_is_validated),
 	    cmocka_unit_test(test_scan_returns_live_keys_in_order),
 	    cmocka_unit_test(test_scan_stops_at_its_byte_limit),
