@@ -201,7 +201,7 @@ test_one_grammar_in_weftd_and_kv_sections(void **state)
 	                "[weftd]\nshutdown_timeout = 5 s\nload = off\n"
 	                "log_level = WARN\n"
 	                "[kv]\nmax_value = 16MB\nreplicate_timeout = 2 s\n"
-	                "write_quorum = majority\n");
+	                "write_quorum = majority\nread_consistency = Quorum\n");
 	assert_int_equal(check_config(f, "a", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "configuration OK"));
 	assert_int_equal(check_config(f, NULL, out, sizeof(out)), 0);
