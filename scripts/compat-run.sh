@@ -7,7 +7,10 @@
 # on loopback in which n3 is of REV and the client (weft-kv) too, with
 # puts and gets through every node for a bounded time (skew-run.sh with
 # no clock offset), then a rolling upgrade of a cluster of REV to this
-# build under key-value load (rolling-upgrade.sh). Fails if a request of
+# build under key-value load (rolling-upgrade.sh); and the mixed cluster
+# once more with this build's weft-kv reading at consistency all through
+# n1 and n2, which must leave n3 (without kv_read) out of those reads
+# rather than fail them. Fails if a request of
 # the mixed cluster failed or none was served, or if the upgrade lost an
 # acknowledged write. Where REV is not in the history (a shallow clone),
 # says so and skips (77).
@@ -50,6 +53,23 @@ echo "compat with $rev (n3 and weft-kv of $rev): $line"
 if ! [[ $line =~ requests\ ([0-9]+)\ served,\ ([0-9]+)\ failed ]] ||
 	[ "${BASH_REMATCH[1]}" -eq 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
 	echo "compat-run.sh: a node of this build failed a node or client of $rev"
+	tail -n 40 "$log"
+	exit 1
+fi
+
+# Reads at consistency all through this build's nodes, n3 of REV: served,
+# with n3 left out of them (reads_downgraded), never failed.
+rc=0
+line=$(SKEW_READ_CONSISTENCY=all bash "$root/scripts/skew-run.sh" "$build" \
+	+0 "$seconds" "$old" 2>"$log") || rc=$?
+[ $rc -ne 77 ] || { cat "$log"; exit 77; }
+echo "compat with $rev (n3 of $rev, reads at all): $line"
+[ $rc -eq 0 ] || fail "the mixed cluster at consistency all"
+if ! [[ $line =~ requests\ ([0-9]+)\ served,\ ([0-9]+)\ failed ]] ||
+	[ "${BASH_REMATCH[1]}" -eq 0 ] || [ "${BASH_REMATCH[2]}" -ne 0 ] ||
+	! [[ $line =~ coordinated,\ ([0-9]+)\ replicas\ left\ out ]] ||
+	[ "${BASH_REMATCH[1]}" -eq 0 ]; then
+	echo "compat-run.sh: reads at all failed, or did not leave $rev's n3 out"
 	tail -n 40 "$log"
 	exit 1
 fi

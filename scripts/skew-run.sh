@@ -16,7 +16,12 @@
 # CLIENT_BUILD_DIR, the puts and gets use that build's weft-kv. Prints one
 # line: peer down transitions logged, requests served and failed, and
 # what each node's /metrics says (expired on arrival, n1's view of n3's
-# clock). Exits 1 if a node exited before the end of the run.
+# clock). Exits 1 if a node exited before the end of the run. With
+# SKEW_READ_CONSISTENCY=one|quorum|all in the environment (a weft-kv of
+# this build), the gets through n1 and n2 name that read consistency
+# (those through n3, which may be of an older build, name none), and the
+# line adds how many replicas n1 and n2 left out of such reads for want of
+# kv_read (an older n3).
 set -euo pipefail
 
 build=${1:?usage: skew-run.sh BUILD_DIR OFFSET [SECONDS] [OLD_BUILD_DIR]}
@@ -85,8 +90,12 @@ while [ $SECONDS -lt $end ]; do
 	if "$kvbuild/services/weftd/weft-kv" --config "$dir/cluster.ini" \
 		--node $node --timeout-ms 2000 put "k$n" "v$n" \
 		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
+	cl=()
+	if [ -n "${SKEW_READ_CONSISTENCY:-}" ] && [ $node != n3 ]; then
+		cl=(--consistency "$SKEW_READ_CONSISTENCY")
+	fi
 	if "$kvbuild/services/weftd/weft-kv" --config "$dir/cluster.ini" \
-		--node $node --timeout-ms 2000 get "k$n" \
+		--node $node --timeout-ms 2000 "${cl[@]}" get "k$n" \
 		>/dev/null 2>&1; then ok=$((ok + 1)); else failed=$((failed + 1)); fi
 	n=$((n + 1))
 done
@@ -114,8 +123,16 @@ for i in 1 2 3; do
 done
 seen=$(metric 1 weft_msvc_peer_clock_offset_seconds 'peer="n3"')
 skewlog=$(cat "$dir"/n*.err | grep -c "clock is .* ms" || true)
+reads=""
+if [ -n "${SKEW_READ_CONSISTENCY:-}" ]; then
+	reads="; reads at $SKEW_READ_CONSISTENCY: $(($(metric 1 \
+		weft_kv_reads_coordinated_total) + $(metric 2 \
+		weft_kv_reads_coordinated_total))) coordinated,"
+	reads="$reads $(($(metric 1 weft_kv_reads_downgraded_total) + \
+		$(metric 2 weft_kv_reads_downgraded_total))) replicas left out"
+fi
 echo "n3 clock $offset s: peer down transitions $downs;" \
 	"requests $ok served, $failed failed;" \
 	"expired on arrival $expired; n1 sees n3's clock at ${seen} s;" \
-	"clock warnings $skewlog${gone:+; exited:$gone}"
+	"clock warnings $skewlog${reads}${gone:+; exited:$gone}"
 [ -z "$gone" ]

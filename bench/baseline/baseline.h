@@ -154,6 +154,9 @@ typedef struct wbase_kv_stats {
 	uint64_t writes_acked, quorum_failures;
 	uint64_t replicas_applied, replicas_stale, replica_failures;
 	uint64_t bad_requests, keys, scans;
+	/* Quorum and all gets coordinated, of which the replicas disagreed,
+	 * of which failed. */
+	uint64_t reads_coordinated, read_disagreements, read_failures;
 } wbase_kv_stats;
 
 /* Options; zero fields take the defaults of weft_kv_opts. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * kv.c: the key-value service of <weft/kv.h> on the baseline. Handlers
- * run on the reader threads. A get is answered from the local replica. A
+ * run on the reader threads. A get is answered from the local replica, or
+ * at quorum or all from every member's (kv_read.c), as weft's service does. A
  * put or delete is coordinated by the member that receives it: it stamps
  * a version, applies the write, sends a replicate request to every other
  * member and detaches the client's request; the replicas' reply callbacks
@@ -114,6 +115,29 @@ read_key(const msgpack_object *o, kv_req *r)
 	       r->key_len <= WEFT_KV_MAX_KEY;
 }
 
+/* decode_get reads a get: [key] (*cl WEFT_KV_READ_DEFAULT) or [key,
+ * consistency]. */
+static bool
+decode_get(msgpack_unpacked *u, const void *p, size_t n, kv_req *r,
+           uint32_t *cl)
+{
+	const msgpack_object *a = unpack(u, p, n, 1);
+
+	memset(r, 0, sizeof(*r));
+	*cl = WEFT_KV_READ_DEFAULT;
+	if (a == NULL) {
+		msgpack_unpacked_destroy(u);
+		msgpack_unpacked_init(u);
+		if ((a = unpack(u, p, n, 2)) == NULL ||
+		    a[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+		    a[1].via.u64 < WEFT_KV_READ_ONE ||
+		    a[1].via.u64 > WEFT_KV_READ_ALL)
+			return false;
+		*cl = (uint32_t)a[1].via.u64;
+	}
+	return read_key(&a[0], r);
+}
+
 /* decode reads a get or delete ([key]) or a put ([key, value]). */
 static bool
 decode(msgpack_unpacked *u, const void *p, size_t n, bool put, kv_req *r)
@@ -193,18 +217,23 @@ decode_write(msgpack_unpacked *u, const uint8_t **p, const uint8_t *end,
 	       r->origin_len <= WEFT_MSVC_MAX_ID;
 }
 
-/* origin_of finds the member named by a write's origin, or NULL. */
-static const char *
-origin_of(wbase_kv *kv, const kv_req *r)
+const char *
+wbase__kv_origin(wbase_kv *kv, const char *origin, size_t len)
 {
 	for (size_t i = 0; i < kv->members; i++) {
 		const char *id = wbase_peer_id(kv->node, i);
 
-		if (strlen(id) == r->origin_len &&
-		    memcmp(id, r->origin, r->origin_len) == 0)
+		if (strlen(id) == len && memcmp(id, origin, len) == 0)
 			return id;
 	}
 	return NULL;
+}
+
+/* origin_of finds the member named by a write's origin, or NULL. */
+static const char *
+origin_of(wbase_kv *kv, const kv_req *r)
+{
+	return wbase__kv_origin(kv, r->origin, r->origin_len);
 }
 
 /* pack_write packs a replicate request's write into sb. */
@@ -399,29 +428,41 @@ bad_request(wbase_kv *kv, wbase_msg *msg, const char *text)
 	wbase_respond_error(msg, WEFT_EINVAL, text);
 }
 
+void
+wbase__kv_answer_value(wbase_kv *kv, wbase_msg *msg, wbase_blob *b)
+{
+	if (b == NULL) {
+		count(&kv->get_misses);
+		wbase_respond_error(msg, WEFT_ENOTFOUND, "no such key");
+		return;
+	}
+	wbase_respond(msg, b->data, b->len);
+	wbase__blob_unref(b);
+}
+
 static void
 on_get(wbase_node *node, wbase_msg *msg, void *arg)
 {
 	wbase_kv *kv = arg;
 	msgpack_unpacked u;
-	wbase_blob *b;
+	uint32_t cl;
 	kv_req r;
 
 	(void)node;
 	msgpack_unpacked_init(&u);
-	if (!decode(&u, wbase_msg_data(msg), wbase_msg_len(msg), false, &r)) {
+	if (!decode_get(&u, wbase_msg_data(msg), wbase_msg_len(msg), &r, &cl)) {
 		bad_request(kv, msg, "malformed get");
-		goto out;
+	} else {
+		count(&kv->gets);
+		if (cl == WEFT_KV_READ_QUORUM || cl == WEFT_KV_READ_ALL)
+			wbase__kv_read_coordinate(kv, msg, r.key, r.key_len,
+			                          cl);
+		else
+			wbase__kv_answer_value(
+			    kv, msg,
+			    wbase__store_get(&kv->store, r.key, r.key_len,
+			                     NULL));
 	}
-	count(&kv->gets);
-	if ((b = wbase__store_get(&kv->store, r.key, r.key_len)) == NULL) {
-		count(&kv->get_misses);
-		wbase_respond_error(msg, WEFT_ENOTFOUND, "no such key");
-		goto out;
-	}
-	wbase_respond(msg, b->data, b->len);
-	wbase__blob_unref(b);
-out:
 	msgpack_unpacked_destroy(&u);
 }
 
@@ -527,6 +568,7 @@ wbase_kv_new(wbase_node *node, const wbase_kv_opts *opts, wbase_kv **out)
 	    {WEFT_KV_VERB_DELETE, on_delete},
 	    {WEFT_KV_VERB_REPLICATE, on_replicate},
 	    {WEFT_KV_VERB_SCAN, wbase__kv_on_scan},
+	    {WEFT_KV_VERB_READ, wbase__kv_on_read},
 	};
 	uint32_t members = (uint32_t)wbase_peer_count(node);
 	wbase_kv_opts o = opts != NULL ? *opts : (wbase_kv_opts){0};
@@ -581,4 +623,7 @@ wbase_kv_get_stats(const wbase_kv *kv, wbase_kv_stats *out)
 	out->bad_requests = atomic_load(&kv->bad_requests);
 	out->scans = atomic_load(&kv->scans);
 	out->keys = atomic_load(&kv->store.keys);
+	out->reads_coordinated = atomic_load(&kv->reads_coordinated);
+	out->read_disagreements = atomic_load(&kv->read_disagreements);
+	out->read_failures = atomic_load(&kv->read_failures);
 }

@@ -87,8 +87,10 @@ void wbase__store_fini(wbase_store *s);
 int wbase__store_apply(wbase_store *s, const void *key, size_t key_len,
                        wbase_blob *value, const wbase_version *ver);
 /* wbase__store_get returns the live value with a reference for the
- * caller, or NULL (absent or deleted). Any thread. */
-wbase_blob *wbase__store_get(wbase_store *s, const void *key, size_t key_len);
+ * caller, or NULL (absent or deleted); ver, if not NULL, receives its
+ * version (ts 0, origin "": absent). Any thread. */
+wbase_blob *wbase__store_get(wbase_store *s, const void *key, size_t key_len,
+                             wbase_version *ver);
 /* wbase__store_entry_value returns the live value of e, an entry of s,
  * with a reference, or NULL for a tombstone. Any thread. */
 wbase_blob *wbase__store_entry_value(wbase_store *s, const wbase_entry *e);
@@ -104,8 +106,24 @@ struct wbase_kv {
 	atomic_uint_fast64_t quorum_failures, replicas_applied;
 	atomic_uint_fast64_t replicas_stale, replica_failures, bad_requests;
 	atomic_uint_fast64_t scans;
+	atomic_uint_fast64_t reads_coordinated, read_disagreements;
+	atomic_uint_fast64_t read_failures;
 	wbase_store store;
 };
+
+/* wbase__kv_on_read answers kv_read (71) of <weft/kv.h>: this replica's
+ * entry of a key with its version (kv_read.c). */
+void wbase__kv_on_read(wbase_node *node, wbase_msg *msg, void *arg);
+/* wbase__kv_read_coordinate answers a get of key at consistency cl
+ * (WEFT_KV_READ_QUORUM or _ALL) by reading every member's entry, as weft's
+ * service does (kv_read.c). */
+void wbase__kv_read_coordinate(wbase_kv *kv, wbase_msg *msg, const void *key,
+                               size_t key_len, uint32_t cl);
+/* wbase__kv_answer_value answers a get with b (consumed; NULL: not
+ * found). */
+void wbase__kv_answer_value(wbase_kv *kv, wbase_msg *msg, wbase_blob *b);
+/* wbase__kv_origin finds the member named (id, len), or NULL. */
+const char *wbase__kv_origin(wbase_kv *kv, const char *id, size_t len);
 
 /* wbase__kv_on_scan answers the scan verb (68) of <weft/kv.h>. */
 void wbase__kv_on_scan(wbase_node *node, wbase_msg *msg, void *arg);

@@ -189,17 +189,23 @@ out:
 }
 
 wbase_blob *
-wbase__store_get(wbase_store *s, const void *key, size_t key_len)
+wbase__store_get(wbase_store *s, const void *key, size_t key_len,
+                 wbase_version *ver)
 {
 	uint64_t h = hash(s, key, key_len);
 	wbase_shard *sh = &s->shards[h % WBASE_KV_SHARDS];
 	wbase_blob *b = NULL;
 	wbase_entry **slot;
 
+	if (ver != NULL)
+		*ver = (wbase_version){0, ""};
 	pthread_mutex_lock(&sh->lock);
-	if (sh->cap > 0 && *(slot = find(sh, h, key, key_len)) != NULL &&
-	    (b = (*slot)->value) != NULL)
-		atomic_fetch_add(&b->refs, 1);
+	if (sh->cap > 0 && *(slot = find(sh, h, key, key_len)) != NULL) {
+		if ((b = (*slot)->value) != NULL)
+			atomic_fetch_add(&b->refs, 1);
+		if (ver != NULL)
+			*ver = (*slot)->ver;
+	}
 	pthread_mutex_unlock(&sh->lock);
 	return b;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <weft/histogram.h>
+#include <weft/kv.h>
 
 #include "wbench.h"
 
@@ -24,6 +25,8 @@ typedef struct child {
 	uint64_t ops, errors, vcsw, ivcsw, cpu_us, rss_kb, threads;
 	uint64_t wakeups, msgs_in, sent, replies, duplicates;
 	uint64_t gets, puts; /* mix: replies in the window, by verb */
+	/* mix: a member's quorum and all gets coordinated, whole run */
+	uint64_t coordinated;
 	uint64_t large;      /* --large-share: large replies in the window */
 	uint64_t body, wire; /* compressed bodies, both ways, whole run */
 	bool hist_get, hist_put;
@@ -83,6 +86,14 @@ const char *
 wbench_io_name(enum wbench_io io)
 {
 	return io == WBENCH_IO_THREADS ? "threads" : "loop";
+}
+
+const char *
+wbench_consistency_name(unsigned cl)
+{
+	return cl == WEFT_KV_READ_ALL      ? "all"
+	       : cl == WEFT_KV_READ_QUORUM ? "quorum"
+	                                   : "one";
 }
 
 const char *
@@ -180,6 +191,10 @@ node_argv(const cluster *c, unsigned i, wbench_argv *a)
 		wbench_argv_addf(a, "--keys", "%u", o->keys);
 		if (client && o->sessions > 0)
 			wbench_argv_addf(a, "--sessions", "%u", o->sessions);
+		if (client && o->consistency != 0)
+			wbench_argv_addf(
+			    a, "--consistency", "%s",
+			    wbench_consistency_name(o->consistency));
 	}
 	if (o->hosts != NULL) { /* nodes elsewhere: clients only */
 		wbench_argv_addf(a, "--hosts", "%s", o->hosts);
@@ -205,7 +220,7 @@ parse_result(child *k, const char *line)
 	    {" replies=", &k->replies}, {" duplicates=", &k->duplicates},
 	    {" gets=", &k->gets},       {" puts=", &k->puts},
 	    {" large=", &k->large},     {" body=", &k->body},
-	    {" wire=", &k->wire},
+	    {" wire=", &k->wire},       {" coordinated=", &k->coordinated},
 	};
 	const char *p;
 
@@ -379,6 +394,8 @@ merge_verbs(const cluster *c, cresult *r)
 		r->gets += c->kids[i].gets;
 		r->puts += c->kids[i].puts;
 	}
+	for (unsigned i = 0; i < c->members; i++)
+		r->reads_coordinated += c->kids[i].coordinated;
 	r->get_ops_per_s = (double)r->gets / c->o->duration_s;
 	r->put_ops_per_s = (double)r->puts / c->o->duration_s;
 	r->get_p99_us = (double)weft_histogram_percentile(c->lat_get, 99) / 1e3;
@@ -716,6 +733,11 @@ run_series(const wbench_opts *o, const point *pts, unsigned npts)
 			 * run. */
 			failed |=
 			    r->lost != 0 || r->duplicates != 0 || r->ops == 0;
+			/* mix --consistency quorum or all: every get of the
+			 * window was read so (the members count the warm-up's
+			 * too). */
+			failed |= o->consistency >= WEFT_KV_READ_QUORUM &&
+			          r->reads_coordinated < r->gets;
 			wbench_cprint_row(o, r, stdout);
 			if (o->workload == WBENCH_CLUSTER &&
 			    io == WBENCH_IO_THREADS && n > 0 &&

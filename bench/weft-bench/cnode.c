@@ -310,8 +310,9 @@ kv_send(cnode *n, wload_slot *s)
 	len = kv_key(key, (r >> 8) % n->o->keys);
 	m->put = r % 100 >= n->o->read_pct;
 	if (!m->put)
-		return weft_kv_client_get(svc, peer, key, len, NULL, msvc_reply,
-		                          s);
+		return weft_kv_client_get_at(svc, peer, key, len,
+		                             n->o->consistency, NULL,
+		                             msvc_reply, s);
 	return weft_kv_client_put(svc, peer, key, len, n->payload, n->o->size,
 	                          NULL, msvc_reply, s);
 }
@@ -899,6 +900,25 @@ print_verbs(cnode *n, weft_histogram *lat)
 	return nputs;
 }
 
+/* reads_coordinated is a member's quorum and all gets, either I/O
+ * model's; 0 for a client. */
+static uint64_t
+reads_coordinated(const cnode *n)
+{
+	weft_kv_stats ks;
+	wbase_kv_stats bs;
+
+	if (n->kv != NULL) {
+		weft_kv_get_stats(n->kv, &ks);
+		return ks.reads_coordinated;
+	}
+	if (n->base_kv != NULL) {
+		wbase_kv_get_stats(n->base_kv, &bs);
+		return bs.reads_coordinated;
+	}
+	return 0;
+}
+
 static void
 report(cnode *n, const wload_usage *before, const wload_usage *after)
 {
@@ -939,7 +959,8 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	printf("result ops=%llu errors=%llu vcsw=%llu ivcsw=%llu cpu_us=%llu "
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
 	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
-	       "gets=%llu puts=%llu large=%llu body=%llu wire=%llu\n",
+	       "gets=%llu puts=%llu large=%llu body=%llu wire=%llu "
+	       "coordinated=%llu\n",
 	       (unsigned long long)t.ok, (unsigned long long)t.errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -951,7 +972,8 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	       (unsigned long long)t.duplicates,
 	       (unsigned long long)(t.ok - nputs), (unsigned long long)nputs,
 	       (unsigned long long)nlarge, (unsigned long long)body,
-	       (unsigned long long)wire);
+	       (unsigned long long)wire,
+	       (unsigned long long)reads_coordinated(n));
 	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
 	weft_histogram_free(lat);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <weft/core.h>
+#include <weft/kv.h>
 
 #include "wbench.h"
 
@@ -116,6 +117,14 @@ wbench_cprint_header(const wbench_opts *o, FILE *out)
 	fprintf(out, " %zu B %s, warm-up %g s, window %g s%s\n", o->size,
 	        o->workload == WBENCH_MIX ? "values" : "payloads echoed",
 	        o->warmup_s, o->duration_s, o->tls_dir ? ", mutual TLS" : "");
+	if (o->workload == WBENCH_MIX && o->consistency != 0)
+		fprintf(out,
+		        "  gets read at consistency %s: the newest of %s "
+		        "replica's answer (weft's service and the\n  "
+		        "baseline alike)\n",
+		        wbench_consistency_name(o->consistency),
+		        o->consistency == WEFT_KV_READ_ALL ? "every"
+		                                           : "a majority's");
 	if (o->slow_fraction > 0)
 		fprintf(out,
 		        "  %g%% of requests take %g ms more in the handler\n",
@@ -178,6 +187,42 @@ print_wire_figs(const wbench_opts *o, const cresult *r, FILE *out)
 		        (unsigned long long)r->large_ops);
 }
 
+/*
+ * print_stress_summary: mix --consistency, the row as cassandra-stress
+ * prints its summary (CASSANDRA-8457's form): latencies in milliseconds,
+ * the measured window as the total operation time (the warm-up before it
+ * is not counted), the reads' own rate in brackets.
+ */
+static void
+print_stress_summary(const wbench_opts *o, const cresult *r, FILE *out)
+{
+	unsigned secs = (unsigned)(o->duration_s + 0.5);
+
+	fprintf(out,
+	        "       Results (%s, %u nodes, %u x %u clients, cl=%s):\n"
+	        "       Op rate                   : %10.0f op/s  [READ: "
+	        "%.0f op/s]\n"
+	        "       Latency mean              : %10.1f ms\n"
+	        "       Latency median            : %10.1f ms\n"
+	        "       Latency 95th percentile   : %10.1f ms\n"
+	        "       Latency 99th percentile   : %10.1f ms\n"
+	        "       Latency 99.9th percentile : %10.1f ms\n"
+	        "       Latency max               : %10.1f ms\n"
+	        "       Total operations          : %10llu  [READ: %llu]\n"
+	        "       Total errors              : %10llu  (reads coordinated "
+	        "by the members: %llu)\n"
+	        "       Total operation time      :   %02u:%02u:%02u\n",
+	        wbench_server_name(r->io, r->pipeline), r->peers,
+	        o->client_list[0], o->sessions > 0 ? o->sessions : 1,
+	        wbench_consistency_name(o->consistency), r->ops_per_s,
+	        r->get_ops_per_s, r->mean_us / 1000, r->p50_us / 1000,
+	        r->p95_us / 1000, r->p99_us / 1000, r->p999_us / 1000,
+	        r->max_us / 1000, (unsigned long long)r->ops,
+	        (unsigned long long)r->gets, (unsigned long long)r->errors,
+	        (unsigned long long)r->reads_coordinated, secs / 3600,
+	        secs / 60 % 60, secs % 60);
+}
+
 void
 wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 {
@@ -227,6 +272,8 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 		         wbench_server_name(r->io, r->pipeline));
 		wbench_spread_warn(what, r->ops_lo, r->ops_hi, r->ops_per_s);
 	}
+	if (o->workload == WBENCH_MIX && o->consistency != 0)
+		print_stress_summary(o, r, out);
 	if (r->up_ms > 0)
 		fprintf(out, "       all up in %.0f ms\n", r->up_ms);
 	if (r->first_error != 0)
@@ -349,6 +396,13 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 		        "\"client_rss_mb\": %.1f, \"member_threads\": %llu",
 		        o->sessions, r->member_rss_mb, r->client_rss_mb,
 		        (unsigned long long)r->member_threads);
+	if (o->workload == WBENCH_MIX && o->consistency != 0)
+		fprintf(f,
+		        ", \"consistency\": \"%s\", \"gets\": %llu, "
+		        "\"reads_coordinated\": %llu",
+		        wbench_consistency_name(o->consistency),
+		        (unsigned long long)r->gets,
+		        (unsigned long long)r->reads_coordinated);
 	json_fig(f, "msgs_per_wakeup", "%.3f", r->msgs_per_wakeup,
 	         r->msgs_per_wakeup > 0);
 	json_fig(f, "up_ms", "%.1f", r->up_ms, r->up_ms > 0);

@@ -59,6 +59,7 @@ enum opt_code {
 	O_PAYLOAD,
 	O_LARGE_SHARE,
 	O_LARGE_SIZE,
+	O_CONSISTENCY,
 	/* Options of the processes the node workloads start. */
 	O_NODE,
 	O_CLIENT_INDEX,

@@ -244,6 +244,12 @@ static const optdef opt_table[] = {
      "table adds the small and the large requests' p50 and p99"},
     {"large-size", O_LARGE_SIZE, OC | BIT(WBENCH_CLUSTER_NODE), "S",
      "the large requests' payload bytes (default 4M; up to 256M)"},
+    {"consistency", O_CONSISTENCY,
+     OM | OY | BIT(WBENCH_CLUSTER_NODE) | BIT(WBENCH_YCSB_CLIENT), "C",
+     "one, quorum or all: how many replicas each get reads, the\n"
+     "newest answering (weft's service and the baseline alike;\n"
+     "default: one, the receiving node's); mix then prints a\n"
+     "cassandra-stress-shaped summary under each row"},
     {"in-flight", O_IN_FLIGHT, ON, "N", NULL},
     {"node", O_NODE, ON, "I", NULL},
     {"client-index", O_CLIENT_INDEX, ON, "I", NULL},

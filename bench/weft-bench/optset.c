@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <weft/kv.h>
+
 #include "optcodes.h"
 
 /* A setter's answer for an option it does not set. */
@@ -333,6 +335,14 @@ node_opt(wbench_opts *o, int code, const char *arg)
 	case O_KV:
 		o->kv = true;
 		return 0;
+	case O_CONSISTENCY: {
+		weft_kv_consistency cl;
+
+		if (weft_kv_consistency_parse(arg, &cl) != 0)
+			return -1;
+		o->consistency = (unsigned)cl;
+		return 0;
+	}
 	case O_READ_PCT:
 		return set_unsigned(arg, 0, 100, &o->read_pct);
 	case O_NCLIENTS:

@@ -130,6 +130,9 @@ typedef struct wbench_opts {
 	/* mix: sessions per client process, each a client service of its
 	 * own bound to one member; 0: one service over every member */
 	unsigned sessions;
+	/* mix, ycsb: --consistency, a weft_kv_consistency (0: not given,
+	 * the node's default, one): how many replicas each get reads */
+	unsigned consistency;
 	/* --tls DIR: ca.crt, nI.crt, nI.key. Throughput and latency: the
 	 * measuring half is n0, the load half n1 (weft halves only). */
 	const char *tls_dir;
@@ -516,6 +519,9 @@ typedef struct wbench_cresult {
 	double srv_msgs_per_wakeup, srv_cpu_us_per_op;
 	/* mix: gets and puts apart */
 	uint64_t gets, puts;
+	/* mix: the gets the members coordinated at quorum or all (whole
+	 * run, warm-up included) */
+	uint64_t reads_coordinated;
 	double get_ops_per_s, put_ops_per_s;
 	double get_p50_us, get_p99_us, put_p50_us, put_p99_us;
 	/* The wire: payload MB/s (one payload per request), the members'
@@ -534,6 +540,9 @@ typedef struct wbench_cresult {
 int wbench_cluster_run(const wbench_opts *o);
 int wbench_cluster_node(const wbench_opts *o);
 const char *wbench_io_name(enum wbench_io io);
+/* wbench_consistency_name names a weft_kv_consistency: "one" (also for
+ * 0, the node's default), "quorum" or "all". */
+const char *wbench_consistency_name(unsigned cl);
 /* wbench_server_name names what serves a run: "loop" or "threads" (weft's
  * messaging service on that I/O model), or "pipeline". */
 const char *wbench_server_name(enum wbench_io io, bool pipeline);

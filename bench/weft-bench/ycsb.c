@@ -80,6 +80,9 @@ client_argv(const yrun *y, unsigned i, wbench_argv *a)
 	wbench_argv_addf(a, "--scan-length", "%u", o->scan_length);
 	if (o->sessions > 0)
 		wbench_argv_addf(a, "--sessions", "%u", o->sessions);
+	if (o->consistency != 0)
+		wbench_argv_addf(a, "--consistency", "%s",
+		                 wbench_consistency_name(o->consistency));
 	wbench_argv_addf(a, "--size", "%zu", o->size);
 	wbench_argv_addf(a, "--warmup", "%g", o->warmup_s);
 	wbench_argv_addf(a, "--duration", "%g", o->duration_s);

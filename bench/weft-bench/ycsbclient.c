@@ -231,8 +231,9 @@ send_op(yslot *s)
 		break;
 	default: /* a read, or a read-modify-write's read */
 		if (s->op == YCSB_READ || !s->rmw_write)
-			return weft_kv_client_get(svc, node, key, klen, NULL,
-			                          on_reply, s);
+			return weft_kv_client_get_at(svc, node, key, klen,
+			                             c->o->consistency, NULL,
+			                             on_reply, s);
 	}
 	return weft_kv_client_put(svc, node, key, klen,
 	                          record_value(c, s->keynum), c->o->size, NULL,

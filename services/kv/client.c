@@ -2,6 +2,7 @@
 /* client.c: requests to the key-value service, from any weft_msvc. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -49,6 +50,44 @@ weft_kv_client_get(weft_msvc *svc, weft_msvc_peer *node, const void *key,
 {
 	return key_request(svc, node, WEFT_KV_VERB_GET, key, key_len, opts, cb,
 	                   arg);
+}
+
+int
+weft_kv_client_get_at(weft_msvc *svc, weft_msvc_peer *node, const void *key,
+                      size_t key_len, weft_kv_consistency cl,
+                      const weft_msvc_call_opts *opts, weft_msvc_reply_cb cb,
+                      void *arg)
+{
+	uint8_t buf[HEAD_MAX];
+	size_t n;
+
+	if (cl == WEFT_KV_READ_DEFAULT)
+		return weft_kv_client_get(svc, node, key, key_len, opts, cb,
+		                          arg);
+	if (!key_is_valid(key, key_len) || cl < WEFT_KV_READ_ONE ||
+	    cl > WEFT_KV_READ_ALL)
+		return WEFT_EINVAL;
+	/* [key, consistency]: only when one is named, so that a get that
+	 * names none is the request every build serves. */
+	n = encode_key(buf, 2, key, key_len);
+	n += weft__kv_enc_uint(buf + n, (uint64_t)cl);
+	return weft_msvc_request(svc, node, WEFT_KV_VERB_GET, buf, n, opts, cb,
+	                         arg);
+}
+
+int
+weft_kv_consistency_parse(const char *text, weft_kv_consistency *out)
+{
+	static const char *const names[] = {"one", "quorum", "all"};
+	size_t i;
+
+	for (i = 0; text != NULL && i < 3; i++) {
+		if (strcasecmp(text, names[i]) == 0) {
+			*out = (weft_kv_consistency)(i + WEFT_KV_READ_ONE);
+			return 0;
+		}
+	}
+	return WEFT_EINVAL;
 }
 
 int

@@ -91,6 +91,20 @@ weft__kv_quorum_parse(const char *text, void *field, char *why, size_t whylen)
 	return 0;
 }
 
+/* A weft_msvc_conf_parse_cb: "one", "quorum" or "all". */
+static int
+consistency_parse(const char *text, void *field, char *why, size_t whylen)
+{
+	weft_kv_consistency cl;
+
+	if (weft_kv_consistency_parse(text, &cl) != 0) {
+		snprintf(why, whylen, "'%s': want one, quorum or all", text);
+		return WEFT_ECONFIG;
+	}
+	*(uint32_t *)field = (uint32_t)cl;
+	return 0;
+}
+
 #define KV_KEY(type, name, field, ...)                                         \
 	WEFT_MSVC_CONF_KEY(type, name, struct weft__kv_settings, field,        \
 	                   __VA_ARGS__)
@@ -105,6 +119,8 @@ static const weft_msvc_conf_key kv_keys[] = {
            .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
     KV_KEY(DURATION, "repair_interval", repair_interval_ms, .min = 1,
            .max = WEFT_MSVC_CONF_DAY_MS, .why = WEFT_MSVC_CONF_DAY_WHY),
+    KV_KEY(CUSTOM, "read_consistency", read_consistency,
+           .parse = consistency_parse),
 };
 
 const weft_msvc_conf_section weft_kv_config_section = {
@@ -129,6 +145,7 @@ weft__kv_settings_read(const weft_msvc_config *cfg, uint32_t members,
 	s->max_value = DEFAULT_MAX_VALUE;
 	s->max_clock_skew_ms = DEFAULT_MAX_CLOCK_SKEW_MS;
 	s->repair_interval_ms = DEFAULT_REPAIR_INTERVAL_MS;
+	s->read_consistency = WEFT_KV_READ_ONE;
 	if (cfg == NULL)
 		return weft__kv_quorum_resolve(&s->quorum, members,
 		                               &s->write_quorum);

@@ -56,32 +56,6 @@ weft__kv_clock_observe(weft_kv *kv, uint64_t ts)
 	return 0;
 }
 
-/* Below this, a value is copied into its answer; from it on, lent. */
-#define LEND_MIN 4096
-
-/*
- * Answers a get with the value; consumes the caller's reference on b. A
- * large value is lent to the answer by reference: its bytes go from the
- * store to the socket without a copy, and the reference ends when they
- * have left.
- */
-static void
-respond_value(weft_msvc_msg *msg, struct weft__kv_blob *b)
-{
-	struct evbuffer *buf;
-
-	if (b->len >= LEND_MIN && (buf = evbuffer_new()) != NULL) {
-		if (weft__kv_blob_lend(b, buf) == 0)
-			weft_msvc_respond_buf(msg, buf);
-		else
-			weft_msvc_respond(msg, b->data, b->len);
-		evbuffer_free(buf);
-	} else {
-		weft_msvc_respond(msg, b->data, b->len);
-	}
-	weft__kv_blob_unref(b);
-}
-
 bool
 weft__kv_refuse_read(weft_kv *kv, weft_msvc_msg *msg)
 {
@@ -92,32 +66,6 @@ weft__kv_refuse_read(weft_kv *kv, weft_msvc_msg *msg)
 	                        "catching up: this member is still copying "
 	                        "the data; read from another member");
 	return true;
-}
-
-static void
-on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
-{
-	weft_kv *kv = arg;
-	struct weft__kv_req req;
-	struct weft__kv_blob *b;
-
-	(void)svc;
-	if (weft__kv_refuse_read(kv, msg))
-		return;
-	if (weft__kv_decode_key(weft_msvc_msg_data(msg), weft_msvc_msg_len(msg),
-	                        &req) != 0) {
-		weft__kv_count(&kv->st.bad_requests);
-		weft_msvc_respond_error(msg, WEFT_EINVAL, "malformed get");
-		return;
-	}
-	weft__kv_count(&kv->st.gets);
-	b = weft__kv_store_get(&kv->store, req.key, req.key_len, NULL);
-	if (b == NULL) {
-		weft__kv_count(&kv->st.get_misses);
-		weft_msvc_respond_error(msg, WEFT_ENOTFOUND, "no such key");
-		return;
-	}
-	respond_value(msg, b);
 }
 
 /* Fills the options from opts, the [kv] section and the defaults. */
@@ -134,6 +82,7 @@ configure(weft_kv *kv, const weft_kv_opts *opts)
 	}
 	kv->quorum_spec = s.quorum;
 	kv->quorum = s.write_quorum;
+	kv->read_consistency = s.read_consistency;
 	kv->repair_interval_ms = s.repair_interval_ms;
 	kv->replicate_timeout_ms = s.replicate_timeout_ms;
 	kv->max_value = s.max_value;
@@ -157,6 +106,13 @@ override(weft_kv *kv, const weft_kv_opts *opts)
 		    WEFT__KV_QUORUM_COUNT, opts->write_quorum};
 		kv->quorum = opts->write_quorum;
 	}
+	if (opts->read_consistency > WEFT_KV_READ_ALL) {
+		weft_error("kv: read consistency %u: want one, quorum or all",
+		           (unsigned)opts->read_consistency);
+		return WEFT_ECONFIG;
+	}
+	if (opts->read_consistency != WEFT_KV_READ_DEFAULT)
+		kv->read_consistency = opts->read_consistency;
 	atomic_store(&kv->members_known, !opts->await_members);
 	kv->on_caught_up = opts->on_caught_up;
 	kv->on_caught_up_arg = opts->on_caught_up_arg;
@@ -192,7 +148,7 @@ register_verbs(weft_kv *kv)
 		weft_msvc_handler_cb cb;
 		unsigned flags;
 	} verbs[] = {
-	    {WEFT_KV_VERB_GET, "kv_get", on_get, WEFT_MSVC_CLIENTS},
+	    {WEFT_KV_VERB_GET, "kv_get", weft__kv_on_get, WEFT_MSVC_CLIENTS},
 	    {WEFT_KV_VERB_PUT, "kv_put", weft__kv_on_put, WEFT_MSVC_CLIENTS},
 	    {WEFT_KV_VERB_DELETE, "kv_delete", weft__kv_on_delete,
 	     WEFT_MSVC_CLIENTS},
@@ -202,6 +158,8 @@ register_verbs(weft_kv *kv)
 	    /* Replicas copy from one another (sync.c). */
 	    {WEFT_KV_VERB_DIGEST, "kv_digest", weft__kv_on_digest, 0},
 	    {WEFT_KV_VERB_PULL, "kv_pull", weft__kv_on_pull, 0},
+	    /* Coordinators of quorum and all reads ask replicas (read.c). */
+	    {WEFT_KV_VERB_READ, "kv_read", weft__kv_on_read, 0},
 	};
 	size_t i;
 	int rv;
@@ -319,8 +277,11 @@ weft_kv_new(weft_msvc *svc, const weft_kv_opts *opts, weft_kv **out)
 		goto err_aborts;
 	if ((rv = weft__kv_repair_start(kv)) != 0)
 		goto err_aborts;
-	weft_info("kv: %s serving %u replicas, write quorum %u",
-	          weft_msvc_node_id(svc), kv->members, kv->quorum);
+	weft_info("kv: %s serving %u replicas, write quorum %u, reads %s",
+	          weft_msvc_node_id(svc), kv->members, kv->quorum,
+	          kv->read_consistency == WEFT_KV_READ_ALL      ? "all"
+	          : kv->read_consistency == WEFT_KV_READ_QUORUM ? "quorum"
+	                                                        : "one");
 	*out = kv;
 	return 0;
 
@@ -403,6 +364,12 @@ weft_kv_get_stats(const weft_kv *kv, weft_kv_stats *out)
 	out->entries_pulled_stale = load(&c->entries_pulled_stale);
 	out->bytes_pulled = load(&c->bytes_pulled);
 	out->caught_up = atomic_load(&kv->caught_up);
+	out->reads_coordinated = load(&c->reads_coordinated);
+	out->read_disagreements = load(&c->read_disagreements);
+	out->read_failures = load(&c->read_failures);
+	out->read_repairs = load(&c->read_repairs);
+	out->reads_downgraded = load(&c->reads_downgraded);
+	out->read_answers_refused = load(&c->read_answers_refused);
 }
 
 static int
@@ -462,6 +429,23 @@ dump_stats(const weft_kv_stats *s, const char *node, struct evbuffer *out)
 	     "payload bytes of catch-up and anti-entropy calls",
 	     s->bytes_pulled},
 	    {"caught_up", "gauge", "1 once reads are answered", s->caught_up},
+	    {"reads_coordinated_total", "counter",
+	     "quorum and all gets coordinated", s->reads_coordinated},
+	    {"read_disagreements_total", "counter",
+	     "quorum and all gets whose replicas disagreed",
+	     s->read_disagreements},
+	    {"read_failures_total", "counter",
+	     "quorum and all gets answered with an error", s->read_failures},
+	    {"read_repairs_total", "counter",
+	     "newer entries applied to this replica by a read",
+	     s->read_repairs},
+	    {"reads_downgraded_total", "counter",
+	     "replicas left out of a read: an older build without kv_read",
+	     s->reads_downgraded},
+	    {"read_answers_refused_total", "counter",
+	     "replica answers to a read refused: malformed, or a version "
+	     "too far ahead",
+	     s->read_answers_refused},
 	};
 	size_t i;
 

@@ -266,6 +266,17 @@ int weft__kv_decode_key(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_put(const void *p, size_t n, struct weft__kv_req *out);
 int weft__kv_decode_replicate(const void *p, size_t n,
                               struct weft__kv_req *out);
+/* weft__kv_decode_get reads [key] or [key, consistency]: *cl receives
+ * the consistency (1 to 3), or WEFT_KV_READ_DEFAULT for the first form. */
+int weft__kv_decode_get(const void *p, size_t n, struct weft__kv_req *out,
+                        uint32_t *cl);
+/* weft__kv_decode_read_answer reads a replica's answer to kv_read
+ * ([op, value, ts, origin], see <weft/kv.h>) into op, value, ts and
+ * origin: an absent key has op 0 and nothing else; a put or delete a
+ * timestamp above 0 and an origin of 1 to WEFT_MSVC_MAX_ID bytes, a
+ * delete no value. 0 or WEFT_EINVAL. */
+int weft__kv_decode_read_answer(const void *p, size_t n,
+                                struct weft__kv_req *out);
 /* weft__kv_decode_scan reads [start: bin, count: uint]: a start key of 0
  * to WEFT_KV_MAX_KEY bytes (in key, key_len) and a count of 1 to
  * WEFT_KV_MAX_SCAN (in *count). */
@@ -293,7 +304,8 @@ struct weft__kv_settings {
 	size_t max_value;
 	uint64_t max_clock_skew_ms;
 	uint64_t repair_interval_ms;
-	uint32_t write_quorum; /* quorum, resolved */
+	uint32_t write_quorum;     /* quorum, resolved */
+	uint32_t read_consistency; /* weft_kv_consistency, not DEFAULT */
 };
 
 /* weft__kv_settings_read reads [kv] of cfg (NULL: the defaults) and checks
@@ -342,6 +354,8 @@ struct weft__kv_counters {
 	_Atomic uint64_t aborts_dropped, reads_refused, repair_rounds;
 	_Atomic uint64_t ranges_repaired, entries_pulled, entries_pulled_stale;
 	_Atomic uint64_t bytes_pulled;
+	_Atomic uint64_t reads_coordinated, read_disagreements, read_failures;
+	_Atomic uint64_t read_repairs, reads_downgraded, read_answers_refused;
 };
 
 /* ---- Catch-up and anti-entropy (sync.c, repair.c) ----------------------- */
@@ -374,6 +388,7 @@ struct weft_kv {
 	weft_msvc *svc;
 	weft_msvc_peer *self;
 	struct weft__kv_quorum quorum_spec; /* resolved for each write */
+	uint32_t read_consistency;          /* a get's, when it names none */
 	_Atomic uint32_t members;           /* as last seen, for reports */
 	_Atomic uint32_t quorum;            /* quorum_spec for members */
 	_Atomic bool caught_up;             /* reads are answered */
@@ -460,6 +475,11 @@ void weft__kv_aborts_retry(weft_kv *kv, const weft_msvc_peer *peer);
 /* weft__kv_refuse_read answers msg (a get or scan) with OVERLOADED while
  * this replica is catching up, and returns whether it did. */
 bool weft__kv_refuse_read(weft_kv *kv, weft_msvc_msg *msg);
+
+/* read.c: gets, at one replica or coordinated across a quorum or all
+ * (kv_get), and a replica's answer to a coordinator (kv_read). */
+void weft__kv_on_get(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
+void weft__kv_on_read(weft_msvc *svc, weft_msvc_msg *msg, void *arg);
 
 /* scan.c: ordered scans of this node's replica. */
 void weft__kv_on_scan(weft_msvc *svc, weft_msvc_msg *msg, void *arg);

@@ -227,3 +227,54 @@ weft__kv_decode_replicate(const void *p, size_t n, struct weft__kv_req *out)
 	out->op = (uint32_t)op;
 	return 0;
 }
+
+int
+weft__kv_decode_get(const void *p, size_t n, struct weft__kv_req *out,
+                    uint32_t *cl)
+{
+	struct weft__kv_reader r;
+	uint32_t fields;
+	uint64_t v = WEFT_KV_READ_DEFAULT;
+
+	memset(out, 0, sizeof(*out));
+	if (n == 0)
+		return WEFT_EINVAL;
+	r.p = p;
+	r.end = r.p + n;
+	if (weft__kv_read_array(&r, &fields) != 0 ||
+	    (fields != 1 && fields != 2) || read_key(&r, out) != 0 ||
+	    (fields == 2 && (weft__kv_read_uint(&r, &v) != 0 ||
+	                     v < WEFT_KV_READ_ONE || v > WEFT_KV_READ_ALL)) ||
+	    r.p != r.end)
+		return WEFT_EINVAL;
+	*cl = (uint32_t)v;
+	return 0;
+}
+
+/*
+ * A replica's answer to a read: op 0 (absent) carries nothing, a put its
+ * value, a delete none, and both a version with a timestamp and an origin.
+ */
+int
+weft__kv_decode_read_answer(const void *p, size_t n, struct weft__kv_req *out)
+{
+	struct weft__kv_reader r;
+	uint64_t op;
+
+	memset(out, 0, sizeof(*out));
+	if (open_array(&r, p, n, 4) != 0 || weft__kv_read_uint(&r, &op) != 0 ||
+	    op > WEFT__KV_OP_DELETE ||
+	    weft__kv_read_bin(&r, &out->value, &out->value_len) != 0 ||
+	    weft__kv_read_uint(&r, &out->ts) != 0 ||
+	    weft__kv_read_str(&r, &out->origin, &out->origin_len) != 0 ||
+	    r.p != r.end)
+		return WEFT_EINVAL;
+	if (op == 0
+	        ? out->value_len != 0 || out->ts != 0 || out->origin_len != 0
+	        : out->ts == 0 || out->origin_len == 0 ||
+	              out->origin_len > WEFT_MSVC_MAX_ID ||
+	              (op == WEFT__KV_OP_DELETE && out->value_len != 0))
+		return WEFT_EINVAL;
+	out->op = (uint32_t)op;
+	return 0;
+}

@@ -4,7 +4,8 @@
  * joins the cluster as a non-member client (its answers come back on the
  * connection it opens), sends one request and prints the result.
  *
- *   weft-kv --config FILE [--node ID] [--timeout-ms N] get KEY
+ *   weft-kv --config FILE [--node ID] [--timeout-ms N]
+ *           [--consistency one|quorum|all] get KEY
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] put KEY VALUE|-
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] delete KEY
  *   weft-kv --config FILE [--node ID] [--timeout-ms N] scan START [COUNT]
@@ -42,10 +43,11 @@ struct cli {
 	const char *tls_key;
 	uint64_t timeout_ms;
 	const char *cmd;
-	const char *key;    /* scan: the start key */
-	const char *prefix; /* scan --prefix */
-	bool json;          /* --output json */
-	bool raw;           /* --raw: get prints the value's bytes */
+	const char *key;        /* scan: the start key */
+	const char *prefix;     /* scan --prefix */
+	bool json;              /* --output json */
+	bool raw;               /* --raw: get prints the value's bytes */
+	weft_kv_consistency cl; /* --consistency; DEFAULT: the node's */
 	struct evbuffer *value;
 	unsigned long scan_count;
 	const weft_msvc_config *cfg;
@@ -65,6 +67,7 @@ usage(FILE *f)
 	        "usage: weft-kv --config FILE [--node ID] [--timeout-ms N] "
 	        "[--id CLIENT]\n"
 	        "               [--tls-cert FILE --tls-key FILE]\n"
+	        "               [--consistency one|quorum|all]\n"
 	        "               get KEY | put KEY VALUE | put KEY - | "
 	        "delete KEY |\n"
 	        "               scan START [COUNT] | scan --prefix P [COUNT] "
@@ -72,6 +75,8 @@ usage(FILE *f)
 	        "               ping | status\n"
 	        "               [--output text|json] [--raw]\n"
 	        "  put KEY - reads the value from standard input.\n"
+	        "  --consistency: how many replicas a get reads (default: "
+	        "the\n  node's [kv] read_consistency).\n"
 	        "  scan prints up to COUNT (default 10) live keys from START "
 	        "on\n  (or those that start with P), KEY<tab>VALUE a line, in "
 	        "order.\n"
@@ -153,6 +158,7 @@ parse_args(struct cli *c, int argc, char **argv)
 	    {"prefix", required_argument, NULL, 'p'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"raw", no_argument, NULL, 'r'},
+	    {"consistency", required_argument, NULL, 'L'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -160,7 +166,7 @@ parse_args(struct cli *c, int argc, char **argv)
 	int opt;
 	char *end;
 
-	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:p:o:rhV", longopts,
+	while ((opt = getopt_long(argc, argv, "c:n:t:i:C:K:p:o:rL:hV", longopts,
 	                          NULL)) != -1) {
 		switch (opt) {
 		case 'c':
@@ -194,6 +200,10 @@ parse_args(struct cli *c, int argc, char **argv)
 			break;
 		case 'r':
 			c->raw = true;
+			break;
+		case 'L':
+			if (weft_kv_consistency_parse(optarg, &c->cl) != 0)
+				goto bad;
 			break;
 		case 'h':
 			usage(stdout);
@@ -246,8 +256,8 @@ send_request(struct cli *c, weft_msvc *svc, weft_msvc_peer *node,
 	evbuffer_drain(c->reply, evbuffer_get_length(c->reply));
 	pthread_mutex_unlock(&c->lock);
 	if (strcmp(c->cmd, "get") == 0)
-		return weft_kv_client_get(svc, node, c->key, klen, &opts,
-		                          on_reply, c);
+		return weft_kv_client_get_at(svc, node, c->key, klen, c->cl,
+		                             &opts, on_reply, c);
 	if (strcmp(c->cmd, "delete") == 0)
 		return weft_kv_client_delete(svc, node, c->key, klen, &opts,
 		                             on_reply, c);

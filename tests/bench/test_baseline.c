@@ -689,6 +689,58 @@ replicate(kv_rig *r, const void *p, size_t n)
 	return sync_wait(&r->call);
 }
 
+/* kv_get_at gets key from node at consistency cl. */
+static int
+kv_get_at(kv_rig *r, int node, const char *key, weft_kv_consistency cl)
+{
+	sync_reset(&r->call);
+	assert_int_equal(weft_kv_client_get_at(r->svc, r->peers[node], key,
+	                                       strlen(key), cl, NULL, sync_msvc,
+	                                       &r->call),
+	                 0);
+	return sync_wait(&r->call);
+}
+
+/*
+ * The baseline reads at quorum and all as weft's service does: n1 alone
+ * holds a newer version (replicated to it by n0 and to nobody else); a
+ * read at one through n2 answers n2's, at all the newest, and counts the
+ * disagreement. With n1 stopped, a read at all fails and one at quorum
+ * does not.
+ */
+static void
+test_kv_reads_at_all_return_the_newest(void **state)
+{
+	/* [1 (put), "k", "new", ts, "n0"]: ts far above any clock here. */
+	static const uint8_t newer[] = {
+	    0x95, 0x01, 0xc4, 0x01, 'k',  0xc4, 0x03, 'n',  'e',  'w', 0xcf,
+	    0x7f, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xa2, 'n', '0'};
+	wbase_kv_stats st;
+	kv_rig r;
+
+	(void)state;
+	kv_rig_start(&r);
+	assert_int_equal(kv_put(&r, 0, "k", "old"), 0);
+	for (int n = 0; n < 3; n++)
+		assert_true(get_eventually(&r, n, "k", "old"));
+	assert_int_equal(replicate(&r, newer, sizeof(newer)), 0);
+	assert_int_equal(kv_get_at(&r, 2, "k", WEFT_KV_READ_ONE), 0);
+	assert_true(has_value(&r, "old"));
+	assert_int_equal(kv_get_at(&r, 2, "k", WEFT_KV_READ_ALL), 0);
+	assert_true(has_value(&r, "new"));
+	assert_int_equal(kv_get_at(&r, 2, "absent", WEFT_KV_READ_ALL),
+	                 WEFT_ENOTFOUND);
+	wbase_kv_get_stats(r.kvs[2], &st);
+	assert_int_equal(st.reads_coordinated, 2);
+	assert_int_equal(st.read_disagreements, 1);
+	wbase_node_stop(r.nodes[1]);
+	assert_int_not_equal(kv_get_at(&r, 2, "k", WEFT_KV_READ_ALL), 0);
+	assert_int_equal(kv_get_at(&r, 2, "k", WEFT_KV_READ_QUORUM), 0);
+	wbase_kv_get_stats(r.kvs[2], &st);
+	assert_int_equal(st.read_failures, 1);
+	kv_rig_stop(&r);
+}
+
 /* Bad payloads get INVALID answers, and the members keep serving. */
 static void
 test_kv_bad_payloads_fail(void **state)
@@ -861,6 +913,7 @@ main(void)
 	    cmocka_unit_test(test_kv_puts_and_gets),
 	    cmocka_unit_test(test_kv_bad_payloads_fail),
 	    cmocka_unit_test(test_kv_scans),
+	    cmocka_unit_test(test_kv_reads_at_all_return_the_newest),
 	};
 
 	/* The baseline writes with blocking send and SSL_write, as

@@ -7,7 +7,10 @@
  * the baseline holds two threads per session connection where weft's
  * node holds a few; the smoke test's 900 sessions likewise. Then a
  * short YCSB run over sessions with its --md table in the form of
- * HBASE-11297's comparison. No speed is asserted.
+ * HBASE-11297's comparison. And CASSANDRA-8457's read at a small size:
+ * three members, two client processes of 20 synchronous sessions each,
+ * every get read at consistency all on both I/O models, answered once,
+ * with the cassandra-stress-shaped summary. No speed is asserted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -173,6 +176,60 @@ test_ycsb_over_sessions_with_md_side_by_side(void **state)
 	    strstr(text, "| [READ-MODIFY-WRITE] 99thPercentileLatency(us) | "));
 }
 
+/* mix --consistency all: 2 x 20 synchronous sessions over 3 members,
+ * reads only; every request answered once and without error, every get
+ * of the window coordinated at all by a member, on both I/O models, and
+ * the summary printed in cassandra-stress's form for each. */
+static void
+test_mix_reads_at_consistency_all(void **state)
+{
+	char path[] = "/tmp/wbench-sess-XXXXXX", text[8192];
+	char out[] = "/tmp/wbench-sess-out-XXXXXX";
+	static char printed[65536];
+	char *args[] = {"mix",    "--peers",
+	                "3",      "--mixes",
+	                "100",    "--clients",
+	                "2",      "--sessions",
+	                "20",     "--outstanding",
+	                "1",      "--keys",
+	                "200",    "--consistency",
+	                "all",    "--warmup",
+	                "0.2",    "--duration",
+	                "1",      "--quiet",
+	                "--json", path,
+	                NULL};
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	close(mkstemp(path));
+	close(mkstemp(out));
+	assert_int_equal(run_bench_to(args, out, NULL), 0);
+	read_json(path, text, sizeof(text));
+	assert_int_equal(bench_count_of(text, "\"consistency\": \"all\""), 2);
+	for (p = strstr(text, "{\"peers\": "); p != NULL;
+	     p = strstr(p + 1, "{\"peers\": ")) {
+		check_cluster_run(p);
+		assert_true(bench_json_value(p, "\"errors\": ") == 0);
+		assert_true(bench_json_value(p, "\"gets\": ") > 0);
+		assert_true(bench_json_value(p, "\"reads_coordinated\": ") >=
+		            bench_json_value(p, "\"gets\": "));
+	}
+	assert_non_null(f = fopen(out, "r"));
+	n = fread(printed, 1, sizeof(printed) - 1, f);
+	printed[n] = '\0';
+	fclose(f);
+	unlink(out);
+	assert_non_null(strstr(printed, "Results (loop, 3 nodes, 2 x 20 "
+	                                "clients, cl=all):"));
+	assert_non_null(strstr(printed, "Results (threads, 3 nodes"));
+	assert_int_equal(bench_count_of(printed, "Latency 99.9th percentile :"),
+	                 2);
+	assert_int_equal(bench_count_of(printed, "Total operation time      :"),
+	                 2);
+}
+
 int
 main(void)
 {
@@ -180,6 +237,7 @@ main(void)
 	    cmocka_unit_test(test_mix_900_sessions_against_one_node),
 	    cmocka_unit_test(test_smoke_900_sessions_against_one_node),
 	    cmocka_unit_test(test_ycsb_over_sessions_with_md_side_by_side),
+	    cmocka_unit_test(test_mix_reads_at_consistency_all),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

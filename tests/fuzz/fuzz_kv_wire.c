@@ -3,8 +3,10 @@
  * fuzz_kv_wire.c: the key-value service's request payloads (<weft/kv.h>:
  * get and delete [key], put [key, value], replicate [op, key, value,
  * version, origin], and its abort form [3, key, value, version, origin,
- * restore op, restore version, restore origin]), read by
- * services/kv/wire.c.
+ * restore op, restore version, restore origin]; a get naming its read
+ * consistency [key, consistency]; and a replica's answer to a read
+ * [op, value, version, origin], which a coordinator reads from peers that
+ * may lie), read by services/kv/wire.c.
  *
  * The first input byte picks the verb; the rest is the payload. What a
  * decoder accepts must lie inside the payload, respect the key and origin
@@ -17,7 +19,7 @@
 #include "fuzz.h"
 #include "kv_int.h"
 
-enum verb { KEY, PUT, REPLICATE, VERBS };
+enum verb { KEY, PUT, REPLICATE, GET, READ_ANSWER, VERBS };
 
 static void
 check_inside(const uint8_t *p, size_t n, const void *field, size_t len)
@@ -43,14 +45,30 @@ put_bytes(uint8_t *out, size_t (*hdr)(uint8_t *, uint32_t), const void *data,
 static size_t
 encode(enum verb verb, const struct weft__kv_req *r, uint8_t *out)
 {
-	static const uint32_t fields[VERBS] = {1, 2, 5};
+	static const uint32_t fields[VERBS] = {1, 2, 5, 1, 4};
 	bool is_abort = verb == REPLICATE && r->op == WEFT__KV_OP_ABORT;
-	size_t n = weft__kv_enc_array(out, is_abort ? 8 : fields[verb]);
+	size_t n;
 
+	if (verb == READ_ANSWER) {
+		n = weft__kv_enc_array(out, 4);
+		n += weft__kv_enc_uint(out + n, r->op);
+		n += put_bytes(out + n, weft__kv_enc_bin, r->value,
+		               r->value_len);
+		n += weft__kv_enc_uint(out + n, r->ts);
+		return n + put_bytes(out + n, weft__kv_enc_str, r->origin,
+		                     r->origin_len);
+	}
+	/* A get's consistency travels in restore_op here (see decode). */
+	n = weft__kv_enc_array(out, is_abort ? 8
+	                            : verb == GET && r->restore_op
+	                                ? 2
+	                                : fields[verb]);
 	if (verb == REPLICATE)
 		n += weft__kv_enc_uint(out + n, r->op);
 	n += put_bytes(out + n, weft__kv_enc_bin, r->key, r->key_len);
-	if (verb != KEY)
+	if (verb == GET && r->restore_op)
+		n += weft__kv_enc_uint(out + n, r->restore_op);
+	if (verb != KEY && verb != GET)
 		n += put_bytes(out + n, weft__kv_enc_bin, r->value,
 		               r->value_len);
 	if (verb == REPLICATE) {
@@ -75,6 +93,10 @@ decode(enum verb verb, const void *p, size_t n, struct weft__kv_req *r)
 		return weft__kv_decode_key(p, n, r);
 	case PUT:
 		return weft__kv_decode_put(p, n, r);
+	case GET:
+		return weft__kv_decode_get(p, n, r, &r->restore_op);
+	case READ_ANSWER:
+		return weft__kv_decode_read_answer(p, n, r);
 	default:
 		return weft__kv_decode_replicate(p, n, r);
 	}
@@ -84,7 +106,7 @@ static void
 check_same(const struct weft__kv_req *a, const struct weft__kv_req *b)
 {
 	if (a->op != b->op || a->key_len != b->key_len ||
-	    memcmp(a->key, b->key, a->key_len) != 0 ||
+	    (a->key_len > 0 && memcmp(a->key, b->key, a->key_len) != 0) ||
 	    a->value_len != b->value_len ||
 	    (a->value_len > 0 &&
 	     memcmp(a->value, b->value, a->value_len) != 0) ||
@@ -122,8 +144,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_inside(p, n, r.value, r.value_len);
 	check_inside(p, n, r.origin, r.origin_len);
 	check_inside(p, n, r.restore_origin, r.restore_origin_len);
-	if (r.key_len == 0 || r.key_len > WEFT_KV_MAX_KEY ||
-	    (verb == REPLICATE &&
+	if (verb == READ_ANSWER
+	        ? r.op > WEFT__KV_OP_DELETE ||
+	              r.origin_len > WEFT_MSVC_MAX_ID ||
+	              (r.op == 0) != (r.ts == 0) ||
+	              (r.op == 0) != (r.origin_len == 0) ||
+	              (r.op != WEFT__KV_OP_PUT && r.value_len != 0)
+	        : r.key_len == 0 || r.key_len > WEFT_KV_MAX_KEY ||
+	              (verb == GET && r.restore_op > WEFT_KV_READ_ALL))
+		fuzz_fail("a request past the limits was accepted");
+	if ((verb == REPLICATE &&
 	     (r.origin_len == 0 || r.origin_len > WEFT_MSVC_MAX_ID ||
 	      (r.op != WEFT__KV_OP_PUT && r.op != WEFT__KV_OP_DELETE &&
 	       r.op != WEFT__KV_OP_ABORT) ||

@@ -45,7 +45,25 @@ struct stub {
 	pthread_mutex_t lock;
 	weft_msvc_msg *held[STUB_HELD];
 	_Atomic int count;
+	int read_mode; /* STUB_READ_… */
+	weft_msvc_msg *read_held;
+	_Atomic int reads;
 };
+
+/* How the stub answers a quorum or all read (kv_read). */
+enum {
+	STUB_READ_NONE = 0,      /* no such verb: a node of an older build */
+	STUB_READ_HOLD = 1,      /* holds it until the test lets it go */
+	STUB_READ_MALFORMED = 2, /* an answer that is not one */
+	STUB_READ_AHEAD = 3,     /* a version an hour ahead */
+	STUB_READ_STRANGER = 4,  /* a version from no member */
+	STUB_READ_HUGE = 5,      /* a bin header claiming 4 GiB */
+};
+
+/* The stub's read mode in the next cluster_start. */
+static int next_stub_read;
+/* The members' read_consistency in the next cluster_start (0: one). */
+static weft_kv_consistency next_read_consistency;
 
 /* Three nodes and a client on the cluster simulator (<weft/sim.h>): the
  * key-value service is started on each node by on_start, freed by
@@ -175,6 +193,58 @@ stub_release(struct stub *st)
 	stub_answer(st, 0);
 }
 
+/* A kv_read answer: [op, value, ts, origin]. */
+static void
+read_answer_payload(msgpack_sbuffer *sb, uint32_t op, const char *value,
+                    uint64_t ts, const char *origin)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 4);
+	msgpack_pack_uint32(&pk, op);
+	msgpack_pack_bin_with_body(&pk, value, strlen(value));
+	msgpack_pack_uint64(&pk, ts);
+	msgpack_pack_str_with_body(&pk, origin, strlen(origin));
+}
+
+/* The stub's kv_read: held, or answered with a lie (see STUB_READ_…). */
+static void
+on_stub_read(weft_msvc *svc, weft_msvc_msg *msg, void *arg)
+{
+	static const uint8_t huge[] = {0x94, 0x01, 0xc6, 0xff,
+	                               0xff, 0xff, 0xf0};
+	uint64_t ahead = (weft_wall_ms() + 3600 * 1000ull) << 16;
+	struct stub *st = arg;
+	msgpack_sbuffer sb;
+
+	(void)svc;
+	atomic_fetch_add(&st->reads, 1);
+	switch (st->read_mode) {
+	case STUB_READ_HOLD:
+		pthread_mutex_lock(&st->lock);
+		if (st->read_held == NULL)
+			st->read_held = weft_msvc_msg_detach(msg);
+		pthread_mutex_unlock(&st->lock);
+		return;
+	case STUB_READ_MALFORMED:
+		weft_msvc_respond(msg, "\x93\x01", 2);
+		return;
+	case STUB_READ_HUGE:
+		weft_msvc_respond(msg, huge, sizeof(huge));
+		return;
+	default:
+		read_answer_payload(
+		    &sb, 1, "lie",
+		    st->read_mode == STUB_READ_AHEAD ? ahead
+		                                     : weft_wall_ms() << 16,
+		    st->read_mode == STUB_READ_AHEAD ? "n3" : "mallory");
+		weft_msvc_respond(msg, sb.data, sb.size);
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+
 /* The simulator starts a node: the service, or the stub replica. */
 static int
 on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
@@ -185,10 +255,15 @@ on_start(weft_sim *sim, uint32_t node, weft_msvc *svc, void *arg)
 	(void)sim;
 	if (!weft_msvc_is_member(svc))
 		return 0;
+	if (c->quorum[node] == STUB && c->stub.read_mode != STUB_READ_NONE &&
+	    weft_msvc_register(svc, WEFT_KV_VERB_READ, "stub_read",
+	                       on_stub_read, &c->stub, 0) != 0)
+		return -1;
 	if (c->quorum[node] == STUB)
 		return weft_msvc_register(svc, WEFT_KV_VERB_REPLICATE, "stub",
 		                          on_stub_replicate, &c->stub, 0);
 	opts.write_quorum = c->quorum[node];
+	opts.read_consistency = next_read_consistency;
 	return weft_kv_new(svc, &opts, &c->kv[node]);
 }
 
@@ -260,6 +335,8 @@ cluster_start_clocked(const uint32_t quorum[NODES],
 
 	assert_non_null(c);
 	pthread_mutex_init(&c->stub.lock, NULL);
+	c->stub.read_mode = next_stub_read;
+	next_stub_read = STUB_READ_NONE;
 	for (i = 0; i < NODES; i++)
 		c->quorum[i] = quorum ? quorum[i] : 0;
 	assert_int_equal(weft_msvc_config_new("kvtest", &cfg), 0);
@@ -279,6 +356,7 @@ cluster_start_clocked(const uint32_t quorum[NODES],
 	for (i = 0; clock_ms != NULL && i < NODES; i++)
 		o.clock_offset_ms[i] = clock_ms[i];
 	assert_int_equal(weft_sim_new(&o, &c->sim), 0);
+	next_read_consistency = WEFT_KV_READ_DEFAULT;
 	assert_int_equal(
 	    weft_sim_client_new(c->sim, "client", &endpoint, &c->client), 0);
 	assert_false(weft_msvc_is_member(c->client));
@@ -302,6 +380,9 @@ static void
 cluster_stop(struct cluster *c)
 {
 	stub_release(&c->stub);
+	if (c->stub.read_held != NULL)
+		weft_msvc_respond_error(c->stub.read_held, WEFT_EREMOTE,
+		                        "stub");
 	weft_sim_free(c->sim);
 	pthread_mutex_destroy(&c->stub.lock);
 	free(c);
@@ -1181,6 +1262,300 @@ test_a_write_that_lost_is_not_acknowledged(void **state)
 	cluster_stop(c);
 }
 
+/* ---- Read consistency ------------------------------------------------- */
+
+/* Gets key through node at cl; the value is appended to out (may be
+ * NULL), the error text to text (may be NULL, at most textlen bytes). */
+static int
+get_at(struct cluster *c, size_t node, const char *key, weft_kv_consistency cl,
+       struct evbuffer *out)
+{
+	struct call call;
+	int status;
+
+	call_init(&call);
+	assert_int_equal(weft_kv_client_get_at(c->client, node_peer(c, node),
+	                                       key, strlen(key), cl, NULL,
+	                                       on_reply, &call),
+	                 0);
+	status = call_wait(&call);
+	if (out != NULL)
+		evbuffer_add_buffer(out, call.data);
+	call_fini(&call);
+	return status;
+}
+
+static void
+expect_kv_at(struct cluster *c, size_t node, const char *key,
+             weft_kv_consistency cl, const char *value)
+{
+	struct evbuffer *buf = evbuffer_new();
+
+	assert_int_equal(get_at(c, node, key, cl, buf), 0);
+	assert_int_equal(evbuffer_get_length(buf), strlen(value));
+	assert_memory_equal(evbuffer_pullup(buf, -1), value, strlen(value));
+	evbuffer_free(buf);
+}
+
+/* Writes (key, value) at ts on node's replica alone, as a write that
+ * reached it and not the others (from a plaintext impostor of another
+ * member, with origin n1). */
+static void
+replica_only(struct cluster *c, size_t node, const char *key, const char *value,
+             uint64_t ts)
+{
+	weft_kv_stats st;
+	rawpeer p;
+
+	weft_kv_get_stats(c->kv[node], &st);
+	rp_connect(&p, weft_msvc_port(weft_sim_node(c->sim, (uint32_t)node)),
+	           NULL, NULL);
+	assert_int_equal(rp_handshake(&p, "kvtest", ids[(node + 1) % NODES],
+	                              RP_MEMBER, 1, 0),
+	                 0);
+	raw_replicate(&p, key, value, ts, NULL);
+	WAIT_KV(c, node, replicas_applied, st.replicas_applied + 1);
+	rp_close(&p);
+}
+
+/*
+ * n3 alone holds a newer version of a key than n1 and n2 (a write the
+ * others missed): a read at one through n1 answers n1's value, a read at
+ * all the newest, counts the disagreement and brings n1's own replica up
+ * to date. A newer value on n2 and n3 is what a quorum read through n1
+ * answers, whichever of them answers first.
+ */
+static void
+test_quorum_and_all_reads_return_the_newest_version(void **state)
+{
+	struct cluster *c = cluster_start(all3);
+	uint64_t newer = (weft_wall_ms() + 2000) << 16;
+	weft_kv_stats st;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "old"), 0);
+	replica_only(c, 2, "k", "new", newer);
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ONE, "old");
+	expect_kv(c, 0, "k", "old"); /* the default is one */
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ALL, "new");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_coordinated, 1);
+	assert_int_equal(st.read_disagreements, 1);
+	assert_int_equal(st.read_repairs, 1);
+	assert_int_equal(st.read_failures, 0);
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ONE, "new"); /* repaired */
+	/* n2 still has the old one, left to anti-entropy. */
+	expect_kv_at(c, 1, "k", WEFT_KV_READ_ONE, "old");
+
+	/* n1's clock has seen newer (a put now is stamped after it): newer
+	 * still for "q", within max_clock_skew. */
+	newer += 5000ull << 16;
+	assert_int_equal(put_str(c, 0, "q", "old"), 0);
+	replica_only(c, 1, "q", "new", newer);
+	replica_only(c, 2, "q", "new", newer);
+	expect_kv_at(c, 0, "q", WEFT_KV_READ_QUORUM, "new");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_coordinated, 2);
+	assert_int_equal(st.read_disagreements, 2);
+	cluster_stop(c);
+}
+
+/* A delete newer than a replica's value wins an all read: not found. An
+ * absent key read at all is not found without disagreement. */
+static void
+test_an_all_read_sees_a_newer_delete(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	weft_kv_stats st;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "gone", "here"), 0);
+	expect_kv_at(c, 1, "gone", WEFT_KV_READ_ALL, "here");
+	assert_int_equal(del(c, 0, "gone"), 0);
+	assert_int_equal(get_at(c, 2, "gone", WEFT_KV_READ_ALL, NULL),
+	                 WEFT_ENOTFOUND);
+	assert_int_equal(get_at(c, 2, "never", WEFT_KV_READ_ALL, NULL),
+	                 WEFT_ENOTFOUND);
+	weft_kv_get_stats(c->kv[2], &st);
+	assert_int_equal(st.reads_coordinated, 2);
+	assert_int_equal(st.get_misses, 2);
+	cluster_stop(c);
+}
+
+/* With n3 stopped, an all read fails at once, saying why; a quorum read
+ * and a read at one still succeed. */
+static void
+test_a_replica_down_fails_an_all_read_not_one(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	struct call call;
+	char text[256] = "";
+	weft_kv_stats st;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "v"), 0);
+	node_stop(c, 2);
+	wait_peer_down(c, 0, 2);
+	call_init(&call);
+	assert_int_equal(weft_kv_client_get_at(c->client, node_peer(c, 0), "k",
+	                                       1, WEFT_KV_READ_ALL, NULL,
+	                                       on_reply, &call),
+	                 0);
+	assert_int_equal(call_wait(&call), WEFT_EPEERDOWN);
+	evbuffer_copyout(call.data, text, sizeof(text) - 1);
+	assert_non_null(strstr(text, "read consistency all"));
+	call_fini(&call);
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ONE, "v");
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_QUORUM, "v");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.read_failures, 1);
+	cluster_stop(c);
+}
+
+/*
+ * n3 holds the read it is asked; n3 is then removed from n1's members.
+ * The read ends, once, with what n1 and n2 hold: a member that left is
+ * taken out of the read, as out of a write.
+ */
+static void
+test_a_member_removed_mid_read_ends_it_once(void **state)
+{
+	static const uint32_t q[NODES] = {2, 2, STUB};
+	struct cluster *c;
+	struct call call;
+	uint64_t deadline;
+
+	(void)state;
+	next_stub_read = STUB_READ_HOLD;
+	c = cluster_start(q);
+	assert_int_equal(put_str(c, 0, "k", "v"), 0);
+	call_init(&call);
+	assert_int_equal(weft_kv_client_get_at(c->client, node_peer(c, 0), "k",
+	                                       1, WEFT_KV_READ_ALL, NULL,
+	                                       on_reply, &call),
+	                 0);
+	deadline = weft_now_ns() + WAIT_MS * 1000000ull;
+	while (atomic_load(&c->stub.reads) == 0 && weft_now_ns() < deadline)
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	assert_int_equal(atomic_load(&c->stub.reads), 1);
+	pthread_mutex_lock(&call.lock);
+	assert_int_equal(call.calls, 0);
+	pthread_mutex_unlock(&call.lock);
+	assert_int_equal(
+	    weft_msvc_member_remove(weft_sim_node(c->sim, 0), ids[2]), 0);
+	assert_int_equal(call_wait(&call), 0);
+	assert_int_equal(evbuffer_get_length(call.data), 1);
+	/* The held request answered late changes nothing. */
+	pthread_mutex_lock(&c->stub.lock);
+	if (c->stub.read_held != NULL)
+		weft_msvc_respond_error(c->stub.read_held, WEFT_EREMOTE,
+		                        "late");
+	c->stub.read_held = NULL;
+	pthread_mutex_unlock(&c->stub.lock);
+	nanosleep(&(struct timespec){0, 50000000}, NULL);
+	pthread_mutex_lock(&call.lock);
+	assert_int_equal(call.calls, 1);
+	pthread_mutex_unlock(&call.lock);
+	call_fini(&call);
+	cluster_stop(c);
+}
+
+/* n3 is of an older build, without kv_read: an all read through n1 is
+ * read on n1 and n2 alone, and says so in its counter. */
+static void
+test_a_member_without_reads_is_left_out(void **state)
+{
+	static const uint32_t q[NODES] = {2, 2, STUB};
+	struct cluster *c = cluster_start(q);
+	weft_kv_stats st;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "v"), 0);
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ALL, "v");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_downgraded, 1);
+	assert_int_equal(st.read_failures, 0);
+	cluster_stop(c);
+}
+
+/*
+ * n3 answers reads with lies: a malformed answer, a bin that claims
+ * 4 GiB, a version an hour ahead (which would win every read of the key
+ * from then on), a version from no member. Each counts as n3 failing:
+ * the all read fails, a quorum read answers n1's and n2's value, the
+ * coordinator's clock and replica are untouched.
+ */
+static void
+test_lying_read_answers_fail_the_replica_not_the_node(void **state)
+{
+	static const uint32_t q[NODES] = {2, 2, STUB};
+	static const int modes[] = {STUB_READ_MALFORMED, STUB_READ_HUGE,
+	                            STUB_READ_AHEAD, STUB_READ_STRANGER};
+	weft_kv_stats st;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct cluster *c;
+
+		next_stub_read = modes[i];
+		c = cluster_start(q);
+		assert_int_equal(put_str(c, 0, "k", "v"), 0);
+		assert_int_equal(get_at(c, 0, "k", WEFT_KV_READ_ALL, NULL),
+		                 WEFT_EREMOTE);
+		expect_kv_at(c, 0, "k", WEFT_KV_READ_QUORUM, "v");
+		expect_kv_at(c, 0, "k", WEFT_KV_READ_ONE, "v");
+		weft_kv_get_stats(c->kv[0], &st);
+		assert_true(st.read_answers_refused >= 1);
+		assert_int_equal(st.read_failures, 1);
+		assert_int_equal(st.read_repairs, 0);
+		/* Writes still work: the clock was not pushed ahead. */
+		assert_int_equal(put_str(c, 0, "k", "w"), 0);
+		expect_kv_at(c, 1, "k", WEFT_KV_READ_ONE, "w");
+		cluster_stop(c);
+	}
+}
+
+/* A node's read_consistency is what a get that names none reads (an
+ * older client's get, which cannot name one): at all, n3's newer value. */
+static void
+test_the_default_read_consistency_reads_every_replica(void **state)
+{
+	struct cluster *c;
+	weft_kv_stats st;
+
+	(void)state;
+	next_read_consistency = WEFT_KV_READ_ALL;
+	c = cluster_start(all3);
+	assert_int_equal(put_str(c, 0, "k", "old"), 0);
+	replica_only(c, 2, "k", "new", (weft_wall_ms() + 2000) << 16);
+	expect_kv(c, 0, "k", "new");
+	expect_kv_at(c, 1, "k", WEFT_KV_READ_ONE, "old");
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_coordinated, 1);
+	cluster_stop(c);
+}
+
+/* The names of the read consistencies, and a bad one refused. */
+static void
+test_read_consistency_config_is_validated(void **state)
+{
+	weft_kv_consistency cl;
+
+	(void)state;
+	assert_int_equal(weft_kv_consistency_parse("ALL", &cl), 0);
+	assert_int_equal(cl, WEFT_KV_READ_ALL);
+	assert_int_equal(weft_kv_consistency_parse("quorum", &cl), 0);
+	assert_int_equal(cl, WEFT_KV_READ_QUORUM);
+	assert_int_equal(weft_kv_consistency_parse("one", &cl), 0);
+	assert_int_equal(cl, WEFT_KV_READ_ONE);
+	assert_int_equal(weft_kv_consistency_parse("two", &cl), WEFT_EINVAL);
+	assert_int_equal(weft_kv_consistency_parse("", &cl), WEFT_EINVAL);
+	assert_int_equal(
+	    weft_kv_client_get_at(NULL, NULL, "k", 1, 4, NULL, on_reply, NULL),
+	    WEFT_EINVAL);
+}
+
 /* ---- Scans -------------------------------------------------------------- */
 
 /* A scan's answer, read back: up to 16 keys and their value lengths. */
@@ -1394,6 +1769,17 @@ main(void)
 	    cmocka_unit_test(test_clients_cannot_write_replicas),
 	    cmocka_unit_test(test_replicas_refuse_versions_far_ahead),
 	    cmocka_unit_test(test_a_write_that_lost_is_not_acknowledged),
+	    cmocka_unit_test(
+	        test_quorum_and_all_reads_return_the_newest_version),
+	    cmocka_unit_test(test_an_all_read_sees_a_newer_delete),
+	    cmocka_unit_test(test_a_replica_down_fails_an_all_read_not_one),
+	    cmocka_unit_test(test_a_member_removed_mid_read_ends_it_once),
+	    cmocka_unit_test(test_a_member_without_reads_is_left_out),
+	    cmocka_unit_test(
+	        test_lying_read_answers_fail_the_replica_not_the_node),
+	    cmocka_unit_test(
+	        test_the_default_read_consistency_reads_every_replica),
+	    cmocka_unit_test(test_read_consistency_config_is_validated),
 	    cmocka_unit_test(test_scan_returns_live_keys_in_order),
 	    cmocka_unit_test(test_scan_stops_at_its_byte_limit),
 	    cmocka_unit_test(test_bad_scans_are_refused),

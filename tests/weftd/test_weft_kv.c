@@ -274,6 +274,38 @@ test_status_shows_the_nodes_view(void **state)
 	assert_true(status_says(f, "n1", "\nn2\tdown\n"));
 }
 
+/* --consistency all reads every member; with one of them gone it fails,
+ * naming the consistency, while --consistency one still reads; a bad
+ * name is bad usage. */
+static void
+test_get_at_a_consistency(void **state)
+{
+	struct fixture *f = *state;
+	char out[256];
+
+	assert_int_equal(kv(f, out, sizeof(out), "n1", "put", "k", "v", NULL),
+	                 0);
+	assert_int_equal(kv(f, out, sizeof(out), "n2", "--consistency", "all",
+	                    "get", "k", NULL),
+	                 0);
+	assert_string_equal(out, "v\n");
+	assert_int_equal(kv(f, out, sizeof(out), "n1", "--consistency", "twice",
+	                    "get", "k", NULL),
+	                 2);
+	wt_node_signal_exit(&f->p[1], SIGTERM);
+	f->p[1].pid = 0;
+	assert_true(status_says(f, "n1", "\nn2\tdown\n"));
+	assert_int_equal(kv(f, out, sizeof(out), "n1", "--consistency", "all",
+	                    "get", "k", NULL),
+	                 1);
+	assert_true(
+	    wt_file_contains(f->err_path, "read consistency all", WAIT_MS));
+	assert_int_equal(kv(f, out, sizeof(out), "n1", "--consistency", "one",
+	                    "get", "k", NULL),
+	                 0);
+	assert_string_equal(out, "v\n");
+}
+
 int
 main(void)
 {
@@ -289,6 +321,8 @@ main(void)
 	        teardown),
 	    cmocka_unit_test_setup_teardown(test_status_shows_the_nodes_view,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_get_at_a_consistency, setup,
+	                                    teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

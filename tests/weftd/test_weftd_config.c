@@ -143,6 +143,8 @@ static const struct bad_case bad_cases[] = {
     {"[kv]\nwrite_quorum = 5\n",
      ":7: [kv] write_quorum: 5 is more than the 1 members"},
     {"[kv]\nmax_value = 16 MQ\n", ":7: [kv] max_value: not a size"},
+    {"[kv]\nread_consistency = two\n",
+     ":7: [kv] read_consistency: 'two': want one, quorum or all"},
     {"[weftd b]\nmetrics_listen = 127.0.0.1:0\n",
      ":6: [weftd b]: no such node"},
     {"[wefd]\nload = on\n", ":6: unknown section [wefd]"},
@@ -199,7 +201,7 @@ test_one_grammar_in_weftd_and_kv_sections(void **state)
 	                "[weftd]\nshutdown_timeout = 5 s\nload = off\n"
 	                "log_level = WARN\n"
 	                "[kv]\nmax_value = 16MB\nreplicate_timeout = 2 s\n"
-	                "write_quorum = majority\n");
+	                "write_quorum = majority\nread_consistency = Quorum\n");
 	assert_int_equal(check_config(f, "a", out, sizeof(out)), 0);
 	assert_non_null(strstr(out, "configuration OK"));
 	assert_int_equal(check_config(f, NULL, out, sizeof(out)), 0);

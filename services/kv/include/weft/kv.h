@@ -5,15 +5,19 @@
  * users write services.
  *
  * Every member of the cluster holds a full replica. A get is answered by
- * the node that receives it, from its own replica, without waiting for any
- * write in progress. A put or delete is coordinated by the node that
- * receives it: it stamps the write with a version, applies it locally and
- * sends it to every other member; the client's answer comes once
- * write_quorum replicas (the coordinator included) have applied it, or an
- * error once that can no longer happen. Versions are (hybrid-clock
- * timestamp, origin node id) pairs compared last-writer-wins, so replicas
- * that see the same writes in any order end with the same value. Deletes
- * leave a versioned tombstone for the same reason.
+ * the node that receives it, at the read consistency the request names or
+ * [kv] read_consistency: one (the default) reads its own replica, without
+ * waiting for any write in progress; quorum and all read the key's value
+ * and version on a majority of the members, or on every member, of the
+ * moment (this node's replica among them) and answer with the newest,
+ * counting a read whose replicas disagreed (see "Reads" below). A put or delete
+ * is coordinated by the node that receives it: it stamps the write with a
+ * version, applies it locally and sends it to every other member; the client's
+ * answer comes once write_quorum replicas (the coordinator included) have
+ * applied it, or an error once that can no longer happen. Versions are
+ * (hybrid-clock timestamp, origin node id) pairs compared last-writer-wins, so
+ * replicas that see the same writes in any order end with the same value.
+ * Deletes leave a versioned tombstone for the same reason.
  *
  * A scan reads the live keys from a start key on, in byte order (a
  * prefix first), from the replica of the node that receives it: each
@@ -25,6 +29,21 @@
  * again for those left (a majority or all shrinks with them, a count
  * stays), so the write neither waits for it nor fails because of it. A
  * member that joins meanwhile gets the write through anti-entropy.
+ *
+ * Reads: a quorum or all read asks every other member for its entry
+ * (kv_read, members only) and decides as a write does: once the needed
+ * replicas have answered, or once that can no longer happen (an error
+ * naming the replica that failed: PEER_DOWN for one unreachable, TIMEOUT,
+ * OVERLOADED), exactly once. A member that leaves before it answers is
+ * taken out of the read's replicas, and the need resolved again for those
+ * left. When the answers disagree, the newest version wins (a tombstone
+ * is a version too), read_disagreements counts the read, and the
+ * coordinator applies the newest to its own replica if it was behind;
+ * the other replicas that were behind are left to anti-entropy. A member
+ * of an older build answers kv_read with UNKNOWN_VERB: it is taken out of
+ * the read like a member that left (reads_downgraded counts it), so in a
+ * mixed cluster a read needs only the members that can answer; an old
+ * client's get ([key]) reads at the node's read_consistency.
  *
  * Catch-up: a replica starts empty and answers gets and scans only once it
  * has copied the entries (with their versions) of N - W + 1 other members
@@ -45,11 +64,17 @@
  * replicas, and anti-entropy may then spread it, as in Dynamo.
  *
  * Payloads (all integers and strings in any msgpack encoding):
- *   get       request [key: bin]            response: the value bytes
+ *   get       request [key: bin] or [key: bin, consistency: uint
+ *             (1 one, 2 quorum, 3 all)]     response: the value bytes
+ *             (a node of an older build refuses the second form INVALID)
  *   put       request [key: bin, value: bin] response: empty
  *   delete    request [key: bin]            response: empty
  *   replicate request [op: uint (1 put, 2 delete), key: bin, value: bin,
  *                      version: uint, origin: str]  response: empty
+ *   read      request [key: bin] (members only)
+ *             response [op: uint (0 absent, 1 put, 2 delete), value: bin,
+ *                       version: uint, origin: str] (absent: value, origin
+ *                       empty, version 0)
  *   scan      request [start: bin (0 to WEFT_KV_MAX_KEY bytes),
  *                      count: uint (1 to WEFT_KV_MAX_SCAN)]
  *             response [entries: [[key: bin, value: bin], ...],
@@ -87,6 +112,9 @@ struct evbuffer;
  * ranges with their versions (catch-up and anti-entropy). */
 #define WEFT_KV_VERB_DIGEST 69u
 #define WEFT_KV_VERB_PULL 70u
+/* Members only: a replica's entry of a key with its version, for a
+ * quorum or all read. */
+#define WEFT_KV_VERB_READ 71u
 
 /* Longest key, in bytes; keys are 1 to WEFT_KV_MAX_KEY bytes. */
 #define WEFT_KV_MAX_KEY 1024u
@@ -96,6 +124,18 @@ struct evbuffer;
 #define WEFT_KV_SCAN_MAX_BYTES (1u << 20)
 
 typedef struct weft_kv weft_kv;
+
+/*
+ * A get's read consistency: how many replicas of the moment must answer
+ * (see "Reads" above). WEFT_KV_READ_DEFAULT is the node's [kv]
+ * read_consistency.
+ */
+typedef enum weft_kv_consistency {
+	WEFT_KV_READ_DEFAULT = 0,
+	WEFT_KV_READ_ONE = 1,
+	WEFT_KV_READ_QUORUM = 2,
+	WEFT_KV_READ_ALL = 3,
+} weft_kv_consistency;
 
 /*
  * Service options; zero fields are read from the [kv] section of config
@@ -136,6 +176,9 @@ typedef struct weft_kv_opts {
 	 * weft_kv_members_known is called: a node that knows only itself
 	 * would need no copy, and would answer reads without the data. */
 	bool await_members;
+	/* read_consistency: what a get that names none reads;
+	 * config: "one", "quorum" or "all". Default one. */
+	weft_kv_consistency read_consistency;
 } weft_kv_opts;
 
 /*
@@ -236,6 +279,12 @@ typedef struct weft_kv_stats {
 	uint64_t entries_pulled_stale; /* pulled entries not newer */
 	uint64_t bytes_pulled;         /* payload bytes of pulls and digests */
 	uint64_t caught_up;            /* 1 once gets and scans are answered */
+	uint64_t reads_coordinated;    /* quorum and all gets coordinated */
+	uint64_t read_disagreements;   /* of which replicas disagreed */
+	uint64_t read_failures;        /* of which answered with an error */
+	uint64_t read_repairs;         /* newer entries applied here on read */
+	uint64_t reads_downgraded;     /* replicas left out: older build */
+	uint64_t read_answers_refused; /* replica answers malformed or lying */
 } weft_kv_stats;
 
 /* weft_kv_get_stats copies the store's counters into *out. Any thread. */
@@ -269,6 +318,25 @@ WEFT_API int weft_kv_client_delete(weft_msvc *svc, weft_msvc_peer *node,
                                    const void *key, size_t key_len,
                                    const weft_msvc_call_opts *opts,
                                    weft_msvc_reply_cb cb, void *arg);
+
+/*
+ * weft_kv_client_get_at is weft_kv_client_get at read consistency cl
+ * (WEFT_KV_READ_DEFAULT sends the same request as weft_kv_client_get,
+ * which every build serves). Returns 0, the codes of weft_msvc_request(),
+ * or WEFT_EINVAL (a bad key or cl). Any thread.
+ */
+WEFT_API int weft_kv_client_get_at(weft_msvc *svc, weft_msvc_peer *node,
+                                   const void *key, size_t key_len,
+                                   weft_kv_consistency cl,
+                                   const weft_msvc_call_opts *opts,
+                                   weft_msvc_reply_cb cb, void *arg);
+
+/*
+ * weft_kv_consistency_parse reads "one", "quorum" or "all" (any case)
+ * into *out. Returns 0 or WEFT_EINVAL. Any thread.
+ */
+WEFT_API int weft_kv_consistency_parse(const char *text,
+                                       weft_kv_consistency *out);
 
 /*
  * weft_kv_client_scan asks node for up to count (1 to WEFT_KV_MAX_SCAN)
