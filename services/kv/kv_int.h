@@ -324,6 +324,53 @@ uint32_t weft__kv_quorum_now(const struct weft__kv_quorum *q, uint32_t members);
 /* weft__kv_parse_quorum resolves text for members; 0 or WEFT_EINVAL. */
 int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 
+/* ---- A replicated operation's tally (write.c, read.c) ------------------ */
+
+/*
+ * One atomic word per write or quorum read: three counts of 16 bits (a
+ * cluster has at most 1024 members) of the replicas that answered, failed
+ * and left, and the bit set by the count that decided the operation, so
+ * that exactly one of the threads counting sees it decided.
+ */
+#define WEFT__KV_ACK (1ull << 0)
+#define WEFT__KV_FAIL (1ull << 16)
+#define WEFT__KV_GONE (1ull << 32)
+#define WEFT__KV_DECIDED (1ull << 63)
+#define WEFT__KV_COUNT(state, field) ((uint32_t)((state) / (field)) & 0xffff)
+
+/* weft__kv_tally_verdict: 1 once need of the left replicas answered, -1
+ * once they can no longer (need above those left, or too many failed), 0
+ * while it is open. */
+static inline int
+weft__kv_tally_verdict(uint64_t state, uint32_t left, uint32_t need)
+{
+	if (need > left)
+		return -1;
+	if (WEFT__KV_COUNT(state, WEFT__KV_ACK) >= need)
+		return 1;
+	return left - WEFT__KV_COUNT(state, WEFT__KV_FAIL) < need ? -1 : 0;
+}
+
+/* weft__kv_tally_add adds one to field of *tally; returns the verdict
+ * (1 or -1) if this call decided it by outcome(op, new state), or 0.
+ * Any thread. */
+static inline int
+weft__kv_tally_add(_Atomic uint64_t *tally, uint64_t field,
+                   int (*outcome)(const void *op, uint64_t state),
+                   const void *op)
+{
+	uint64_t old = atomic_load(tally), next;
+	int verdict;
+
+	do {
+		next = old + field;
+		verdict = old & WEFT__KV_DECIDED ? 0 : outcome(op, next);
+		if (verdict != 0)
+			next |= WEFT__KV_DECIDED;
+	} while (!atomic_compare_exchange_weak(tally, &old, next));
+	return verdict;
+}
+
 /* ---- The service (kv.c) ------------------------------------------------ */
 
 /* ---- Aborts of failed writes (abort.c) ---------------------------------- */

@@ -53,19 +53,13 @@ struct kv_read {
 	weft_msvc_msg *msg; /* detached */
 	uint32_t cl;        /* WEFT_KV_READ_QUORUM or _ALL */
 	uint32_t replicas;
-	_Atomic uint64_t state; /* READ_ACK, _FAIL, _GONE, _DECIDED */
+	_Atomic uint64_t state; /* a tally (kv_int.h) */
 	_Atomic uint32_t refs;
 	uint64_t lane;
 	size_t key_len;
 	uint8_t *key; /* in the same allocation, after slots */
 	struct read_slot slots[];
 };
-
-#define READ_ACK (1ull << 0)
-#define READ_FAIL (1ull << 16)
-#define READ_GONE (1ull << 32)
-#define READ_DECIDED (1ull << 63)
-#define READ_COUNT(state, field) ((uint32_t)((state) / (field)) & 0xffff)
 
 static const char *
 cl_name(uint32_t cl)
@@ -89,31 +83,19 @@ read_need(uint32_t cl, uint32_t left)
 /* What a read's state decides: 0 (not yet), 1 (enough answers) or -1
  * (out of reach). */
 static int
-read_outcome(const struct kv_read *r, uint64_t state)
+read_outcome(const void *op, uint64_t state)
 {
-	uint32_t left = r->replicas - READ_COUNT(state, READ_GONE);
-	uint32_t need = read_need(r->cl, left);
+	const struct kv_read *r = op;
+	uint32_t left = r->replicas - WEFT__KV_COUNT(state, WEFT__KV_GONE);
 
-	if (READ_COUNT(state, READ_ACK) >= need)
-		return 1;
-	return left - READ_COUNT(state, READ_FAIL) < need ? -1 : 0;
+	return weft__kv_tally_verdict(state, left, read_need(r->cl, left));
 }
 
-/* Adds one to field of r's state; returns the outcome this call decided
- * (1 or -1), or 0 when it decided nothing. */
+/* Adds one to field of r's state: the verdict this call decided, or 0. */
 static int
 read_count(struct kv_read *r, uint64_t field)
 {
-	uint64_t old = atomic_load(&r->state), next;
-	int outcome;
-
-	do {
-		next = old + field;
-		outcome = old & READ_DECIDED ? 0 : read_outcome(r, next);
-		if (outcome != 0)
-			next |= READ_DECIDED;
-	} while (!atomic_compare_exchange_weak(&r->state, &old, next));
-	return outcome;
+	return weft__kv_tally_add(&r->state, field, read_outcome, r);
 }
 
 static void
@@ -226,7 +208,7 @@ static void
 answer_error(struct kv_read *r, int status, const weft_msvc_peer *peer)
 {
 	uint32_t left =
-	    r->replicas - READ_COUNT(atomic_load(&r->state), READ_GONE);
+	    r->replicas - WEFT__KV_COUNT(atomic_load(&r->state), WEFT__KV_GONE);
 	char text[160];
 
 	weft__kv_count(&r->kv->st.read_failures);
@@ -276,16 +258,16 @@ on_read_reply(weft_msvc *svc, int status, const void *data, size_t len,
 		status = WEFT_EREMOTE;
 	}
 	if (status == 0) {
-		outcome = read_count(r, READ_ACK);
+		outcome = read_count(r, WEFT__KV_ACK);
 	} else if (status == WEFT_EUNKNOWNVERB) {
 		/* A member of an older build: it cannot take part. */
 		weft__kv_count(&r->kv->st.reads_downgraded);
-		outcome = read_count(r, READ_GONE);
+		outcome = read_count(r, WEFT__KV_GONE);
 	} else if (status == WEFT_ENOTMEMBER ||
 	           !weft_msvc_peer_is_member(s->peer)) {
-		outcome = read_count(r, READ_GONE);
+		outcome = read_count(r, WEFT__KV_GONE);
 	} else {
-		outcome = read_count(r, READ_FAIL);
+		outcome = read_count(r, WEFT__KV_FAIL);
 	}
 	if (outcome > 0)
 		decide_newest(r);
@@ -320,7 +302,7 @@ read_new(weft_kv *kv, const struct weft__kv_req *req, uint32_t cl,
 		r->slots[j++].peer = m->peers[i];
 	}
 	r->replicas = (uint32_t)j;
-	atomic_init(&r->state, READ_ACK);
+	atomic_init(&r->state, WEFT__KV_ACK);
 	atomic_init(&r->refs, (uint32_t)j); /* the others, and the handler */
 	r->lane = weft__kv_siphash(kv->store.seed, req->key, req->key_len);
 	r->key = (uint8_t *)r + size;
@@ -400,8 +382,8 @@ coordinate(weft_kv *kv, weft_msvc_msg *msg, const struct weft__kv_req *req,
 		goto out;
 	}
 	/* A read this node alone decides (it is the only replica). */
-	if (read_outcome(r, READ_ACK) > 0) {
-		atomic_store(&r->state, READ_ACK | READ_DECIDED);
+	if (read_outcome(r, WEFT__KV_ACK) > 0) {
+		atomic_store(&r->state, WEFT__KV_ACK | WEFT__KV_DECIDED);
 		r->msg = msg;
 		decide_newest(r);
 		atomic_store(&r->refs, 1);

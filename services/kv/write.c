@@ -69,7 +69,7 @@ struct kv_write {
 	weft_msvc_msg *msg; /* detached; NULL when answered already */
 	struct weft__kv_quorum quorum; /* as configured, for quorum_now */
 	uint32_t replicas;
-	_Atomic uint64_t state; /* WRITE_ACK, _FAIL, _GONE, _DECIDED */
+	_Atomic uint64_t state; /* a tally (kv_int.h) */
 	_Atomic uint32_t refs;
 	struct weft__kv_blob *value; /* NULL: a delete */
 	struct weft__kv_version ver;
@@ -79,44 +79,23 @@ struct kv_write {
 	struct kv_ack peers[];
 };
 
-/* The fields of kv_write.state: three counts of 16 bits (a cluster has at
- * most 1024 members) and the decided bit. */
-#define WRITE_ACK (1ull << 0)
-#define WRITE_FAIL (1ull << 16)
-#define WRITE_GONE (1ull << 32)
-#define WRITE_DECIDED (1ull << 63)
-#define WRITE_COUNT(state, field) ((uint32_t)((state) / (field)) & 0xffff)
-
 /* What a write's state decides: 0 (not yet), 1 (quorum met) or -1 (out
  * of reach). */
 static int
-write_outcome(const struct kv_write *w, uint64_t state)
+write_outcome(const void *op, uint64_t state)
 {
-	uint32_t left = w->replicas - WRITE_COUNT(state, WRITE_GONE), need;
+	const struct kv_write *w = op;
+	uint32_t left = w->replicas - WEFT__KV_COUNT(state, WEFT__KV_GONE);
 
-	need = weft__kv_quorum_now(&w->quorum, left);
-	if (need > left)
-		return -1;
-	if (WRITE_COUNT(state, WRITE_ACK) >= need)
-		return 1;
-	return left - WRITE_COUNT(state, WRITE_FAIL) < need ? -1 : 0;
+	return weft__kv_tally_verdict(state, left,
+	                              weft__kv_quorum_now(&w->quorum, left));
 }
 
-/* Adds one to field of w's state; returns the outcome this call decided
- * (1 or -1), or 0 when it decided nothing. */
+/* Adds one to field of w's state: the verdict this call decided, or 0. */
 static int
 write_count(struct kv_write *w, uint64_t field)
 {
-	uint64_t old = atomic_load(&w->state), next;
-	int outcome;
-
-	do {
-		next = old + field;
-		outcome = old & WRITE_DECIDED ? 0 : write_outcome(w, next);
-		if (outcome != 0)
-			next |= WRITE_DECIDED;
-	} while (!atomic_compare_exchange_weak(&w->state, &old, next));
-	return outcome;
+	return weft__kv_tally_add(&w->state, field, write_outcome, w);
 }
 
 static void
@@ -242,17 +221,17 @@ on_replica_reply(weft_msvc *svc, int status, const void *data, size_t len,
 	(void)data;
 	(void)len;
 	if (status == 0) {
-		outcome = write_count(w, WRITE_ACK);
+		outcome = write_count(w, WEFT__KV_ACK);
 		/* It answers again: aborts parked for it can go. */
 		weft__kv_aborts_retry(w->kv, a->peer);
 	} else if (status == WEFT_ENOTMEMBER ||
 	           !weft_msvc_peer_is_member(a->peer)) {
 		/* It left the cluster: no longer one of the replicas, whether
 		 * its call ended for that or timed out first. */
-		outcome = write_count(w, WRITE_GONE);
+		outcome = write_count(w, WEFT__KV_GONE);
 	} else {
 		weft__kv_count(&w->kv->st.replica_failures);
-		outcome = write_count(w, WRITE_FAIL);
+		outcome = write_count(w, WEFT__KV_FAIL);
 	}
 	if (outcome > 0)
 		commit(w);
@@ -365,9 +344,10 @@ write_new(weft_kv *kv, const struct weft__kv_req *req, struct weft__kv_blob *b,
 	w->replicas = (uint32_t)m->count;
 	/* This node's own replica, and the decision a quorum of one makes
 	 * at once (write_start answers it). */
-	atomic_init(&w->state,
-	            WRITE_ACK |
-	                (write_outcome(w, WRITE_ACK) > 0 ? WRITE_DECIDED : 0));
+	atomic_init(
+	    &w->state,
+	    WEFT__KV_ACK |
+	        (write_outcome(w, WEFT__KV_ACK) > 0 ? WEFT__KV_DECIDED : 0));
 	/* The others, and the handler. */
 	atomic_init(&w->refs, (uint32_t)m->count);
 	if ((w->value = b) != NULL)
@@ -408,7 +388,7 @@ write_start(struct kv_write *w, weft_msvc_msg *msg)
 {
 	weft_kv *kv = w->kv;
 
-	if (!(atomic_load(&w->state) & WRITE_DECIDED))
+	if (!(atomic_load(&w->state) & WEFT__KV_DECIDED))
 		return (w->msg = weft_msvc_msg_detach_reply(msg)) != NULL
 		           ? 0
 		           : WEFT_ENOMEM;
