@@ -856,8 +856,8 @@ hold_for_ticket(struct tls_stream *s, uint64_t timeout_ms)
 {
 	struct weft__tls_wake wake = {s->loop, on_hold_ready, s};
 	struct handshake *hs = s->hs;
-	uint64_t until_ns, now_ns, wait_ms;
-	struct timeval scratch;
+	uint64_t until_ns, now_ns, wait_us;
+	struct timeval tv;
 
 	if (SSL_is_server(s->ssl) ||
 	    weft__tls_session_claim(s->ssl, timeout_ms / HOLD_SHARE, &wake,
@@ -870,11 +870,13 @@ hold_for_ticket(struct tls_stream *s, uint64_t timeout_ms)
 		weft__tls_session_offer(s->ssl);
 		return false;
 	}
+	/* A plain timeval: each wait's length is its own, and the loop's
+	 * common timeouts are for durations used again and again. */
 	now_ns = weft_now_ns();
-	wait_ms =
-	    until_ns > now_ns ? (until_ns - now_ns + 999999) / 1000000 : 0;
-	event_add(hs->hold_timer,
-	          weft_loop_timeval(s->loop, wait_ms, &scratch));
+	wait_us = until_ns > now_ns ? (until_ns - now_ns + 999) / 1000 : 0;
+	tv.tv_sec = (time_t)(wait_us / 1000000);
+	tv.tv_usec = (suseconds_t)(wait_us % 1000000);
+	event_add(hs->hold_timer, &tv);
 	return true;
 }
 
