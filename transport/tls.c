@@ -466,7 +466,8 @@ is_ip_literal(const char *name)
 	       inet_pton(AF_INET6, name, buf) == 1;
 }
 
-/* client_setup names the server we expect and offers a cached session. */
+/* client_setup names the server we expect; the handshake offers a cached
+ * session when it starts (weft__tls_session_claim). */
 static int
 client_setup(SSL *ssl, const char *name)
 {
@@ -483,7 +484,6 @@ client_setup(SSL *ssl, const char *name)
 	    SSL_set1_host(ssl, name) != 1)
 		goto err_name;
 	SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-	weft__tls_session_offer(ssl, name);
 	return 0;
 
 err_name:

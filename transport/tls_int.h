@@ -58,9 +58,49 @@ int weft__tls_generation_init(void);
  */
 int weft__tls_generation_attach(SSL_CTX *sctx, struct weft__tls_shared *shared);
 
-/* weft__tls_session_offer offers a client SSL the session cached for
- * name, if any. */
-void weft__tls_session_offer(SSL *ssl, const char *name);
+/* weft__tls_session_offer offers a client SSL the session cached for its
+ * server name, if there is a live one. Any thread. */
+void weft__tls_session_offer(SSL *ssl);
+
+/* A dial that waits for another dial's ticket (tls_session.c). */
+struct weft__tls_hold;
+
+/* How a held dial is woken: ready(arg), run on loop. */
+struct weft__tls_wake {
+	weft_loop *loop;
+	void (*ready)(void *arg);
+	void *arg;
+};
+
+/* weft__tls_session_claim returns this for a dial that waits. */
+#define WEFT__TLS_HELD 1
+
+/*
+ * weft__tls_session_claim readies a client SSL's first handshake message:
+ * it offers the session cached for its server name. Without one, while
+ * another dial's full handshake to that name runs (begun less than its
+ * bound_ms ago), it returns WEFT__TLS_HELD with *hold and *until_ns (when
+ * the wait ends, weft_now_ns): wake->ready runs on wake->loop once that
+ * handshake stored its ticket or its SSL went. The caller then, or at
+ * *until_ns, calls weft__tls_session_unhold and weft__tls_session_offer
+ * and sends its hello. Otherwise it returns 0: send the hello now; if no
+ * session was offered and bound_ms is not 0, this SSL leads (the dials to
+ * its name in the next bound_ms wait for its ticket). Names that are
+ * addresses (no session cache) and contexts without tickets never wait.
+ * Loop thread of wake->loop.
+ */
+int weft__tls_session_claim(SSL *ssl, uint64_t bound_ms,
+                            const struct weft__tls_wake *wake,
+                            struct weft__tls_hold **hold, uint64_t *until_ns);
+
+/* weft__tls_session_unhold ends ssl's wait and frees hold (or leaves it to
+ * its posted wake-up, which then does not call ready). Loop thread. */
+void weft__tls_session_unhold(SSL *ssl, struct weft__tls_hold *hold);
+
+/* weft__tls_session_done is called before a client SSL is freed: if it led
+ * and no ticket came, the dials waiting for it go on at once. Any
+ * thread. */
+void weft__tls_session_done(SSL *ssl);
 
 /* ---- Contexts and connections (tls.c) ---------------------------------- */
 

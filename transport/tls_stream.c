@@ -67,10 +67,16 @@
 /* Not an OpenSSL error: the input buffer could not grow. */
 #define READ_NOMEM (-1)
 
+/* A client holds its hello at most this share of its timeout while
+ * another dial's full handshake to the same name runs (tls_session.c). */
+#define HOLD_SHARE 4
+
 struct handshake {
 	weft__stream_cb cb;
 	void *arg;
 	struct event *timer;
+	struct weft__tls_hold *hold; /* waiting for another dial's ticket */
+	struct event *hold_timer;    /* the end of that wait */
 	bool hook_added;
 	bool want_read;
 	bool want_write;
@@ -622,6 +628,8 @@ tls_watch(weft_stream *base, bool read, bool write)
 static void
 stream_free(struct tls_stream *s)
 {
+	if (s->ssl != NULL && !SSL_is_server(s->ssl))
+		weft__tls_session_done(s->ssl);
 	if (s->rev != NULL)
 		event_free(s->rev);
 	if (s->wev != NULL)
@@ -734,6 +742,18 @@ handshake_failure(struct tls_stream *s, int err, char *why, size_t len)
 	return WEFT_ETLS;
 }
 
+/* hold_end ends a client's wait for another dial's ticket, if it waits. */
+static void
+hold_end(struct handshake *hs, SSL *ssl)
+{
+	if (hs->hold != NULL)
+		weft__tls_session_unhold(ssl, hs->hold);
+	if (hs->hold_timer != NULL)
+		event_free(hs->hold_timer);
+	hs->hold = NULL;
+	hs->hold_timer = NULL;
+}
+
 /* handshake_end ends the wait: the stream goes to the callback (status
  * 0) or is freed first. */
 static void
@@ -743,6 +763,7 @@ handshake_end(struct tls_stream *s, int status, const char *why)
 	char text[256];
 
 	snprintf(text, sizeof(text), "%s", why != NULL ? why : "");
+	hold_end(hs, s->ssl);
 	if (hs->hook_added)
 		weft_loop_remove_shutdown(s->loop, on_loop_shutdown, s);
 	event_free(hs->timer);
@@ -803,6 +824,62 @@ on_loop_shutdown(weft_loop *loop, uint64_t deadline_ns, void *arg)
 	handshake_end(s, WEFT_ESHUTDOWN, NULL);
 }
 
+/* The wait for another dial's ticket is over (it came, that dial went, or
+ * the deadline passed): the hello goes, resuming if a session is there. */
+static void
+hold_over(struct tls_stream *s)
+{
+	hold_end(s->hs, s->ssl);
+	weft__tls_session_offer(s->ssl);
+	(void)handshake_step(s);
+}
+
+static void
+on_hold_ready(void *arg)
+{
+	hold_over(arg);
+}
+
+static void
+on_hold_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	hold_over(arg);
+}
+
+/* hold_for_ticket offers a client's cached session, or has it wait for the
+ * ticket of a full handshake to the same name under way. Returns whether
+ * it waits (the hello goes later). */
+static bool
+hold_for_ticket(struct tls_stream *s, uint64_t timeout_ms)
+{
+	struct weft__tls_wake wake = {s->loop, on_hold_ready, s};
+	struct handshake *hs = s->hs;
+	uint64_t until_ns, now_ns, wait_us;
+	struct timeval tv;
+
+	if (SSL_is_server(s->ssl) ||
+	    weft__tls_session_claim(s->ssl, timeout_ms / HOLD_SHARE, &wake,
+	                            &hs->hold, &until_ns) != WEFT__TLS_HELD)
+		return false;
+	hs->hold_timer =
+	    event_new(weft_loop_base(s->loop), -1, 0, on_hold_timeout, s);
+	if (hs->hold_timer == NULL) {
+		hold_end(hs, s->ssl);
+		weft__tls_session_offer(s->ssl);
+		return false;
+	}
+	/* A plain timeval: each wait's length is its own, and the loop's
+	 * common timeouts are for durations used again and again. */
+	now_ns = weft_now_ns();
+	wait_us = until_ns > now_ns ? (until_ns - now_ns + 999) / 1000 : 0;
+	tv.tv_sec = (time_t)(wait_us / 1000000);
+	tv.tv_usec = (suseconds_t)(wait_us % 1000000);
+	event_add(hs->hold_timer, &tv);
+	return true;
+}
+
 weft_stream *
 weft__tls_handshake(weft_stream *base, const char *peer, uint64_t timeout_ms,
                     weft__stream_cb cb, void *arg)
@@ -824,7 +901,10 @@ weft__tls_handshake(weft_stream *base, const char *peer, uint64_t timeout_ms,
 	snprintf(hs->peer, sizeof(hs->peer), "%s", peer ? peer : "");
 	s->hs = hs;
 	event_add(hs->timer, weft_loop_timeval(s->loop, timeout_ms, &scratch));
-	/* A client's hello goes at once; a server waits for it. */
+	/* A client's hello goes at once, unless it waits for another
+	 * dial's ticket; a server waits for the hello. */
+	if (hold_for_ticket(s, timeout_ms))
+		return base;
 	return handshake_step(s) ? base : NULL;
 
 err_free_hs:
@@ -841,6 +921,7 @@ weft__tls_handshake_cancel(weft_stream *base)
 	struct tls_stream *s = (struct tls_stream *)base;
 	struct handshake *hs = s->hs;
 
+	hold_end(hs, s->ssl);
 	if (hs->hook_added)
 		weft_loop_remove_shutdown(s->loop, on_loop_shutdown, s);
 	event_free(hs->timer);

@@ -380,6 +380,7 @@ out:
 typedef struct result {
 	double msgs_per_s, bytes_per_s, p50_us, p99_us, us_per_connect;
 	double cpu_ns_per_byte; /* both threads: what a quiet machine needs */
+	double cpu_us_per_connect; /* both ends, handshake included */
 	bool ok;
 } result;
 
@@ -420,6 +421,8 @@ measure(enum workload w, size_t size, uint64_t count, weft_tls_ctx *stls,
 		res.p99_us = (double)weft_histogram_percentile(r.rtt, 99) / 1e3;
 	} else {
 		res.us_per_connect = secs * 1e6 / (double)count;
+		res.cpu_us_per_connect =
+		    (cpu_seconds() - cpu) * 1e6 / (double)count;
 	}
 	weft_histogram_free(r.rtt);
 	return res;
@@ -490,6 +493,14 @@ report_throughput(const char *name, result p, result t)
 	printf("%-22s %12.3f CPU ns/B %10s | %12.3f CPU ns/B %10s | %.2fx\n",
 	       "", p.cpu_ns_per_byte, "", t.cpu_ns_per_byte, "",
 	       p.ok && t.ok ? t.cpu_ns_per_byte / p.cpu_ns_per_byte : 0.0);
+}
+
+/* per_cpu_second: connections (both ends) one core makes per second. */
+static double
+per_cpu_second(result r)
+{
+	return r.ok && r.cpu_us_per_connect > 0 ? 1e6 / r.cpu_us_per_connect
+	                                        : 0.0;
 }
 
 static int
@@ -609,6 +620,14 @@ connect:
 	       "%6.1f us\n",
 	       "new connection", p.us_per_connect, t.us_per_connect,
 	       tr.us_per_connect);
+	/* Both ends run in this process: its CPU is the whole cost. */
+	printf("%-22s %8.1f us CPU per connect     | full %6.1f us, resumed "
+	       "%6.1f us CPU\n",
+	       "", p.cpu_us_per_connect, t.cpu_us_per_connect,
+	       tr.cpu_us_per_connect);
+	printf("%-22s %8.0f per CPU second         | full %6.0f, resumed "
+	       "%6.0f per CPU second\n",
+	       "", per_cpu_second(p), per_cpu_second(t), per_cpu_second(tr));
 out:
 	weft_tls_ctx_unref(stls);
 	weft_tls_ctx_unref(ctls);

@@ -29,6 +29,7 @@ typedef struct child {
 	uint64_t coordinated;
 	uint64_t large;      /* --large-share: large replies in the window */
 	uint64_t body, wire; /* compressed bodies, both ways, whole run */
+	uint64_t up_cpu_us, up_hs, up_resumed; /* start-up */
 	bool hist_get, hist_put;
 	int first_error;
 } child;
@@ -212,15 +213,27 @@ parse_result(child *k, const char *line)
 		const char *key;
 		uint64_t *val;
 	} keys[] = {
-	    {" ops=", &k->ops},         {" errors=", &k->errors},
-	    {" vcsw=", &k->vcsw},       {" ivcsw=", &k->ivcsw},
-	    {" cpu_us=", &k->cpu_us},   {" rss_kb=", &k->rss_kb},
-	    {" threads=", &k->threads}, {" wakeups=", &k->wakeups},
-	    {" msgs_in=", &k->msgs_in}, {" sent=", &k->sent},
-	    {" replies=", &k->replies}, {" duplicates=", &k->duplicates},
-	    {" gets=", &k->gets},       {" puts=", &k->puts},
-	    {" large=", &k->large},     {" body=", &k->body},
-	    {" wire=", &k->wire},       {" coordinated=", &k->coordinated},
+	    {" ops=", &k->ops},
+	    {" errors=", &k->errors},
+	    {" vcsw=", &k->vcsw},
+	    {" ivcsw=", &k->ivcsw},
+	    {" cpu_us=", &k->cpu_us},
+	    {" rss_kb=", &k->rss_kb},
+	    {" threads=", &k->threads},
+	    {" wakeups=", &k->wakeups},
+	    {" msgs_in=", &k->msgs_in},
+	    {" sent=", &k->sent},
+	    {" replies=", &k->replies},
+	    {" duplicates=", &k->duplicates},
+	    {" gets=", &k->gets},
+	    {" puts=", &k->puts},
+	    {" large=", &k->large},
+	    {" body=", &k->body},
+	    {" wire=", &k->wire},
+	    {" coordinated=", &k->coordinated},
+	    {" up_cpu_us=", &k->up_cpu_us},
+	    {" up_hs=", &k->up_hs},
+	    {" up_resumed=", &k->up_resumed},
 	};
 	const char *p;
 
@@ -470,6 +483,9 @@ merge(cluster *c, cresult *r)
 		r->threads += k->threads;
 		wakeups += k->wakeups;
 		in += k->msgs_in;
+		r->up_cpu_ms += (double)k->up_cpu_us / 1e3;
+		r->up_handshakes += k->up_hs;
+		r->up_resumed += k->up_resumed;
 		if (r->first_error == 0)
 			r->first_error = k->first_error;
 	}

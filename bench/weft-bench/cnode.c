@@ -133,6 +133,9 @@ struct cnode {
 	pthread_mutex_t lat_lock;
 	thread_lat *lats; /* every thread's, under lat_lock */
 	bool lat_key_made;
+	/* Start-up ("prime" to "ready"): CPU of this process, and its TLS
+	 * handshakes, both ends counted (weft's context; 0 without TLS). */
+	uint64_t up_cpu_us, up_handshakes, up_resumed;
 };
 
 /* my_lat is the calling thread's histograms, made on its first reply;
@@ -960,7 +963,7 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	       "rss_kb=%llu threads=%llu wakeups=%llu msgs_in=%llu "
 	       "first_error=%d sent=%llu replies=%llu duplicates=%llu "
 	       "gets=%llu puts=%llu large=%llu body=%llu wire=%llu "
-	       "coordinated=%llu\n",
+	       "coordinated=%llu up_cpu_us=%llu up_hs=%llu up_resumed=%llu\n",
 	       (unsigned long long)t.ok, (unsigned long long)t.errors,
 	       (unsigned long long)(after->vcsw - before->vcsw),
 	       (unsigned long long)(after->ivcsw - before->ivcsw),
@@ -973,10 +976,34 @@ report(cnode *n, const wload_usage *before, const wload_usage *after)
 	       (unsigned long long)(t.ok - nputs), (unsigned long long)nputs,
 	       (unsigned long long)nlarge, (unsigned long long)body,
 	       (unsigned long long)wire,
-	       (unsigned long long)reads_coordinated(n));
+	       (unsigned long long)reads_coordinated(n),
+	       (unsigned long long)n->up_cpu_us,
+	       (unsigned long long)n->up_handshakes,
+	       (unsigned long long)n->up_resumed);
 	wbench_hist_print(lat, "hist", stdout);
 	fflush(stdout);
 	weft_histogram_free(lat);
+}
+
+/* primed runs prime and notes what the start-up cost this node. */
+static int
+primed(cnode *n)
+{
+	wbench_rusage before, after;
+	weft_tls_stats st;
+	int rv;
+
+	wbench_rusage_read(&before);
+	rv = prime(n);
+	wbench_rusage_read(&after);
+	n->up_cpu_us =
+	    after.user_us + after.sys_us - before.user_us - before.sys_us;
+	if (n->tls != NULL) {
+		weft_tls_ctx_get_stats(n->tls, &st);
+		n->up_handshakes = st.handshakes_completed;
+		n->up_resumed = st.handshakes_resumed;
+	}
+	return rv;
 }
 
 /* start_load makes the slots: they start spread over the other nodes,
@@ -1125,7 +1152,7 @@ wbench_cluster_node(const wbench_opts *o)
 	if (fgets(line, sizeof(line), stdin) == NULL ||
 	    strncmp(line, "prime", 5) != 0)
 		goto out;
-	if (prime(&n) != 0) {
+	if (primed(&n) != 0) {
 		fprintf(stderr, "weft-bench: node %u: could not reach all\n",
 		        o->node_index);
 		goto out;

@@ -275,7 +275,16 @@ wbench_cprint_row(const wbench_opts *o, const cresult *r, FILE *out)
 	if (o->workload == WBENCH_MIX && o->consistency != 0)
 		print_stress_summary(o, r, out);
 	if (r->up_ms > 0)
-		fprintf(out, "       all up in %.0f ms\n", r->up_ms);
+		fprintf(out, "       all up in %.0f ms (%.0f ms of CPU)\n",
+		        r->up_ms, r->up_cpu_ms);
+	if (r->up_handshakes > 0)
+		fprintf(out,
+		        "       TLS handshakes by then %llu (both ends "
+		        "counted), %llu resumed; %.0f us of CPU per "
+		        "connection\n",
+		        (unsigned long long)r->up_handshakes,
+		        (unsigned long long)r->up_resumed,
+		        r->up_cpu_ms * 1e3 / (double)r->up_handshakes * 2);
 	if (r->first_error != 0)
 		fprintf(out, "       first error: %s\n",
 		        weft_strerror(r->first_error));
@@ -406,6 +415,11 @@ json_row(FILE *f, const wbench_opts *o, const cresult *r, bool first)
 	json_fig(f, "msgs_per_wakeup", "%.3f", r->msgs_per_wakeup,
 	         r->msgs_per_wakeup > 0);
 	json_fig(f, "up_ms", "%.1f", r->up_ms, r->up_ms > 0);
+	json_fig(f, "up_cpu_ms", "%.1f", r->up_cpu_ms, r->up_ms > 0);
+	json_fig(f, "up_handshakes", "%.0f", (double)r->up_handshakes,
+	         r->up_handshakes > 0);
+	json_fig(f, "up_resumed", "%.0f", (double)r->up_resumed,
+	         r->up_handshakes > 0);
 	json_fig(f, "repeat", "%.0f", r->runs, r->runs > 1);
 	json_fig(f, "ops_per_s_lo", "%.1f", r->ops_lo, r->runs > 1);
 	json_fig(f, "ops_per_s_hi", "%.1f", r->ops_hi, r->runs > 1);

@@ -511,7 +511,11 @@ typedef struct wbench_cresult {
 	uint64_t member_threads;
 	uint64_t threads;
 	int first_error;
-	double up_ms;            /* start to every connection up */
+	double up_ms; /* start to every connection up */
+	/* The start-up's CPU (all processes), and the TLS handshakes done
+	 * by then, both ends counted, and of those resumed. */
+	double up_cpu_ms;
+	uint64_t up_handshakes, up_resumed;
 	unsigned clients, depth; /* rpc, mix */
 	int read_pct;            /* mix, or -1 */
 	bool sync, pool;         /* rpc: --client sync, --handlers pool */

@@ -5,7 +5,8 @@
  * get in (a cluster certificate naming another node, a certificate from
  * another CA, none at all) while the rest keep working; "optional" mode
  * with a plaintext node, which then moves to "all" (the end of a rolling
- * change); large payloads over TLS; a node freed while a
+ * change); a node's later connections to a peer resuming from its first
+ * one's ticket; large payloads over TLS; a node freed while a
  * TLS handshake with it is under way. Certificates are made at
  * test time (tests/tls/tls_test.c). White-box: the connections each node
  * holds are inspected on their loops (TLS or not, CRC or not).
@@ -98,6 +99,15 @@ loose_tune(weft_msvc_limits *l)
 	l->connect_timeout_ms = 8000;
 	l->request_timeout_ms = 12000;
 	l->heartbeat_misses = 10;
+}
+
+/* A dial waits a quarter of connect_timeout at most for another's ticket:
+ * long enough for a busy machine's slowest full handshake. */
+static void
+resume_tune(weft_msvc_limits *l)
+{
+	loose_tune(l);
+	l->connect_timeout_ms = 20000;
 }
 
 /* Refused nodes are redialed quickly. */
@@ -585,6 +595,58 @@ test_all_mode_every_pair_over_tls(void **state)
 	batch_finish(&bt);
 }
 
+/* Both nodes' contexts counted n handshakes completed. */
+static bool
+handshakes_done(void *arg)
+{
+	uint64_t n = *(const uint64_t *)arg;
+	weft_tls_stats a, b;
+
+	weft_tls_ctx_get_stats(opts.tls[0], &a);
+	weft_tls_ctx_get_stats(opts.tls[1], &b);
+	return a.handshakes_completed >= n && b.handshakes_completed >= n;
+}
+
+/*
+ * A node dials its connections to a peer (urgent and small here) at about
+ * the same time, before any ticket has come: the first does the full
+ * handshake, the other resumes from its ticket. Each context counts, at
+ * both ends, a node's own dials and its peer's: two of four resumed. The
+ * messaging handshake's identity check holds on resumed connections (none
+ * refused, every echo answered).
+ */
+static void
+test_all_mode_later_connections_to_a_peer_resume(void **state)
+{
+	uint64_t four = 4;
+	weft_tls_stats ts;
+	weft_msvc_stats st;
+	int i;
+
+	(void)state;
+	opts.tls_mode = WEFT_MSVC_TLS_ALL;
+	opts.tune = resume_tune;
+	opts.tls[0] = ctx_for("n1");
+	opts.tls[1] = ctx_for("n2");
+	batch_init(&bt, 2);
+	assert_int_equal(cluster_start_with(&cl, 2, &opts), 0);
+	call_echo(&bt, 0, 1, 0, 100, 0);
+	call_echo(&bt, 1, 0, 1, 100, 0);
+	batch_wait(&bt);
+	expect(&bt, 0, 1, true);
+	expect(&bt, 1, 0, true);
+	assert_true(test_wait(handshakes_done, &four, WAIT_MS));
+	for (i = 0; i < 2; i++) {
+		weft_tls_ctx_get_stats(opts.tls[i], &ts);
+		assert_int_equal(ts.handshakes_completed, 4);
+		assert_int_equal(ts.handshakes_resumed, 2);
+		weft_msvc_get_stats(cl.svc[i], &st);
+		assert_int_equal(st.handshakes_refused, 0);
+	}
+	quiesce_and_stop();
+	batch_finish(&bt);
+}
+
 /*
  * n3 runs with a valid cluster certificate issued for n1. n1 and n2 go on
  * exchanging requests; every request to or from n3 fails, once; both
@@ -992,6 +1054,8 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_all_mode_every_pair_over_tls,
 	                              test_cleanup),
+	    cmocka_unit_test_teardown(
+	        test_all_mode_later_connections_to_a_peer_resume, test_cleanup),
 	    cmocka_unit_test_teardown(
 	        test_all_mode_refuses_a_certificate_for_another_node,
 	        test_cleanup),

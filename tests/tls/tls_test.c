@@ -480,24 +480,32 @@ on_connect(weft_channel *ch, int status, void *arg)
 }
 
 int
-tt_client_connect(weft_loop *loop, uint16_t port, weft_tls_ctx *tls,
-                  const char *server_name, tt_client *c)
+tt_client_start(weft_loop *loop, uint16_t port, weft_tls_ctx *tls,
+                const char *server_name, uint64_t timeout_ms, tt_client *c)
 {
 	weft_connect_opts o = {
-	    .timeout_ms = 5000,
+	    .timeout_ms = timeout_ms,
 	    .init = client_init,
 	    .tls = tls,
 	    .server_name = server_name,
 	};
 	char addr[64];
-	int rv;
 
 	memset(c, 0, sizeof(*c));
 	o.init_arg = c;
 	if ((c->received = evbuffer_new()) == NULL)
 		return WEFT_ENOMEM;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-	if ((rv = weft_connect(loop, addr, &o, on_connect, c)) != 0)
+	return weft_connect(loop, addr, &o, on_connect, c);
+}
+
+int
+tt_client_connect(weft_loop *loop, uint16_t port, weft_tls_ctx *tls,
+                  const char *server_name, tt_client *c)
+{
+	int rv;
+
+	if ((rv = tt_client_start(loop, port, tls, server_name, 5000, c)) != 0)
 		return rv;
 	if ((rv = tt_run_flag(loop, &c->connected)) != 0)
 		return rv;

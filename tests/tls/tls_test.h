@@ -132,6 +132,11 @@ typedef struct tt_client {
  * callback. Returns the connect status. */
 int tt_client_connect(weft_loop *loop, uint16_t port, weft_tls_ctx *tls,
                       const char *server_name, tt_client *c);
+/* tt_client_start dials 127.0.0.1:port with a timeout and returns at once
+ * (c->connected once the connect callback ran). Returns weft_connect's
+ * result. */
+int tt_client_start(weft_loop *loop, uint16_t port, weft_tls_ctx *tls,
+                    const char *server_name, uint64_t timeout_ms, tt_client *c);
 /* tt_client_free closes the channel and frees what c holds. */
 void tt_client_free(weft_loop *loop, tt_client *c);
 

@@ -18,8 +18,11 @@
  * client without one. A client given a server_name also checks that the
  * server's certificate names it. Sessions resume with TLS 1.3 tickets
  * (one per connection); a client caches the last session per server_name.
- * Reloading the context (a new certificate, a new CA) starts a new session
- * space: sessions from before do not resume.
+ * Dials to one server_name that start while a full handshake to it runs
+ * wait for its ticket and resume from it (at most a quarter of their
+ * timeout; see weft_tls(3), SESSIONS). Reloading the context (a new
+ * certificate, a new CA) starts a new session space: sessions from before
+ * do not resume.
  *
  * Identity: a certificate's identity is its first subjectAltName of type
  * DNS or, when it has none, the first commonName of its subject. Node
