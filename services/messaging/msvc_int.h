@@ -1131,7 +1131,6 @@ void weft__msvc_conn_drop_batch(struct weft__msvc_conn *c);
  * batch. A connection's backlog, what waits for it to take writes: sent
  * (flush), ended with status (fail), or rid of its one-way messages and
  * responses that expired, or of all of them (purge). c's loop. */
-bool weft__msvc_conn_takes_writes(const struct weft__msvc_conn *c);
 void weft__msvc_conn_encode(struct weft__msvc_conn *c,
                             struct weft__msvc_out *out, uint32_t slot);
 void weft__msvc_conn_flush_backlog(struct weft__msvc_conn *c);
@@ -1354,6 +1353,21 @@ weft__msvc_may_read_on(struct weft__msvc_conn *c)
 		return true;
 	weft_channel_set_auto_read(c->ch, false);
 	return false;
+}
+
+/*
+ * c takes writes now: it is up and its channel is not closing. A
+ * connection this node closed (its peer marked down) stays UP until its
+ * channel is gone, which is up to the channel's linger later when the
+ * peer does not read: what was encoded into it meanwhile would be
+ * dropped unsent, with nothing to tell of it. What is sent then waits in
+ * c's backlog for the next connection instead.
+ */
+static inline bool
+weft__msvc_conn_takes_writes(const struct weft__msvc_conn *c)
+{
+	return c->state == WEFT__MSVC_UP && c->ch != NULL &&
+	       weft_channel_is_open(c->ch);
 }
 
 /* weft__msvc_inbound_limit is the inbound bytes in flight from which a

@@ -182,21 +182,6 @@ weft__msvc_conn_drop_batch(struct weft__msvc_conn *c)
 }
 
 /*
- * c takes writes now: it is up and its channel is not closing. A
- * connection this node closed (its peer marked down) stays UP until its
- * channel is gone, which is up to the channel's linger later when the
- * peer does not read: what was encoded into it meanwhile would be
- * dropped unsent, with nothing to tell of it. What is sent then waits in
- * c's backlog for the next connection instead.
- */
-bool
-weft__msvc_conn_takes_writes(const struct weft__msvc_conn *c)
-{
-	return c->state == WEFT__MSVC_UP && c->ch != NULL &&
-	       weft_channel_is_open(c->ch);
-}
-
-/*
  * A message larger than a frame, for a peer of an older release, which
  * does not assemble chunks: the message fails, not the connection. A
  * request completes with WEFT_ETOOBIG, a response goes as an error
