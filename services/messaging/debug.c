@@ -71,47 +71,34 @@ struct build {
 
 /* ---- Filling ------------------------------------------------------------ */
 
-static void *
-grow(void *array, size_t *cap, size_t len, size_t size)
-{
-	size_t n = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (len < *cap)
-		return array;
-	if ((p = realloc(array, n * size)) != NULL)
-		*cap = n;
-	return p;
-}
-
 static struct conn_entry *
 conn_add(weft_msvc_snapshot *s)
 {
 	struct conn_entry *p =
-	    grow(s->conns, &s->conns_cap, s->nconns, sizeof(*s->conns));
+	    WEFT__ARRAY_ROOM(s->conns, s->conns_cap, s->nconns, 16);
 
 	if (p == NULL) {
 		s->failed = true;
 		return NULL;
 	}
-	s->conns = p;
-	memset(&p[s->nconns], 0, sizeof(*p));
-	return &p[s->nconns++];
+	memset(p, 0, sizeof(*p));
+	s->nconns++;
+	return p;
 }
 
 static struct req_entry *
 req_add(weft_msvc_snapshot *s)
 {
 	struct req_entry *p =
-	    grow(s->reqs, &s->reqs_cap, s->nreqs, sizeof(*s->reqs));
+	    WEFT__ARRAY_ROOM(s->reqs, s->reqs_cap, s->nreqs, 16);
 
 	if (p == NULL) {
 		s->failed = true;
 		return NULL;
 	}
-	s->reqs = p;
-	memset(&p[s->nreqs], 0, sizeof(*p));
-	return &p[s->nreqs++];
+	memset(p, 0, sizeof(*p));
+	s->nreqs++;
+	return p;
 }
 
 static const char *
