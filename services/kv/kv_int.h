@@ -338,6 +338,10 @@ int weft__kv_parse_quorum(const char *text, uint32_t members, uint32_t *out);
 #define WEFT__KV_DECIDED (1ull << 63)
 #define WEFT__KV_COUNT(state, field) ((uint32_t)((state) / (field)) & 0xffff)
 
+/* weft__kv_client_status is what a client is told when a replica's
+ * failure (status) puts a write or a quorum read out of reach (write.c). */
+int weft__kv_client_status(int status);
+
 /* weft__kv_tally_verdict: 1 once need of the left replicas answered, -1
  * once they can no longer (need above those left, or too many failed), 0
  * while it is open. */

@@ -184,26 +184,6 @@ decide_newest(struct kv_read *r)
 	answer_value(kv, r->msg, best->value);
 }
 
-/* What the client is told when a replica's failure puts the read out of
- * reach (as for a write, write.c). */
-static int
-client_status(int status)
-{
-	switch (status) {
-	case WEFT_ETIMEDOUT:
-	case WEFT_EEXPIRED:
-		return WEFT_ETIMEDOUT;
-	case WEFT_EOVERLOAD:
-		return WEFT_EOVERLOAD;
-	case WEFT_EINVAL:
-	case WEFT_ETOOBIG:
-	case WEFT_EREMOTE:
-		return WEFT_EREMOTE;
-	default:
-		return WEFT_EPEERDOWN;
-	}
-}
-
 static void
 answer_error(struct kv_read *r, int status, const weft_msvc_peer *peer)
 {
@@ -218,7 +198,7 @@ answer_error(struct kv_read *r, int status, const weft_msvc_peer *peer)
 	         cl_name(r->cl), read_need(r->cl, left), left,
 	         weft_msvc_peer_id(peer), weft_strerror(status));
 	weft_debug("kv: %s", text);
-	weft_msvc_respond_error(r->msg, client_status(status), text);
+	weft_msvc_respond_error(r->msg, weft__kv_client_status(status), text);
 }
 
 /* Fills s from a replica's answer; 0, or WEFT_EINVAL (refused: it counts

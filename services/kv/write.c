@@ -121,8 +121,8 @@ answer_ok(weft_kv *kv, weft_msvc_msg *msg)
  * answered with an error is a remote error, and one that could not be
  * reached (or is stopping) is a peer down.
  */
-static int
-client_status(int status)
+int
+weft__kv_client_status(int status)
 {
 	switch (status) {
 	case WEFT_ECONFLICT:
@@ -155,7 +155,7 @@ answer_error(struct kv_write *w, int status, const weft_msvc_peer *peer)
 	         weft__kv_quorum_now(&w->quorum, w->replicas), w->replicas,
 	         weft_msvc_peer_id(peer), weft_strerror(status));
 	weft_debug("kv: %s", text);
-	weft_msvc_respond_error(w->msg, client_status(status), text);
+	weft_msvc_respond_error(w->msg, weft__kv_client_status(status), text);
 }
 
 /* Encodes the replicate request up to the value bytes; returns its size.
