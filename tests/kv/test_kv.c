@@ -1699,6 +1699,49 @@ test_scan_stops_at_its_byte_limit(void **state)
 	cluster_stop(c);
 }
 
+/* A client's get that names a consistency it cannot (0, 4, a string, a
+ * third field) is refused alone, and a client may not ask a member for
+ * its replica's entry (kv_read is members only); gets go on. */
+static void
+test_bad_consistencies_and_client_reads_are_refused(void **state)
+{
+	struct cluster *c = cluster_start(NULL);
+	/* ["k", 0]; ["k", 4]; ["k", "x"]; ["k", 1, 2] */
+	static const uint8_t zero[] = {0x92, 0xc4, 0x01, 'k', 0x00};
+	static const uint8_t four[] = {0x92, 0xc4, 0x01, 'k', 0x04};
+	static const uint8_t text[] = {0x92, 0xc4, 0x01, 'k', 0xa1, 'x'};
+	static const uint8_t three[] = {0x93, 0xc4, 0x01, 'k', 0x01, 0x02};
+	static const uint8_t key[] = {0x91, 0xc4, 0x01, 'k'};
+	const struct {
+		uint32_t verb;
+		const uint8_t *p;
+		size_t n;
+		int status;
+	} bad[] = {{WEFT_KV_VERB_GET, zero, sizeof(zero), WEFT_EINVAL},
+	           {WEFT_KV_VERB_GET, four, sizeof(four), WEFT_EINVAL},
+	           {WEFT_KV_VERB_GET, text, sizeof(text), WEFT_EINVAL},
+	           {WEFT_KV_VERB_GET, three, sizeof(three), WEFT_EINVAL},
+	           {WEFT_KV_VERB_READ, key, sizeof(key), WEFT_EPERM}};
+	weft_kv_stats st;
+	struct call call;
+
+	(void)state;
+	assert_int_equal(put_str(c, 0, "k", "v"), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		call_init(&call);
+		assert_int_equal(weft_msvc_request(
+		                     c->client, node_peer(c, 0), bad[i].verb,
+		                     bad[i].p, bad[i].n, NULL, on_reply, &call),
+		                 0);
+		assert_int_equal(call_wait(&call), bad[i].status);
+		call_fini(&call);
+	}
+	weft_kv_get_stats(c->kv[0], &st);
+	assert_int_equal(st.reads_coordinated, 0);
+	expect_kv_at(c, 0, "k", WEFT_KV_READ_ALL, "v");
+	cluster_stop(c);
+}
+
 static void
 test_bad_scans_are_refused(void **state)
 {
@@ -1783,6 +1826,8 @@ main(void)
 	    cmocka_unit_test(test_scan_returns_live_keys_in_order),
 	    cmocka_unit_test(test_scan_stops_at_its_byte_limit),
 	    cmocka_unit_test(test_bad_scans_are_refused),
+	    cmocka_unit_test(
+	        test_bad_consistencies_and_client_reads_are_refused),
 	};
 
 	/* The raw peer's writes may meet a closed connection. */
